@@ -1,0 +1,40 @@
+# amp-course: `make course` sets up and opens the course; `make test` sets up and runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Pinned for this course's local and CI installs; the package itself accepts a range
+# (pyproject.toml) because Colab and GPU machines bring their own torch.
+TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
+STAMP := $(VENV)/.amp-course-installed
+PORT ?= 8888
+# No browser where there is no screen to show one (servers, containers, CI); set HEADLESS=0 to force one.
+HEADLESS ?= $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),0,1)
+JUPYTER_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup course test lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install $(TORCH_PIN)
+	$(BIN)/python -m pip install -e ".[course,test]"
+	touch $(STAMP)
+
+course: setup
+	@echo "Opening JupyterLab on notebooks/ (the URL with its token follows; Ctrl-C stops it)."
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(PORT) \
+		$(if $(filter 1,$(HEADLESS)),--no-browser) $(if $(filter 0,$(shell id -u)),--allow-root) \
+		$(JUPYTER_ARGS)
+
+test: setup
+	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/python -m pip install -q ruff
+	$(BIN)/ruff check amp_course tests
+
+clean:
+	rm -rf $(VENV) executed .pytest_cache

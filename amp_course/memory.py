@@ -1,0 +1,127 @@
+"""Memory: where training memory goes (an analytic account that works on CPU) and CUDA peak memory."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .training import autocast
+
+# Bytes per parameter of optimizer state kept in fp32: Adam/AdamW keep two moments (m and v).
+OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd_momentum": 4, "adam": 8, "adamw": 8}
+
+
+@dataclass
+class MemoryBreakdown:
+    """Training memory in bytes, split by what holds it."""
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    weight_copies: int = 0  # low-precision copies of weights that autocast keeps for backward
+
+    PARTS = ("parameters", "gradients", "optimizer_state", "weight_copies", "activations")
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, k) for k in self.PARTS)
+
+    def as_gib(self) -> dict[str, float]:
+        """Each part and the total in GiB."""
+        parts = {k: getattr(self, k) / 2**30 for k in self.PARTS}
+        parts["total"] = self.total / 2**30
+        return parts
+
+
+@dataclass
+class SavedBytes:
+    """Bytes autograd keeps from one forward pass for the backward pass."""
+
+    activations: int
+    weight_copies: int
+
+
+def training_memory(num_params: int, activation_bytes: int, optimizer: str = "adamw",
+                    weight_copy_bytes: int = 0, param_bytes: int = 4,
+                    grad_bytes: int = 4) -> MemoryBreakdown:
+    """The memory of one training step: fp32 weights, grads and optimizer state plus activations.
+
+    Under AMP the weights, their gradients and the optimizer state stay fp32 (4 + 4 + 8 = 16 bytes
+    per parameter with Adam); the activations saved for backward shrink, and autocast adds
+    low-precision copies of the weights (``weight_copy_bytes``, 2 bytes per parameter).
+    """
+    key = optimizer.lower()
+    if key not in OPTIMIZER_STATE_BYTES:
+        raise ValueError(f"Unknown optimizer {optimizer!r}. Valid: {', '.join(OPTIMIZER_STATE_BYTES)}.")
+    return MemoryBreakdown(
+        parameters=num_params * param_bytes,
+        gradients=num_params * grad_bytes,
+        optimizer_state=num_params * OPTIMIZER_STATE_BYTES[key],
+        activations=int(activation_bytes),
+        weight_copies=int(weight_copy_bytes),
+    )
+
+
+def saved_tensor_bytes(model: torch.nn.Module, inputs: torch.Tensor, *, device,
+                       autocast_dtype: torch.dtype | None = None) -> SavedBytes:
+    """Measure the bytes one forward pass saves for backward: activations and weight copies.
+
+    This is measured, not estimated: ``saved_tensors_hooks`` sees every tensor the forward
+    keeps for the backward pass. Storages are counted once; the parameters' own storages are
+    left out (``training_memory`` counts them). A saved low-precision tensor with a parameter's
+    shape (or its transpose) is a copy of that weight made by autocast, and is counted apart.
+    """
+    param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    # Linear layers may save the transposed copy, so match both orders of the dimensions.
+    param_shapes = {tuple(p.shape) for p in model.parameters()}
+    param_shapes |= {shape[::-1] for shape in param_shapes}
+    activations: dict[int, int] = {}
+    weight_copies: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor):
+        storage = tensor.untyped_storage()
+        pointer = storage.data_ptr()
+        if pointer in param_storages:
+            return tensor
+        is_copy = tensor.dtype != torch.float32 and tuple(tensor.shape) in param_shapes
+        (weight_copies if is_copy else activations)[pointer] = storage.nbytes()
+        return tensor
+
+    model.train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with autocast(device, autocast_dtype):
+            output = model(inputs.to(device))
+    del output
+    return SavedBytes(activations=sum(activations.values()),
+                      weight_copies=sum(weight_copies.values()))
+
+
+def peak_cuda_memory(fn: Callable[[], object], device: torch.device | str = "cuda") -> int:
+    """Peak bytes allocated on ``device`` while ``fn()`` runs (CUDA only)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise RuntimeError("peak_cuda_memory needs a CUDA device; on CPU use training_memory().")
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device)
+
+
+def gpus_needed(static_bytes: int, activation_bytes_per_sample: int, global_batch: int,
+                gpu_bytes: int, usable_fraction: float = 0.9) -> int | None:
+    """Fewest data-parallel GPUs that fit the step: each holds all static state and its batch share.
+
+    Returns None when even one sample per GPU does not fit next to the static state.
+    """
+    usable = gpu_bytes * usable_fraction
+    room = usable - static_bytes
+    if room < activation_bytes_per_sample:
+        return None
+    per_gpu_batch = max(1, int(room // activation_bytes_per_sample))
+    return math.ceil(global_batch / per_gpu_batch)

@@ -1,0 +1,132 @@
+"""Models: the scenario text's MNIST CNN and Vision Transformer presets built on torchvision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torchvision.models.vision_transformer import VisionTransformer
+
+# The CNN configuration of the scenario text (seeds/002): one row per conv block,
+# [in_channels, out_channels, kernel_size, stride, padding]. 14 blocks, 1024 channels out.
+MNIST_CNN_CONFIG = (
+    (1, 32, 3, 1, 1),
+    (32, 64, 3, 1, 1),
+    (64, 64, 2, 2, 0),
+    (64, 128, 3, 1, 1),
+    (128, 128, 3, 1, 1),
+    (128, 128, 3, 1, 1),
+    (128, 128, 2, 2, 0),
+    (128, 256, 3, 1, 1),
+    (256, 256, 2, 1, 0),
+    (256, 512, 3, 1, 1),
+    (512, 512, 3, 1, 1),
+    (512, 512, 3, 1, 1),
+    (512, 512, 2, 2, 0),
+    (512, 1024, 3, 1, 1),
+)
+
+
+class ConvBlock(nn.Sequential):
+    """Conv, batch norm, ReLU: the scenario's BasicBlock."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding):
+        super().__init__(
+            nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, bias=False),
+            nn.BatchNorm2d(out_channels),
+            nn.ReLU(inplace=True),
+        )
+
+
+class MnistCNN(nn.Module):
+    """The scenario text's 14-block CNN with a 1024-wide head; far bigger than MNIST needs, on purpose."""
+
+    def __init__(self, config=MNIST_CNN_CONFIG, num_classes: int = 10, width_divisor: int = 1):
+        super().__init__()
+        # width_divisor shrinks every channel count for CPU smoke runs; 1 is the text's model.
+        config = [
+            (max(1, cin // width_divisor) if i else cin, max(1, cout // width_divisor), k, s, p)
+            for i, (cin, cout, k, s, p) in enumerate(config)
+        ]
+        self.features = nn.Sequential(*(ConvBlock(*row) for row in config))
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        width = config[-1][1]
+        hidden = max(1, 1000 // width_divisor)
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(width, hidden),
+            nn.ReLU(inplace=True),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(inplace=True),
+            nn.Linear(hidden, num_classes),
+        )
+
+    def forward(self, x):
+        return self.classifier(self.avgpool(self.features(x)))
+
+
+@dataclass(frozen=True)
+class ViTPreset:
+    """The shape of a torchvision VisionTransformer."""
+
+    image_size: int
+    patch_size: int
+    num_layers: int
+    num_heads: int
+    hidden_dim: int
+    mlp_dim: int
+    in_channels: int = 3
+
+
+VIT_PRESETS = {
+    # A ViT small enough to train on 28x28 MNIST digits on a CPU in seconds.
+    "tiny": ViTPreset(image_size=28, patch_size=7, num_layers=4, num_heads=4, hidden_dim=64,
+                      mlp_dim=128, in_channels=1),
+    # ViT-B/16 and ViT-L/16 as in Dosovitskiy et al. and torchvision's vit_b_16 / vit_l_16.
+    "b16": ViTPreset(image_size=224, patch_size=16, num_layers=12, num_heads=12, hidden_dim=768,
+                     mlp_dim=3072),
+    "l16": ViTPreset(image_size=224, patch_size=16, num_layers=24, num_heads=16, hidden_dim=1024,
+                     mlp_dim=4096),
+}
+
+
+def build_vit(preset: str = "tiny", num_classes: int | None = None, **overrides) -> VisionTransformer:
+    """A torchvision VisionTransformer from a preset name; ``overrides`` change single fields."""
+    if preset not in VIT_PRESETS:
+        raise ValueError(f"Unknown ViT preset {preset!r}. Valid choices: {', '.join(VIT_PRESETS)}.")
+    fields = {**VIT_PRESETS[preset].__dict__, **overrides}
+    in_channels = fields.pop("in_channels")
+    if num_classes is None:
+        num_classes = 10 if preset == "tiny" else 1000
+    model = VisionTransformer(num_classes=num_classes, **fields)
+    if in_channels != 3:
+        # torchvision's patch embedding expects RGB; MNIST digits have one channel.
+        model.conv_proj = nn.Conv2d(in_channels, fields["hidden_dim"], fields["patch_size"],
+                                    fields["patch_size"])
+    return model
+
+
+def build_model(name: str, **kwargs) -> nn.Module:
+    """A course model by name: ``"mnist_cnn"`` or ``"vit_tiny"``, ``"vit_b16"``, ``"vit_l16"``."""
+    if name == "mnist_cnn":
+        return MnistCNN(**kwargs)
+    if name.startswith("vit_"):
+        return build_vit(name.removeprefix("vit_"), **kwargs)
+    valid = ["mnist_cnn", *(f"vit_{p}" for p in VIT_PRESETS)]
+    raise ValueError(f"Unknown model {name!r}. Valid choices: {', '.join(valid)}.")
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def example_input(model: nn.Module, batch_size: int = 1, device=None) -> torch.Tensor:
+    """A random batch shaped for ``model``: MNIST digits for the CNN, images for a ViT."""
+    if isinstance(model, VisionTransformer):
+        channels = model.conv_proj.in_channels
+        size = model.image_size
+    else:
+        channels, size = 1, 28
+    return torch.randn(batch_size, channels, size, size, device=device)

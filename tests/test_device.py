@@ -1,0 +1,83 @@
+import warnings
+
+import pytest
+import torch
+
+from amp_course import device as dev
+
+
+def test_cpu_is_cpu():
+    assert dev.pick_device("cpu") == torch.device("cpu")
+
+
+def test_unknown_device_lists_valid_choices():
+    with pytest.raises(ValueError, match="auto, cpu, cuda"):
+        dev.pick_device("tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU fallback")
+def test_cuda_without_gpu_warns_and_names_fallback():
+    with pytest.warns(dev.DeviceFallbackWarning, match="no CUDA GPU.*Falling back to DEVICE='cpu'"):
+        assert dev.pick_device("cuda") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("name,dtype", [("bf16", torch.bfloat16), ("float16", torch.float16),
+                                        ("FP32", torch.float32), ("torch.bfloat16", torch.bfloat16),
+                                        (torch.float16, torch.float16)])
+def test_parse_dtype_accepts_spellings(name, dtype):
+    assert dev.parse_dtype(name) is dtype
+
+
+def test_unknown_dtype_lists_valid_ones():
+    with pytest.raises(ValueError) as info:
+        dev.parse_dtype("fp12")
+    message = str(info.value)
+    assert "fp12" in message
+    for valid in ("fp32", "fp16", "bf16", "bfloat16"):
+        assert valid in message
+
+
+def test_unsupported_dtype_object_is_refused():
+    with pytest.raises(ValueError, match="Valid choices"):
+        dev.parse_dtype(torch.int8)
+
+
+@pytest.mark.parametrize("capability,expected", [((7, 5), torch.float16),   # T4
+                                                 ((7, 0), torch.float16),   # V100
+                                                 ((8, 0), torch.bfloat16),  # A100
+                                                 ((9, 0), torch.bfloat16)]) # H100
+def test_cuda_dtype_follows_compute_capability(monkeypatch, capability, expected):
+    # A T4 reports is_bf16_supported() == True (emulation); the choice must ignore that.
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert dev.pick_autocast_dtype(torch.device("cuda")) is expected
+
+
+def test_cpu_dtype_is_bf16_and_warns_without_native_support(monkeypatch):
+    monkeypatch.setattr(dev, "cpu_has_fast_bf16", lambda flags=None: False)
+    with pytest.warns(dev.DeviceFallbackWarning, match="AVX512-BF16 nor AMX"):
+        assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
+    monkeypatch.setattr(dev, "cpu_has_fast_bf16", lambda flags=None: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
+
+
+def test_cpu_bf16_flags():
+    assert dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512_bf16"})) or dev.platform.system() == "Darwin"
+    assert dev.cpu_has_fast_bf16(frozenset({"amx_bf16"})) or dev.platform.system() == "Darwin"
+    if dev.platform.system() != "Darwin":
+        assert not dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512f"}))
+
+
+def test_grad_scaler_only_for_fp16():
+    assert dev.use_grad_scaler(torch.float16)
+    assert not dev.use_grad_scaler(torch.bfloat16)
+    assert not dev.use_grad_scaler(torch.float32)
+
+
+def test_describe_hardware_is_one_line_with_versions():
+    line = dev.describe_hardware("cpu")
+    assert "\n" not in line
+    assert torch.__version__ in line
+    assert "CPU" in line

@@ -1,0 +1,63 @@
+import pytest
+import torch
+from torch import nn
+
+from amp_course import memory, models
+
+
+def test_adam_state_is_16_bytes_per_parameter_whatever_the_dtype():
+    m = memory.training_memory(1000, activation_bytes=0, optimizer="adamw")
+    assert m.parameters + m.gradients + m.optimizer_state == 16 * 1000
+    assert memory.training_memory(1000, 0, optimizer="sgd").total == 8 * 1000
+
+
+def test_unknown_optimizer():
+    with pytest.raises(ValueError, match="adamw"):
+        memory.training_memory(10, 0, optimizer="lion")
+
+
+def test_saved_bytes_of_a_linear_stack_match_hand_count():
+    # Linear(64->128) saves its input; ReLU saves its output; Linear(128->10) saves its input.
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    x = torch.randn(32, 64)
+    saved = memory.saved_tensor_bytes(model, x, device="cpu")
+    assert saved.weight_copies == 0
+    assert saved.activations == 4 * (32 * 64 + 32 * 128)  # ReLU output is the 2nd Linear's input
+
+
+def test_autocast_halves_matmul_activations_and_adds_weight_copies():
+    model = nn.Sequential(nn.Linear(64, 128), nn.Linear(128, 128))
+    x = torch.randn(32, 64)
+    fp32 = memory.saved_tensor_bytes(model, x, device="cpu")
+    bf16 = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=torch.bfloat16)
+    assert bf16.activations == fp32.activations // 2
+    # Only the second layer keeps its bf16 weight: it needs it for the gradient of its input.
+    # The first layer's input needs no gradient, so autograd does not save that weight copy.
+    assert bf16.weight_copies == 2 * 128 * 128
+
+
+def test_vit_activations_shrink_under_autocast():
+    model = models.build_vit("tiny")
+    x = torch.randn(4, 1, 28, 28)
+    fp32 = memory.saved_tensor_bytes(model, x, device="cpu")
+    bf16 = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=torch.bfloat16)
+    assert 0.4 < bf16.activations / fp32.activations < 0.8
+
+
+def test_gpus_needed():
+    gib = 2**30
+    # 10 GiB static, 1 GiB per sample, 80 GiB GPU at 90% -> 62 samples per GPU.
+    assert memory.gpus_needed(10 * gib, gib, 124, 80 * gib) == 2
+    assert memory.gpus_needed(10 * gib, gib, 125, 80 * gib) == 3
+    assert memory.gpus_needed(80 * gib, gib, 1, 80 * gib) is None
+
+
+def test_peak_cuda_memory_refuses_cpu():
+    with pytest.raises(RuntimeError, match="CUDA"):
+        memory.peak_cuda_memory(lambda: None, "cpu")
+
+
+@pytest.mark.gpu
+def test_peak_cuda_memory_sees_an_allocation():
+    peak = memory.peak_cuda_memory(lambda: torch.empty(2**28, dtype=torch.uint8, device="cuda"))
+    assert peak >= 2**28

@@ -1,0 +1,50 @@
+"""Every notebook executes on CPU in smoke mode, under papermill and under nbval."""
+
+import os
+import subprocess
+import sys
+import time
+
+import nbformat
+import papermill
+import pytest
+
+from conftest import NOTEBOOKS, ROOT
+
+SMOKE_BUDGET_S = 60  # each lesson must run in well under a minute in smoke mode
+
+
+def _errors(nb):
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_papermill_smoke(path):
+    out = ROOT / "executed" / path.name
+    out.parent.mkdir(exist_ok=True)
+    start = time.perf_counter()
+    papermill.execute_notebook(str(path), str(out), parameters={"SMOKE": True},
+                               cwd=str(path.parent), kernel_name="python3",
+                               execution_timeout=2 * SMOKE_BUDGET_S, progress_bar=False)
+    elapsed = time.perf_counter() - start
+    executed = nbformat.read(out, as_version=4)
+    assert not _errors(executed)
+    # The lesson computed and showed something: printed text and at least one figure.
+    outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert any(o.get("output_type") == "stream" for o in outputs)
+    assert elapsed < SMOKE_BUDGET_S, f"{path.name} took {elapsed:.0f} s in smoke mode"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_nbval_lax(path):
+    env = {**os.environ, "AMP_COURSE_SMOKE": "1", "MPLBACKEND": "Agg"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+         "--nbval-cell-timeout=120", str(path)],
+        cwd=path.parent, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout

@@ -1,0 +1,60 @@
+"""The repository's own promises: stripped notebooks with one parameters cell, matching env files."""
+
+import re
+import tomllib
+
+import nbformat
+import pytest
+import yaml
+
+from conftest import NOTEBOOKS, ROOT
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "notebooks/ holds no lessons"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_stripped_and_has_one_parameters_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
+        f"{path.name} is committed with outputs"
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, f"{path.name} has {len(params)} parameters cells"
+    for name in ("SMOKE", "DEVICE", "SEED"):
+        assert re.search(rf"^{name}\s*=", params[0].source, re.M), f"{name} missing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_follows_the_skeleton(path):
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert nb.cells[0].source.startswith("# "), "title first"
+    assert "colab.research.google.com" in nb.cells[0].source and path.name in nb.cells[0].source
+    for needed in ("**Time:**", "## Summary", "pitfalls", "## Quiz"):
+        assert needed in text, f"{path.name} lacks {needed!r}"
+    assert any("import amp_course as ac" in c.source for c in nb.cells if c.cell_type == "code")
+
+
+def _names(requirements):
+    return {re.split(r"[<>=!~ \[]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_environment_yml_agrees_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = set(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        wanted |= set(extra)
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_deps = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    listed = {d for d in pip_deps if not d.startswith("-e")}
+    assert listed == wanted, f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in readme and "make course" in readme
+    assert re.search(r"^make test\b", ci, re.M)

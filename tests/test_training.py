@@ -1,0 +1,111 @@
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from amp_course import training
+
+
+def _setup(seed=0, n=64, batch=16):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+    x, y = torch.randn(n, 8), torch.randint(0, 3, (n,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=batch)
+    return model, loader
+
+
+def test_fp32_epoch_matches_a_plain_loop():
+    model, loader = _setup()
+    reference = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    result = training.train_epoch(model, loader, opt, nn.functional.cross_entropy, device="cpu",
+                                  progress=False)
+    for x, y in loader:
+        ref_opt.zero_grad()
+        nn.functional.cross_entropy(reference(x), y).backward()
+        ref_opt.step()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q)
+    assert result.optimizer_steps == 4 and len(result.losses) == 4
+
+
+def test_bf16_epoch_runs_under_autocast_and_stays_close_to_fp32():
+    model, loader = _setup()
+    amp_model = copy.deepcopy(model)
+    seen = []
+    amp_model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    for m, dtype in [(model, None), (amp_model, torch.bfloat16)]:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        training.train_epoch(m, loader, opt, nn.functional.cross_entropy, device="cpu",
+                             autocast_dtype=dtype, progress=False)
+    assert seen and all(d is torch.bfloat16 for d in seen)
+    assert all(p.dtype is torch.float32 for p in amp_model.parameters())  # master weights stay fp32
+    for p, q in zip(model.parameters(), amp_model.parameters()):
+        torch.testing.assert_close(p, q, atol=0.05, rtol=0.05)
+
+
+def test_accumulation_equals_one_large_batch():
+    model, loader = _setup(n=64, batch=16)
+    big = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    result = training.train_epoch(model, loader, opt, nn.functional.cross_entropy, device="cpu",
+                                  accumulation_steps=4, progress=False)
+    assert result.optimizer_steps == 1
+    big_opt = torch.optim.SGD(big.parameters(), lr=0.1)
+    x, y = loader.dataset.tensors
+    nn.functional.cross_entropy(big(x), y).backward()
+    big_opt.step()
+    for p, q in zip(model.parameters(), big.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
+
+
+def test_clipping_sees_unscaled_norms_with_fp16_scaler():
+    model, loader = _setup()
+    fp32_model = copy.deepcopy(model)
+    scaler = training.make_scaler("cpu", torch.float16, init_scale=2.0**10)
+    assert scaler.is_enabled()
+    res = training.train_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.0),
+                               nn.functional.cross_entropy, device="cpu", scaler=scaler,
+                               max_grad_norm=1e9, max_batches=1, progress=False)
+    ref = training.train_epoch(fp32_model, loader, torch.optim.SGD(fp32_model.parameters(), lr=0.0),
+                               nn.functional.cross_entropy, device="cpu", max_grad_norm=1e9,
+                               max_batches=1, progress=False)
+    # With clipping after unscale_, the norm is the true one, not 1024x larger.
+    assert res.grad_norms[0] == pytest.approx(ref.grad_norms[0], rel=0.05)
+
+
+def test_skipped_step_is_counted_and_weights_untouched():
+    model, loader = _setup()
+    before = [p.detach().clone() for p in model.parameters()]
+    scaler = training.make_scaler("cpu", torch.float16)
+
+    def exploding_loss(logits, targets):
+        return nn.functional.cross_entropy(logits, targets) * float("inf")
+
+    res = training.train_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.1),
+                               exploding_loss, device="cpu", autocast_dtype=torch.float16,
+                               scaler=scaler, max_batches=1, progress=False)
+    assert res.skipped_steps == 1
+    for p, q in zip(model.parameters(), before):
+        assert torch.equal(p, q)
+
+
+def test_scaler_disabled_for_bf16_and_fp32():
+    assert not training.make_scaler("cpu", torch.bfloat16).is_enabled()
+    assert not training.make_scaler("cpu", None).is_enabled()
+
+
+def test_evaluate_accuracy():
+    model, loader = _setup()
+    loss, accuracy = training.evaluate(model, loader, device="cpu", autocast_dtype=torch.bfloat16)
+    assert 0.0 <= accuracy <= 1.0 and loss > 0
+
+
+def test_bad_accumulation_steps():
+    model, loader = _setup()
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        training.train_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.1),
+                             nn.functional.cross_entropy, device="cpu", accumulation_steps=0)
