@@ -9,6 +9,7 @@ import nbformat
 import papermill
 import pytest
 
+from amp_course.exercises import fill_solutions
 from conftest import NOTEBOOKS, ROOT
 
 SMOKE_BUDGET_S = 60  # each lesson must run in well under a minute in smoke mode
@@ -19,15 +20,27 @@ def _errors(nb):
             if o.get("output_type") == "error"]
 
 
+def _with_solutions(path, tmp_path):
+    """A copy of the notebook beside the original, its exercise blanks filled with solutions."""
+    nb = fill_solutions(nbformat.read(path, as_version=4))
+    filled = path.parent / f".solved-{tmp_path.name}-{path.name}"
+    nbformat.write(nb, filled)
+    return filled
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_papermill_smoke(path):
+def test_papermill_smoke(path, tmp_path):
     out = ROOT / "executed" / path.name
     out.parent.mkdir(exist_ok=True)
+    filled = _with_solutions(path, tmp_path)
     start = time.perf_counter()
-    papermill.execute_notebook(str(path), str(out), parameters={"SMOKE": True},
+    try:
+        papermill.execute_notebook(str(filled), str(out), parameters={"SMOKE": True},
                                cwd=str(path.parent), kernel_name="python3",
-                               execution_timeout=2 * SMOKE_BUDGET_S, progress_bar=False)
+                                   execution_timeout=2 * SMOKE_BUDGET_S, progress_bar=False)
+    finally:
+        filled.unlink()
     elapsed = time.perf_counter() - start
     executed = nbformat.read(out, as_version=4)
     assert not _errors(executed)
@@ -39,12 +52,16 @@ def test_papermill_smoke(path):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_nbval_lax(path):
+def test_nbval_lax(path, tmp_path):
     env = {**os.environ, "AMP_COURSE_SMOKE": "1", "MPLBACKEND": "Agg"}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-         "--nbval-cell-timeout=120", str(path)],
-        cwd=path.parent, env=env, capture_output=True, text=True, timeout=300,
-    )
+    filled = _with_solutions(path, tmp_path)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+             "--nbval-cell-timeout=120", str(filled)],
+            cwd=path.parent, env=env, capture_output=True, text=True, timeout=300,
+        )
+    finally:
+        filled.unlink()
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
