@@ -14,6 +14,26 @@ from .device import use_grad_scaler as _use_grad_scaler
 
 SMOKE_ENV = "AMP_COURSE_SMOKE"
 
+# The first code cell of every notebook, verbatim (tests/test_repository.py keeps them equal).
+# It must run before the package is importable, so it cannot call into it. In Colab (or when
+# AMP_COURSE_SIMULATE_COLAB=1, which the tests use) it clones the course from AMP_COURSE_SOURCE
+# and installs it; in a checkout it puts the repository first on sys.path.
+SETUP_CELL = """# Setup: the same cell works locally and in Colab.
+import os, subprocess, sys
+from pathlib import Path
+
+IN_COLAB = "google.colab" in sys.modules or os.environ.get("AMP_COURSE_SIMULATE_COLAB") == "1"
+if IN_COLAB and not Path("amp-course").exists():
+    source = os.environ.get("AMP_COURSE_SOURCE", "https://github.com/amp-course/amp-course")
+    subprocess.run(["git", "clone", "--depth", "1", source, "amp-course"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "amp-course"], check=True)
+if IN_COLAB:
+    sys.path.insert(0, str(Path("amp-course").resolve()))
+elif Path("../amp_course").is_dir():  # a checkout opened without `make course`
+    sys.path.insert(0, str(Path("..").resolve()))
+
+import amp_course as ac"""
+
 
 @dataclass
 class LessonSettings:

@@ -58,3 +58,12 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make course" in readme
     assert re.search(r"^make test\b", ci, re.M)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_setup_cell_is_the_canonical_one(path):
+    from amp_course.lesson import SETUP_CELL
+
+    nb = nbformat.read(path, as_version=4)
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert first_code.source == SETUP_CELL, f"{path.name}: setup cell differs from amp_course.lesson.SETUP_CELL"
