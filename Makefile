@@ -12,7 +12,7 @@ HEADLESS ?= $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell unam
 JUPYTER_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup course test lint clean
+.PHONY: setup course test gpu lint clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,12 @@ course: setup
 
 test: setup
 	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Every notebook in full mode on the GPU it finds, then the benchmark matrix; reports/gpu/<device>/.
+# Refuses to run without a CUDA GPU. On a GPU machine that already has torch, run
+# `python -m amp_course.gpu_run` directly instead.
+gpu: setup
+	MPLBACKEND=Agg $(BIN)/python -m amp_course.gpu_run
 
 lint: setup
 	$(BIN)/python -m pip install -q ruff

@@ -24,6 +24,10 @@ print("quizzes", (package_root / "quizzes").is_dir())
 """
 
 
+def _clean_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 def _fresh_env_with_jupyter(tmp_path: Path) -> Path:
     """A new venv that sees this environment's libraries (as Colab has torch and Jupyter) but
     not the course package: a plain path entry does not run the editable install's .pth hook."""
@@ -33,7 +37,8 @@ def _fresh_env_with_jupyter(tmp_path: Path) -> Path:
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "colab_base.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    missing = subprocess.run([str(python), "-c", "import amp_course"], capture_output=True, text=True)
+    missing = subprocess.run([str(python), "-c", "import amp_course"], capture_output=True, text=True,
+                             cwd=tmp_path, env=_clean_env())
     assert missing.returncode != 0, "the fresh environment must not have the course installed"
     return python
 
@@ -50,7 +55,7 @@ def test_setup_cell_installs_the_course_like_colab(tmp_path):
     nb.cells = [nbformat.v4.new_code_cell(SETUP_CELL), nbformat.v4.new_code_cell(CHECK_CELL)]
     notebook = workdir / "lesson.ipynb"
     nbformat.write(nb, notebook)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _clean_env()
     env.update(AMP_COURSE_SIMULATE_COLAB="1", AMP_COURSE_SOURCE=str(ROOT),
                PATH=f"{python.parent}:{env['PATH']}")
     run = subprocess.run(

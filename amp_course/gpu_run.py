@@ -1,0 +1,155 @@
+"""The whole course on the GPU it finds: every notebook in full mode (papermill and nbval), then the
+benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, driver, versions and date.
+
+Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class NoGPUError(RuntimeError):
+    """The GPU run was asked for on a machine without a visible CUDA GPU."""
+
+
+def require_gpu() -> torch.device:
+    """The CUDA device, or NoGPUError saying what to run instead."""
+    if not torch.cuda.is_available():
+        raise NoGPUError(
+            "The GPU run needs a CUDA GPU, and none is visible here (torch.cuda.is_available() is "
+            f"False; torch {torch.__version__}, CUDA build {torch.version.cuda}). On a CPU, run "
+            "`make test`, which executes every notebook in smoke mode."
+        )
+    return torch.device("cuda")
+
+
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def environment_record(device: torch.device) -> dict:
+    """Device name, capability, driver, versions and date for the report header."""
+    import torchvision
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return {
+        "device": torch.cuda.get_device_name(device),
+        "compute_capability": f"{major}.{minor}",
+        "memory_gib": round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1),
+        "driver": _driver_version(),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "python": platform.python_version(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def device_slug(name: str) -> str:
+    """``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"``, for folder names."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[dict]:
+    """Execute each notebook in full mode with papermill (solutions filled in); keep the copies."""
+    import nbformat
+    import papermill
+
+    from .exercises import fill_solutions
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for path in notebooks:
+        filled = path.parent / f".gpu-run-{path.name}"
+        nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
+        start = time.perf_counter()
+        status, error = "passed", ""
+        try:
+            papermill.execute_notebook(str(filled), str(out_dir / path.name),
+                                       parameters={"SMOKE": False, "DEVICE": "cuda"},
+                                       cwd=str(path.parent), kernel_name="python3",
+                                       execution_timeout=timeout_s, progress_bar=False)
+        except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
+            status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
+        finally:
+            filled.unlink(missing_ok=True)
+        results.append({"notebook": path.name, "status": status,
+                        "seconds": round(time.perf_counter() - start, 1), "error": error})
+        print(f"{path.name}: {status} in {results[-1]['seconds']} s", flush=True)
+    return results
+
+
+def run_nbval(executed_dir: Path, out_dir: Path, timeout_s: int) -> int:
+    """``pytest --nbval-lax`` over the executed copies, in full mode; JUnit XML kept."""
+    env = {**os.environ, "AMP_COURSE_SMOKE": "0"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+         f"--nbval-cell-timeout={timeout_s}", f"--junitxml={out_dir / 'nbval.xml'}",
+         *sorted(str(p) for p in executed_dir.glob("*.ipynb"))],
+        cwd=ROOT / "notebooks", env=env, capture_output=True, text=True,
+    )
+    (out_dir / "nbval.log").write_text(result.stdout + result.stderr)
+    return result.returncode
+
+
+def run_bench(out_dir: Path) -> str:
+    """The benchmark matrix at full size, if this version of the course has it."""
+    import importlib.util
+
+    from . import cli
+
+    if importlib.util.find_spec("amp_course.bench") is None:
+        return "skipped: this version has no `amp-course bench`"
+    code = cli.main(["bench", "--out", str(out_dir / "bench")])
+    return "passed" if code == 0 else f"failed (exit {code})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="amp-course gpu-run", description=__doc__)
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "gpu")
+    parser.add_argument("--notebooks", nargs="*", type=Path, default=None,
+                        help="notebooks to run (default: all in notebooks/)")
+    parser.add_argument("--cell-timeout", type=int, default=1800)
+    parser.add_argument("--skip-nbval", action="store_true")
+    parser.add_argument("--skip-bench", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        device = require_gpu()
+    except NoGPUError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    record = environment_record(device)
+    out = args.out / device_slug(record["device"])
+    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    print(f"GPU run on {record['device']} (driver {record['driver']}, torch {record['torch']}) -> {out}")
+    record["notebooks"] = run_notebooks(notebooks, out / "notebooks", args.cell_timeout)
+    record["nbval"] = ("skipped" if args.skip_nbval else
+                       "passed" if run_nbval(out / "notebooks", out, args.cell_timeout) == 0 else "failed")
+    record["bench"] = "skipped" if args.skip_bench else run_bench(out)
+    (out / "report.json").write_text(json.dumps(record, indent=2) + "\n")
+    failed = [r for r in record["notebooks"] if r["status"] != "passed"]
+    print(json.dumps({k: v for k, v in record.items() if k != "notebooks"}, indent=2))
+    return 1 if failed or record["nbval"] == "failed" else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,28 @@
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from amp_course import gpu_run
+from conftest import ROOT
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
+def test_gpu_run_fails_fast_without_gpu(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "amp_course.gpu_run", "--out", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "needs a CUDA GPU" in result.stderr and "make test" in result.stderr
+    assert not any(tmp_path.iterdir()), "nothing is written without a GPU"
+
+
+def test_device_slug():
+    assert gpu_run.device_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert gpu_run.device_slug("Tesla T4") == "tesla-t4"
+
+
+@pytest.mark.gpu
+def test_environment_record_names_the_device():
+    record = gpu_run.environment_record(torch.device("cuda"))
+    assert record["device"] and record["torch"] == torch.__version__ and record["date"]
