@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -53,8 +54,13 @@ class BitFields:
         return math.nan
 
 
+@lru_cache(maxsize=None)
+def _named_format(name: str) -> FloatFormat:
+    return get_format(name)
+
+
 def _format(fmt: str | FloatFormat) -> FloatFormat:
-    fmt = get_format(fmt) if isinstance(fmt, str) else fmt
+    fmt = _named_format(fmt) if isinstance(fmt, str) else fmt
     if fmt.name not in INSPECTED_FORMATS:
         raise ValueError(f"The inspector knows {', '.join(INSPECTED_FORMATS)}; got {fmt.name!r}.")
     return fmt
