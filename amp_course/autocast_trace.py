@@ -212,3 +212,15 @@ def summarise(rows, device_type: str, autocast_dtype: torch.dtype, include_views
             "expected": "" if want is None else short(want),
         })
     return table
+
+
+def summary_markdown(rows, device_type: str, autocast_dtype: torch.dtype) -> str:
+    """``summarise`` as a Markdown table, for ``IPython.display.Markdown``."""
+    table = summarise(rows, device_type, autocast_dtype)
+    if not table:
+        return "(no ops traced)"
+    columns = list(table[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(f"`{row[c]}`" if c == "op" else str(row[c]) for c in columns) + " |"
+              for row in table]
+    return "\n".join(lines)

@@ -86,3 +86,11 @@ def test_cuda_trace_agrees_with_documented_cuda_lists(block, autocast_dtype):
     assert autocast_trace.compare_with_docs(rows, "cuda", autocast_dtype) == []
     norms = [r for r in rows if r.documented_name == "layer_norm"]
     assert norms and all(r.output_dtype == torch.float32 for r in norms)
+
+
+def test_summary_markdown_has_a_row_per_shown_op(block):
+    module, x = block
+    rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", dtype=torch.bfloat16)
+    text = autocast_trace.summary_markdown(rows, "cpu", torch.bfloat16)
+    assert text.count("\n") == len(autocast_trace.summarise(rows, "cpu", torch.bfloat16)) + 1
+    assert "`addmm`" in text and "| lower |" in text
