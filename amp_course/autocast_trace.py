@@ -1,4 +1,4 @@
-"""Trace the dtype every op runs in under autocast, and compare it with PyTorch's documented op lists."""
+"""Trace the dtype each op runs in under autocast; compare it with PyTorch's documented op lists."""
 
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ def documented_policy(op: str, device_type: str) -> str | None:
     """"lower", "float32" or "widest" from the docs' lists for ``device_type``; None if unlisted."""
     lists = DOCUMENTED_OPS.get(device_type)
     if lists is None:
-        raise ValueError(f"No documented autocast lists for {device_type!r}; known: {', '.join(DOCUMENTED_OPS)}.")
+        raise ValueError(f"No documented autocast lists for {device_type!r}; "
+                         f"known: {', '.join(DOCUMENTED_OPS)}.")
     for policy, names in lists.items():
         if op in names:
             return policy
@@ -188,25 +189,30 @@ def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> li
         got = {row.output_dtype} if policy is None else {row.output_dtype, *[
             d for d in row.input_dtypes if d.is_floating_point]}
         if got != {want}:
-            problems.append(f"{row.name}: ran in {sorted(map(str, got))}, the docs ({policy or 'unlisted'}"
-                            f" on {device_type}) say {want}")
+            problems.append(f"{row.name}: ran in {sorted(map(str, got))}, the docs "
+                            f"({policy or 'unlisted'} on {device_type}) say {want}")
     return problems
 
 
-def summarise(rows, device_type: str, autocast_dtype: torch.dtype, include_views: bool = False) -> list[dict]:
+def summarise(rows, device_type: str, autocast_dtype: torch.dtype,
+              include_views: bool = False) -> list[dict]:
     """Table rows for display: op, documented name and list, input and output dtypes, expected dtype."""
     views = {"view", "t", "transpose", "permute", "unsqueeze", "squeeze", "select", "detach",
              "_unsafe_view", "clone", "expand", "slice", "split", "alias"}
+
+    def short(dtype):
+        return str(dtype).replace("torch.", "")
+
     table = []
     for row in rows:
         if not include_views and row.op in views:
             continue
-        short = lambda d: str(d).replace("torch.", "")  # noqa: E731
         want = expected_dtype(row, device_type, autocast_dtype)
+        listed = documented_policy(row.documented_name, device_type) or "unlisted"
         table.append({
             "op": row.name,
             "documented as": row.documented_name,
-            "docs list": "cast" if row.is_cast else (documented_policy(row.documented_name, device_type) or "unlisted"),
+            "docs list": "cast" if row.is_cast else listed,
             "inputs": ", ".join(short(d) for d in row.input_dtypes),
             "output": short(row.output_dtype),
             "expected": "" if want is None else short(want),

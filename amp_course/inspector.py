@@ -116,7 +116,8 @@ def _pattern(value: float, fmt: FloatFormat) -> int:
 
 def _fields(pattern: int, fmt: FloatFormat) -> tuple[int, int, int]:
     m_bits, e_bits = fmt.mantissa_bits, fmt.exponent_bits
-    return pattern >> (e_bits + m_bits), (pattern >> m_bits) & (2**e_bits - 1), pattern & (2**m_bits - 1)
+    sign = pattern >> (e_bits + m_bits)
+    return sign, (pattern >> m_bits) & (2**e_bits - 1), pattern & (2**m_bits - 1)
 
 
 def _next_up(pattern: int, fmt: FloatFormat) -> float:
@@ -155,7 +156,8 @@ def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> 
     """Every finite value of an 8- or 16-bit format, sorted (float64), by enumerating bit patterns."""
     fmt = _format(fmt)
     if fmt.dtype is None or fmt.bits > 16:
-        raise ValueError(f"{fmt.name} has 2^{fmt.bits} patterns: too many to enumerate; use fp16, bf16 or fp8.")
+        raise ValueError(f"{fmt.name} has 2^{fmt.bits} patterns: too many to enumerate; "
+                         "use fp16, bf16 or fp8.")
     patterns = torch.arange(2**fmt.bits, dtype=torch.int32)
     if fmt.bits == 16:
         patterns = torch.where(patterns >= 2**15, patterns - 2**16, patterns)

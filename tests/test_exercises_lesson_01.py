@@ -20,7 +20,8 @@ def test_solution_matches_the_inspector():
 def unmasked(value, dtype):
     # Forgets that view() gives a signed integer: negative numbers break.
     e, m = lesson_01.LAYOUTS[dtype]
-    bits = torch.tensor(value, dtype=torch.float64).to(dtype).view({32: torch.int32, 16: torch.int16}[1 + e + m]).item()
+    view = {32: torch.int32, 16: torch.int16}[1 + e + m]
+    bits = torch.tensor(value, dtype=torch.float64).to(dtype).view(view).item()
     return bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
 
 
@@ -33,7 +34,8 @@ def fp16_layout_everywhere(value, dtype):
     return bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
 
 
-@pytest.mark.parametrize("wrong", [unmasked, fp16_layout_everywhere, lambda v, d: (0, 0, 0), lambda v, d: 1.0])
+@pytest.mark.parametrize("wrong", [unmasked, fp16_layout_everywhere,
+                                   lambda v, d: (0, 0, 0), lambda v, d: 1.0])
 def test_wrong_answers_fail(wrong):
     with pytest.raises(exercises.ExerciseFailed):
         exercises.check("01.bit_fields", wrong)

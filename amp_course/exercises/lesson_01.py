@@ -42,8 +42,8 @@ def check_bit_fields(decompose):
             try:
                 got = tuple(int(x) for x in got)
             except (TypeError, ValueError):
-                raise ExerciseFailed(f"decompose({value}, {dtype}) returned {got!r}; return three integers "
-                                     "(sign, exponent, mantissa).") from None
+                raise ExerciseFailed(f"decompose({value}, {dtype}) returned {got!r}; return three "
+                                     "integers (sign, exponent, mantissa).") from None
             if got != want:
                 raise ExerciseFailed(
                     f"decompose({value}, {dtype}) returned (sign, exponent, mantissa) = {got}, but the "

@@ -42,7 +42,8 @@ def observed_dtypes(device="cpu") -> dict[str, torch.dtype]:
 @exercise("02.predict_dtypes", solution=dict(PREDICTIONS))
 def check_predictions(predictions):
     if not isinstance(predictions, dict):
-        raise ExerciseFailed(f"predictions should be a dict from expression to torch dtype, got {type(predictions).__name__}.")
+        raise ExerciseFailed("predictions should be a dict from expression to torch dtype, "
+                             f"got {type(predictions).__name__}.")
     missing = [text for text in EXPRESSIONS if predictions.get(text) is None]
     if missing:
         raise ExerciseFailed(f"no prediction yet for: {', '.join(missing)}.")
