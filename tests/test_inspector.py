@@ -134,3 +134,20 @@ def test_text_and_html_rendering():
     page = inspector.to_html(0.1)
     for name in inspector.INSPECTED_FORMATS:
         assert f"<td>{name}</td>" in page
+
+
+def test_widget_updates_when_the_value_changes(capsys):
+    ui = inspector.show(1.0, interactive=True)
+    box, slider = ui.children[0].children
+    page = ui.children[1]
+    assert "value = 1.0" in page.value
+    box.value = 65520.0
+    assert "value = 65520.0" in page.value and "<td>inf</td>" in page.value
+    slider.value = 1e-8
+    assert box.value == slider.value and "<td>zero</td>" in page.value
+
+
+def test_fixed_rendering_prints_text(capsys):
+    assert inspector.show(0.1, interactive=False) is None
+    out = capsys.readouterr().out
+    assert "fp16" in out and "0 01011 1001100110" in out
