@@ -28,6 +28,19 @@ def _check_data(args) -> int:
     return 0
 
 
+def _inspect(args) -> int:
+    from .inspector import INSPECTED_FORMATS, describe, inspect
+
+    unknown = [name for name in args.format if name not in INSPECTED_FORMATS]
+    if unknown:
+        print(f"error: unknown format {', '.join(unknown)}; choose from {', '.join(INSPECTED_FORMATS)}",
+              file=sys.stderr)
+        return 2
+    for fields in inspect(args.value, args.format or INSPECTED_FORMATS):
+        print(describe(fields))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="amp-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -37,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-data", help="verify the shipped MNIST subset's checksum")
     check.add_argument("path", nargs="?", default=None, help="file to check (default: data/)")
     check.set_defaults(func=_check_data)
+    bits = sub.add_parser("inspect", help="show a number's bits in fp32, tf32, fp16, bf16 and fp8")
+    bits.add_argument("value", type=float, help="the number, e.g. 0.1, 65520 or inf")
+    bits.add_argument("--format", action="append", default=[],
+                      help="a format to show (repeatable; default: all), e.g. --format fp16")
+    bits.set_defaults(func=_inspect)
     return parser
 
 

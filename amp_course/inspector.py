@@ -1,0 +1,221 @@
+"""Bit inspector: a value's sign, exponent and mantissa bits in fp32, TF32, fp16, bf16 and fp8."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from .formats import FloatFormat, get_format
+
+INSPECTED_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2")
+
+# Integer dtypes with the same width, so ``tensor.view(int_dtype)`` exposes a format's bits.
+_INT_VIEW = {32: torch.int32, 16: torch.int16, 8: torch.uint8}
+
+
+@dataclass(frozen=True)
+class BitFields:
+    """One value rounded into one format, split into its bit fields."""
+
+    format: str
+    value: float  # what was asked for
+    stored: float  # the nearest value the format holds (what ``tensor.to(dtype)`` gives)
+    sign: int
+    exponent: int  # the raw (biased) exponent field
+    mantissa: int  # the raw mantissa (fraction) field
+    exponent_bits: int
+    mantissa_bits: int
+    kind: str  # "zero", "subnormal", "normal", "inf" or "nan"
+    next_up: float  # the next representable value towards +inf (nan where there is none)
+
+    @property
+    def bits(self) -> str:
+        """The bit pattern as ``sign exponent mantissa``, e.g. ``0 01111 0000000000``."""
+        e, m = self.exponent_bits, self.mantissa_bits
+        mantissa = f"{self.mantissa:0{m}b}" if m else ""
+        return f"{self.sign} {self.exponent:0{e}b} {mantissa}"
+
+    @property
+    def error(self) -> float:
+        """Rounding error, stored minus asked (nan when either is not finite)."""
+        if math.isfinite(self.stored) and math.isfinite(self.value):
+            return self.stored - self.value
+        return math.nan
+
+    @property
+    def gap(self) -> float:
+        """Distance to the next representable value: the resolution around this number."""
+        if math.isfinite(self.stored) and math.isfinite(self.next_up):
+            return self.next_up - self.stored
+        return math.nan
+
+
+@lru_cache(maxsize=None)
+def _named_format(name: str) -> FloatFormat:
+    return get_format(name)
+
+
+def _format(fmt: str | FloatFormat) -> FloatFormat:
+    fmt = _named_format(fmt) if isinstance(fmt, str) else fmt
+    if fmt.name not in INSPECTED_FORMATS:
+        raise ValueError(f"The inspector knows {', '.join(INSPECTED_FORMATS)}; got {fmt.name!r}.")
+    return fmt
+
+
+def _has_inf(fmt: FloatFormat) -> bool:
+    # e4m3fn ("fn" = finite, NaN only) spends the all-ones exponent on normal numbers.
+    return fmt.name != "fp8 e4m3"
+
+
+def compose(sign: int, exponent: int, mantissa: int, fmt: str | FloatFormat) -> float:
+    """The value a bit pattern encodes, from the IEEE-754 rules (and e4m3fn's exception)."""
+    fmt = _format(fmt)
+    e_bits, m_bits = fmt.exponent_bits, fmt.mantissa_bits
+    if not (sign in (0, 1) and 0 <= exponent < 2**e_bits and 0 <= mantissa < 2**m_bits):
+        raise ValueError(f"sign, exponent, mantissa ({sign}, {exponent}, {mantissa}) do not fit "
+                         f"{fmt.name}'s 1/{e_bits}/{m_bits} bits.")
+    top = 2**e_bits - 1
+    if _has_inf(fmt) and exponent == top:
+        return (-1) ** sign * math.inf if mantissa == 0 else math.nan
+    if not _has_inf(fmt) and exponent == top and mantissa == 2**m_bits - 1:
+        return math.nan
+    bias = 2 ** (e_bits - 1) - 1
+    if exponent == 0:  # subnormal: no implicit leading 1, exponent fixed at 1 - bias
+        return (-1) ** sign * math.ldexp(mantissa, 1 - bias - m_bits)
+    return (-1) ** sign * math.ldexp(2**m_bits + mantissa, exponent - bias - m_bits)
+
+
+def _round_to_tf32(value: float) -> tuple[int, float]:
+    """fp32 bits of ``value`` with the low 13 mantissa bits rounded off (nearest, ties to even).
+
+    torch has no tf32 dtype (tensor cores round fp32 inputs inside the matmul), so the rounding
+    is done here on fp32's bit pattern.
+    """
+    bits = torch.tensor(value, dtype=torch.float64).to(torch.float32).view(torch.int32).item()
+    bits &= 0xFFFFFFFF
+    if (bits >> 23) & 0xFF == 0xFF:  # inf and nan pass through
+        return bits, torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(torch.float32).item()
+    dropped = 13
+    half, keep_lsb = 1 << (dropped - 1), (bits >> dropped) & 1
+    bits = (bits + half - 1 + keep_lsb) >> dropped << dropped
+    signed = bits - 2**32 if bits >= 2**31 else bits
+    return bits, torch.tensor(signed, dtype=torch.int32).view(torch.float32).item()
+
+
+def _pattern(value: float, fmt: FloatFormat) -> int:
+    """The unsigned integer bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout)."""
+    if fmt.dtype is None:  # tf32: keep the top 19 bits of the rounded fp32 pattern
+        return _round_to_tf32(value)[0] >> 13
+    stored = torch.tensor(value, dtype=torch.float64).to(fmt.dtype)
+    return stored.view(_INT_VIEW[fmt.bits]).item() & (2**fmt.bits - 1)
+
+
+def _fields(pattern: int, fmt: FloatFormat) -> tuple[int, int, int]:
+    m_bits, e_bits = fmt.mantissa_bits, fmt.exponent_bits
+    sign = pattern >> (e_bits + m_bits)
+    return sign, (pattern >> m_bits) & (2**e_bits - 1), pattern & (2**m_bits - 1)
+
+
+def _next_up(pattern: int, fmt: FloatFormat) -> float:
+    width = 1 + fmt.exponent_bits + fmt.mantissa_bits
+    sign_bit = 1 << (width - 1)
+    value = compose(*_fields(pattern, fmt), fmt)
+    if math.isnan(value) or value == math.inf:
+        return math.nan
+    if pattern == sign_bit:  # -0: the next value up is the smallest positive subnormal
+        return compose(0, 0, 1, fmt)
+    # Patterns of one sign are ordered like the magnitudes they encode, so one step up in value
+    # is +1 on the pattern for positives and -1 for negatives.
+    return compose(*_fields(pattern - 1 if pattern & sign_bit else pattern + 1, fmt), fmt)
+
+
+def decompose(value: float, fmt: str | FloatFormat) -> BitFields:
+    """Round ``value`` into ``fmt`` the way torch casts, and split the result into bit fields."""
+    fmt = _format(fmt)
+    value = float(value)
+    pattern = _pattern(value, fmt)
+    sign, exponent, mantissa = _fields(pattern, fmt)
+    stored = compose(sign, exponent, mantissa, fmt)
+    if math.isnan(stored):
+        kind = "nan"
+    elif math.isinf(stored):
+        kind = "inf"
+    elif exponent == 0:
+        kind = "zero" if mantissa == 0 else "subnormal"
+    else:
+        kind = "normal"
+    return BitFields(fmt.name, value, stored, sign, exponent, mantissa, fmt.exponent_bits,
+                     fmt.mantissa_bits, kind, _next_up(pattern, fmt))
+
+
+def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> torch.Tensor:
+    """Every finite value of an 8- or 16-bit format, sorted (float64), by enumerating bit patterns."""
+    fmt = _format(fmt)
+    if fmt.dtype is None or fmt.bits > 16:
+        raise ValueError(f"{fmt.name} has 2^{fmt.bits} patterns: too many to enumerate; "
+                         "use fp16, bf16 or fp8.")
+    patterns = torch.arange(2**fmt.bits, dtype=torch.int32)
+    if fmt.bits == 16:
+        patterns = torch.where(patterns >= 2**15, patterns - 2**16, patterns)
+    values = patterns.to(_INT_VIEW[fmt.bits]).view(fmt.dtype).to(torch.float64)
+    values = values[torch.isfinite(values)]
+    if positive_only:
+        values = values[values > 0]
+    return torch.unique(values)  # sorted; drops the duplicate +0/-0
+
+
+def describe(fields: BitFields) -> str:
+    """One line of text for a BitFields: bits, stored value, error and gap."""
+    return (f"{fields.format:9s} {fields.bits:>36s}  {fields.kind:9s} stored {fields.stored:<14.8g} "
+            f"error {fields.error:<+11.3g} gap to next {fields.gap:.3g}")
+
+
+def inspect(value: float, formats=INSPECTED_FORMATS) -> list[BitFields]:
+    """``decompose`` in every format of ``formats``."""
+    return [decompose(value, name) for name in formats]
+
+
+def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
+    """An HTML table of ``value`` in each format, sign/exponent/mantissa coloured."""
+    rows = []
+    for f in inspect(value, formats):
+        sign, exponent, mantissa = (f.bits.split(" ") + [""])[:3]
+        rows.append(
+            f"<tr><td>{html.escape(f.format)}</td><td style='font-family:monospace'>"
+            f"<span style='color:#c0392b'>{sign}</span> <span style='color:#2471a3'>{exponent}</span> "
+            f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
+            f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{f.gap:.3g}</td></tr>")
+    head = ("<tr><th>format</th><th>sign exponent mantissa</th><th>kind</th><th>stored</th>"
+            "<th>error</th><th>gap to next</th></tr>")
+    return f"<p>value = {value!r}</p><table>{head}{''.join(rows)}</table>"
+
+
+def show(value: float = 0.1, interactive: bool = True, formats=INSPECTED_FORMATS):
+    """Display the inspector: a widget with a text box and slider, or (``interactive=False``) a
+    fixed rendering as HTML plus printed text, for smoke runs and viewers without widgets."""
+    from IPython.display import HTML, display
+
+    if interactive:
+        try:
+            import ipywidgets as widgets
+        except ImportError:
+            interactive = False
+    if not interactive:
+        for fields in inspect(value, formats):
+            print(describe(fields))
+        display(HTML(to_html(value, formats)))
+        return None
+    box = widgets.FloatText(value=value, description="value")
+    # A log slider reaches from fp16's subnormals to beyond its max in one drag.
+    slider = widgets.FloatLogSlider(value=abs(value) or 1.0, base=10, min=-9, max=6, step=0.01,
+                                    description="|value|", readout_format=".3g")
+    out = widgets.HTML(to_html(value, formats))
+    box.observe(lambda change: setattr(out, "value", to_html(change["new"], formats)), names="value")
+    slider.observe(lambda change: setattr(box, "value", change["new"]), names="value")
+    ui = widgets.VBox([widgets.HBox([box, slider]), out])
+    display(ui)
+    return ui

@@ -1,0 +1,153 @@
+"""The bit inspector against torch: casts, bit patterns, subnormals, inf, NaN and fp8 saturation."""
+
+import math
+
+import pytest
+import torch
+
+from amp_course import inspector
+from amp_course.formats import get_format
+
+TORCH_FORMATS = ["fp32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2"]
+INT_VIEW = {32: torch.int32, 16: torch.int16, 8: torch.uint8}
+
+VALUES = [0.0, -0.0, 1.0, -1.0, 0.1, 1 / 3, -2.5, 3.14159, 1e-3, 1e-8, 6e-8, 1e-40, 5e-45,
+          240.0, 448.0, 500.0, 57344.0, 65504.0, 65519.0, 65520.0, 1e5, 3e38, -1e6, math.inf,
+          -math.inf, math.nan]
+
+
+def torch_reference(value, dtype):
+    stored = torch.tensor(value, dtype=torch.float64).to(dtype)
+    bits = stored.view(INT_VIEW[torch.finfo(dtype).bits]).item() & (2 ** torch.finfo(dtype).bits - 1)
+    return stored.to(torch.float64).item(), bits
+
+
+def same(a, b):
+    return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+
+
+@pytest.mark.parametrize("name", TORCH_FORMATS)
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_decompose_matches_torch_cast_and_bits(name, value):
+    fmt = get_format(name)
+    fields = inspector.decompose(value, name)
+    stored, bits = torch_reference(value, fmt.dtype)
+    # The value rebuilt from the fields is what torch's cast gives, sign of zero included.
+    assert same(fields.stored, stored), (fields, stored)
+    assert same(inspector.compose(fields.sign, fields.exponent, fields.mantissa, name), stored)
+    # The fields are torch's own bit pattern, read through tensor.view(int dtype).
+    m, e = fmt.mantissa_bits, fmt.exponent_bits
+    assert (fields.sign << (e + m)) | (fields.exponent << m) | fields.mantissa == bits
+    assert fields.bits.replace(" ", "") == f"{bits:0{fmt.bits}b}"
+
+
+@pytest.mark.parametrize("name", TORCH_FORMATS)
+def test_every_pattern_of_small_formats_composes_like_torch(name):
+    fmt = get_format(name)
+    if fmt.bits == 32:
+        patterns = [0, 1, 0x007FFFFF, 0x00800000, 0x3F800000, 0x7F7FFFFF, 0x7F800000, 0x7FC00000,
+                    0x80000001, 0xFF800000]
+    else:
+        patterns = range(2**fmt.bits)
+    patterns = torch.tensor(list(patterns), dtype=torch.int64)
+    signed = torch.where(patterns >= 2 ** (fmt.bits - 1), patterns - 2**fmt.bits, patterns) \
+        if fmt.bits > 8 else patterns
+    expected = signed.to(INT_VIEW[fmt.bits]).view(fmt.dtype).to(torch.float64).tolist()
+    m, e = fmt.mantissa_bits, fmt.exponent_bits
+    for p, want in zip(patterns.tolist(), expected):
+        got = inspector.compose(p >> (e + m), (p >> m) & (2**e - 1), p & (2**m - 1), name)
+        assert same(got, want), (name, hex(p), got, want)
+
+
+@pytest.mark.parametrize("name", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("value", [0.0, -0.0, 1.0, -1.0, 0.1, 1e-8, 1e-40, -3e4, 1000.0])
+def test_next_up_matches_torch_nextafter(name, value):
+    dtype = get_format(name).dtype
+    x = torch.tensor([value], dtype=torch.float64).to(dtype)
+    expected = torch.nextafter(x, torch.tensor([math.inf], dtype=dtype)).item()
+    assert inspector.decompose(value, name).next_up == expected
+
+
+def test_kinds_subnormals_and_limits():
+    assert inspector.decompose(2.0**-24, "fp16").kind == "subnormal"
+    assert inspector.decompose(2.0**-14, "fp16").kind == "normal"
+    assert inspector.decompose(1e-8, "fp16").kind == "zero"  # underflow
+    assert inspector.decompose(65520.0, "fp16").kind == "inf"  # overflow
+    assert math.isnan(inspector.decompose(65504.0, "fp16").gap)  # nothing finite above the max
+    assert inspector.decompose(1.0, "fp16").gap == 2.0**-10
+    assert inspector.decompose(1.0, "bf16").gap == 2.0**-7
+    assert inspector.decompose(1.0, "fp8 e4m3").gap == 2.0**-3
+    assert inspector.decompose(1.0, "fp8 e5m2").gap == 2.0**-2
+    nan = inspector.decompose(math.nan, "fp16")
+    assert nan.kind == "nan" and math.isnan(nan.error) and math.isnan(nan.gap)
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="torch without fp8")
+def test_e4m3fn_has_no_inf():
+    # All-ones exponent is still a normal number in e4m3fn: 0 1111 110 is 448, the max.
+    assert inspector.compose(0, 15, 6, "fp8 e4m3") == 448.0
+    assert math.isnan(inspector.compose(0, 15, 7, "fp8 e4m3"))
+    for value in (math.inf, 1e6, 449.0):
+        fields = inspector.decompose(value, "fp8 e4m3")
+        # Whatever this torch does with out-of-range values (saturate to 448 or give NaN), never inf.
+        assert fields.kind != "inf"
+        assert fields.stored == 448.0 or math.isnan(fields.stored)
+    assert math.isnan(inspector.decompose(448.0, "fp8 e4m3").next_up)  # nothing above the max
+    assert inspector.decompose(1e6, "fp8 e5m2").kind == "inf"  # e5m2 keeps IEEE inf
+
+
+def test_tf32_rounds_fp32_to_ten_mantissa_bits():
+    for value in [0.1, 1 / 3, 1.0 + 2**-11, 1.0 + 3 * 2**-11, -7.77, 1e-30]:
+        fields = inspector.decompose(value, "tf32")
+        fp32 = torch.tensor(value, dtype=torch.float64).to(torch.float32).item()
+        mantissa, exponent = math.frexp(fp32)
+        # Round the 24-bit significand to 11 bits, ties to even (Python's round does that).
+        expected = math.ldexp(round(mantissa * 2**11), exponent - 11)
+        assert fields.stored == expected, (value, fields.stored, expected)
+        assert fields.exponent == inspector.decompose(value, "fp32").exponent or fields.mantissa == 0
+    assert inspector.decompose(1.0 + 2**-11, "tf32").stored == 1.0  # a tie goes to even
+    assert inspector.decompose(1.0, "tf32").gap == 2.0**-10
+
+
+def test_representable_values_count_and_order():
+    e4m3 = inspector.representable_values("fp8 e4m3")
+    assert len(e4m3) == 126 and e4m3.max().item() == 448.0  # 127 positive patterns minus NaN
+    e5m2 = inspector.representable_values("fp8 e5m2")
+    assert len(e5m2) == 123 and e5m2.max().item() == 57344.0  # 127 minus inf and 3 NaNs
+    fp16 = inspector.representable_values("fp16")
+    assert fp16.min().item() == 2.0**-24 and fp16.max().item() == 65504.0
+    assert bool((fp16[1:] > fp16[:-1]).all())
+
+
+def test_bad_input_is_explained():
+    with pytest.raises(ValueError, match="do not fit"):
+        inspector.compose(0, 32, 0, "fp16")
+    with pytest.raises(ValueError, match="too many"):
+        inspector.representable_values("fp32")
+    with pytest.raises(ValueError, match="Unknown format"):
+        inspector.decompose(1.0, "fp12")
+
+
+def test_text_and_html_rendering():
+    text = inspector.describe(inspector.decompose(1.0, "fp16"))
+    assert "0 01111 0000000000" in text
+    page = inspector.to_html(0.1)
+    for name in inspector.INSPECTED_FORMATS:
+        assert f"<td>{name}</td>" in page
+
+
+def test_widget_updates_when_the_value_changes(capsys):
+    ui = inspector.show(1.0, interactive=True)
+    box, slider = ui.children[0].children
+    page = ui.children[1]
+    assert "value = 1.0" in page.value
+    box.value = 65520.0
+    assert "value = 65520.0" in page.value and "<td>inf</td>" in page.value
+    slider.value = 1e-8
+    assert box.value == slider.value and "<td>zero</td>" in page.value
+
+
+def test_fixed_rendering_prints_text(capsys):
+    assert inspector.show(0.1, interactive=False) is None
+    out = capsys.readouterr().out
+    assert "fp16" in out and "0 01011 1001100110" in out
