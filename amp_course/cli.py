@@ -62,7 +62,7 @@ def _grade(args) -> int:
     from .grading import grade_all
 
     rows = grade_all(args.submissions, args.key, args.out, masters=args.masters,
-                     cell_timeout=args.cell_timeout, submission_timeout=args.timeout)
+                     cell_timeout=args.cell_timeout, submission_timeout=args.timeout, jobs=args.jobs)
     students = sorted({row["student"] for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
     grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
     grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
+    grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     grade.set_defaults(func=_grade)
     return parser
 
