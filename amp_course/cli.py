@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     quiz = sub.add_parser("quiz", help="publish and check lesson quizzes").add_subparsers(
         dest="quiz_command", required=True)
     publish = quiz.add_parser("publish", help="write learner quiz files (and the instructor key)")
-    publish.add_argument("--sources", default=SOURCE_DIR, help="plaintext sources (default: quizzes/source)")
+    publish.add_argument("--sources", default=SOURCE_DIR,
+                         help="plaintext sources (default: quizzes/source)")
     publish.add_argument("--out", default=QUIZ_DIR, help="where learner files go (default: quizzes/)")
     publish.add_argument("--key", default=None, help="write the instructor key here (keep it private)")
     publish.add_argument("--secret", default=None,
@@ -95,10 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     qcheck.set_defaults(func=_quiz_check)
 
     grade = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
-    grade.add_argument("submissions", help="folder holding one folder per student (name = student id)")
+    grade.add_argument("submissions",
+                       help="folder holding one folder per student (name = student id)")
     grade.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
     grade.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
-    grade.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
+    grade.add_argument("--masters", default=None,
+                       help="master notebooks (default: notebooks/)")
     grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
     grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")

@@ -51,6 +51,7 @@ class CheckItem:
 
 # ----------------------------------------------------------------------------- restoring
 
+
 def cell_key(cell) -> str | None:
     """The stable id of a protected cell (check, parameters, setup), or None for other cells."""
     if cell.cell_type != "code":
@@ -70,8 +71,9 @@ def cell_key(cell) -> str | None:
 
 
 def _is_check(cell) -> bool:
-    return cell.cell_type == "code" and ("check" in cell.metadata.get("tags", [])
-                                         or bool(_CHECK_CALL.search(cell.source)))
+    return cell.cell_type == "code" and (
+        "check" in cell.metadata.get("tags", []) or bool(_CHECK_CALL.search(cell.source))
+    )
 
 
 def check_items(master) -> list[CheckItem]:
@@ -85,7 +87,9 @@ def check_items(master) -> list[CheckItem]:
         found = _CHECK_CALL.search(cell.source)
         key = cell_key(cell)
         if not found or key is None:
-            raise ValueError(f"check cell without an ac.exercises.check(...) call: {cell.source[:80]!r}")
+            raise ValueError(
+                f"check cell without an ac.exercises.check(...) call: {cell.source[:80]!r}"
+            )
         points = (cell.metadata.get("grading") or {}).get("points")
         if points is None:
             try:
@@ -124,8 +128,11 @@ def restore(master, learner):
         copy = nbformat.from_dict(json.loads(json.dumps(cell)))
         name = _CHECK_CALL.search(cell.source)
         if name:
-            after = [i for i, c in enumerate(cells)
-                     if (c.metadata.get("exercise") or {}).get("name") == name.group(1)]
+            after = [
+                i
+                for i, c in enumerate(cells)
+                if (c.metadata.get("exercise") or {}).get("name") == name.group(1)
+            ]
             position = after[-1] + 1 if after else len(cells)
         else:
             position, top = top, top + 1
@@ -142,6 +149,7 @@ def restore(master, learner):
 
 # ----------------------------------------------------------------------------- running
 
+
 def run_with_timeout(cmd, timeout, **kwargs) -> tuple[int | None, str]:
     """Run ``cmd`` in its own session; past ``timeout`` seconds kill it and every descendant.
 
@@ -149,7 +157,9 @@ def run_with_timeout(cmd, timeout, **kwargs) -> tuple[int | None, str]:
     Jupyter kernels start in sessions of their own, out of reach of a process-group kill.
     """
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
+        )
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -207,9 +217,17 @@ def _summary(text: str) -> str:
 
 # ----------------------------------------------------------------------------- grading
 
+
 def _row(student, lesson, item, points, max_points, status, message=""):
-    return {"student": student, "lesson": lesson, "item": item, "points": points,
-            "max_points": max_points, "status": status, "message": message}
+    return {
+        "student": student,
+        "lesson": lesson,
+        "item": item,
+        "points": points,
+        "max_points": max_points,
+        "status": status,
+        "message": message,
+    }
 
 
 def _answer_sets(folder: Path):
@@ -238,23 +256,38 @@ def grade_quizzes(student: str, folder: Path, key: dict) -> list[dict]:
             item, maximum = f"quiz:{qid}", float(entry["points"])
             record = answers.get(lesson, {}).get(qid)
             if record is None:
-                why = problems.get(lesson) or problems.get("*") or (
-                    "not answered" if lesson in answers else f"no answers for {lesson} found")
+                why = (
+                    problems.get(lesson)
+                    or problems.get("*")
+                    or ("not answered" if lesson in answers else f"no answers for {lesson} found")
+                )
                 rows.append(_row(student, lesson, item, 0.0, maximum, "missing", why))
                 continue
             try:
                 value = _quiz.normalize_answer({**entry, "id": qid}, record["value"])
                 right = _quiz.is_correct(entry, lesson, qid, value, key["secret"])
             except (ValueError, KeyError, TypeError) as error:
-                rows.append(_row(student, lesson, item, 0.0, maximum, "error", f"malformed answer: {error}"))
+                rows.append(
+                    _row(student, lesson, item, 0.0, maximum, "error", f"malformed answer: {error}")
+                )
                 continue
-            rows.append(_row(student, lesson, item, maximum if right else 0.0, maximum,
-                             "correct" if right else "wrong", ""))
+            rows.append(
+                _row(
+                    student,
+                    lesson,
+                    item,
+                    maximum if right else 0.0,
+                    maximum,
+                    "correct" if right else "wrong",
+                    "",
+                )
+            )
     return rows
 
 
-def grade_exercises(student: str, folder: Path, masters: list[Path], cell_timeout: int,
-                    submission_timeout: float) -> list[dict]:
+def grade_exercises(
+    student: str, folder: Path, masters: list[Path], cell_timeout: int, submission_timeout: float
+) -> list[dict]:
     rows, plans = [], []  # plans: (notebook name, lesson, {cell number: CheckItem})
     with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as scratch:
         work = Path(scratch) / "work"
@@ -267,16 +300,28 @@ def grade_exercises(student: str, folder: Path, masters: list[Path], cell_timeou
                 continue
             found = sorted(work.rglob(master_path.name))
             if not found:
-                rows += [_row(student, lesson, i.name, 0.0, i.points, "missing",
-                              f"{master_path.name} not in the submission") for i in items]
+                rows += [
+                    _row(
+                        student,
+                        lesson,
+                        i.name,
+                        0.0,
+                        i.points,
+                        "missing",
+                        f"{master_path.name} not in the submission",
+                    )
+                    for i in items
+                ]
                 continue
             try:
                 learner = nbformat.read(found[0], as_version=4)
                 rebuilt = restore(master, learner)
             except Exception as error:  # any unreadable notebook: zero for its checks only
                 message = f"corrupt notebook {master_path.name}: {type(error).__name__}: {error}"
-                rows += [_row(student, lesson, i.name, 0.0, i.points, "error", message[:300])
-                         for i in items]
+                rows += [
+                    _row(student, lesson, i.name, 0.0, i.points, "error", message[:300])
+                    for i in items
+                ]
                 continue
             target = work / f"graded-{master_path.name}"
             nbformat.write(rebuilt, target)
@@ -292,12 +337,32 @@ def grade_exercises(student: str, folder: Path, masters: list[Path], cell_timeou
             return rows
         junit = Path(scratch) / "junit.xml"
         (Path(scratch) / "pytest.ini").write_text("[pytest]\naddopts =\n")
-        env = {**os.environ, "AMP_COURSE_SMOKE": "1", "MPLBACKEND": "Agg", "AMP_COURSE_OFFLINE": "1",
-               _quiz.MODE_ENV: "text", _quiz.ANSWERS_ENV: str(Path(scratch) / "answers"),
-               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        cmd = [sys.executable, "-m", "pytest", "-q", "-c", str(Path(scratch) / "pytest.ini"),
-               "-p", "no:cacheprovider", "--noconftest", "--nbval-lax", f"--nbval-cell-timeout={cell_timeout}",
-               f"--junitxml={junit}", *[name for name, _, _ in plans]]
+        env = {
+            **os.environ,
+            "AMP_COURSE_SMOKE": "1",
+            "MPLBACKEND": "Agg",
+            "AMP_COURSE_OFFLINE": "1",
+            _quiz.MODE_ENV: "text",
+            _quiz.ANSWERS_ENV: str(Path(scratch) / "answers"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            ),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-c",
+            str(Path(scratch) / "pytest.ini"),
+            "-p",
+            "no:cacheprovider",
+            "--noconftest",
+            "--nbval-lax",
+            f"--nbval-cell-timeout={cell_timeout}",
+            f"--junitxml={junit}",
+            *[name for name, _, _ in plans],
+        ]
         code, output = run_with_timeout(cmd, submission_timeout, cwd=work, env=env)
         results = {}
         if junit.exists():
@@ -314,12 +379,26 @@ def grade_exercises(student: str, folder: Path, masters: list[Path], cell_timeou
             default = ("error", "check cell did not run")
         for name, lesson, numbers in plans:
             for number, item in numbers.items():
-                status, message = next((v for (cls, n), v in results.items()
-                                        if n == number and (cls == name or cls.endswith("." + name))),
-                                       default)
+                status, message = next(
+                    (
+                        v
+                        for (cls, n), v in results.items()
+                        if n == number and (cls == name or cls.endswith("." + name))
+                    ),
+                    default,
+                )
                 passed = status == "passed"
-                rows.append(_row(student, lesson, item.name, item.points if passed else 0.0, item.points,
-                                 "passed" if passed else status, message))
+                rows.append(
+                    _row(
+                        student,
+                        lesson,
+                        item.name,
+                        item.points if passed else 0.0,
+                        item.points,
+                        "passed" if passed else status,
+                        message,
+                    )
+                )
     return rows
 
 
@@ -339,20 +418,33 @@ def master_notebooks(masters=None) -> list[Path]:
     return paths
 
 
-def grade_submission(folder: Path, key: dict, master_paths: list[Path], cell_timeout: int,
-                     submission_timeout: float) -> list[dict]:
+def grade_submission(
+    folder: Path, key: dict, master_paths: list[Path], cell_timeout: int, submission_timeout: float
+) -> list[dict]:
     """Every row of one student; an unexpected grader error becomes one error row, never a crash."""
     student = folder.name
     try:
         rows = grade_quizzes(student, folder, key)
-        return rows + grade_exercises(student, folder, master_paths, cell_timeout, submission_timeout)
+        return rows + grade_exercises(
+            student, folder, master_paths, cell_timeout, submission_timeout
+        )
     except Exception as error:  # never let one submission stop the others
-        return [_row(student, "*", "*", 0.0, 0.0, "error",
-                     f"grader failed on this submission: {type(error).__name__}: {error}")]
+        return [
+            _row(
+                student,
+                "*",
+                "*",
+                0.0,
+                0.0,
+                "error",
+                f"grader failed on this submission: {type(error).__name__}: {error}",
+            )
+        ]
 
 
-def grade_all(submissions, key_path, out, masters=None, cell_timeout=120,
-              submission_timeout=900.0, jobs=1) -> list[dict]:
+def grade_all(
+    submissions, key_path, out, masters=None, cell_timeout=120, submission_timeout=900.0, jobs=1
+) -> list[dict]:
     """Grade every student folder in ``submissions``; rewrite ``out`` as each one finishes.
 
     ``jobs`` submissions run at once (each in its own subprocess and kernel). Returns all rows.
@@ -370,8 +462,12 @@ def grade_all(submissions, key_path, out, masters=None, cell_timeout=120,
     done: dict[str, list[dict]] = {}
     write_csv(out, [])
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_submission, folder, key, master_paths, cell_timeout,
-                               submission_timeout): folder.name for folder in folders}
+        futures = {
+            pool.submit(
+                grade_submission, folder, key, master_paths, cell_timeout, submission_timeout
+            ): folder.name
+            for folder in folders
+        }
         for future in as_completed(futures):
             done[futures[future]] = future.result()
             print(f"graded {futures[future]} ({len(done)}/{len(folders)})", flush=True)

@@ -56,6 +56,7 @@ class AnswerFileError(ValueError):
 
 # ----------------------------------------------------------------------------- schema
 
+
 @dataclass
 class Choice:
     text: str
@@ -130,8 +131,12 @@ def _parse_question(raw, path, where) -> Question:
     if qtype not in TYPES:
         _fail(path, where, f"type: expected one of {', '.join(TYPES)}, got {qtype!r}")
     allowed = {"id", "type", "prompt", "graded", "points", "explanation"}
-    allowed |= {"single": {"choices"}, "multiple": {"choices"}, "numeric": {"answer", "tolerance"},
-                "text": {"accept"}}[qtype]
+    allowed |= {
+        "single": {"choices"},
+        "multiple": {"choices"},
+        "numeric": {"answer", "tolerance"},
+        "text": {"accept"},
+    }[qtype]
     unknown = set(raw) - allowed
     if unknown:
         _fail(path, where, f"field(s) {sorted(unknown)} not allowed in a {qtype} question")
@@ -153,22 +158,34 @@ def _parse_question(raw, path, where) -> Question:
             cwhere = f"{where} choice {index}"
             if not isinstance(choice, dict) or set(choice) != {"text", "correct", "explanation"}:
                 _fail(path, cwhere, "expected exactly text, correct and explanation")
-            if not isinstance(choice["text"], (str, int, float)) or str(choice["text"]).strip() == "":
+            if (
+                not isinstance(choice["text"], (str, int, float))
+                or str(choice["text"]).strip() == ""
+            ):
                 _fail(path, cwhere, "text: expected a non-empty string")
             if not isinstance(choice["correct"], bool):
                 _fail(path, cwhere, f"correct: expected true or false, got {choice['correct']!r}")
             if not isinstance(choice["explanation"], str) or not choice["explanation"].strip():
                 _fail(path, cwhere, "explanation: every choice needs one")
-            question.choices.append(Choice(str(choice["text"]).strip(), choice["correct"],
-                                           choice["explanation"].strip()))
+            question.choices.append(
+                Choice(
+                    str(choice["text"]).strip(), choice["correct"], choice["explanation"].strip()
+                )
+            )
         texts = [c.text for c in question.choices]
         if len(set(texts)) != len(texts):
             _fail(path, where, "choices: two choices have the same text")
         right = sum(c.correct for c in question.choices)
         if qtype == "single" and right != 1:
-            _fail(path, where, f"choices: a single-choice question needs exactly one correct choice, has {right}")
+            _fail(
+                path,
+                where,
+                f"choices: a single-choice question needs exactly one correct choice, has {right}",
+            )
         if qtype == "multiple" and right < 1:
-            _fail(path, where, "choices: a multiple-choice question needs at least one correct choice")
+            _fail(
+                path, where, "choices: a multiple-choice question needs at least one correct choice"
+            )
         if "explanation" in raw and not isinstance(raw["explanation"], str):
             _fail(path, where, "explanation: expected a string")
         question.explanation = str(raw.get("explanation", "")).strip()
@@ -186,8 +203,11 @@ def _parse_question(raw, path, where) -> Question:
         question.answer, question.tolerance = float(raw["answer"]), float(tolerance)
     else:
         accept = raw.get("accept")
-        if not isinstance(accept, list) or not accept or not all(
-                isinstance(a, (str, int, float)) and str(a).strip() for a in accept):
+        if (
+            not isinstance(accept, list)
+            or not accept
+            or not all(isinstance(a, (str, int, float)) and str(a).strip() for a in accept)
+        ):
             _fail(path, where, "accept: expected a non-empty list of non-empty strings")
         question.accept = [str(a) for a in accept]
     return question
@@ -207,6 +227,7 @@ def source_paths(source_dir=SOURCE_DIR) -> list[Path]:
 
 
 # ----------------------------------------------------------------------------- hashing
+
 
 def normalize_text(value) -> str:
     return " ".join(str(value).split()).casefold()
@@ -253,8 +274,9 @@ def canonical_answer(qtype: str, value, n_choices: int = 0, tolerance: float = 0
 
 def is_correct(entry: dict, lesson: str, qid: str, value, salt: str) -> bool:
     """Check ``value`` against a published entry's hashes (learner file or instructor key)."""
-    canonical = canonical_answer(entry["type"], value, len(entry.get("choices", [])),
-                                 entry.get("tolerance", 0.0))
+    canonical = canonical_answer(
+        entry["type"], value, len(entry.get("choices", [])), entry.get("tolerance", 0.0)
+    )
     return _digest(salt, lesson, qid, canonical) in entry["hashes"]
 
 
@@ -269,12 +291,16 @@ def _keystream(salt: str, label: str, length: int) -> bytes:
 def obfuscate(text: str, salt: str, label: str) -> str:
     """XOR with a salted SHA-256 keystream, then base64: hides text from a glance, nothing more."""
     data = text.encode()
-    return base64.b64encode(bytes(a ^ b for a, b in zip(data, _keystream(salt, label, len(data))))).decode()
+    return base64.b64encode(
+        bytes(a ^ b for a, b in zip(data, _keystream(salt, label, len(data)), strict=True))
+    ).decode()
 
 
 def reveal(blob: str, salt: str, label: str) -> str:
     data = base64.b64decode(blob)
-    return bytes(a ^ b for a, b in zip(data, _keystream(salt, label, len(data)))).decode()
+    return bytes(
+        a ^ b for a, b in zip(data, _keystream(salt, label, len(data)), strict=True)
+    ).decode()
 
 
 def public_salt(lesson: str) -> str:
@@ -283,12 +309,19 @@ def public_salt(lesson: str) -> str:
 
 # ----------------------------------------------------------------------------- publishing
 
+
 def learner_document(source: QuizSource) -> dict:
     """The learner file's content: prompts and choices; hashes and obfuscated explanations."""
     salt = public_salt(source.lesson)
     questions = []
     for q in source.questions:
-        entry = {"id": q.id, "type": q.type, "prompt": q.prompt, "graded": q.graded, "points": q.points}
+        entry = {
+            "id": q.id,
+            "type": q.type,
+            "prompt": q.prompt,
+            "graded": q.graded,
+            "points": q.points,
+        }
         if q.choices:
             entry["choices"] = [c.text for c in q.choices]
         if q.type == "numeric":
@@ -297,9 +330,14 @@ def learner_document(source: QuizSource) -> dict:
             entry["hashes"] = answer_hashes(q, source.lesson, salt)
             entry["feedback"] = obfuscate(json.dumps(_explanations(q)), salt, q.id)
         questions.append(entry)
-    return {"format": FORMAT, "lesson": source.lesson, "title": source.title, "salt": salt,
-            "note": "Generated by `amp-course quiz publish` from quizzes/source/; do not edit.",
-            "questions": questions}
+    return {
+        "format": FORMAT,
+        "lesson": source.lesson,
+        "title": source.title,
+        "salt": salt,
+        "note": "Generated by `amp-course quiz publish` from quizzes/source/; do not edit.",
+        "questions": questions,
+    }
 
 
 def _explanations(q: Question) -> dict:
@@ -309,10 +347,15 @@ def _explanations(q: Question) -> dict:
 def key_entries(source: QuizSource, secret: str) -> dict:
     entries = {}
     for q in source.questions:
-        entries[q.id] = {"type": q.type, "graded": q.graded, "points": q.points,
-                         "choices": [c.text for c in q.choices], "tolerance": q.tolerance,
-                         "hashes": answer_hashes(q, source.lesson, secret),
-                         "explanations": _explanations(q)}
+        entries[q.id] = {
+            "type": q.type,
+            "graded": q.graded,
+            "points": q.points,
+            "choices": [c.text for c in q.choices],
+            "tolerance": q.tolerance,
+            "hashes": answer_hashes(q, source.lesson, secret),
+            "explanations": _explanations(q),
+        }
     return entries
 
 
@@ -345,7 +388,9 @@ def read_secret(key_path=None, secret=None) -> str:
         try:
             return json.loads(Path(key_path).read_text())["secret"]
         except (ValueError, KeyError, TypeError):
-            raise QuizSchemaError(f"{key_path}: not a quiz key file; pass --secret or remove it") from None
+            raise QuizSchemaError(
+                f"{key_path}: not a quiz key file; pass --secret or remove it"
+            ) from None
     return None
 
 
@@ -369,10 +414,13 @@ def publish(source_dir=SOURCE_DIR, out_dir=QUIZ_DIR, key_path=None, secret=None)
         written.append(path)
     if key_path is not None:
         secret = read_secret(key_path, secret) or _secrets.token_hex(16)
-        key = {"format": FORMAT, "secret": secret,
-               "note": "Instructor key: keep private. Regenerate with `amp-course quiz publish "
-                       "--key PATH --secret YOURS`.",
-               "lessons": {s.lesson: key_entries(s, secret) for s in sources}}
+        key = {
+            "format": FORMAT,
+            "secret": secret,
+            "note": "Instructor key: keep private. Regenerate with `amp-course quiz publish "
+            "--key PATH --secret YOURS`.",
+            "lessons": {s.lesson: key_entries(s, secret) for s in sources},
+        }
         atomic_write_text(key_path, json.dumps(key, indent=1, sort_keys=True) + "\n")
         written.append(Path(key_path))
     return written
@@ -384,7 +432,9 @@ def stale_learner_files(source_dir=SOURCE_DIR, out_dir=QUIZ_DIR) -> list[str]:
     for p in source_paths(source_dir):
         source = load_source(p)
         path = Path(out_dir) / f"{source.lesson}.yaml"
-        if not path.exists() or path.read_text(encoding="utf-8") != dump_learner(learner_document(source)):
+        if not path.exists() or path.read_text(encoding="utf-8") != dump_learner(
+            learner_document(source)
+        ):
             stale.append(path.name)
     return stale
 
@@ -401,6 +451,7 @@ def load_key(path) -> dict:
 
 # ----------------------------------------------------------------------------- answers
 
+
 def normalize_answer(entry: dict, value):
     """A learner's value in the stored form: choice index(es), float or string; clear errors."""
     qtype, choices = entry["type"], entry.get("choices", [])
@@ -411,10 +462,16 @@ def normalize_answer(entry: dict, value):
         if isinstance(item, int):
             if 0 <= item < len(choices):
                 return item
-            raise ValueError(f"{entry['id']}: choice index {item} out of range 0..{len(choices) - 1}")
+            raise ValueError(
+                f"{entry['id']}: choice index {item} out of range 0..{len(choices) - 1}"
+            )
         if isinstance(item, str):
             text = item.strip()
-            if len(text) == 1 and text.isalpha() and text.lower() not in [c.lower() for c in choices]:
+            if (
+                len(text) == 1
+                and text.isalpha()
+                and text.lower() not in [c.lower() for c in choices]
+            ):
                 number = ord(text.lower()) - ord("a")  # "b" means the second choice
                 if 0 <= number < len(choices):
                     return number
@@ -451,8 +508,11 @@ def read_answers(path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise AnswerFileError(f"{path} is not valid JSON ({error}).") from None
-    if not isinstance(data, dict) or not isinstance(data.get("lessons", {}), dict) or not all(
-            isinstance(v, dict) for v in data.get("lessons", {}).values()):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("lessons", {}), dict)
+        or not all(isinstance(v, dict) for v in data.get("lessons", {}).values())
+    ):
         raise AnswerFileError(f"{path} is not an answer file (expected {{'lessons': {{...}}}}).")
     return data
 
@@ -479,7 +539,9 @@ class Quiz:
         self.path = Path(quiz_dir) / f"{lesson}.yaml"
         if not self.path.exists():
             known = ", ".join(p.stem for p in sorted(Path(quiz_dir).glob("*.yaml"))) or "none"
-            raise FileNotFoundError(f"No quiz for lesson {lesson!r} in {quiz_dir} (known: {known}).")
+            raise FileNotFoundError(
+                f"No quiz for lesson {lesson!r} in {quiz_dir} (known: {known})."
+            )
         self.doc = yaml.safe_load(self.path.read_text(encoding="utf-8"))
         self.lesson, self.salt = self.doc["lesson"], self.doc["salt"]
         self.questions = {q["id"]: q for q in self.doc["questions"]}
@@ -492,8 +554,11 @@ class Quiz:
             # Keep going with empty answers; the bad file is copied to .bak before any rewrite.
             self.load_error = str(error)
             self._data = {}
-            print(f"⚠ {error} Your answers start empty; the old file is kept as "
-                  f"{self.answers_path.name}.bak when you next answer.", file=sys.stderr)
+            print(
+                f"⚠ {error} Your answers start empty; the old file is kept as "
+                f"{self.answers_path.name}.bak when you next answer.",
+                file=sys.stderr,
+            )
 
     @property
     def records(self) -> dict:
@@ -501,7 +566,9 @@ class Quiz:
 
     def entry(self, qid: str) -> dict:
         if qid not in self.questions:
-            raise KeyError(f"No question {qid!r} in {self.lesson}; ids: {', '.join(self.questions)}")
+            raise KeyError(
+                f"No question {qid!r} in {self.lesson}; ids: {', '.join(self.questions)}"
+            )
         return self.questions[qid]
 
     def answer(self, qid: str, value) -> Feedback:
@@ -510,7 +577,9 @@ class Quiz:
         stored = normalize_answer(entry, value)
         previous = self.records.get(qid, {})
         attempts = int(previous.get("attempts", 0)) + 1
-        correct = None if entry["graded"] else is_correct(entry, self.lesson, qid, stored, self.salt)
+        correct = (
+            None if entry["graded"] else is_correct(entry, self.lesson, qid, stored, self.salt)
+        )
         record = {"value": stored, "attempts": attempts}
         if correct is not None:
             record["correct"] = correct
@@ -520,7 +589,9 @@ class Quiz:
     def _save(self, qid, record):
         if self.load_error and not self._backup_done and self.answers_path.exists():
             backup = self.answers_path.with_name(self.answers_path.name + ".bak")
-            atomic_write_text(backup, self.answers_path.read_text(encoding="utf-8", errors="replace"))
+            atomic_write_text(
+                backup, self.answers_path.read_text(encoding="utf-8", errors="replace")
+            )
             self._backup_done = True
         self._data.setdefault("format", FORMAT)
         self._data.setdefault("lessons", {}).setdefault(self.lesson, {})[qid] = record
@@ -539,7 +610,9 @@ class Quiz:
         lines = ["✓ Correct." if correct else "✗ Not quite."]
         notes = self.explanations(qid)
         chosen = set(stored) if isinstance(stored, list) else {stored}
-        for i, (text, why) in enumerate(zip(entry.get("choices", []), notes["choices"])):
+        for i, (text, why) in enumerate(
+            zip(entry.get("choices", []), notes["choices"], strict=False)
+        ):
             lines.append(f"{'→' if i in chosen else ' '} {chr(97 + i)}) {text}: {why}")
         if notes["explanation"]:
             lines.append(notes["explanation"])
@@ -557,10 +630,14 @@ class Quiz:
                 lines.append(f"   {chr(97 + i)}) {choice}")
             if qid in self.records:
                 rec = self.records[qid]
-                lines.append(f"   saved answer: {rec['value']!r} after {rec['attempts']} attempt(s)")
+                lines.append(
+                    f"   saved answer: {rec['value']!r} after {rec['attempts']} attempt(s)"
+                )
         first = ids[0] if ids else next(iter(self.questions))
-        lines.append(f'\nAnswer in code: quiz.answer("{first}", value); '
-                     f"answers are saved to {self.answers_path.name}.")
+        lines.append(
+            f'\nAnswer in code: quiz.answer("{first}", value); '
+            f"answers are saved to {self.answers_path.name}."
+        )
         return "\n".join(lines)
 
     def __repr__(self):
@@ -572,12 +649,16 @@ def default_answers_path(lesson: str) -> Path:
     folder = os.environ.get(ANSWERS_ENV)
     if not folder:
         session = os.environ.get("JPY_SESSION_NAME", "")  # set by Jupyter Server for notebooks
-        folder = str(Path(session).parent) if session.endswith(".ipynb") and Path(session).is_absolute() \
+        folder = (
+            str(Path(session).parent)
+            if session.endswith(".ipynb") and Path(session).is_absolute()
             else os.getcwd()
+        )
     return Path(folder) / f"{lesson}.answers.json"
 
 
 # ----------------------------------------------------------------------------- rendering
+
 
 def widgets_available() -> bool:
     """True only in a live front end that renders widgets; AMP_COURSE_QUIZ_MODE forces a mode.
@@ -612,12 +693,15 @@ def _question_widget(quiz: Quiz, qid: str):
     saved = quiz.records.get(qid)
     options = [(f"{chr(97 + i)}) {c}", i) for i, c in enumerate(entry.get("choices", []))]
     if entry["type"] == "single":
-        field_ = w.RadioButtons(options=options, value=saved["value"] if saved else None,
-                                layout=w.Layout(width="auto"))
+        field_ = w.RadioButtons(
+            options=options, value=saved["value"] if saved else None, layout=w.Layout(width="auto")
+        )
         read = lambda: field_.value  # noqa: E731
     elif entry["type"] == "multiple":
-        boxes = [w.Checkbox(value=bool(saved and i in saved["value"]), description=label, indent=False)
-                 for label, i in options]
+        boxes = [
+            w.Checkbox(value=bool(saved and i in saved["value"]), description=label, indent=False)
+            for label, i in options
+        ]
         field_ = w.VBox(boxes)
         read = lambda: [i for i, box in enumerate(boxes) if box.value]  # noqa: E731
     elif entry["type"] == "numeric":

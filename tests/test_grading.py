@@ -9,9 +9,9 @@ import time
 
 import nbformat
 import pytest
+from conftest import ROOT
 
 from amp_course import cli, grading, quiz
-from conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 MASTER = FIXTURES / "masters" / "99_toy.ipynb"
@@ -80,12 +80,29 @@ def gradebook(tmp_path_factory):
     # A conftest.py in a submission must not change how it is graded.
     (subs / "ivan" / "conftest.py").write_text(
         "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    )
     (subs / "bob" / "conftest.py").write_text((subs / "ivan" / "conftest.py").read_text())
     out = root / "gradebook.csv"
     start = time.perf_counter()
-    code = cli.main(["grade", str(subs), "--key", str(key), "--out", str(out),
-                     "--masters", str(MASTER.parent), "--cell-timeout", "30", "--timeout", "120", "--jobs", "4"])
+    code = cli.main(
+        [
+            "grade",
+            str(subs),
+            "--key",
+            str(key),
+            "--out",
+            str(out),
+            "--masters",
+            str(MASTER.parent),
+            "--cell-timeout",
+            "30",
+            "--timeout",
+            "120",
+            "--jobs",
+            "4",
+        ]
+    )
     elapsed = time.perf_counter() - start
     with open(out, newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -93,8 +110,11 @@ def gradebook(tmp_path_factory):
 
 
 def _points(rows, student):
-    return {r["item"]: (float(r["points"]), float(r["max_points"]), r["status"], r["message"])
-            for r in rows if r["student"] == student}
+    return {
+        r["item"]: (float(r["points"]), float(r["max_points"]), r["status"], r["message"])
+        for r in rows
+        if r["student"] == student
+    }
 
 
 def test_every_student_graded_in_bounded_time(gradebook):
@@ -104,15 +124,25 @@ def test_every_student_graded_in_bounded_time(gradebook):
     students = {r["student"] for r in rows}
     assert students == {"alice", "bob", "carol", "dave", "erin", "frank", "gina", "hank", "ivan"}
     for student in students:  # the same items for everyone, whatever went wrong
-        assert set(_points(rows, student)) == {"99.double", "99.clip", "quiz:pick-b", "quiz:pi",
-                                               "quiz:both"}, student
+        assert set(_points(rows, student)) == {
+            "99.double",
+            "99.clip",
+            "quiz:pick-b",
+            "quiz:pi",
+            "quiz:both",
+        }, student
     assert elapsed < 180  # about 40 s on an idle 2-core machine
 
 
 def test_all_right_gets_full_marks(gradebook):
     got = _points(gradebook[2], "alice")
-    assert {k: v[0] for k, v in got.items()} == {"99.double": 2, "99.clip": 1, "quiz:pick-b": 2,
-                                                 "quiz:pi": 1, "quiz:both": 1}
+    assert {k: v[0] for k, v in got.items()} == {
+        "99.double": 2,
+        "99.clip": 1,
+        "quiz:pick-b": 2,
+        "quiz:pi": 1,
+        "quiz:both": 1,
+    }
     assert all(v[0] == v[1] for v in got.values())
 
 
@@ -173,11 +203,13 @@ def test_restore_keeps_learner_cells_and_drops_fake_checks():
 
 
 def test_run_with_timeout_kills_the_whole_tree():
-    script = ("import subprocess, sys, time\n"
-              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
-              " start_new_session=True)\n"
-              "print(child.pid, flush=True)\n"
-              "time.sleep(60)\n")
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+        " start_new_session=True)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
     start = time.perf_counter()
     code, output = grading.run_with_timeout([sys.executable, "-c", script], timeout=3)
     assert code is None and time.perf_counter() - start < 20
@@ -192,11 +224,16 @@ def test_bad_key_is_refused(tmp_path):
     (tmp_path / "key.json").write_text("[]")
     (tmp_path / "subs").mkdir()
     with pytest.raises(quiz.QuizSchemaError, match="not a quiz key"):
-        grading.grade_all(tmp_path / "subs", tmp_path / "key.json", tmp_path / "out.csv",
-                          masters=MASTER.parent)
+        grading.grade_all(
+            tmp_path / "subs", tmp_path / "key.json", tmp_path / "out.csv", masters=MASTER.parent
+        )
 
 
 def test_cli_entry_point_runs():
-    result = subprocess.run([sys.executable, "-m", "amp_course.cli", "grade", "--help"],
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        [sys.executable, "-m", "amp_course.cli", "grade", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0 and "--key" in result.stdout

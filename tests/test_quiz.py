@@ -1,4 +1,4 @@
-"""Quizzes: schema errors, publishing, hidden answers, self-check, answer files that survive crashes."""
+"""Quizzes: schema errors, publishing, hidden answers, self-check, crash-safe answer files."""
 
 import copy
 import json
@@ -8,9 +8,9 @@ import sys
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from amp_course import cli, quiz
-from conftest import ROOT
 
 SOURCES = sorted((ROOT / "quizzes" / "source").glob("*.yaml"))
 TOY = ROOT / "tests" / "fixtures" / "grading" / "quizzes" / "source" / "99_toy.yaml"
@@ -62,8 +62,10 @@ def test_publish_is_deterministic_and_key_keeps_its_secret(tmp_path):
     other = tmp_path / "other.json"
     quiz.publish(TOY.parent, out, other, secret="instructor-secret")
     assert json.loads(other.read_text())["secret"] == "instructor-secret"
-    assert (json.loads(other.read_text())["lessons"]["99_toy"]["pick-b"]["hashes"]
-            != json.loads(key.read_text())["lessons"]["99_toy"]["pick-b"]["hashes"])
+    assert (
+        json.loads(other.read_text())["lessons"]["99_toy"]["pick-b"]["hashes"]
+        != json.loads(key.read_text())["lessons"]["99_toy"]["pick-b"]["hashes"]
+    )
 
 
 def test_cli_publish_and_check(tmp_path, capsys):
@@ -84,24 +86,33 @@ def _broken(change):
     return data
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda d: d.pop("title"), "title"),
-    (lambda d: d.update(lesson="toy"), "lesson"),
-    (lambda d: d["questions"][0].update(type="essay"), "question 'pick-b': type"),
-    (lambda d: d["questions"][0].update(id="Pick B"), "question 1: id"),
-    (lambda d: d["questions"][1].update(id="pick-b"), "question 'pick-b': id: used twice"),
-    (lambda d: d["questions"][0]["choices"][0].pop("explanation"), "question 'pick-b' choice 1"),
-    (lambda d: d["questions"][0]["choices"][0].update(correct=True), "exactly one correct"),
-    (lambda d: d["questions"][0]["choices"][1].update(correct="yes"), "choice 2: correct"),
-    (lambda d: d["questions"][1].update(answer="3.14"), "question 'pi': answer"),
-    (lambda d: d["questions"][1].update(tolerance=-1), "question 'pi': tolerance"),
-    (lambda d: d["questions"][1].pop("explanation"), "question 'pi': explanation"),
-    (lambda d: d["questions"][3].update(accept=[]), "question 'practice': accept"),
-    (lambda d: d["questions"][3].update(choices=[]), "question 'practice': field(s) ['choices']"),
-    (lambda d: d["questions"][2].update(points=0), "question 'both': points"),
-    (lambda d: d["questions"][2].update(graded="no"), "question 'both': graded"),
-    (lambda d: d["questions"][2].update(prompt=""), "question 'both': prompt"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda d: d.pop("title"), "title"),
+        (lambda d: d.update(lesson="toy"), "lesson"),
+        (lambda d: d["questions"][0].update(type="essay"), "question 'pick-b': type"),
+        (lambda d: d["questions"][0].update(id="Pick B"), "question 1: id"),
+        (lambda d: d["questions"][1].update(id="pick-b"), "question 'pick-b': id: used twice"),
+        (
+            lambda d: d["questions"][0]["choices"][0].pop("explanation"),
+            "question 'pick-b' choice 1",
+        ),
+        (lambda d: d["questions"][0]["choices"][0].update(correct=True), "exactly one correct"),
+        (lambda d: d["questions"][0]["choices"][1].update(correct="yes"), "choice 2: correct"),
+        (lambda d: d["questions"][1].update(answer="3.14"), "question 'pi': answer"),
+        (lambda d: d["questions"][1].update(tolerance=-1), "question 'pi': tolerance"),
+        (lambda d: d["questions"][1].pop("explanation"), "question 'pi': explanation"),
+        (lambda d: d["questions"][3].update(accept=[]), "question 'practice': accept"),
+        (
+            lambda d: d["questions"][3].update(choices=[]),
+            "question 'practice': field(s) ['choices']",
+        ),
+        (lambda d: d["questions"][2].update(points=0), "question 'both': points"),
+        (lambda d: d["questions"][2].update(graded="no"), "question 'both': graded"),
+        (lambda d: d["questions"][2].update(prompt=""), "question 'both': prompt"),
+    ],
+)
 def test_schema_errors_name_file_and_question(change, words):
     with pytest.raises(quiz.QuizSchemaError) as error:
         quiz.parse_source(_broken(change), "source/99_toy.yaml")
@@ -183,14 +194,20 @@ def test_killed_writer_leaves_the_previous_file_intact(toy):
     q.answer("practice", "hello")
     before = path.read_text()
     # A writer killed halfway: it has written part of the new file when SIGKILL arrives.
-    script = ("import os, sys, time, amp_course.quiz as q\n"
-              "def stall(fd):\n"
-              "    print('half written', flush=True)\n"
-              "    time.sleep(60)\n"
-              "os.fsync = stall\n"
-              f"q.atomic_write_text({str(path)!r}, '{{\\\"lessons\\\": ' * 1000)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    script = (
+        "import os, sys, time, amp_course.quiz as q\n"
+        "def stall(fd):\n"
+        "    print('half written', flush=True)\n"
+        "    time.sleep(60)\n"
+        "os.fsync = stall\n"
+        f"q.atomic_write_text({str(path)!r}, '{{\\\"lessons\\\": ' * 1000)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.stdout.readline().strip() == "half written"
     proc.kill()
     proc.wait()
