@@ -4,10 +4,13 @@ Notebooks do ``import amp_course as ac`` and call helpers by module, e.g. ``ac.t
 so a reader sees where each one lives. Importing does no work beyond importing torch.
 """
 
-from . import autocast_trace, data, device, exercises, formats, inspector, lesson, memory, models, timing, training
+from . import (
+    autocast_trace, data, device, exercises, formats, inspector, lesson, memory, models, quiz,
+    timing, training,
+)
 
 __all__ = [
     "autocast_trace", "data", "device", "exercises", "formats", "inspector", "lesson", "memory",
-    "models", "timing", "training",
+    "models", "quiz", "timing", "training",
 ]
 __version__ = "0.1.0"

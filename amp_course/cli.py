@@ -1,4 +1,4 @@
-"""The ``amp-course`` command: hardware info and data checks (more subcommands join as lessons grow)."""
+"""The ``amp-course`` command: hardware info, data checks, quiz publishing and grading."""
 
 from __future__ import annotations
 
@@ -41,6 +41,46 @@ def _inspect(args) -> int:
     return 0
 
 
+def _quiz_publish(args) -> int:
+    from .quiz import QuizSchemaError, publish
+
+    try:
+        written = publish(args.sources, args.out, args.key, args.secret)
+    except QuizSchemaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _quiz_check(args) -> int:
+    from .quiz import QuizSchemaError, load_source, source_paths, stale_learner_files
+
+    try:
+        for path in source_paths(args.sources):
+            load_source(path)
+        stale = stale_learner_files(args.sources, args.out)
+    except QuizSchemaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run `amp-course quiz publish`", file=sys.stderr)
+        return 1
+    print("ok: quiz sources are valid and learner files are up to date")
+    return 0
+
+
+def _grade(args) -> int:
+    from .grading import grade_all
+
+    rows = grade_all(args.submissions, args.key, args.out, masters=args.masters,
+                     cell_timeout=args.cell_timeout, submission_timeout=args.timeout, jobs=args.jobs)
+    students = sorted({row["student"] for row in rows})
+    print(f"graded {len(students)} submission(s) into {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="amp-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +95,36 @@ def build_parser() -> argparse.ArgumentParser:
     bits.add_argument("--format", action="append", default=[],
                       help="a format to show (repeatable; default: all), e.g. --format fp16")
     bits.set_defaults(func=_inspect)
+
+    from .quiz import QUIZ_DIR, SOURCE_DIR
+
+    quiz = sub.add_parser("quiz", help="publish and check lesson quizzes").add_subparsers(
+        dest="quiz_command", required=True)
+    publish = quiz.add_parser("publish", help="write learner quiz files (and the instructor key)")
+    publish.add_argument("--sources", default=SOURCE_DIR,
+                         help="plaintext sources (default: quizzes/source)")
+    publish.add_argument("--out", default=QUIZ_DIR, help="where learner files go (default: quizzes/)")
+    publish.add_argument("--key", default=None, help="write the instructor key here (keep it private)")
+    publish.add_argument("--secret", default=None,
+                         help="the key's secret salt (default: $AMP_COURSE_QUIZ_SECRET, the key's own, "
+                              "or a fresh random one)")
+    publish.set_defaults(func=_quiz_publish)
+    qcheck = quiz.add_parser("check", help="validate sources; fail if learner files are out of date")
+    qcheck.add_argument("--sources", default=SOURCE_DIR)
+    qcheck.add_argument("--out", default=QUIZ_DIR)
+    qcheck.set_defaults(func=_quiz_check)
+
+    grade = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
+    grade.add_argument("submissions",
+                       help="folder holding one folder per student (name = student id)")
+    grade.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
+    grade.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
+    grade.add_argument("--masters", default=None,
+                       help="master notebooks (default: notebooks/)")
+    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
+    grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
+    grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
+    grade.set_defaults(func=_grade)
     return parser
 
 

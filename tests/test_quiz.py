@@ -1,0 +1,264 @@
+"""Quizzes: schema errors, publishing, hidden answers, self-check, crash-safe answer files."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from amp_course import cli, quiz
+
+SOURCES = sorted((ROOT / "quizzes" / "source").glob("*.yaml"))
+TOY = ROOT / "tests" / "fixtures" / "grading" / "quizzes" / "source" / "99_toy.yaml"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
+def test_every_source_is_valid(path):
+    source = quiz.load_source(path)
+    assert len(source.questions) >= 5
+    for question in source.questions:
+        assert all(c.explanation for c in question.choices)
+
+
+def test_committed_learner_files_are_up_to_date():
+    assert quiz.stale_learner_files() == [], "run `amp-course quiz publish` and commit quizzes/"
+
+
+def test_lesson_00_has_the_seed_questions():
+    source = quiz.load_source(ROOT / "quizzes" / "source" / "00_scenario.yaml")
+    prompts = " ".join(q.prompt for q in source.questions)
+    for words in ("main benefit of mixed precision", "need GradScaler", "keep in float32"):
+        assert words in prompts
+
+
+def test_learner_file_hides_answers():
+    source = quiz.load_source(ROOT / "quizzes" / "source" / "00_scenario.yaml")
+    text = (ROOT / "quizzes" / "00_scenario.yaml").read_text()
+    doc = yaml.safe_load(text)
+    for question in source.questions:
+        for choice in question.choices:
+            assert choice.explanation not in text
+        if question.explanation:
+            assert question.explanation not in text
+        entry = next(q for q in doc["questions"] if q["id"] == question.id)
+        assert "correct" not in json.dumps(entry.get("choices", []))
+        if question.graded:
+            assert "hashes" not in entry and "feedback" not in entry
+        else:
+            assert entry["hashes"]
+    assert "correct: true" not in text and "answer:" not in text and "accept:" not in text
+
+
+def test_publish_is_deterministic_and_key_keeps_its_secret(tmp_path):
+    out, key = tmp_path / "out", tmp_path / "key.json"
+    quiz.publish(TOY.parent, out, key)
+    first = (out / "99_toy.yaml").read_text(), key.read_text()
+    quiz.publish(TOY.parent, out, key)  # no secret given: reuses the key's own
+    assert ((out / "99_toy.yaml").read_text(), key.read_text()) == first
+    other = tmp_path / "other.json"
+    quiz.publish(TOY.parent, out, other, secret="instructor-secret")
+    assert json.loads(other.read_text())["secret"] == "instructor-secret"
+    assert (
+        json.loads(other.read_text())["lessons"]["99_toy"]["pick-b"]["hashes"]
+        != json.loads(key.read_text())["lessons"]["99_toy"]["pick-b"]["hashes"]
+    )
+
+
+def test_cli_publish_and_check(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["quiz", "publish", "--sources", str(TOY.parent), "--out", str(out)]) == 0
+    assert cli.main(["quiz", "check", "--sources", str(TOY.parent), "--out", str(out)]) == 0
+    (out / "99_toy.yaml").write_text((out / "99_toy.yaml").read_text() + "# edited\n")
+    assert cli.main(["quiz", "check", "--sources", str(TOY.parent), "--out", str(out)]) == 1
+    assert "out of date: 99_toy.yaml" in capsys.readouterr().err
+
+
+GOOD = yaml.safe_load(TOY.read_text())
+
+
+def _broken(change):
+    data = copy.deepcopy(GOOD)
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda d: d.pop("title"), "title"),
+        (lambda d: d.update(lesson="toy"), "lesson"),
+        (lambda d: d["questions"][0].update(type="essay"), "question 'pick-b': type"),
+        (lambda d: d["questions"][0].update(id="Pick B"), "question 1: id"),
+        (lambda d: d["questions"][1].update(id="pick-b"), "question 'pick-b': id: used twice"),
+        (
+            lambda d: d["questions"][0]["choices"][0].pop("explanation"),
+            "question 'pick-b' choice 1",
+        ),
+        (lambda d: d["questions"][0]["choices"][0].update(correct=True), "exactly one correct"),
+        (lambda d: d["questions"][0]["choices"][1].update(correct="yes"), "choice 2: correct"),
+        (lambda d: d["questions"][1].update(answer="3.14"), "question 'pi': answer"),
+        (lambda d: d["questions"][1].update(tolerance=-1), "question 'pi': tolerance"),
+        (lambda d: d["questions"][1].pop("explanation"), "question 'pi': explanation"),
+        (lambda d: d["questions"][3].update(accept=[]), "question 'practice': accept"),
+        (
+            lambda d: d["questions"][3].update(choices=[]),
+            "question 'practice': field(s) ['choices']",
+        ),
+        (lambda d: d["questions"][2].update(points=0), "question 'both': points"),
+        (lambda d: d["questions"][2].update(graded="no"), "question 'both': graded"),
+        (lambda d: d["questions"][2].update(prompt=""), "question 'both': prompt"),
+    ],
+)
+def test_schema_errors_name_file_and_question(change, words):
+    with pytest.raises(quiz.QuizSchemaError) as error:
+        quiz.parse_source(_broken(change), "source/99_toy.yaml")
+    assert "source/99_toy.yaml" in str(error.value) and words in str(error.value)
+
+
+def test_invalid_yaml_names_the_file(tmp_path):
+    bad = tmp_path / "99_toy.yaml"
+    bad.write_text("lesson: [unclosed")
+    with pytest.raises(quiz.QuizSchemaError, match="99_toy.yaml: not valid YAML"):
+        quiz.load_source(bad)
+
+
+@pytest.fixture
+def toy(tmp_path):
+    quiz.publish(TOY.parent, tmp_path / "quizzes")
+    return tmp_path
+
+
+def test_self_check_feedback(toy):
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=toy / "a.json")
+    assert q.answer("practice", "  HELLO ").correct is True
+    wrong = q.answer("practice", "bye")
+    assert wrong.correct is False and "Practice only" in wrong.message and wrong.attempts == 2
+    graded = q.answer("pick-b", "second")
+    assert graded.correct is None and "graded by your instructor" in graded.message
+    with pytest.raises(ValueError, match="not one of the choices"):
+        q.answer("pick-b", "third")
+    with pytest.raises(ValueError, match="expected a number"):
+        q.answer("pi", "three")
+    with pytest.raises(KeyError, match="No question 'nope'"):
+        q.answer("nope", 1)
+
+
+def test_numeric_tolerance_accepts_every_value_within_it():
+    question = quiz.Question("x", "numeric", "?", answer=3.14, tolerance=0.005, explanation="e")
+    hashes = quiz.answer_hashes(question, "99_toy", "salt")
+    entry = {"type": "numeric", "tolerance": 0.005, "hashes": hashes}
+    for value in (3.135, 3.1375, 3.14, 3.1449, 3.145):
+        assert quiz.is_correct(entry, "99_toy", "x", value, "salt"), value
+    for value in (3.13, 3.15, 0.0, -3.14):
+        assert not quiz.is_correct(entry, "99_toy", "x", value, "salt"), value
+
+
+def test_answers_are_restored_when_the_cell_runs_again(toy, monkeypatch, capsys):
+    monkeypatch.setenv(quiz.MODE_ENV, "text")
+    monkeypatch.setenv(quiz.ANSWERS_ENV, str(toy))
+    first = quiz.show("99_toy", quiz_dir=toy / "quizzes")
+    first.answer("pick-b", 1)
+    first.answer("both", ["a", "c"])
+    first.answer("pi", 3.14)
+    saved = json.loads((toy / "99_toy.answers.json").read_text())
+    assert saved["lessons"]["99_toy"]["both"] == {"value": [0, 2], "attempts": 1}
+    again = quiz.show("99_toy", quiz_dir=toy / "quizzes")
+    assert "saved answer: [0, 2] after 1 attempt(s)" in capsys.readouterr().out
+    assert again.records["pick-b"]["value"] == 1
+    assert again.answer("pick-b", 0).attempts == 2
+
+
+def test_failed_write_leaves_the_previous_file_intact(toy, monkeypatch):
+    path = toy / "a.json"
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=path)
+    q.answer("practice", "hello")
+    before = path.read_text()
+
+    def crash(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(quiz.os, "replace", crash)
+    with pytest.raises(OSError):
+        q.answer("practice", "bye")
+    assert path.read_text() == before
+    assert [p.name for p in toy.iterdir() if p.name.startswith(".a.json")] == []
+
+
+def test_killed_writer_leaves_the_previous_file_intact(toy):
+    path = toy / "a.json"
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=path)
+    q.answer("practice", "hello")
+    before = path.read_text()
+    # A writer killed halfway: it has written part of the new file when SIGKILL arrives.
+    script = (
+        "import os, sys, time, amp_course.quiz as q\n"
+        "def stall(fd):\n"
+        "    print('half written', flush=True)\n"
+        "    time.sleep(60)\n"
+        "os.fsync = stall\n"
+        f"q.atomic_write_text({str(path)!r}, '{{\\\"lessons\\\": ' * 1000)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout.readline().strip() == "half written"
+    proc.kill()
+    proc.wait()
+    assert path.read_text() == before
+    assert json.loads(path.read_text())["lessons"]["99_toy"]["practice"]["value"] == "hello"
+
+
+def test_corrupt_answer_file_is_reported_and_backed_up(toy, capsys):
+    path = toy / "a.json"
+    path.write_text("{not json")
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=path)
+    assert "not valid JSON" in capsys.readouterr().err and q.load_error
+    assert path.read_text() == "{not json"  # untouched until the learner answers
+    q.answer("practice", "hello")
+    assert (toy / "a.json.bak").read_text() == "{not json"
+    assert json.loads(path.read_text())["lessons"]["99_toy"]["practice"]["correct"] is True
+
+
+def test_text_mode_is_forced_and_detected(monkeypatch):
+    monkeypatch.setenv(quiz.MODE_ENV, "widgets")
+    assert quiz.widgets_available()
+    monkeypatch.setenv(quiz.MODE_ENV, "text")
+    assert not quiz.widgets_available()
+    monkeypatch.delenv(quiz.MODE_ENV)
+    assert not quiz.widgets_available()  # plain Python, no IPython kernel
+
+
+def test_widgets_build_and_record(toy, monkeypatch):
+    widgets = pytest.importorskip("ipywidgets")
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=toy / "a.json")
+    box = quiz._question_widget(q, "practice")
+    field, buttons, feedback = box.children[1], box.children[2], box.children[3]
+    assert isinstance(field, widgets.Text)
+    field.value = "hello"
+    buttons.children[0].click()
+    assert "Correct" in feedback.value and "attempts: 1" in buttons.children[1].value
+    again = quiz._question_widget(q, "practice")  # re-run: restored
+    assert again.children[1].value == "hello" and "Correct" in again.children[3].value
+
+
+def test_export_merges_answer_files(toy, monkeypatch):
+    monkeypatch.setenv(quiz.ANSWERS_ENV, str(toy))
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes")
+    q.answer("practice", "hello")
+    target = quiz.export()
+    assert json.loads(target.read_text())["lessons"]["99_toy"]["practice"]["value"] == "hello"
+    monkeypatch.setenv(quiz.ANSWERS_ENV, str(toy / "empty"))
+    with pytest.raises(FileNotFoundError, match="answer a quiz first"):
+        quiz.export()
+
+
+def test_unknown_lesson_lists_known_ones(toy):
+    with pytest.raises(FileNotFoundError, match="known: 99_toy"):
+        quiz.Quiz("42_nope", quiz_dir=toy / "quizzes")
