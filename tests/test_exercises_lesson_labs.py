@@ -126,3 +126,32 @@ WRONG = {
 def test_usual_wrong_fixes_fail(name, wrong):
     with pytest.raises(ExerciseFailed):
         exercises.check(name, wrong)
+
+
+def _accumulate_written_differently(model, optimizer, scaler, batches, steps, max_norm):
+    for index, (images, labels) in enumerate(batches):  # zero_grad after the step, loss * (1/steps)
+        scaler.scale(lab.forward_loss(model, images, labels) * (1.0 / steps)).backward()
+        if index % steps == steps - 1:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def _scheduler_with_found_inf_check(model, optimizer, scheduler, scaler, batches):
+    for images, labels in batches:  # detects the skip from the unscaled gradients instead
+        optimizer.zero_grad()
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        scaler.unscale_(optimizer)
+        finite = all(torch.isfinite(p.grad).all() for p in model.parameters())
+        scaler.step(optimizer)
+        scaler.update()
+        if finite:
+            scheduler.step()
+
+
+@pytest.mark.parametrize("name,variant", [("labs.accumulation", _accumulate_written_differently),
+                                          ("labs.scheduler_skip", _scheduler_with_found_inf_check)])
+def test_correct_fixes_written_differently_pass(name, variant):
+    assert exercises.check(name, variant)
