@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     record = environment_record(device)
     out = args.out / device_slug(record["device"])
-    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    notebooks = args.notebooks or sorted(p for p in (ROOT / "notebooks").glob("*.ipynb")
+                                       if not p.name.startswith("."))
     print(f"GPU run on {record['device']} (driver {record['driver']}, torch {record['torch']}) -> {out}")
     record["notebooks"] = run_notebooks(notebooks, out / "notebooks", args.cell_timeout)
     record["nbval"] = ("skipped" if args.skip_nbval else

@@ -1,0 +1,157 @@
+"""Every lab's checker accepts the reference fix and rejects the notebook's broken loop and usual wrong fixes."""
+
+import nbformat
+import pytest
+import torch
+
+from amp_course import exercises
+from amp_course.exercises import ExerciseFailed
+from amp_course.exercises import lesson_labs as lab
+from conftest import ROOT
+
+NOTEBOOK = ROOT / "notebooks" / "labs_bug_hunts.ipynb"
+LABS = ["labs.clip_after_unscale", "labs.accumulation", "labs.bf16_scaler", "labs.scheduler_skip",
+        "labs.resume", "labs.half_model", "labs.extra_step"]
+
+
+def broken_versions():
+    """{lab name: the broken function exactly as the notebook shows it}."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    found = {}
+    for cell in nb.cells:
+        if "broken" in cell.metadata.get("tags", []):
+            namespace = {"torch": torch, "lab": lab}
+            exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
+            found[cell.metadata["lab"]["name"]] = namespace[cell.metadata["lab"]["symbol"]]
+    return found
+
+
+def test_every_lab_has_a_broken_loop_blank_and_check():
+    assert sorted(broken_versions()) == sorted(LABS)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    blanks = [c.metadata["exercise"]["name"] for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
+    assert blanks == LABS
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_reference_fix_passes(name):
+    assert exercises.check(name, exercises.solution(name))
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_broken_loop_from_the_notebook_fails(name):
+    with pytest.raises(ExerciseFailed):
+        exercises.check(name, broken_versions()[name])
+
+
+def _no_clip(model, optimizer, scaler, batches, max_norm):
+    lab.train_steps(model, optimizer, scaler, batches)
+
+
+def _clip_after_step(model, optimizer, scaler, batches, max_norm):
+    for images, labels in batches:  # clips, but only after the weights have moved
+        optimizer.zero_grad()
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        scaler.step(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.update()
+
+
+def _accumulate_without_dividing(model, optimizer, scaler, batches, steps, max_norm):
+    optimizer.zero_grad()
+    for index, (images, labels) in enumerate(batches):
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        if (index + 1) % steps == 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def _accumulate_step_every_batch(model, optimizer, scaler, batches, steps, max_norm):
+    lab.train_accumulated(model, optimizer, scaler, batches, 1, max_norm)
+
+
+def _suppressed_warning(model, optimizer, scheduler, scaler, batches):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for images, labels in batches:
+            optimizer.zero_grad()
+            scaler.scale(lab.forward_loss(model, images, labels)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+
+
+def _no_scheduler(model, optimizer, scheduler, scaler, batches):
+    lab.train_steps(model, optimizer, scaler, batches)
+
+
+def _optimizer_step_only(model, optimizer, scaler, batches):
+    for images, labels in batches:
+        optimizer.zero_grad()
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        optimizer.step()
+        scaler.update()
+
+
+def _no_update(model, optimizer, scaler, batches):
+    for images, labels in batches:
+        optimizer.zero_grad()
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        scaler.step(optimizer)
+
+
+WRONG = {
+    "labs.clip_after_unscale": [_no_clip, _clip_after_step],
+    "labs.accumulation": [_accumulate_without_dividing, _accumulate_step_every_batch],
+    "labs.bf16_scaler": [lambda device, dtype: torch.amp.GradScaler("cpu", enabled=False),
+                         lambda device, dtype: None if dtype != torch.float16 else torch.amp.GradScaler("cpu")],
+    "labs.scheduler_skip": [_suppressed_warning, _no_scheduler],
+    "labs.resume": [lambda m, o, s: {"model": m.state_dict(), "scaler": s.state_dict()},
+                    lambda m, o, s: {"model": m.state_dict(), "optimizer": o.state_dict(),
+                                     "scale": s.get_scale()}],
+    "labs.half_model": [lambda m, d: (lambda h: (h, torch.optim.SGD(h.parameters(), lr=lab.LR, momentum=0.9),
+                                                 torch.amp.GradScaler("cpu", enabled=False)))(m.half()),
+                        lambda m, d: (m, torch.optim.SGD(m.parameters(), lr=lab.LR),
+                                      torch.amp.GradScaler("cpu", **lab.SCALER_KWARGS))],
+    "labs.extra_step": [_optimizer_step_only, _no_update],
+}
+
+
+@pytest.mark.parametrize("name,wrong", [(n, w) for n, ws in WRONG.items() for w in ws],
+                         ids=[f"{n}-{i}" for n, ws in WRONG.items() for i in range(len(ws))])
+def test_usual_wrong_fixes_fail(name, wrong):
+    with pytest.raises(ExerciseFailed):
+        exercises.check(name, wrong)
+
+
+def _accumulate_written_differently(model, optimizer, scaler, batches, steps, max_norm):
+    for index, (images, labels) in enumerate(batches):  # zero_grad after the step, loss * (1/steps)
+        scaler.scale(lab.forward_loss(model, images, labels) * (1.0 / steps)).backward()
+        if index % steps == steps - 1:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def _scheduler_with_found_inf_check(model, optimizer, scheduler, scaler, batches):
+    for images, labels in batches:  # detects the skip from the unscaled gradients instead
+        optimizer.zero_grad()
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        scaler.unscale_(optimizer)
+        finite = all(torch.isfinite(p.grad).all() for p in model.parameters())
+        scaler.step(optimizer)
+        scaler.update()
+        if finite:
+            scheduler.step()
+
+
+@pytest.mark.parametrize("name,variant", [("labs.accumulation", _accumulate_written_differently),
+                                          ("labs.scheduler_skip", _scheduler_with_found_inf_check)])
+def test_correct_fixes_written_differently_pass(name, variant):
+    assert exercises.check(name, variant)

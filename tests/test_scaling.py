@@ -1,0 +1,84 @@
+"""The loss-scaling helpers and the lesson-03 scaler, checked against torch.amp.GradScaler on CPU."""
+
+import nbformat
+import pytest
+import torch
+
+from amp_course import scaling
+from conftest import ROOT
+
+NOTEBOOK = ROOT / "notebooks" / "03_grad_scaler.ipynb"
+
+
+def notebook_loss_scaler():
+    """The LossScaler class exactly as the lesson-03 notebook defines it."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    (cell,) = [c for c in nb.cells if "loss-scaler" in c.metadata.get("tags", [])]
+    namespace = {"torch": torch}
+    exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
+    return namespace["LossScaler"]
+
+
+@pytest.fixture(scope="module")
+def batches():
+    return scaling.mnist_batches(50, 32, seed=0)
+
+
+def test_from_scratch_scaler_matches_grad_scaler_for_50_steps(batches):
+    mine, ref = scaling.compare_scalers(notebook_loss_scaler(), batches, device="cpu", inject_inf_at={20},
+                                        init_scale=2.0**16, growth_interval=10)
+    assert ref.skipped[20], "the injected inf must make GradScaler skip step 20"
+    assert ref.scales[20] == ref.scales[19] / 2  # backoff
+    assert mine.scales == ref.scales
+    assert mine.skipped == ref.skipped
+    assert scaling.same_parameters(mine.model, ref.model)
+
+
+def test_scaler_regrows_after_growth_interval(batches):
+    _, ref = scaling.compare_scalers(notebook_loss_scaler(), batches[:30], device="cpu", inject_inf_at={0},
+                                     init_scale=2.0**10, growth_interval=5)
+    assert ref.scales[0] == 2.0**9 and ref.skipped[0]
+    assert ref.scales[5] == 2.0**10  # five clean steps later it doubles
+
+
+def test_disabled_scaler_is_a_pass_through(batches):
+    scaler = notebook_loss_scaler()(enabled=False)
+    loss = torch.tensor(3.0)
+    assert scaler.scale(loss) is loss and scaler.get_scale() == 1.0
+    assert torch.amp.GradScaler("cpu", enabled=False).scale(loss) is loss
+
+
+def test_a_wrong_scaler_is_caught(batches):
+    class NoSkip(notebook_loss_scaler()):
+        def step(self, optimizer):
+            self.unscale_(optimizer)
+            return optimizer.step()  # steps even on inf
+
+    mine, ref = scaling.compare_scalers(NoSkip, batches[:25], device="cpu", inject_inf_at={20})
+    assert not scaling.same_parameters(mine.model, ref.model)
+
+
+def test_fp16_fate_counts_underflow_and_overflow():
+    grads = torch.tensor([2.0**-30, 2.0**-20, 2.0**-10, 1.0, 2.0**17])
+    fate = scaling.fp16_fate(grads, 1.0)
+    assert fate.underflow == pytest.approx(1 / 5) and fate.subnormal == pytest.approx(1 / 5)
+    assert fate.overflow == pytest.approx(1 / 5)
+    assert scaling.fp16_fate(grads, 2.0**8).underflow == 0.0
+
+
+def test_bad_input_is_explained():
+    with pytest.raises(ValueError, match="positive"):
+        scaling.fp16_fate(torch.ones(3), 0)
+    with pytest.raises(ValueError, match="nonzero"):
+        scaling.fp16_fate(torch.zeros(3), 1.0)
+    with pytest.raises(ValueError, match="need"):
+        scaling.mnist_batches(10**6, 32)
+
+
+def test_collect_gradients_matches_autograd():
+    model = scaling.mlp(0)
+    x, y = torch.randn(4, 1, 28, 28), torch.tensor([0, 1, 2, 3])
+    grads = scaling.collect_gradients(model, x, y, device="cpu")
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    expected = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert torch.equal(grads, expected[expected != 0])
