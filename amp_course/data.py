@@ -124,6 +124,9 @@ def load_mnist(source: str = "auto", root: Path | str | None = None,
             except DataIntegrityError:
                 root = Path.cwd() / "data"
         try:
+            if not download and not (Path(root) / "MNIST" / "raw").is_dir():
+                # Nothing on disk and no download allowed: skip importing torchvision.datasets.
+                raise FileNotFoundError(f"no MNIST files under {Path(root) / 'MNIST' / 'raw'}")
             (xtr, ytr), (xte, yte) = _torchvision_mnist(Path(root), download)
             return MnistData(TensorDataset(_normalise(xtr), ytr), TensorDataset(_normalise(xte), yte),
                              source=f"torchvision MNIST ({len(ytr)} train / {len(yte)} test)")
