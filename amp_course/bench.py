@@ -126,6 +126,33 @@ class BenchConfig:
         return modes
 
 
+class SimulatedQueue:
+    """A stand-in for a GPU's asynchronous stream, so a CPU can show why timers must synchronise.
+
+    ``launch(seconds)`` queues that much work and returns at once, as a CUDA kernel launch does;
+    ``synchronize()`` blocks until the queued work would have finished. Inside ``as_cuda()``,
+    ``torch.cuda.synchronize`` is this queue's, so code written for a GPU can be timed here.
+    """
+
+    def __init__(self):
+        self.busy_until = time.perf_counter()
+
+    def launch(self, seconds: float) -> None:
+        self.busy_until = max(self.busy_until, time.perf_counter()) + seconds
+
+    def synchronize(self, device=None) -> None:
+        delay = self.busy_until - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+    @contextlib.contextmanager
+    def as_cuda(self) -> Iterator[SimulatedQueue]:
+        from unittest import mock
+
+        with mock.patch("torch.cuda.synchronize", self.synchronize):
+            yield self
+
+
 def peak_tflops(device_name: str, precision: str) -> float | None:
     """The published dense peak of this GPU for ``precision``; None when unknown (or a CPU)."""
     for key in sorted(PEAK_TFLOPS, key=len, reverse=True):  # "H100 PCIe" before "H100"
@@ -175,18 +202,20 @@ def skip_reason(mode: Mode, device: torch.device) -> str | None:
 
 @contextlib.contextmanager
 def precision_flags(tf32: bool) -> Iterator[None]:
-    """Set TF32 on (``tf32``) or off (strict fp32) for matmuls and cuDNN; restore all three flags."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-             torch.get_float32_matmul_precision())
+    """Allow TF32 (``tf32``) or strict fp32 for CUDA matmuls and cuDNN convolutions; restore both.
+
+    We set the two per-backend flags only. ``torch.set_float32_matmul_precision`` also switches
+    CPU (oneDNN) matmuls to bf16 at "medium", and on recent torch mixing it with these flags
+    leaves a state in which the generic getter raises; the per-backend flags say exactly what
+    each mode means.
+    """
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     try:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
-        torch.set_float32_matmul_precision("high" if tf32 else "highest")
         yield
     finally:
-        torch.set_float32_matmul_precision(saved[2])
-        torch.backends.cuda.matmul.allow_tf32 = saved[0]
-        torch.backends.cudnn.allow_tf32 = saved[1]
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def interleaved(fns: dict[str, Callable[[], object]], modes: dict[str, Mode], *, device,
