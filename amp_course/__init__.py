@@ -6,5 +6,6 @@ so a reader sees where each one lives. Importing does no work beyond importing t
 
 from . import bench, data, device, exercises, formats, lesson, memory, models, timing, training
 
-__all__ = ["bench", "data", "device", "exercises", "formats", "lesson", "memory", "models", "timing", "training"]
+__all__ = ["bench", "data", "device", "exercises", "formats", "lesson", "memory", "models", "timing",
+           "training"]
 __version__ = "0.1.0"

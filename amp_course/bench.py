@@ -1,4 +1,4 @@
-"""Benchmark: precision modes (fp32, TF32, fp16, bf16; optionally compiled, fused AdamW) x workloads.
+"""Benchmark: precision modes (fp32, TF32, fp16, bf16; optionally compiled or fused) x workloads.
 
 Measuring (``run``), the result (a plain dict, saved as JSON) and presenting (``format_report``,
 ``plot_report``) are separate, as in ``ac.timing``. Modes are timed round-robin, so drift in
@@ -61,7 +61,8 @@ class Mode:
 
     @property
     def name(self) -> str:
-        return self.precision + ("+compile" if self.compile else "") + ("+fused" if self.fused else "")
+        suffix = ("+compile" if self.compile else "") + ("+fused" if self.fused else "")
+        return self.precision + suffix
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
@@ -102,7 +103,8 @@ class BenchConfig:
         tiny = dict(image_size=32, patch_size=16, num_heads=2, hidden_dim=32, mlp_dim=64)
         base = cls(rounds=2, min_run_time=0.02, matmul_sizes=(64, 128), mnist_batch_size=8,
                    mnist_batches=4, mnist_width_divisor=32, vit_batch_size={"b16": 2, "l16": 2},
-                   vit_overrides={"b16": {**tiny, "num_layers": 1}, "l16": {**tiny, "num_layers": 2}},
+                   vit_overrides={"b16": {**tiny, "num_layers": 1},
+                                  "l16": {**tiny, "num_layers": 2}},
                    max_batch_limit=64, threads=1, smoke=True)
         return replace(base, **changes)
 
@@ -110,10 +112,12 @@ class BenchConfig:
         """Clear errors for unknown names and impossible sizes."""
         for name in self.precisions:
             if name not in PRECISIONS:
-                raise ValueError(f"Unknown precision {name!r}. Valid choices: {', '.join(PRECISIONS)}.")
+                raise ValueError(f"Unknown precision {name!r}. "
+                                 f"Valid choices: {', '.join(PRECISIONS)}.")
         for name in self.workloads:
             if name not in WORKLOADS:
-                raise ValueError(f"Unknown workload {name!r}. Valid choices: {', '.join(WORKLOADS)}.")
+                raise ValueError(f"Unknown workload {name!r}. "
+                                 f"Valid choices: {', '.join(WORKLOADS)}.")
         if self.rounds < 1 or self.min_run_time <= 0:
             raise ValueError("rounds must be >= 1 and min_run_time > 0.")
         if any(n < 1 for n in self.matmul_sizes):
@@ -164,7 +168,8 @@ def peak_tflops(device_name: str, precision: str) -> float | None:
 def mfu(flops_per_step: float, step_seconds: float, peak: float) -> float:
     """Model FLOP utilisation: achieved FLOP/s over the peak (``peak`` in TFLOP/s), a fraction."""
     if step_seconds <= 0 or peak <= 0:
-        raise ValueError(f"step time and peak must be positive, got {step_seconds} s, {peak} TFLOP/s.")
+        raise ValueError(f"step time and peak must be positive, got {step_seconds} s, "
+                         f"{peak} TFLOP/s.")
     return flops_per_step / step_seconds / (peak * 1e12)
 
 
@@ -431,7 +436,8 @@ def bench_vit(preset: str, modes: list[Mode], config: BenchConfig, device: torch
         rows.append(_row(workload, mode, batch_size=batch, **stats,
                          images_per_s=batch / stats["median_s"], flops_per_step=flops,
                          achieved_tflops=flops / stats["median_s"] / 1e12,
-                         peak_tflops=peak, mfu=mfu(flops, stats["median_s"], peak) if peak else None,
+                         peak_tflops=peak,
+                         mfu=mfu(flops, stats["median_s"], peak) if peak else None,
                          matmul_ceiling_tflops=ceiling,
                          fraction_of_ceiling=(flops / stats["median_s"] / 1e12 / ceiling
                                               if ceiling else None),
@@ -563,11 +569,13 @@ def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> Non
             rows = bench_matmul(runnable, config, device, name)
             for row in rows:
                 if "tflops" in row:
-                    ceilings[row["precision"]] = max(ceilings.get(row["precision"], 0), row["tflops"])
+                    best = ceilings.get(row["precision"], 0)
+                    ceilings[row["precision"]] = max(best, row["tflops"])
         elif workload == "mnist_cnn":
             rows = bench_mnist_cnn(runnable, config, device, name, mnist)
         elif workload in ("vit_b16", "vit_l16"):
-            rows = bench_vit(workload.removeprefix("vit_"), runnable, config, device, name, ceilings)
+            preset = workload.removeprefix("vit_")
+            rows = bench_vit(preset, runnable, config, device, name, ceilings)
         else:
             rows = bench_max_batch(runnable, config, device, name)
         for mode, reason in skipped:
@@ -589,7 +597,8 @@ def format_report(report: dict) -> str:
     lines = [f"amp-course bench on {report['device']} ({report['date']}; torch "
              f"{report['versions']['torch']}{'; smoke sizes' if report['smoke'] else ''})"]
     columns = {
-        "matmul": [("size", "size", "d"), ("median", "median_s", "time"), ("TFLOP/s", "tflops", ".3g"),
+        "matmul": [("size", "size", "d"), ("median", "median_s", "time"),
+                   ("TFLOP/s", "tflops", ".3g"),
                    ("peak", "peak_tflops", ".4g"), ("of peak", "fraction_of_peak", ".1%")],
         "mnist_cnn": [("batch", "batch_size", "d"), ("step", "median_s", "time"),
                       ("img/s", "images_per_s", ".4g"), ("epoch (s)", "epoch_s", ".3g")],
@@ -657,8 +666,10 @@ def plot_report(report: dict, path: str | Path | None = None):
     vit_rows = [{**r, "mode": f"{r['workload'].removeprefix('vit_')} {r['mode']}"}
                 for w in ("vit_b16", "vit_l16") for r in results[w]]
     bars(axes[1, 0], vit_rows, "images_per_s", "ViT training step", "images/s")
-    bars(axes[1, 1], results["max_batch"], "max_batch", "largest ViT-B/16 batch that fits", "images")
-    fig.suptitle(f"{report['device']}{' (smoke sizes: not speed figures)' if report['smoke'] else ''}",
+    bars(axes[1, 1], results["max_batch"], "max_batch", "largest ViT-B/16 batch that fits",
+         "images")
+    note = " (smoke sizes: not speed figures)" if report["smoke"] else ""
+    fig.suptitle(f"{report['device']}{note}",
                  fontsize=10)
     fig.tight_layout()
     if path is not None:

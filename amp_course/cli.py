@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-data", help="verify the shipped MNIST subset's checksum")
     check.add_argument("path", nargs="?", default=None, help="file to check (default: data/)")
     check.set_defaults(func=_check_data)
-    bench = sub.add_parser("bench", help="time fp32/TF32/fp16/bf16 on matmuls, the MNIST CNN and ViTs")
+    bench = sub.add_parser("bench",
+                           help="time fp32/TF32/fp16/bf16 on matmuls, the MNIST CNN and ViTs")
     bench.add_argument("--device", default="auto", help="auto, cpu or cuda")
     size = bench.add_mutually_exclusive_group()
     size.add_argument("--smoke", dest="smoke", action="store_true", default=None,
@@ -72,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--precisions", help="comma-separated subset of fp32,tf32,fp16,bf16")
     bench.add_argument("--workloads", help="comma-separated subset of "
                        "matmul,mnist_cnn,vit_b16,vit_l16,max_batch")
-    bench.add_argument("--compile", action="store_true", help="add a torch.compile variant per precision")
-    bench.add_argument("--fused", action="store_true", help="add a fused-AdamW variant per precision")
+    bench.add_argument("--compile", action="store_true",
+                       help="add a torch.compile variant per precision")
+    bench.add_argument("--fused", action="store_true",
+                       help="add a fused-AdamW variant per precision")
     bench.add_argument("--rounds", type=int, help="round-robin passes over the modes")
     bench.add_argument("--out", help="folder for bench.json/.txt/.png (default: reports/<device>)")
     bench.set_defaults(func=_bench)

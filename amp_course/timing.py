@@ -29,9 +29,10 @@ def measure(fn: Callable[[], object], *, device: torch.device | str = "cpu", war
     that does not wait for them measures only the launch), so queued kernels are counted; we pass
     this clock to torch.utils.benchmark.Timer explicitly rather than rely on its default, which
     synchronises only when CUDA is available at all. The explicit warm-up pays for allocation,
-    kernel selection and (with torch.compile) compilation before timing starts. We take ``repeats`` runs of a fixed number of
-    calls (sized so all runs together last about ``min_run_time``) and merge them, so the spread
-    is always measured: ``blocked_autorange`` can return a single block for slow functions.
+    kernel selection and (with torch.compile) compilation before timing starts. We take
+    ``repeats`` runs of a fixed number of calls (sized so all runs together last about
+    ``min_run_time``) and merge them, so the spread is always measured: ``blocked_autorange``
+    can return a single block for slow functions.
     """
     for _ in range(warmup):
         fn()

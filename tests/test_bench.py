@@ -100,7 +100,7 @@ def test_smoke_bench_writes_json_table_and_plot(smoke_run):
     assert report["smoke"] and report["versions"]["torch"] == torch.__version__
     assert set(report["results"]) == set(bench.WORKLOADS)
     results = report["results"]
-    # Every runnable mode produced numbers; the only skips on a CPU are TF32 and the GPU-only search.
+    # Every runnable mode produced numbers; on a CPU only TF32 and the GPU-only search are skipped.
     for workload in ("matmul", "mnist_cnn", "vit_b16", "vit_l16"):
         done = {r["mode"] for r in results[workload] if "skipped" not in r}
         assert done == {"fp32", "fp16", "bf16"}, (workload, results[workload])
@@ -145,3 +145,21 @@ def test_an_unsynchronised_timer_lies_and_measure_does_not():
         measured = timing.measure(step, device="cuda", warmup=1, min_run_time=0.06, repeats=3)
     assert naive < 0.001
     assert measured.median == pytest.approx(0.003, rel=0.3)
+
+
+@pytest.mark.gpu
+def test_gpu_bench_measures_memory_mfu_and_largest_batch():
+    config = bench.BenchConfig.full(precisions=("fp32", "tf32", "bf16"),
+                                    workloads=("matmul", "vit_b16", "max_batch"),
+                                    matmul_sizes=(1024, 2048), vit_batch_size={"b16": 8, "l16": 4},
+                                    rounds=2, min_run_time=0.2, max_batch_limit=64)
+    report = bench.run(config, "cuda", progress=None)
+    rows = {r["mode"]: r for r in report["results"]["vit_b16"]}
+    for mode in ("fp32", "bf16"):
+        assert rows[mode]["peak_memory_bytes"] > 0
+        if rows[mode]["peak_tflops"]:
+            assert 0 < rows[mode]["mfu"] < 1
+    # bf16 saves activations: its step peaks below fp32's.
+    assert rows["bf16"]["peak_memory_bytes"] < rows["fp32"]["peak_memory_bytes"]
+    batches = {r["mode"]: r.get("max_batch") for r in report["results"]["max_batch"]}
+    assert batches["fp32"] >= 8 and batches["bf16"] >= batches["fp32"]
