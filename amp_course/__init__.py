@@ -5,12 +5,12 @@ so a reader sees where each one lives. Importing does no work beyond importing t
 """
 
 from . import (
-    autocast_trace, data, device, exercises, formats, inspector, lesson, memory, models, quiz,
-    scaling, timing, training,
+    autocast_trace, bench, data, device, exercises, formats, inspector, lesson, memory, models,
+    quiz, scaling, timing, training,
 )
 
 __all__ = [
-    "autocast_trace", "data", "device", "exercises", "formats", "inspector", "lesson", "memory",
-    "models", "quiz", "scaling", "timing", "training",
+    "autocast_trace", "bench", "data", "device", "exercises", "formats", "inspector", "lesson",
+    "memory", "models", "quiz", "scaling", "timing", "training",
 ]
 __version__ = "0.1.0"

@@ -119,7 +119,7 @@ def run_bench(out_dir: Path) -> str:
 
     if importlib.util.find_spec("amp_course.bench") is None:
         return "skipped: this version has no `amp-course bench`"
-    code = cli.main(["bench", "--out", str(out_dir / "bench")])
+    code = cli.main(["bench", "--full", "--compile", "--fused", "--out", str(out_dir / "bench")])
     return "passed" if code == 0 else f"failed (exit {code})"
 
 

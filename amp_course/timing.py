@@ -7,6 +7,7 @@ Measuring (``measure``), the result (torch's ``Measurement``) and presenting (``
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import torch
@@ -29,15 +30,23 @@ def measure(fn: Callable[[], object], *, device: torch.device | str = "cpu", war
             description: str = "") -> benchmark.Measurement:
     """Time ``fn()`` after ``warmup`` untimed calls; returns a Measurement (median, IQR, all runs).
 
-    torch.utils.benchmark.Timer synchronises CUDA around every run it times, so queued kernels
-    are counted; the explicit warm-up pays for allocation, kernel selection and (with
-    torch.compile) compilation before timing starts. We take ``repeats`` runs of a fixed number of
-    calls (sized so all runs together last about ``min_run_time``) and merge them, so the spread
-    is always measured: ``blocked_autorange`` can return a single block for slow functions.
+    Every clock reading first synchronises ``device`` (CUDA kernels run asynchronously: a timer
+    that does not wait for them measures only the launch), so queued kernels are counted; we pass
+    this clock to torch.utils.benchmark.Timer explicitly rather than rely on its default, which
+    synchronises only when CUDA is available at all. The explicit warm-up pays for allocation,
+    kernel selection and (with torch.compile) compilation before timing starts. We take
+    ``repeats`` runs of a fixed number of calls (sized so all runs together last about
+    ``min_run_time``) and merge them, so the spread is always measured: ``blocked_autorange``
+    can return a single block for slow functions.
     """
     for _ in range(warmup):
         fn()
     synchronize(device)
+
+    def clock() -> float:
+        synchronize(device)
+        return time.perf_counter()
+
     timer = benchmark.Timer(
         stmt="fn()",
         globals={"fn": fn},
@@ -45,6 +54,7 @@ def measure(fn: Callable[[], object], *, device: torch.device | str = "cpu", war
         sub_label=sub_label,
         description=description,
         num_threads=torch.get_num_threads(),
+        timer=clock,
     )
     probe = timer.timeit(1).median
     number = max(1, int(min_run_time / repeats / max(probe, 1e-9)))

@@ -1,0 +1,165 @@
+import json
+import time
+from unittest import mock
+
+import pytest
+import torch
+
+from amp_course import bench, cli, models, timing
+
+
+def test_vit_b16_training_step_flops_match_the_analytic_count():
+    forward, step = bench.count_step_flops(lambda: models.build_vit("b16"), (1, 3, 224, 224), 1000)
+    # 6·N·T + 12·L·d·T² with N = 86.6 M, T = 197: about 106.6 GFLOP per image per step.
+    assert step == pytest.approx(106.6e9, rel=0.02)
+    assert step / forward == pytest.approx(3.0, abs=0.05)  # backward costs about twice forward
+
+
+def test_mfu_arithmetic():
+    # 64 ViT-B/16 images in 0.1 s on an H100 in bf16: 68.2 TFLOP/s of 989.4.
+    assert bench.mfu(106.6e9 * 64, 0.1, 989.4) == pytest.approx(0.06895, rel=1e-3)
+    assert bench.mfu(1e12, 1.0, 1.0) == 1.0
+    with pytest.raises(ValueError, match="positive"):
+        bench.mfu(1e12, 0.0, 989.4)
+
+
+@pytest.mark.parametrize("name, precision, peak", [
+    ("NVIDIA H100 80GB HBM3", "bf16", 989.4), ("NVIDIA H100 80GB HBM3", "fp32", 66.9),
+    ("NVIDIA H100 PCIe", "fp16", 756.0), ("NVIDIA A100-SXM4-80GB", "tf32", 156.0),
+    ("Tesla T4", "fp16", 65.0), ("Tesla T4", "bf16", None), ("CPU x86_64 (AVX2)", "fp32", None),
+])
+def test_peak_table_is_keyed_by_gpu_name(name, precision, peak):
+    assert bench.peak_tflops(name, precision) == peak
+
+
+def _flags():
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+def test_precision_flags_are_set_and_restored_even_on_error():
+    before = _flags()
+    with pytest.raises(RuntimeError), bench.precision_flags(tf32=True):
+        assert _flags() == (True, True)
+        raise RuntimeError("boom")
+    assert _flags() == before
+    with bench.precision_flags(tf32=False):
+        assert _flags() == (False, False)  # strict: cuDNN's default of TF32 on is turned off
+    assert _flags() == before
+
+
+@pytest.mark.parametrize("fits_up_to, limit, expected", [(300, 4096, 296), (5000, 1024, 1024),
+                                                         (4, 4096, 0), (8, 4096, 8)])
+def test_largest_batch_bisects_on_out_of_memory(fits_up_to, limit, expected):
+    tried = []
+
+    def try_batch(n):
+        tried.append(n)
+        if n > fits_up_to:
+            raise bench.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    assert bench.largest_batch(try_batch, limit) == expected
+    assert all(n % 8 == 0 for n in tried) and len(tried) < 20
+
+
+def test_unavailable_modes_are_skipped_with_a_reason_on_cpu():
+    cpu = torch.device("cpu")
+    assert "CUDA" in bench.skip_reason(bench.Mode("tf32"), cpu)
+    assert bench.skip_reason(bench.Mode("bf16"), cpu) is None
+
+
+def test_bad_names_get_clear_errors(capsys):
+    with pytest.raises(ValueError, match="Unknown precision 'fp8'.*fp32, tf32, fp16, bf16"):
+        bench.BenchConfig.smoke_config(precisions=("fp8",)).validate()
+    assert cli.main(["bench", "--device", "cpu", "--workloads", "resnet"]) == 2
+    assert "Unknown workload 'resnet'" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    # Non-default flags, to see that the run puts them back.
+    flags = (True, False)
+    before = _flags()
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+    threads = torch.get_num_threads()
+    start = time.perf_counter()
+    try:
+        code = cli.main(["bench", "--device", "cpu", "--smoke", "--out", str(out)])
+        after = _flags()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    return dict(code=code, out=out, flags=flags, after=after, threads=threads,
+                seconds=time.perf_counter() - start)
+
+
+def test_smoke_bench_writes_json_table_and_plot(smoke_run):
+    assert smoke_run["code"] == 0
+    report = json.loads((smoke_run["out"] / "bench.json").read_text())
+    for key in ("device", "versions", "date", "smoke", "config", "modes", "results"):
+        assert key in report
+    assert report["smoke"] and report["versions"]["torch"] == torch.__version__
+    assert set(report["results"]) == set(bench.WORKLOADS)
+    results = report["results"]
+    # Every runnable mode produced numbers; on a CPU only TF32 and the GPU-only search are skipped.
+    for workload in ("matmul", "mnist_cnn", "vit_b16", "vit_l16"):
+        done = {r["mode"] for r in results[workload] if "skipped" not in r}
+        assert done == {"fp32", "fp16", "bf16"}, (workload, results[workload])
+    assert all("skipped" in r for r in results["max_batch"])
+    vit = next(r for r in results["vit_b16"] if r["mode"] == "fp32")
+    assert vit["median_s"] > 0 and vit["images_per_s"] == pytest.approx(
+        vit["batch_size"] / vit["median_s"])
+    assert vit["flops_per_step"] > 0 and vit["mfu"] is None  # no published peak for a CPU
+    table = (smoke_run["out"] / "bench.txt").read_text()
+    assert "== vit_b16 ==" in table and "tf32             skipped" in table
+    assert (smoke_run["out"] / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_smoke_bench_restores_flags_and_threads(smoke_run):
+    assert smoke_run["after"] == smoke_run["flags"]
+    assert torch.get_num_threads() == smoke_run["threads"]
+
+
+def test_smoke_bench_is_quick(smoke_run):
+    assert smoke_run["seconds"] < 60  # CI budget 30 s; this machine may be shared
+
+
+def test_measure_synchronises_a_cuda_device():
+    with mock.patch("torch.cuda.synchronize") as sync:
+        timing.measure(lambda: None, device="cuda", warmup=1, min_run_time=0.01, repeats=2)
+    assert sync.call_count >= 3  # after warm-up and at every clock reading
+    assert all(call.args[0] == torch.device("cuda") for call in sync.call_args_list)
+
+
+def test_an_unsynchronised_timer_lies_and_measure_does_not():
+    queue = bench.SimulatedQueue()
+
+    def step():  # returns at once; its 3 ms of work runs "on the GPU"
+        queue.launch(0.003)
+
+    with queue.as_cuda():
+        start = time.perf_counter()
+        for _ in range(10):
+            step()
+        naive = (time.perf_counter() - start) / 10
+        queue.synchronize()
+        measured = timing.measure(step, device="cuda", warmup=1, min_run_time=0.06, repeats=3)
+    assert naive < 0.001
+    assert measured.median == pytest.approx(0.003, rel=0.3)
+
+
+@pytest.mark.gpu
+def test_gpu_bench_measures_memory_mfu_and_largest_batch():
+    config = bench.BenchConfig.full(precisions=("fp32", "tf32", "bf16"),
+                                    workloads=("matmul", "vit_b16", "max_batch"),
+                                    matmul_sizes=(1024, 2048), vit_batch_size={"b16": 8, "l16": 4},
+                                    rounds=2, min_run_time=0.2, max_batch_limit=64)
+    report = bench.run(config, "cuda", progress=None)
+    rows = {r["mode"]: r for r in report["results"]["vit_b16"]}
+    for mode in ("fp32", "bf16"):
+        assert rows[mode]["peak_memory_bytes"] > 0
+        if rows[mode]["peak_tflops"]:
+            assert 0 < rows[mode]["mfu"] < 1
+    # bf16 saves activations: its step peaks below fp32's.
+    assert rows["bf16"]["peak_memory_bytes"] < rows["fp32"]["peak_memory_bytes"]
+    batches = {r["mode"]: r.get("max_batch") for r in report["results"]["max_batch"]}
+    assert batches["fp32"] >= 8 and batches["bf16"] >= batches["fp32"]
