@@ -1,0 +1,175 @@
+"""Data-parallel AMP training under torchrun: DDP (one GradScaler per process) or FSDP2.
+
+Run it with two CPU processes (gloo) or one process per GPU (NCCL)::
+
+    python -m torch.distributed.run --standalone --nproc_per_node=2 -m amp_course.dist_train \\
+        --strategy ddp --dtype fp16 --steps 5 --out runs/ddp
+
+Each rank trains the tiny ViT on its own shard of real MNIST and, with ``--out``, writes
+``rank<R>.json`` holding a checksum of every parameter, so a test can check that all ranks end
+with identical weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from .data import load_mnist
+from .device import parse_dtype
+from .lesson import seed_everything
+from .models import build_vit
+from .training import autocast
+
+STRATEGIES = ("ddp", "fsdp")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m amp_course.dist_train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--strategy", choices=STRATEGIES, default="ddp")
+    parser.add_argument("--dtype", default="fp16", help="fp32, fp16 or bf16 (the AMP dtype)")
+    parser.add_argument("--steps", type=int, default=5, help="optimizer steps")
+    parser.add_argument("--batch-size", type=int, default=32, help="per-process batch size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--out", default=None, help="folder for each rank's parameter checksum")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.batch_size < 1:
+        parser.error("--steps and --batch-size must be >= 1")
+    args.amp_dtype = parse_dtype(args.dtype)
+    return args
+
+
+def setup() -> tuple[int, int, torch.device]:
+    """Join the process group torchrun describes: NCCL with one GPU per rank, else gloo on CPU."""
+    if "RANK" not in os.environ:
+        raise RuntimeError("Launch this module with torchrun: python -m torch.distributed.run "
+                           "--standalone --nproc_per_node=2 -m amp_course.dist_train ...")
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, device: torch.device):
+    """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype or None)."""
+    if strategy == "ddp":
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+        return ddp, amp_dtype
+    try:  # FSDP2 is public from torch 2.6; it runs on CPU with gloo as well as on NCCL GPUs
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError as error:
+        raise RuntimeError(f"FSDP2 (fully_shard) needs torch >= 2.6; this is {torch.__version__}. "
+                           "Use --strategy ddp.") from error
+
+    # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
+    # gradients in reduce_dtype: fp32 reduction keeps the sum of many small gradients exact.
+    low = amp_dtype if amp_dtype != torch.float32 else None
+    policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+    for layer in model.encoder.layers:
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    # The policy already runs the matmuls in the low dtype; no autocast needed on top of it.
+    return model, None
+
+
+def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
+    """One scaler per process, enabled only for fp16; FSDP needs the sharded one."""
+    enabled = amp_dtype == torch.float16
+    if strategy == "fsdp":
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        return ShardedGradScaler(device.type, enabled=enabled)
+    return torch.amp.GradScaler(device.type, enabled=enabled)
+
+
+def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter as a full CPU fp32 tensor (gathering FSDP shards)."""
+    state = {}
+    for name, param in model.named_parameters():
+        tensor = param.detach()
+        if hasattr(tensor, "full_tensor"):  # an FSDP2 DTensor shard
+            tensor = tensor.full_tensor()
+        state[name.removeprefix("module.")] = tensor.float().cpu()
+    return state
+
+
+def checksum(state: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over every parameter's bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        digest.update(name.encode())
+        digest.update(state[name].contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def train(args: argparse.Namespace) -> dict:
+    rank, world_size, device = setup()
+    try:
+        seed_everything(args.seed)  # the same seed everywhere: every rank starts from equal weights
+        model = build_vit("tiny").to(device)
+        model, autocast_dtype = wrap_model(model, args.strategy, args.amp_dtype, device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        scaler = make_scaler(args.strategy, args.amp_dtype, device)
+
+        train_set = load_mnist().train
+        # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
+        sampler = torch.utils.data.DistributedSampler(train_set, num_replicas=world_size, rank=rank,
+                                                      shuffle=True, seed=args.seed)
+        loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size,
+                                             sampler=sampler, drop_last=True)
+        losses, skipped = [], 0
+        batches = iter(loader)
+        for _ in range(args.steps):
+            images, labels = (t.to(device) for t in next(batches))
+            optimizer.zero_grad(set_to_none=True)
+            with autocast(device, autocast_dtype):
+                loss = F.cross_entropy(model(images), labels)
+            scaler.scale(loss).backward()  # DDP/FSDP average the (scaled) gradients across ranks
+            scale_before = scaler.get_scale() if scaler.is_enabled() else None
+            scaler.step(optimizer)
+            scaler.update()
+            if scale_before is not None and scaler.get_scale() < scale_before:
+                skipped += 1
+            losses.append(loss.item())
+
+        state = full_state(model)
+        report = {"rank": rank, "world_size": world_size, "strategy": args.strategy,
+                  "dtype": args.dtype, "device": str(device), "backend": dist.get_backend(),
+                  "losses": losses, "skipped_steps": skipped,
+                  "scale": scaler.get_scale() if scaler.is_enabled() else None,
+                  "checksum": checksum(state),
+                  "param_sums": {name: float(t.double().sum()) for name, t in sorted(state.items())}}
+        if args.out:
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1))
+        print(f"[rank {rank}/{world_size} {report['backend']} {args.strategy} {args.dtype}] "
+              f"losses {' '.join(f'{x:.3f}' for x in losses)} | skipped {skipped} | "
+              f"checksum {report['checksum'][:12]}", flush=True)
+        return report
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    train(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

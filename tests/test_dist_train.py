@@ -1,0 +1,69 @@
+"""DDP and FSDP2 under torchrun on CPU (two gloo processes): every rank ends with equal weights."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from amp_course import dist_train
+from conftest import ROOT
+
+LAUNCH_BUDGET_S = 90
+
+
+def launch(tmp_path, *args):
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "AMP_COURSE_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "amp_course.dist_train", "--out", str(tmp_path), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2 * LAUNCH_BUDGET_S)
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert elapsed < LAUNCH_BUDGET_S, f"torchrun took {elapsed:.0f} s"
+    return reports
+
+
+def initial_sums():
+    torch.manual_seed(0)
+    model = dist_train.build_vit("tiny")
+    return {name: float(p.detach().double().sum()) for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("strategy, dtype", [("ddp", "fp16"), ("fsdp", "bf16")])
+def test_ranks_end_with_identical_parameters(tmp_path, strategy, dtype):
+    reports = launch(tmp_path, "--strategy", strategy, "--dtype", dtype, "--steps", "3",
+                     "--batch-size", "16")
+    first, second = reports
+    assert {r["rank"] for r in reports} == {0, 1}
+    assert first["backend"] == "gloo" and first["world_size"] == 2
+    assert first["checksum"] == second["checksum"]
+    assert first["param_sums"] == second["param_sums"]
+    # Each rank saw its own shard of the data, so their losses differ ...
+    assert first["losses"] != second["losses"]
+    assert all(loss == loss and loss < 10 for r in reports for loss in r["losses"])
+    # ... and the weights did move away from the common starting point.
+    start = initial_sums()
+    assert set(start) == set(first["param_sums"])
+    assert any(abs(first["param_sums"][n] - start[n]) > 1e-6 for n in start)
+    if dtype == "fp16":
+        assert first["scale"] is not None and first["scale"] == second["scale"]
+
+
+def test_running_without_torchrun_is_explained(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(RuntimeError, match="torchrun"):
+        dist_train.setup()
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(SystemExit):
+        dist_train.parse_args(["--steps", "0"])
+    with pytest.raises(ValueError):
+        dist_train.parse_args(["--dtype", "fp12"])
