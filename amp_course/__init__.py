@@ -1,17 +1,33 @@
 """amp-course: helpers for an interactive, tested course on mixed precision training in PyTorch.
 
 Notebooks do ``import amp_course as ac`` and call helpers by module, e.g. ``ac.timing.measure``,
-so a reader sees where each one lives. Importing does no work beyond importing torch.
-``amp_course.dist_train`` (the torchrun script), ``grading`` and ``gpu_run`` are imported on demand.
+so a reader sees where each one lives. Importing does no work: each module below is imported the
+first time it is used (``ac.quiz`` imports ``amp_course.quiz``), so a kernel that only needs the
+quiz does not pay for torchvision. ``amp_course.dist_train`` (the torchrun script),
+``grading`` and ``gpu_run`` are imported by name where needed.
 """
 
-from . import (
-    autocast_trace, bench, data, debug, device, exercises, formats, inspector, lesson, memory,
-    models, quiz, scaling, stats, timing, training,
-)
+import importlib
+import logging
+
+# torch.utils.benchmark and flop_counter import torch.utils.cpp_extension, which logs a warning
+# about a missing CUDA toolkit on every CPU-only machine: noise in a lesson, so keep it quiet.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
 __all__ = [
     "autocast_trace", "bench", "data", "debug", "device", "exercises", "formats", "inspector",
     "lesson", "memory", "models", "quiz", "scaling", "stats", "timing", "training",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        module = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

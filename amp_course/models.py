@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torchvision.models.vision_transformer import VisionTransformer
 
 # The CNN configuration of the scenario text (seeds/002): one row per conv block,
 # [in_channels, out_channels, kernel_size, stride, padding]. 14 blocks, 1024 channels out.
@@ -91,8 +90,11 @@ VIT_PRESETS = {
 }
 
 
-def build_vit(preset: str = "tiny", num_classes: int | None = None, **overrides) -> VisionTransformer:
+def build_vit(preset: str = "tiny", num_classes: int | None = None, **overrides) -> nn.Module:
     """A torchvision VisionTransformer from a preset name; ``overrides`` change single fields."""
+    # Imported here: torchvision takes seconds to import, and most helpers never need it.
+    from torchvision.models.vision_transformer import VisionTransformer
+
     if preset not in VIT_PRESETS:
         raise ValueError(f"Unknown ViT preset {preset!r}. Valid choices: {', '.join(VIT_PRESETS)}.")
     fields = {**VIT_PRESETS[preset].__dict__, **overrides}
@@ -124,7 +126,7 @@ def count_parameters(model: nn.Module) -> int:
 
 def example_input(model: nn.Module, batch_size: int = 1, device=None) -> torch.Tensor:
     """A random batch shaped for ``model``: MNIST digits for the CNN, images for a ViT."""
-    if isinstance(model, VisionTransformer):
+    if hasattr(model, "conv_proj") and hasattr(model, "image_size"):  # a torchvision ViT
         channels = model.conv_proj.in_channels
         size = model.image_size
     else:

@@ -6,16 +6,11 @@ Measuring (``measure``), the result (torch's ``Measurement``) and presenting (``
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 
 import torch
-
-# torch.utils.benchmark imports torch.utils.cpp_extension, which logs a warning about a missing
-# CUDA toolkit on every CPU-only machine. It is noise in a lesson's output, so keep it quiet.
-logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-from torch.utils import benchmark  # noqa: E402
+from torch.utils import benchmark
 
 
 def synchronize(device: torch.device | str) -> None:

@@ -33,6 +33,7 @@ def test_notebook_follows_the_skeleton(path):
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert nb.cells[0].source.startswith("# "), "title first"
     assert "colab.research.google.com" in nb.cells[0].source and path.name in nb.cells[0].source
+    assert "Where the figures come from" in nb.cells[0].source, "the opening names the figures' device"
     for needed in ("**Time:**", "## Summary", "pitfalls", "## Quiz"):
         assert needed in text, f"{path.name} lacks {needed!r}"
     assert any("import amp_course as ac" in c.source for c in nb.cells if c.cell_type == "code")
