@@ -8,9 +8,12 @@ notebooks and quiz answer files. For each student:
    The learner's copy is rebuilt with the master's check, parameters and setup cells (matched by
    ``metadata.grading.id``, else by the exercise name a check calls), so editing or deleting a
    check cell gains nothing; the learner's other cells are kept in order.
-2. The rebuilt notebooks run in a scratch copy of the folder under ``pytest --nbval-lax`` in a
-   subprocess with a per-cell timeout and a wall-clock limit for the whole submission (the
-   process tree is killed when it is exceeded); JUnit XML says which check cells passed.
+2. Only the rebuilt notebooks go to a scratch folder (links and anything else the learner put
+   beside them stay behind), and each runs in its own ``pytest --nbval-lax`` subprocess with a
+   per-cell timeout and its share of a wall-clock limit for the whole submission; the process
+   tree, and any process it left behind, is killed. JUnit XML says which check cells passed.
+   Reference solutions are refused while grading, and a learner cell that reaches into the
+   checking code gets the lesson's items flagged for review.
 3. Graded quiz questions are checked against the instructor key.
 
 One row per student, lesson and item goes to the CSV, rewritten atomically after every student,
@@ -29,6 +32,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +41,15 @@ from pathlib import Path
 import nbformat
 
 from . import quiz as _quiz
+from .exercises import GRADING_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
+_RUN_MARKER = "AMP_COURSE_GRADING_RUN"
+# Code that reaches into the checking machinery instead of answering the exercise.
+_TAMPERING = re.compile(
+    r"exercises\s*\.\s*(check|solution|get|fill_solutions|_REGISTRY|_grading)\s*=|_REGISTRY"
+    r"|exercises\.solution\(|setattr\(\s*(ac\s*\.\s*)?exercises|GRADING_ENV|AMP_COURSE_GRADING"
+)
 COLUMNS = ["student", "lesson", "item", "points", "max_points", "status", "message"]
 _CHECK_CALL = re.compile(r"""exercises\.check\(\s*["']([^"']+)["']""")
 
@@ -154,11 +166,16 @@ def run_with_timeout(cmd, timeout, **kwargs) -> tuple[int | None, str]:
     """Run ``cmd`` in its own session; past ``timeout`` seconds kill it and every descendant.
 
     Returns (returncode or None when killed, combined output). Descendants matter because
-    Jupyter kernels start in sessions of their own, out of reach of a process-group kill.
+    Jupyter kernels start in sessions of their own, out of reach of a process-group kill. Every
+    process the run started carries a marker in its environment, and whatever is still alive
+    with that marker afterwards is killed too, so a learner's detached process cannot outlive
+    grading and touch the gradebook.
     """
+    marker = uuid.uuid4().hex
+    env = {**(kwargs.pop("env", None) or os.environ), _RUN_MARKER: marker}
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, **kwargs
         )
         try:
             code = proc.wait(timeout=timeout)
@@ -166,8 +183,22 @@ def run_with_timeout(cmd, timeout, **kwargs) -> tuple[int | None, str]:
             kill_tree(proc.pid)
             proc.wait()
             code = None
+        _kill_marked(marker)
         log.seek(0)
         return code, log.read()
+
+
+def _kill_marked(marker: str) -> None:
+    try:
+        import psutil
+    except ImportError:  # without psutil, the process-group kill in kill_tree is all we have
+        return
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and process.environ().get(_RUN_MARKER) == marker:
+                process.kill()
+        except (psutil.Error, OSError):
+            pass
 
 
 def kill_tree(pid: int) -> None:
@@ -230,11 +261,30 @@ def _row(student, lesson, item, points, max_points, status, message=""):
     }
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """A regular file of the submission itself: no link, nothing that resolves outside it."""
+    return (not path.is_symlink() and path.is_file()
+            and path.resolve().is_relative_to(folder.resolve()))
+
+
+def tampering(notebook, protected_keys: set[str]) -> list[str]:
+    """Lines of the learner's own cells that reach into the course's checking code."""
+    hits = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell_key(cell) not in protected_keys:
+            hits += [line.strip() for line in cell.source.splitlines() if _TAMPERING.search(line)]
+    return hits
+
+
 def _answer_sets(folder: Path):
     """Merged answers per lesson, and per-lesson (or "*") messages for unreadable files."""
     answers, problems = {}, {}
     files = sorted(folder.rglob("*.answers.json")) + sorted(folder.rglob("amp-course-answers.json"))
     for file in files:
+        if not _inside(file, folder):
+            lesson = file.name[: -len(".answers.json")] if file.name.endswith(".answers.json") else "*"
+            problems[lesson] = f"{file.name} is a link, not a file of this submission; not graded"
+            continue
         lesson = file.name[: -len(".answers.json")] if file.name.endswith(".answers.json") else "*"
         try:
             data = _quiz.read_answers(file)
@@ -288,40 +338,46 @@ def grade_quizzes(student: str, folder: Path, key: dict) -> list[dict]:
 def grade_exercises(
     student: str, folder: Path, masters: list[Path], cell_timeout: int, submission_timeout: float
 ) -> list[dict]:
-    rows, plans = [], []  # plans: (notebook name, lesson, {cell number: CheckItem})
+    """Rows for every check cell of every master notebook, for one student's folder.
+
+    Only the learner's notebooks are copied, rebuilt, into a scratch folder (nothing else of the
+    submission can land on an import path), and each runs in its own pytest process with its share
+    of the submission's time, so one hanging lesson does not cost the others their grades.
+    """
+    rows, plans = [], []  # plans: (rebuilt notebook path, lesson, {cell number: CheckItem})
     with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as scratch:
         work = Path(scratch) / "work"
-        shutil.copytree(folder, work, symlinks=True)
+        work.mkdir()
         for master_path in masters:
             lesson = master_path.stem
             master = nbformat.read(master_path, as_version=4)
             items = check_items(master)
             if not items:
                 continue
-            found = sorted(work.rglob(master_path.name))
+
+            def zero(status, message, items=items, lesson=lesson):
+                return [_row(student, lesson, i.name, 0.0, i.points, status, message[:300])
+                        for i in items]
+
+            candidates = sorted(folder.rglob(master_path.name))
+            found = [p for p in candidates if _inside(p, folder)]
             if not found:
-                rows += [
-                    _row(
-                        student,
-                        lesson,
-                        i.name,
-                        0.0,
-                        i.points,
-                        "missing",
-                        f"{master_path.name} not in the submission",
-                    )
-                    for i in items
-                ]
+                why = (f"{master_path.name} is a link, not a file of this submission" if candidates
+                       else f"{master_path.name} not in the submission")
+                rows += zero("missing", why)
                 continue
             try:
                 learner = nbformat.read(found[0], as_version=4)
                 rebuilt = restore(master, learner)
             except Exception as error:  # any unreadable notebook: zero for its checks only
-                message = f"corrupt notebook {master_path.name}: {type(error).__name__}: {error}"
-                rows += [
-                    _row(student, lesson, i.name, 0.0, i.points, "error", message[:300])
-                    for i in items
-                ]
+                rows += zero("error", f"corrupt notebook {master_path.name}: "
+                                      f"{type(error).__name__}: {error}")
+                continue
+            protected = {cell_key(c) for c in master.cells} - {None}
+            hits = tampering(learner, protected)
+            if hits:
+                rows += zero("flagged", "a cell reaches into the course's checking code; review "
+                                        f"by hand: {hits[0][:150]}")
                 continue
             target = work / f"graded-{master_path.name}"
             nbformat.write(rebuilt, target)
@@ -332,73 +388,58 @@ def grade_exercises(
                     if cell_key(cell) in by_key:
                         numbers[code_number] = by_key[cell_key(cell)]
                     code_number += 1
-            plans.append((target.name, lesson, numbers))
+            plans.append((target, lesson, numbers))
         if not plans:
             return rows
-        junit = Path(scratch) / "junit.xml"
         (Path(scratch) / "pytest.ini").write_text("[pytest]\naddopts =\n")
         env = {
             **os.environ,
             "AMP_COURSE_SMOKE": "1",
             "MPLBACKEND": "Agg",
             "AMP_COURSE_OFFLINE": "1",
+            GRADING_ENV: "1",
             _quiz.MODE_ENV: "text",
             _quiz.ANSWERS_ENV: str(Path(scratch) / "answers"),
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
                 os.pathsep
             ),
         }
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-c",
-            str(Path(scratch) / "pytest.ini"),
-            "-p",
-            "no:cacheprovider",
-            "--noconftest",
-            "--nbval-lax",
-            f"--nbval-cell-timeout={cell_timeout}",
-            f"--junitxml={junit}",
-            *[name for name, _, _ in plans],
-        ]
-        code, output = run_with_timeout(cmd, submission_timeout, cwd=work, env=env)
-        results = {}
-        if junit.exists():
-            try:
-                results = parse_junit(junit)
-            except ET.ParseError:
-                results = {}
-        if code is None:
-            default = ("timeout", f"submission exceeded {submission_timeout:g} s and was stopped")
-        elif not results:
-            tail = output.strip().splitlines()[-1:] or ["no output"]
-            default = ("error", f"notebooks could not be run: {tail[0][:200]}")
-        else:
-            default = ("error", "check cell did not run")
-        for name, lesson, numbers in plans:
+        deadline = time.monotonic() + submission_timeout
+        for target, lesson, numbers in plans:
+            remaining = deadline - time.monotonic()
+            results, default = {}, (
+                "timeout", f"submission exceeded {submission_timeout:g} s before this lesson ran")
+            if remaining > 0:
+                junit = Path(scratch) / f"{target.stem}.junit.xml"
+                cmd = [
+                    sys.executable, "-P", "-m", "pytest", "-q",
+                    "-c", str(Path(scratch) / "pytest.ini"),
+                    "-p", "no:cacheprovider", "--noconftest", "--nbval-lax",
+                    f"--nbval-cell-timeout={cell_timeout}", f"--junitxml={junit}", target.name,
+                ]
+                code, output = run_with_timeout(cmd, remaining, cwd=work, env=env)
+                if junit.exists():
+                    try:
+                        results = parse_junit(junit)
+                    except ET.ParseError:
+                        results = {}
+                if code is None:
+                    default = ("timeout", f"submission exceeded {submission_timeout:g} s and "
+                                          "was stopped")
+                elif not results:
+                    tail = output.strip().splitlines()[-1:] or ["no output"]
+                    default = ("error", f"notebook could not be run: {tail[0][:200]}")
+                else:
+                    default = ("error", "check cell did not run")
             for number, item in numbers.items():
                 status, message = next(
-                    (
-                        v
-                        for (cls, n), v in results.items()
-                        if n == number and (cls == name or cls.endswith("." + name))
-                    ),
+                    (v for (cls, n), v in results.items()
+                     if n == number and (cls == target.name or cls.endswith("." + target.name))),
                     default,
                 )
                 passed = status == "passed"
-                rows.append(
-                    _row(
-                        student,
-                        lesson,
-                        item.name,
-                        item.points if passed else 0.0,
-                        item.points,
-                        "passed" if passed else status,
-                        message,
-                    )
-                )
+                rows.append(_row(student, lesson, item.name, item.points if passed else 0.0,
+                                 item.points, "passed" if passed else status, message))
     return rows
 
 
@@ -423,23 +464,17 @@ def grade_submission(
 ) -> list[dict]:
     """Every row of one student; an unexpected grader error becomes one error row, never a crash."""
     student = folder.name
-    try:
-        rows = grade_quizzes(student, folder, key)
-        return rows + grade_exercises(
-            student, folder, master_paths, cell_timeout, submission_timeout
-        )
-    except Exception as error:  # never let one submission stop the others
-        return [
-            _row(
-                student,
-                "*",
-                "*",
-                0.0,
-                0.0,
-                "error",
-                f"grader failed on this submission: {type(error).__name__}: {error}",
-            )
-        ]
+    rows = []
+    for part, grade in (("quiz", lambda: grade_quizzes(student, folder, key)),
+                        ("exercises", lambda: grade_exercises(student, folder, master_paths,
+                                                              cell_timeout, submission_timeout))):
+        try:
+            rows += grade()
+        except Exception as error:  # never let one submission stop the others
+            rows.append(_row(student, "*", f"{part}:*", 0.0, 0.0, "error",
+                             f"grader failed on this submission's {part}: "
+                             f"{type(error).__name__}: {error}"[:300]))
+    return rows
 
 
 def grade_all(

@@ -83,6 +83,19 @@ def gradebook(tmp_path_factory):
         "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
     )
     (subs / "bob" / "conftest.py").write_text((subs / "ivan" / "conftest.py").read_text())
+    # Links to another student's work are not this student's work.
+    (subs / "kim").mkdir()
+    (subs / "kim" / MASTER.name).symlink_to(subs / "alice" / MASTER.name)
+    (subs / "kim" / "99_toy.answers.json").symlink_to(subs / "alice" / "99_toy.answers.json")
+    # A planted pytest.py or amp_course package must not replace the grader's own code.
+    _submission(subs, "liam", _notebook(double="    return x", clip="    return x"), WRONG)
+    (subs / "liam" / "pytest.py").write_text("import sys\nsys.exit(0)\n")
+    (subs / "liam" / "amp_course").mkdir()
+    (subs / "liam" / "amp_course" / "__init__.py").write_text(
+        "class exercises:\n    @staticmethod\n    def check(*a):\n        return True\n")
+    # The course's reference solution is not the learner's answer.
+    _submission(subs, "mia", _notebook(double="    return ac.exercises.solution('99.double')(x)"),
+                RIGHT)
     out = root / "gradebook.csv"
     start = time.perf_counter()
     code = cli.main(
@@ -122,7 +135,8 @@ def test_every_student_graded_in_bounded_time(gradebook):
     assert code == 0
     assert list(rows[0]) == grading.COLUMNS
     students = {r["student"] for r in rows}
-    assert students == {"alice", "bob", "carol", "dave", "erin", "frank", "gina", "hank", "ivan"}
+    assert students == {"alice", "bob", "carol", "dave", "erin", "frank", "gina", "hank", "ivan",
+                        "kim", "liam", "mia"}
     for student in students:  # the same items for everyone, whatever went wrong
         assert set(_points(rows, student)) == {
             "99.double",
@@ -188,6 +202,62 @@ def test_corrupt_notebook_gets_zero_and_a_message(gradebook):
     got = _points(gradebook[2], "hank")
     assert got["99.double"][:3] == (0, 2, "error") and "corrupt notebook" in got["99.double"][3]
     assert got["quiz:pick-b"][0] == 2
+
+
+def test_links_to_other_work_are_not_graded(gradebook):
+    got = _points(gradebook[2], "kim")
+    assert all(v[0] == 0 for v in got.values())
+    assert "link" in got["99.double"][3] and "link" in got["quiz:pick-b"][3]
+
+
+def test_planted_pytest_and_package_change_nothing(gradebook):
+    got = _points(gradebook[2], "liam")
+    assert got["99.double"][0] == 0 and got["99.clip"][0] == 0
+    assert "ExerciseFailed" in got["99.double"][3]
+
+
+def test_using_the_reference_solution_is_flagged(gradebook):
+    got = _points(gradebook[2], "mia")
+    assert got["99.double"][:3] == (0, 2, "flagged") and got["99.clip"][0] == 0
+    assert "checking code" in got["99.double"][3]
+    assert got["quiz:pick-b"][0] == 2  # the quiz is graded as usual
+
+
+def test_grading_refuses_reference_solutions(monkeypatch):
+    from amp_course import exercises
+
+    monkeypatch.setenv(exercises.GRADING_ENV, "1")
+    name = exercises.names()[0]
+    with pytest.raises(exercises.ExerciseFailed, match="not available while grading"):
+        exercises.solution(name)
+    monkeypatch.delenv(exercises.GRADING_ENV)
+    reference = exercises.solution(name)
+    monkeypatch.setenv(exercises.GRADING_ENV, "1")
+    with pytest.raises(exercises.ExerciseFailed, match="reference solution"):
+        exercises.check(name, reference)
+
+
+def test_leftover_processes_are_killed_after_a_run(tmp_path):
+    pid_file = tmp_path / "pid"
+    code = (
+        "import os, subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+        " start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+    )
+    returncode, _ = grading.run_with_timeout([sys.executable, "-c", code], 30)
+    assert returncode == 0
+    psutil = pytest.importorskip("psutil")
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        try:  # a killed orphan may linger as a zombie until init reaps it: that is dead
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("a detached process outlived the grading run")
 
 
 def test_restore_keeps_learner_cells_and_drops_fake_checks():

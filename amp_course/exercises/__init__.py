@@ -14,9 +14,14 @@ correct answer; the checkers' own tests prove they reject the usual wrong ones.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
+
+
+# Set by the instructor's grader: reference solutions are then off limits to the notebook.
+GRADING_ENV = "AMP_COURSE_GRADING"
 
 
 class ExerciseFailed(AssertionError):
@@ -64,8 +69,14 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def _grading() -> bool:
+    return os.environ.get(GRADING_ENV) == "1"
+
+
 def solution(name: str):
-    """The reference solution of exercise ``name``."""
+    """The reference solution of exercise ``name`` (refused while an instructor grades)."""
+    if _grading():
+        raise ExerciseFailed(f"{name}: reference solutions are not available while grading.")
     return get(name).solution
 
 
@@ -78,6 +89,8 @@ def check(name: str, answer: object) -> bool:
     item = get(name)
     if answer is None:
         raise ExerciseFailed(f"{name}: nothing to check yet; fill in the exercise cell above first.")
+    if _grading() and answer is item.solution:
+        raise ExerciseFailed(f"{name}: the answer is the course's reference solution, not your own.")
     try:
         item.checker(answer)
     except ExerciseFailed as failure:
