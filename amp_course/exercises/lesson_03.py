@@ -1,4 +1,4 @@
-"""Lesson 03 exercises: the dynamic loss-scale update rule, checked against PyTorch's own kernel."""
+"""Lesson 03 exercises: the dynamic loss-scale update rule, checked against a real GradScaler."""
 
 from __future__ import annotations
 
@@ -18,12 +18,20 @@ def update_scale(scale, good_steps, found_inf, growth_factor=2.0, backoff_factor
 
 
 def _torch_update(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
-    """What torch.amp.GradScaler.update() does, run through its real kernel."""
-    scale_t = torch.tensor([scale], dtype=torch.float32)
-    tracker = torch.tensor([good_steps], dtype=torch.int32)
-    found = torch.tensor([1.0 if found_inf else 0.0])
-    torch._amp_update_scale_(scale_t, tracker, found, growth_factor, backoff_factor, growth_interval)
-    return scale_t.item(), int(tracker.item())
+    """What torch.amp.GradScaler.update() does: a real scaler, put in the given state, one step."""
+    scaler = torch.amp.GradScaler("cpu", growth_factor=growth_factor, backoff_factor=backoff_factor,
+                                  growth_interval=growth_interval)
+    state = scaler.state_dict()
+    state.update(scale=scale, _growth_tracker=good_steps)
+    scaler.load_state_dict(state)
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=0.0)
+    scaler.scale(weight.sum()).backward()
+    if found_inf:
+        weight.grad.fill_(float("inf"))
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale(), int(scaler.state_dict()["_growth_tracker"])
 
 
 _CASES = [  # (scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval, what)
