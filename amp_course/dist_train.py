@@ -81,14 +81,16 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
                            "Use --strategy ddp.") from error
 
     # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
-    # gradients in reduce_dtype: fp32 reduction keeps the sum of many small gradients exact.
+    # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
+    # a bf16 one (not exactly: fp32 rounds too).
     low = amp_dtype if amp_dtype != torch.float32 else None
     policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
     for layer in model.encoder.layers:
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
-    # The policy already runs the matmuls in the low dtype; no autocast needed on top of it.
-    return model, None
+    # param_dtype alone would run every op in the low dtype, layer_norm, softmax and the loss
+    # included. Autocast on top keeps its fp32 ops (layer_norm, softmax, the loss) in fp32.
+    return model, amp_dtype
 
 
 def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
