@@ -48,7 +48,8 @@ def test_precision_flags_are_set_and_restored_even_on_error():
 
 
 @pytest.mark.parametrize("fits_up_to, limit, expected", [(300, 4096, 296), (5000, 1024, 1024),
-                                                         (4, 4096, 0), (8, 4096, 8)])
+                                                         (4, 4096, 0), (8, 4096, 8),
+                                                         (2500, 3000, 2496), (5000, 3000, 3000)])
 def test_largest_batch_bisects_on_out_of_memory(fits_up_to, limit, expected):
     tried = []
 
