@@ -42,8 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw",
-                        help="sgd makes the step proportional to the gradient, so a test can tell "
-                             "averaged from summed gradients (AdamW's step hides a constant factor)")
+                        help="sgd makes the step proportional to the gradient, so a test can "
+                             "tell averaged from summed gradients (AdamW's step hides a factor)")
     parser.add_argument("--out", default=None, help="folder for each rank's parameter checksum")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:

@@ -67,7 +67,8 @@ def _sync_only_when_cuda_is_available(fn, device, warmup=3, iters=10):
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
 def test_timer_failure_names_the_allowed_synchronisation():
-    with pytest.raises(ExerciseFailed, match=r"only sees torch\.cuda\.synchronize\(device\).*is_available"):
+    allowed = r"only sees torch\.cuda\.synchronize\(device\).*is_available"
+    with pytest.raises(ExerciseFailed, match=allowed):
         exercises.get("05.timer").checker(_sync_only_when_cuda_is_available)
 
 

@@ -19,7 +19,8 @@ def test_solution_agrees_with_pick_autocast_dtype(monkeypatch, capability):
 
 
 def test_solution_agrees_with_pick_autocast_dtype_on_cpu():
-    assert exercises.solution(NAME)(None) == device.pick_autocast_dtype("cpu", warn=False) == torch.bfloat16
+    rule = device.pick_autocast_dtype("cpu", warn=False)
+    assert exercises.solution(NAME)(None) == rule == torch.bfloat16
 
 
 @pytest.mark.parametrize("wrong, message", [
