@@ -69,7 +69,7 @@ def setup() -> tuple[int, int, torch.device]:
 
 
 def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, device: torch.device):
-    """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype or None)."""
+    """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype for the loop)."""
     if strategy == "ddp":
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
