@@ -89,7 +89,8 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
     # param_dtype alone would run every op in the low dtype, layer_norm, softmax and the loss
-    # included. Autocast on top keeps its fp32 ops (layer_norm, softmax, the loss) in fp32.
+    # included. Autocast on top runs the ops on its fp32 list in fp32: the loss on every device,
+    # and on CUDA layer_norm and softmax too (CPU autocast's fp32 list leaves those two out).
     return model, amp_dtype
 
 
