@@ -470,10 +470,13 @@ def largest_batch(try_batch: Callable[[int], None], limit: int, multiple: int = 
             bad = n
             break
         good, n = n, n * 2
-    if bad is None:
-        if good < limit and fits(limit // multiple * multiple):
-            return limit // multiple * multiple
-        return good
+    if bad is None:  # every doubling fitted: try the largest multiple within the limit
+        top = limit // multiple * multiple
+        if top <= good:
+            return good
+        if fits(top):
+            return top
+        bad = top  # the maximum lies between the last doubling and the limit: bisect below
     while bad - good > multiple:  # bisect in steps of ``multiple``
         middle = (good + bad) // 2 // multiple * multiple
         good, bad = (middle, bad) if fits(middle) else (good, middle)

@@ -7,7 +7,8 @@ Run it with two CPU processes (gloo) or one process per GPU (NCCL)::
 
 Each rank trains the tiny ViT on its own shard of real MNIST and, with ``--out``, writes
 ``rank<R>.json`` holding a checksum of every parameter, so a test can check that all ranks end
-with identical weights.
+with identical weights, and rank 0 writes ``params.pt`` (every parameter, gathered) so a test can
+compare them with ``reference_state``: one process trained on the ranks' batches concatenated.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="per-process batch size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw",
+                        help="sgd makes the step proportional to the gradient, so a test can "
+                             "tell averaged from summed gradients (AdamW's step hides a factor)")
     parser.add_argument("--out", default=None, help="folder for each rank's parameter checksum")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:
@@ -65,7 +69,7 @@ def setup() -> tuple[int, int, torch.device]:
 
 
 def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, device: torch.device):
-    """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype or None)."""
+    """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype for the loop)."""
     if strategy == "ddp":
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -77,14 +81,17 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
                            "Use --strategy ddp.") from error
 
     # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
-    # gradients in reduce_dtype: fp32 reduction keeps the sum of many small gradients exact.
+    # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
+    # a bf16 one (not exactly: fp32 rounds too).
     low = amp_dtype if amp_dtype != torch.float32 else None
     policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
     for layer in model.encoder.layers:
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
-    # The policy already runs the matmuls in the low dtype; no autocast needed on top of it.
-    return model, None
+    # param_dtype alone would run every op in the low dtype, layer_norm, softmax and the loss
+    # included. Autocast on top runs the ops on its fp32 list in fp32: the loss on every device,
+    # and on CUDA layer_norm and softmax too (CPU autocast's fp32 list leaves those two out).
+    return model, amp_dtype
 
 
 def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
@@ -117,21 +124,58 @@ def checksum(state: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
+def make_optimizer(args: argparse.Namespace, model: torch.nn.Module) -> torch.optim.Optimizer:
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=args.lr)
+    return torch.optim.AdamW(model.parameters(), lr=args.lr)
+
+
+def shard_loader(train_set, args: argparse.Namespace, rank: int, world_size: int):
+    """Rank ``rank``'s batches: its own shard of a seeded shuffle of the training set."""
+    sampler = torch.utils.data.DistributedSampler(train_set, num_replicas=world_size, rank=rank,
+                                                  shuffle=True, seed=args.seed)
+    return torch.utils.data.DataLoader(train_set, batch_size=args.batch_size, sampler=sampler,
+                                       drop_last=True)
+
+
+def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, torch.Tensor]:
+    """Parameters after training in ONE process, no DDP/FSDP, on the CPU.
+
+    Each step trains on the batches the ``world_size`` ranks would see, concatenated. The mean
+    loss over the concatenated batch has exactly the average of the ranks' gradients, so a
+    correct data-parallel run ends with these parameters up to floating-point rounding.
+    """
+    device = torch.device("cpu")
+    seed_everything(args.seed)
+    model = build_vit("tiny").to(device)
+    optimizer = make_optimizer(args, model)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.amp_dtype == torch.float16)
+    train_set = load_mnist().train
+    shards = [iter(shard_loader(train_set, args, rank, world_size)) for rank in range(world_size)]
+    for _ in range(args.steps):
+        batches = [next(shard) for shard in shards]
+        images = torch.cat([images for images, _ in batches]).to(device)
+        labels = torch.cat([labels for _, labels in batches]).to(device)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, args.amp_dtype):
+            loss = F.cross_entropy(model(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return full_state(model)
+
+
 def train(args: argparse.Namespace) -> dict:
     rank, world_size, device = setup()
     try:
         seed_everything(args.seed)  # the same seed everywhere: every rank starts from equal weights
         model = build_vit("tiny").to(device)
         model, autocast_dtype = wrap_model(model, args.strategy, args.amp_dtype, device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        optimizer = make_optimizer(args, model)
         scaler = make_scaler(args.strategy, args.amp_dtype, device)
 
-        train_set = load_mnist().train
         # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
-        sampler = torch.utils.data.DistributedSampler(train_set, num_replicas=world_size, rank=rank,
-                                                      shuffle=True, seed=args.seed)
-        loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size,
-                                             sampler=sampler, drop_last=True)
+        loader = shard_loader(load_mnist().train, args, rank, world_size)
         losses, skipped = [], 0
         batches = iter(loader)
         for _ in range(args.steps):
@@ -158,6 +202,8 @@ def train(args: argparse.Namespace) -> dict:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1))
+            if rank == 0:
+                torch.save(state, out / "params.pt")
         print(f"[rank {rank}/{world_size} {report['backend']} {args.strategy} {args.dtype}] "
               f"losses {' '.join(f'{x:.3f}' for x in losses)} | skipped {skipped} | "
               f"checksum {report['checksum'][:12]}", flush=True)

@@ -50,6 +50,28 @@ def _sync_only_at_end_with_first_call(fn, device, warmup=3, iters=10):
     return (time.perf_counter() - start) / iters
 
 
+def _sync_only_when_cuda_is_available(fn, device, warmup=3, iters=10):
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    if torch.cuda.is_available():  # False on the check's simulated GPU: it never waits
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - start) / iters
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_timer_failure_names_the_allowed_synchronisation():
+    allowed = r"only sees torch\.cuda\.synchronize\(device\).*is_available"
+    with pytest.raises(ExerciseFailed, match=allowed):
+        exercises.get("05.timer").checker(_sync_only_when_cuda_is_available)
+
+
 @pytest.mark.parametrize("wrong, message", [
     (_no_sync, "before the work finished"),
     (_no_warmup, "leaked"),

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from amp_course import exercises
+from amp_course import device, exercises
 from amp_course.exercises import ExerciseFailed
 
 NAME = "06.choose_dtype"
@@ -11,10 +11,16 @@ def test_solution_passes():
     assert exercises.check(NAME, exercises.solution(NAME))
 
 
-def test_solution_agrees_with_the_course_rule():
-    choose = exercises.solution(NAME)
-    for major, minor in [(6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0), (10, 0)]:
-        assert choose((major, minor)) == (torch.bfloat16 if major >= 8 else torch.float16)
+@pytest.mark.parametrize("capability", [(6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0), (10, 0)])
+def test_solution_agrees_with_pick_autocast_dtype(monkeypatch, capability):
+    """The exercise's answer is the one the course's own device rule gives for that GPU."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _device=None: capability)
+    assert exercises.solution(NAME)(capability) == device.pick_autocast_dtype("cuda")
+
+
+def test_solution_agrees_with_pick_autocast_dtype_on_cpu():
+    rule = device.pick_autocast_dtype("cpu", warn=False)
+    assert exercises.solution(NAME)(None) == rule == torch.bfloat16
 
 
 @pytest.mark.parametrize("wrong, message", [

@@ -35,10 +35,13 @@ def test_from_scratch_scaler_matches_grad_scaler_for_50_steps(batches):
 
 
 def test_scaler_regrows_after_growth_interval(batches):
-    _, ref = scaling.compare_scalers(notebook_loss_scaler(), batches[:30], device="cpu", inject_inf_at={0},
-                                     init_scale=2.0**10, growth_interval=5)
+    mine, ref = scaling.compare_scalers(notebook_loss_scaler(), batches[:30], device="cpu",
+                                        inject_inf_at={0}, init_scale=2.0**10, growth_interval=5)
     assert ref.scales[0] == 2.0**9 and ref.skipped[0]
     assert ref.scales[5] == 2.0**10  # five clean steps later it doubles
+    # The from-scratch scaler backs off and regrows on the same steps as torch's.
+    assert mine.scales == ref.scales
+    assert mine.skipped == ref.skipped
 
 
 def test_disabled_scaler_is_a_pass_through(batches):
