@@ -36,7 +36,7 @@ WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch")
 AUTOCAST_DTYPES = {"fp32": None, "tf32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 MATMUL_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
                  "bf16": torch.bfloat16}
-MNIST_TRAIN_SIZE = 60_000  # an epoch of the scenario text's CNN is one pass over these digits
+MNIST_TRAIN_SIZE = 60_000  # an epoch of the MNIST tutorial's CNN is one pass over these digits
 
 # Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets, keyed by a piece of the GPU's name.
 # H200 has the H100 SXM's compute; the T4 has no TF32 or bf16 tensor cores.
@@ -374,7 +374,7 @@ def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | N
 
 def bench_mnist_cnn(modes: list[Mode], config: BenchConfig, device: torch.device,
                     name: str, mnist: _data.MnistData | None = None) -> list[dict]:
-    """The scenario text's MNIST CNN: time per step on preloaded real digits, and per epoch."""
+    """The MNIST tutorial's CNN: time per step on preloaded real digits, and per epoch."""
     batch = config.mnist_batch_size
     loader, _ = _data.mnist_loaders(batch, num_train=batch * config.mnist_batches, data=mnist)
     preloaded = [(x.to(device), y.to(device)) for x, y in loader]  # loading stays untimed
