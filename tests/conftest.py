@@ -1,6 +1,7 @@
 """Shared fixtures: repository paths and a GPU marker that skips without CUDA."""
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @pytest.fixture

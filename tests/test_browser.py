@@ -4,7 +4,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -25,12 +24,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -53,7 +46,7 @@ def lab(tmp_path):
         )
     ]
     nbformat.write(notebook, tmp_path / "quiz.ipynb")
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     home = tmp_path / "home"
     env = {
         **os.environ,

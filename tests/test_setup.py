@@ -2,26 +2,19 @@
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from conftest import ROOT
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import ROOT, free_port
 
 
 @pytest.mark.skipif(not (ROOT / ".venv" / ".amp-course-installed").exists(),
                     reason="needs the environment `make setup` builds")
 def test_make_course_serves_jupyterlab():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         ["make", "course", "HEADLESS=1", f"PORT={port}", "JUPYTER_ARGS=--ServerApp.token=amp"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

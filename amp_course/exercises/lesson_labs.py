@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from .. import scaling
 from ..data import load_mnist
+from ..training import make_scaler
 from . import ExerciseFailed, exercise
 
 DEVICE = torch.device("cpu")
@@ -190,12 +191,7 @@ def check_accumulated(fn):
 
 
 # ---- Lab 3: a GradScaler with bf16 ----------------------------------------------------------------
-def make_scaler(device, autocast_dtype):
-    """Reference: a real GradScaler, enabled only for fp16 autocast."""
-    device = torch.device(device)
-    return torch.amp.GradScaler(device.type, enabled=autocast_dtype == torch.float16)
-
-
+# Reference: ac.training.make_scaler, a real GradScaler enabled only for fp16 autocast.
 @exercise("labs.bf16_scaler", solution=make_scaler)
 def check_make_scaler(fn):
     for dtype, wanted in ((torch.float16, True), (torch.bfloat16, False), (torch.float32, False), (None, False)):
