@@ -15,8 +15,22 @@ import logging
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
 __all__ = [
-    "autocast_trace", "bench", "data", "debug", "device", "exercises", "formats", "inspector",
-    "lesson", "memory", "models", "quiz", "scaling", "stats", "timing", "training",
+    "autocast_trace",
+    "bench",
+    "data",
+    "debug",
+    "device",
+    "exercises",
+    "formats",
+    "inspector",
+    "lesson",
+    "memory",
+    "models",
+    "quiz",
+    "scaling",
+    "stats",
+    "timing",
+    "training",
 ]
 __version__ = "0.1.0"
 

@@ -18,54 +18,207 @@ DOCS_URL = "https://docs.pytorch.org/docs/stable/amp.html#autocast-op-reference"
 DOCUMENTED_OPS = {
     "cuda": {
         "lower": {
-            "__matmul__", "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "multi_dot",
-            "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-            "conv_transpose3d", "GRUCell", "linear", "LSTMCell", "matmul", "mm", "mv", "prelu",
+            "__matmul__",
+            "addbmm",
+            "addmm",
+            "addmv",
+            "addr",
+            "baddbmm",
+            "bmm",
+            "multi_dot",
+            "conv1d",
+            "conv2d",
+            "conv3d",
+            "conv_transpose1d",
+            "conv_transpose2d",
+            "conv_transpose3d",
+            "GRUCell",
+            "linear",
+            "LSTMCell",
+            "matmul",
+            "mm",
+            "mv",
+            "prelu",
             "RNNCell",
         },
         "float32": {
-            "__pow__", "__rdiv__", "__rpow__", "__rtruediv__", "acos", "asin",
-            "binary_cross_entropy_with_logits", "cosh", "cosine_embedding_loss", "cdist",
-            "cosine_similarity", "cross_entropy", "cumprod", "cumsum", "dist", "erfinv", "exp",
-            "expm1", "group_norm", "hinge_embedding_loss", "kl_div", "l1_loss", "layer_norm",
-            "log", "log_softmax", "log10", "log1p", "log2", "margin_ranking_loss", "mse_loss",
-            "multilabel_margin_loss", "multi_margin_loss", "nll_loss", "norm", "normalize",
-            "pdist", "poisson_nll_loss", "pow", "prod", "reciprocal", "rsqrt", "sinh",
-            "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "sum",
-            "renorm", "tan", "triplet_margin_loss",
+            "__pow__",
+            "__rdiv__",
+            "__rpow__",
+            "__rtruediv__",
+            "acos",
+            "asin",
+            "binary_cross_entropy_with_logits",
+            "cosh",
+            "cosine_embedding_loss",
+            "cdist",
+            "cosine_similarity",
+            "cross_entropy",
+            "cumprod",
+            "cumsum",
+            "dist",
+            "erfinv",
+            "exp",
+            "expm1",
+            "group_norm",
+            "hinge_embedding_loss",
+            "kl_div",
+            "l1_loss",
+            "layer_norm",
+            "log",
+            "log_softmax",
+            "log10",
+            "log1p",
+            "log2",
+            "margin_ranking_loss",
+            "mse_loss",
+            "multilabel_margin_loss",
+            "multi_margin_loss",
+            "nll_loss",
+            "norm",
+            "normalize",
+            "pdist",
+            "poisson_nll_loss",
+            "pow",
+            "prod",
+            "reciprocal",
+            "rsqrt",
+            "sinh",
+            "smooth_l1_loss",
+            "soft_margin_loss",
+            "softmax",
+            "softmin",
+            "softplus",
+            "sum",
+            "renorm",
+            "tan",
+            "triplet_margin_loss",
         },
         "widest": {
-            "addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sample", "index_put",
-            "scatter_add", "tensordot",
+            "addcdiv",
+            "addcmul",
+            "atan2",
+            "bilinear",
+            "cross",
+            "dot",
+            "grid_sample",
+            "index_put",
+            "scatter_add",
+            "tensordot",
         },
     },
     "cpu": {  # "float16 shares the lists of bfloat16" on CPU
         "lower": {
-            "conv1d", "conv2d", "conv3d", "bmm", "mm", "linalg_vecdot", "baddbmm", "addmm",
-            "addbmm", "linear", "matmul", "_convolution", "conv_tbc", "mkldnn_rnn_layer",
-            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
-            "scaled_dot_product_attention", "_native_multi_head_attention",
+            "conv1d",
+            "conv2d",
+            "conv3d",
+            "bmm",
+            "mm",
+            "linalg_vecdot",
+            "baddbmm",
+            "addmm",
+            "addbmm",
+            "linear",
+            "matmul",
+            "_convolution",
+            "conv_tbc",
+            "mkldnn_rnn_layer",
+            "conv_transpose1d",
+            "conv_transpose2d",
+            "conv_transpose3d",
+            "prelu",
+            "scaled_dot_product_attention",
+            "_native_multi_head_attention",
         },
         "float32": {
-            "avg_pool3d", "binary_cross_entropy", "grid_sampler", "grid_sampler_2d",
-            "_grid_sampler_2d_cpu_fallback", "grid_sampler_3d", "polar", "prod", "quantile",
-            "nanquantile", "stft", "cdist", "trace", "view_as_complex", "cholesky_inverse",
-            "cholesky_solve", "inverse", "lu_solve", "orgqr", "ormqr", "pinverse", "max_pool3d",
-            "max_unpool2d", "max_unpool3d", "adaptive_avg_pool3d", "reflection_pad1d",
-            "reflection_pad2d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
-            "mse_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d", "hinge_embedding_loss",
-            "poisson_nll_loss", "cross_entropy_loss", "l1_loss", "huber_loss",
-            "margin_ranking_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
-            "ctc_loss", "kl_div", "multilabel_margin_loss", "binary_cross_entropy_with_logits",
-            "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", "fft_rfft",
-            "fft_irfft", "fft_rfft2", "fft_irfft2", "fft_rfftn", "fft_irfftn", "fft_hfft",
-            "fft_ihfft", "linalg_cond", "linalg_matrix_rank", "linalg_solve", "linalg_cholesky",
-            "linalg_svdvals", "linalg_eigvals", "linalg_eigvalsh", "linalg_inv",
-            "linalg_householder_product", "linalg_tensorinv", "linalg_tensorsolve",
-            "fake_quantize_per_tensor_affine", "geqrf", "_lu_with_info", "qr", "svd",
-            "triangular_solve", "fractional_max_pool2d", "fractional_max_pool3d",
-            "adaptive_max_pool3d", "multilabel_margin_loss_forward", "linalg_qr",
-            "linalg_cholesky_ex", "linalg_svd", "linalg_eig", "linalg_eigh", "linalg_lstsq",
+            "avg_pool3d",
+            "binary_cross_entropy",
+            "grid_sampler",
+            "grid_sampler_2d",
+            "_grid_sampler_2d_cpu_fallback",
+            "grid_sampler_3d",
+            "polar",
+            "prod",
+            "quantile",
+            "nanquantile",
+            "stft",
+            "cdist",
+            "trace",
+            "view_as_complex",
+            "cholesky_inverse",
+            "cholesky_solve",
+            "inverse",
+            "lu_solve",
+            "orgqr",
+            "ormqr",
+            "pinverse",
+            "max_pool3d",
+            "max_unpool2d",
+            "max_unpool3d",
+            "adaptive_avg_pool3d",
+            "reflection_pad1d",
+            "reflection_pad2d",
+            "replication_pad1d",
+            "replication_pad2d",
+            "replication_pad3d",
+            "mse_loss",
+            "cosine_embedding_loss",
+            "nll_loss",
+            "nll_loss2d",
+            "hinge_embedding_loss",
+            "poisson_nll_loss",
+            "cross_entropy_loss",
+            "l1_loss",
+            "huber_loss",
+            "margin_ranking_loss",
+            "soft_margin_loss",
+            "triplet_margin_loss",
+            "multi_margin_loss",
+            "ctc_loss",
+            "kl_div",
+            "multilabel_margin_loss",
+            "binary_cross_entropy_with_logits",
+            "fft_fft",
+            "fft_ifft",
+            "fft_fft2",
+            "fft_ifft2",
+            "fft_fftn",
+            "fft_ifftn",
+            "fft_rfft",
+            "fft_irfft",
+            "fft_rfft2",
+            "fft_irfft2",
+            "fft_rfftn",
+            "fft_irfftn",
+            "fft_hfft",
+            "fft_ihfft",
+            "linalg_cond",
+            "linalg_matrix_rank",
+            "linalg_solve",
+            "linalg_cholesky",
+            "linalg_svdvals",
+            "linalg_eigvals",
+            "linalg_eigvalsh",
+            "linalg_inv",
+            "linalg_householder_product",
+            "linalg_tensorinv",
+            "linalg_tensorsolve",
+            "fake_quantize_per_tensor_affine",
+            "geqrf",
+            "_lu_with_info",
+            "qr",
+            "svd",
+            "triangular_solve",
+            "fractional_max_pool2d",
+            "fractional_max_pool3d",
+            "adaptive_max_pool3d",
+            "multilabel_margin_loss_forward",
+            "linalg_qr",
+            "linalg_cholesky_ex",
+            "linalg_svd",
+            "linalg_eig",
+            "linalg_eigh",
+            "linalg_lstsq",
             "linalg_inv_ex",
         },
         "widest": {"cat", "stack", "index_copy"},
@@ -120,7 +273,9 @@ class _DtypeRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = [a.dtype for a in tree_flatten((args, kwargs or {}))[0] if isinstance(a, torch.Tensor)]
+        inputs = [
+            a.dtype for a in tree_flatten((args, kwargs or {}))[0] if isinstance(a, torch.Tensor)
+        ]
         outputs = [o.dtype for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         name = func.name().split("::")[-1] if hasattr(func, "name") else str(func)
         self.rows.append(TracedOp(name, tuple(inputs), outputs[0] if outputs else None))
@@ -144,18 +299,21 @@ def trace_op_dtypes(module, inputs, *, device, dtype) -> list[TracedOp]:
 
 
 def documented_policy(op: str, device_type: str) -> str | None:
-    """"lower", "float32" or "widest" from the docs' lists for ``device_type``; None if unlisted."""
+    """ "lower", "float32" or "widest" from the docs' lists for ``device_type``; None if unlisted."""
     lists = DOCUMENTED_OPS.get(device_type)
     if lists is None:
-        raise ValueError(f"No documented autocast lists for {device_type!r}; "
-                         f"known: {', '.join(DOCUMENTED_OPS)}.")
+        raise ValueError(
+            f"No documented autocast lists for {device_type!r}; known: {', '.join(DOCUMENTED_OPS)}."
+        )
     for policy, names in lists.items():
         if op in names:
             return policy
     return None
 
 
-def expected_dtype(row: TracedOp, device_type: str, autocast_dtype: torch.dtype) -> torch.dtype | None:
+def expected_dtype(
+    row: TracedOp, device_type: str, autocast_dtype: torch.dtype
+) -> torch.dtype | None:
     """The dtype the docs say ``row`` should compute in; None for casts and non-float ops.
 
     Unlisted ops "run in the type defined by their inputs": the promotion of their float inputs.
@@ -186,19 +344,39 @@ def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> li
         if want is None:
             continue
         policy = documented_policy(row.documented_name, device_type)
-        got = {row.output_dtype} if policy is None else {row.output_dtype, *[
-            d for d in row.input_dtypes if d.is_floating_point]}
+        got = (
+            {row.output_dtype}
+            if policy is None
+            else {row.output_dtype, *[d for d in row.input_dtypes if d.is_floating_point]}
+        )
         if got != {want}:
-            problems.append(f"{row.name}: ran in {sorted(map(str, got))}, the docs "
-                            f"({policy or 'unlisted'} on {device_type}) say {want}")
+            problems.append(
+                f"{row.name}: ran in {sorted(map(str, got))}, the docs "
+                f"({policy or 'unlisted'} on {device_type}) say {want}"
+            )
     return problems
 
 
-def summarise(rows, device_type: str, autocast_dtype: torch.dtype,
-              include_views: bool = False) -> list[dict]:
+def summarise(
+    rows, device_type: str, autocast_dtype: torch.dtype, include_views: bool = False
+) -> list[dict]:
     """Table rows for display: op, documented name and list, input and output dtypes, expected dtype."""
-    views = {"view", "t", "transpose", "permute", "unsqueeze", "squeeze", "select", "detach",
-             "_unsafe_view", "clone", "expand", "slice", "split", "alias"}
+    views = {
+        "view",
+        "t",
+        "transpose",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "select",
+        "detach",
+        "_unsafe_view",
+        "clone",
+        "expand",
+        "slice",
+        "split",
+        "alias",
+    }
 
     def short(dtype):
         return str(dtype).replace("torch.", "")
@@ -209,14 +387,16 @@ def summarise(rows, device_type: str, autocast_dtype: torch.dtype,
             continue
         want = expected_dtype(row, device_type, autocast_dtype)
         listed = documented_policy(row.documented_name, device_type) or "unlisted"
-        table.append({
-            "op": row.name,
-            "documented as": row.documented_name,
-            "docs list": "cast" if row.is_cast else listed,
-            "inputs": ", ".join(short(d) for d in row.input_dtypes),
-            "output": short(row.output_dtype),
-            "expected": "" if want is None else short(want),
-        })
+        table.append(
+            {
+                "op": row.name,
+                "documented as": row.documented_name,
+                "docs list": "cast" if row.is_cast else listed,
+                "inputs": ", ".join(short(d) for d in row.input_dtypes),
+                "output": short(row.output_dtype),
+                "expected": "" if want is None else short(want),
+            }
+        )
     return table
 
 
@@ -227,6 +407,8 @@ def summary_markdown(rows, device_type: str, autocast_dtype: torch.dtype) -> str
         return "(no ops traced)"
     columns = list(table[0])
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(f"`{row[c]}`" if c == "op" else str(row[c]) for c in columns) + " |"
-              for row in table]
+    lines += [
+        "| " + " | ".join(f"`{row[c]}`" if c == "op" else str(row[c]) for c in columns) + " |"
+        for row in table
+    ]
     return "\n".join(lines)

@@ -34,8 +34,12 @@ from .training import autocast, make_scaler
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch")
 AUTOCAST_DTYPES = {"fp32": None, "tf32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
-MATMUL_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-                 "bf16": torch.bfloat16}
+MATMUL_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
 MNIST_TRAIN_SIZE = 60_000  # an epoch of the MNIST tutorial's CNN is one pass over these digits
 
 # Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets, keyed by a piece of the GPU's name.
@@ -75,18 +79,18 @@ class BenchConfig:
 
     precisions: tuple[str, ...] = PRECISIONS
     workloads: tuple[str, ...] = WORKLOADS
-    compile: bool = False           # add a torch.compile variant of every precision
-    fused: bool = False             # add a fused-AdamW variant of every precision
-    rounds: int = 3                 # round-robin passes over the modes (A/B interleaving)
-    min_run_time: float = 0.5       # seconds of timed calls per mode per round
+    compile: bool = False  # add a torch.compile variant of every precision
+    fused: bool = False  # add a fused-AdamW variant of every precision
+    rounds: int = 3  # round-robin passes over the modes (A/B interleaving)
+    min_run_time: float = 0.5  # seconds of timed calls per mode per round
     matmul_sizes: tuple[int, ...] = (1024, 2048, 4095, 4096, 8192)  # 4095: not a multiple of 8
     mnist_batch_size: int = 128
-    mnist_batches: int = 32         # distinct batches cycled through by the timed steps
-    mnist_width_divisor: int = 1    # 1: the scenario's CNN
+    mnist_batches: int = 32  # distinct batches cycled through by the timed steps
+    mnist_width_divisor: int = 1  # 1: the scenario's CNN
     vit_batch_size: dict = field(default_factory=lambda: {"b16": 64, "l16": 32})
     vit_overrides: dict = field(default_factory=dict)  # preset -> build_vit overrides
-    max_batch_limit: int = 4096     # the search for the largest batch stops here
-    threads: int | None = None      # CPU threads for the run (None: leave torch's setting)
+    max_batch_limit: int = 4096  # the search for the largest batch stops here
+    threads: int | None = None  # CPU threads for the run (None: leave torch's setting)
     smoke: bool = False
 
     @classmethod
@@ -101,23 +105,33 @@ class BenchConfig:
         machine they fight other processes for cores (steps then take 10x longer and vary).
         """
         tiny = dict(image_size=32, patch_size=16, num_heads=2, hidden_dim=32, mlp_dim=64)
-        base = cls(rounds=2, min_run_time=0.02, matmul_sizes=(64, 128), mnist_batch_size=8,
-                   mnist_batches=4, mnist_width_divisor=32, vit_batch_size={"b16": 2, "l16": 2},
-                   vit_overrides={"b16": {**tiny, "num_layers": 1},
-                                  "l16": {**tiny, "num_layers": 2}},
-                   max_batch_limit=64, threads=1, smoke=True)
+        base = cls(
+            rounds=2,
+            min_run_time=0.02,
+            matmul_sizes=(64, 128),
+            mnist_batch_size=8,
+            mnist_batches=4,
+            mnist_width_divisor=32,
+            vit_batch_size={"b16": 2, "l16": 2},
+            vit_overrides={"b16": {**tiny, "num_layers": 1}, "l16": {**tiny, "num_layers": 2}},
+            max_batch_limit=64,
+            threads=1,
+            smoke=True,
+        )
         return replace(base, **changes)
 
     def validate(self) -> None:
         """Clear errors for unknown names and impossible sizes."""
         for name in self.precisions:
             if name not in PRECISIONS:
-                raise ValueError(f"Unknown precision {name!r}. "
-                                 f"Valid choices: {', '.join(PRECISIONS)}.")
+                raise ValueError(
+                    f"Unknown precision {name!r}. Valid choices: {', '.join(PRECISIONS)}."
+                )
         for name in self.workloads:
             if name not in WORKLOADS:
-                raise ValueError(f"Unknown workload {name!r}. "
-                                 f"Valid choices: {', '.join(WORKLOADS)}.")
+                raise ValueError(
+                    f"Unknown workload {name!r}. Valid choices: {', '.join(WORKLOADS)}."
+                )
         if self.rounds < 1 or self.min_run_time <= 0:
             raise ValueError("rounds must be >= 1 and min_run_time > 0.")
         if any(n < 1 for n in self.matmul_sizes):
@@ -168,8 +182,9 @@ def peak_tflops(device_name: str, precision: str) -> float | None:
 def mfu(flops_per_step: float, step_seconds: float, peak: float) -> float:
     """Model FLOP utilisation: achieved FLOP/s over the peak (``peak`` in TFLOP/s), a fraction."""
     if step_seconds <= 0 or peak <= 0:
-        raise ValueError(f"step time and peak must be positive, got {step_seconds} s, "
-                         f"{peak} TFLOP/s.")
+        raise ValueError(
+            f"step time and peak must be positive, got {step_seconds} s, {peak} TFLOP/s."
+        )
     return flops_per_step / step_seconds / (peak * 1e12)
 
 
@@ -223,8 +238,15 @@ def precision_flags(tf32: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def interleaved(fns: dict[str, Callable[[], object]], modes: dict[str, Mode], *, device,
-                rounds: int, min_run_time: float, label: str = "") -> tuple[dict, dict]:
+def interleaved(
+    fns: dict[str, Callable[[], object]],
+    modes: dict[str, Mode],
+    *,
+    device,
+    rounds: int,
+    min_run_time: float,
+    label: str = "",
+) -> tuple[dict, dict]:
     """Time each ``fns[name]`` round-robin under its mode's flags; a mode that fails is dropped.
 
     Returns ({name: merged Measurement}, {name: reason it failed}).
@@ -237,18 +259,30 @@ def interleaved(fns: dict[str, Callable[[], object]], modes: dict[str, Mode], *,
                 continue
             try:
                 with precision_flags(modes[name].precision == "tf32"):
-                    runs[name].append(timing.measure(
-                        fn, device=device, warmup=3 if round_index == 0 else 1,
-                        min_run_time=min_run_time, repeats=3, label=label, description=name))
+                    runs[name].append(
+                        timing.measure(
+                            fn,
+                            device=device,
+                            warmup=3 if round_index == 0 else 1,
+                            min_run_time=min_run_time,
+                            repeats=3,
+                            label=label,
+                            description=name,
+                        )
+                    )
             except Exception as error:  # noqa: BLE001 - report the mode as skipped, never crash
                 failed[name] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-    merged = {name: benchmark.Measurement.merge(ms)[0] for name, ms in runs.items()
-              if ms and name not in failed}
+    merged = {
+        name: benchmark.Measurement.merge(ms)[0]
+        for name, ms in runs.items()
+        if ms and name not in failed
+    }
     return merged, failed
 
 
-def count_step_flops(build: Callable[[], torch.nn.Module], input_shape: tuple[int, ...],
-                     num_classes: int) -> tuple[int, int]:
+def count_step_flops(
+    build: Callable[[], torch.nn.Module], input_shape: tuple[int, ...], num_classes: int
+) -> tuple[int, int]:
     """(forward, forward+backward) FLOPs of one training step, counted on the meta device.
 
     FlopCounterMode counts matmuls, convolutions and attention; on meta tensors nothing is
@@ -276,12 +310,16 @@ def _skipped(workload: str, mode: Mode, reason: str) -> dict:
 
 
 def _stats(measurement: benchmark.Measurement) -> dict:
-    return {"median_s": measurement.median, "iqr_s": measurement.iqr,
-            "runs": len(measurement.times)}
+    return {
+        "median_s": measurement.median,
+        "iqr_s": measurement.iqr,
+        "runs": len(measurement.times),
+    }
 
 
-def bench_matmul(modes: list[Mode], config: BenchConfig, device: torch.device,
-                 name: str) -> list[dict]:
+def bench_matmul(
+    modes: list[Mode], config: BenchConfig, device: torch.device, name: str
+) -> list[dict]:
     """Square matmul throughput per precision and size, against the published peak."""
     base = [m for m in modes if not (m.compile or m.fused)]  # compile/fused do not change a matmul
     rows = []
@@ -293,8 +331,14 @@ def bench_matmul(modes: list[Mode], config: BenchConfig, device: torch.device,
             b = torch.randn(size, size, device=device, dtype=dtype)
             fns[mode.name] = lambda a=a, b=b: torch.mm(a, b)
             by_name[mode.name] = mode
-        measured, failed = interleaved(fns, by_name, device=device, rounds=config.rounds,
-                                       min_run_time=config.min_run_time, label=f"matmul {size}")
+        measured, failed = interleaved(
+            fns,
+            by_name,
+            device=device,
+            rounds=config.rounds,
+            min_run_time=config.min_run_time,
+            label=f"matmul {size}",
+        )
         for mode in base:
             if mode.name in failed:
                 rows.append(_row("matmul", mode, size=size, skipped=failed[mode.name]))
@@ -302,8 +346,17 @@ def bench_matmul(modes: list[Mode], config: BenchConfig, device: torch.device,
             stats = _stats(measured[mode.name])
             tflops = 2 * size**3 / stats["median_s"] / 1e12
             peak = peak_tflops(name, mode.precision)
-            rows.append(_row("matmul", mode, size=size, **stats, tflops=tflops, peak_tflops=peak,
-                             fraction_of_peak=tflops / peak if peak else None))
+            rows.append(
+                _row(
+                    "matmul",
+                    mode,
+                    size=size,
+                    **stats,
+                    tflops=tflops,
+                    peak_tflops=peak,
+                    fraction_of_peak=tflops / peak if peak else None,
+                )
+            )
     return rows
 
 
@@ -339,8 +392,9 @@ class _Trainer:
             self._compiled = torch.compile(self.model)
         model = self._compiled if mode.compile else self.model
         if mode.fused not in self.optimizers:
-            self.optimizers[mode.fused] = torch.optim.AdamW(self.model.parameters(), lr=1e-4,
-                                                            fused=mode.fused or None)
+            self.optimizers[mode.fused] = torch.optim.AdamW(
+                self.model.parameters(), lr=1e-4, fused=mode.fused or None
+            )
         scaler = make_scaler(self.device, mode.autocast_dtype)
         return _train_step(model, self.optimizers[mode.fused], scaler, mode, self.device, batches)
 
@@ -354,11 +408,23 @@ class _Trainer:
             torch.cuda.empty_cache()
 
 
-def _time_training(workload: str, trainer: _Trainer, modes: list[Mode], config: BenchConfig,
-                   device, make_batches: Callable[[], Iterator]) -> tuple[dict, dict]:
+def _time_training(
+    workload: str,
+    trainer: _Trainer,
+    modes: list[Mode],
+    config: BenchConfig,
+    device,
+    make_batches: Callable[[], Iterator],
+) -> tuple[dict, dict]:
     fns = {m.name: trainer.step_fn(m, make_batches()) for m in modes}
-    return interleaved(fns, {m.name: m for m in modes}, device=device, rounds=config.rounds,
-                       min_run_time=config.min_run_time, label=workload)
+    return interleaved(
+        fns,
+        {m.name: m for m in modes},
+        device=device,
+        rounds=config.rounds,
+        min_run_time=config.min_run_time,
+        label=workload,
+    )
 
 
 def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | None:
@@ -372,8 +438,13 @@ def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | N
         return peak_cuda_memory(step, device)
 
 
-def bench_mnist_cnn(modes: list[Mode], config: BenchConfig, device: torch.device,
-                    name: str, mnist: _data.MnistData | None = None) -> list[dict]:
+def bench_mnist_cnn(
+    modes: list[Mode],
+    config: BenchConfig,
+    device: torch.device,
+    name: str,
+    mnist: _data.MnistData | None = None,
+) -> list[dict]:
     """The MNIST tutorial's CNN: time per step on preloaded real digits, and per epoch."""
     batch = config.mnist_batch_size
     loader, _ = _data.mnist_loaders(batch, num_train=batch * config.mnist_batches, data=mnist)
@@ -391,15 +462,28 @@ def bench_mnist_cnn(modes: list[Mode], config: BenchConfig, device: torch.device
             rows.append(_skipped("mnist_cnn", mode, failed[mode.name]))
             continue
         stats = _stats(measured[mode.name])
-        rows.append(_row("mnist_cnn", mode, batch_size=batch, **stats,
-                         images_per_s=batch / stats["median_s"],
-                         epoch_s=stats["median_s"] * steps_per_epoch,
-                         steps_per_epoch=steps_per_epoch))
+        rows.append(
+            _row(
+                "mnist_cnn",
+                mode,
+                batch_size=batch,
+                **stats,
+                images_per_s=batch / stats["median_s"],
+                epoch_s=stats["median_s"] * steps_per_epoch,
+                steps_per_epoch=steps_per_epoch,
+            )
+        )
     return rows
 
 
-def bench_vit(preset: str, modes: list[Mode], config: BenchConfig, device: torch.device,
-              name: str, ceilings: dict[str, float]) -> list[dict]:
+def bench_vit(
+    preset: str,
+    modes: list[Mode],
+    config: BenchConfig,
+    device: torch.device,
+    name: str,
+    ceilings: dict[str, float],
+) -> list[dict]:
     """A ViT training step on synthetic images: time, images/s, peak memory and MFU."""
     workload = f"vit_{preset}"
     overrides = config.vit_overrides.get(preset, {})
@@ -411,8 +495,9 @@ def bench_vit(preset: str, modes: list[Mode], config: BenchConfig, device: torch
     model = build()
     size, classes = model.image_size, model.num_classes
     _, flops_per_image = count_step_flops(build, (1, 3, size, size), classes)
-    images, labels = _data.synthetic_images(batch, image_size=size, num_classes=classes,
-                                            device=device)
+    images, labels = _data.synthetic_images(
+        batch, image_size=size, num_classes=classes, device=device
+    )
 
     def make_batches():
         return itertools.repeat((images, labels))
@@ -433,15 +518,25 @@ def bench_vit(preset: str, modes: list[Mode], config: BenchConfig, device: torch
         except Exception as error:  # noqa: BLE001 - a memory figure is optional
             memory = None
             stats["memory_error"] = f"{type(error).__name__}: {error}"[:200]
-        rows.append(_row(workload, mode, batch_size=batch, **stats,
-                         images_per_s=batch / stats["median_s"], flops_per_step=flops,
-                         achieved_tflops=flops / stats["median_s"] / 1e12,
-                         peak_tflops=peak,
-                         mfu=mfu(flops, stats["median_s"], peak) if peak else None,
-                         matmul_ceiling_tflops=ceiling,
-                         fraction_of_ceiling=(flops / stats["median_s"] / 1e12 / ceiling
-                                              if ceiling else None),
-                         peak_memory_bytes=memory, config={"preset": preset, **overrides}))
+        rows.append(
+            _row(
+                workload,
+                mode,
+                batch_size=batch,
+                **stats,
+                images_per_s=batch / stats["median_s"],
+                flops_per_step=flops,
+                achieved_tflops=flops / stats["median_s"] / 1e12,
+                peak_tflops=peak,
+                mfu=mfu(flops, stats["median_s"], peak) if peak else None,
+                matmul_ceiling_tflops=ceiling,
+                fraction_of_ceiling=(
+                    flops / stats["median_s"] / 1e12 / ceiling if ceiling else None
+                ),
+                peak_memory_bytes=memory,
+                config={"preset": preset, **overrides},
+            )
+        )
     return rows
 
 
@@ -483,39 +578,55 @@ def largest_batch(try_batch: Callable[[int], None], limit: int, multiple: int = 
     return good
 
 
-def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device,
-                    name: str) -> list[dict]:
+def bench_max_batch(
+    modes: list[Mode], config: BenchConfig, device: torch.device, name: str
+) -> list[dict]:
     """The largest ViT-B/16 training batch that fits per precision (GPU only)."""
     base = [m for m in modes if not (m.compile or m.fused)]  # recompiling per size is too slow
     if device.type != "cuda":
-        return [_skipped("max_batch", m, "GPU only: a CPU swaps instead of failing cleanly")
-                for m in base]
+        return [
+            _skipped("max_batch", m, "GPU only: a CPU swaps instead of failing cleanly")
+            for m in base
+        ]
     overrides = config.vit_overrides.get("b16", {})
     trainer = _Trainer(models.build_vit("b16", **overrides), device)
     size = trainer.model.image_size
     rows = []
     for mode in base:
+
         def try_batch(n, mode=mode):
             trainer.clear_state()
             images, labels = _data.synthetic_images(n, image_size=size, device=device)
             with precision_flags(mode.precision == "tf32"):
                 trainer.step_fn(mode, itertools.repeat((images, labels)))()
+
         try:
             best = largest_batch(try_batch, config.max_batch_limit)
         except Exception as error:  # noqa: BLE001
             rows.append(_skipped("max_batch", mode, f"{type(error).__name__}: {error}"[:200]))
             continue
-        rows.append(_row("max_batch", mode, model="vit_b16", max_batch=best,
-                         limit=config.max_batch_limit, hit_limit=best >= config.max_batch_limit))
+        rows.append(
+            _row(
+                "max_batch",
+                mode,
+                model="vit_b16",
+                max_batch=best,
+                limit=config.max_batch_limit,
+                hit_limit=best >= config.max_batch_limit,
+            )
+        )
     trainer.clear_state()
     return rows
 
 
 def versions() -> dict:
     """Versions a reader needs to compare two reports."""
-    info = {"python": sys.version.split()[0], "torch": torch.__version__,
-            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()
-            if torch.backends.cudnn.is_available() else None}
+    info = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
     try:
         import torchvision
 
@@ -525,23 +636,31 @@ def versions() -> dict:
     return info
 
 
-def run(config: BenchConfig | None = None, device: torch.device | str = "cpu",
-        progress: Callable[[str], None] | None = print, mnist=None) -> dict:
+def run(
+    config: BenchConfig | None = None,
+    device: torch.device | str = "cpu",
+    progress: Callable[[str], None] | None = print,
+    mnist=None,
+) -> dict:
     """Run the matrix; returns the report as a JSON-ready dict (see ``format_report``)."""
     config = config or BenchConfig.full()
     config.validate()
     device = torch.device(device)
     say = progress or (lambda _: None)
     report = {
-        "device": device_name(device), "device_type": device.type,
-        "capability": list(torch.cuda.get_device_capability(device)) if device.type == "cuda"
+        "device": device_name(device),
+        "device_type": device.type,
+        "capability": list(torch.cuda.get_device_capability(device))
+        if device.type == "cuda"
         else None,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "versions": versions(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "smoke": config.smoke,
         "config": asdict(config),
-        "modes": [], "results": {w: [] for w in WORKLOADS}, "seconds": {},
+        "modes": [],
+        "results": {w: [] for w in WORKLOADS},
+        "seconds": {},
     }
     runnable, skipped = [], []
     for mode in config.modes():
@@ -597,26 +716,44 @@ def _fmt(value, spec: str) -> str:
 
 def format_report(report: dict) -> str:
     """The report as fixed-width text tables, one per workload."""
-    lines = [f"amp-course bench on {report['device']} ({report['date']}; torch "
-             f"{report['versions']['torch']}{'; smoke sizes' if report['smoke'] else ''})"]
+    lines = [
+        f"amp-course bench on {report['device']} ({report['date']}; torch "
+        f"{report['versions']['torch']}{'; smoke sizes' if report['smoke'] else ''})"
+    ]
     columns = {
-        "matmul": [("size", "size", "d"), ("median", "median_s", "time"),
-                   ("TFLOP/s", "tflops", ".3g"),
-                   ("peak", "peak_tflops", ".4g"), ("of peak", "fraction_of_peak", ".1%")],
-        "mnist_cnn": [("batch", "batch_size", "d"), ("step", "median_s", "time"),
-                      ("img/s", "images_per_s", ".4g"), ("epoch (s)", "epoch_s", ".3g")],
-        "vit": [("batch", "batch_size", "d"), ("step", "median_s", "time"),
-                ("img/s", "images_per_s", ".4g"), ("TFLOP/s", "achieved_tflops", ".3g"),
-                ("MFU", "mfu", ".1%"), ("of matmul", "fraction_of_ceiling", ".1%"),
-                ("peak GiB", "peak_memory_gib", ".2f")],
+        "matmul": [
+            ("size", "size", "d"),
+            ("median", "median_s", "time"),
+            ("TFLOP/s", "tflops", ".3g"),
+            ("peak", "peak_tflops", ".4g"),
+            ("of peak", "fraction_of_peak", ".1%"),
+        ],
+        "mnist_cnn": [
+            ("batch", "batch_size", "d"),
+            ("step", "median_s", "time"),
+            ("img/s", "images_per_s", ".4g"),
+            ("epoch (s)", "epoch_s", ".3g"),
+        ],
+        "vit": [
+            ("batch", "batch_size", "d"),
+            ("step", "median_s", "time"),
+            ("img/s", "images_per_s", ".4g"),
+            ("TFLOP/s", "achieved_tflops", ".3g"),
+            ("MFU", "mfu", ".1%"),
+            ("of matmul", "fraction_of_ceiling", ".1%"),
+            ("peak GiB", "peak_memory_gib", ".2f"),
+        ],
         "max_batch": [("max batch", "max_batch", "d"), ("limit", "limit", "d")],
     }
     for workload, rows in report["results"].items():
         if not rows:
             continue
         cols = columns["vit" if workload.startswith("vit_") else workload]
-        lines += ["", f"== {workload} ==",
-                  f"{'mode':<16}" + "".join(f"{title:>11}" for title, _, _ in cols)]
+        lines += [
+            "",
+            f"== {workload} ==",
+            f"{'mode':<16}" + "".join(f"{title:>11}" for title, _, _ in cols),
+        ]
         for row in rows:
             if "skipped" in row:
                 lines.append(f"{row['mode']:<16} skipped: {row['skipped']}")
@@ -627,8 +764,11 @@ def format_report(report: dict) -> str:
             cells = []
             for _, key, spec in cols:
                 value = row.get(key)
-                text = (timing.format_time(value) if spec == "time" and value is not None
-                        else _fmt(value, spec if spec != "time" else ""))
+                text = (
+                    timing.format_time(value)
+                    if spec == "time" and value is not None
+                    else _fmt(value, spec if spec != "time" else "")
+                )
                 cells.append(f"{text:>11}")
             lines.append(f"{row['mode']:<16}" + "".join(cells))
     return "\n".join(lines)
@@ -644,12 +784,17 @@ def plot_report(report: dict, path: str | Path | None = None):
     done = [r for r in results["matmul"] if "tflops" in r]
     for mode in dict.fromkeys(r["mode"] for r in done):
         rows = [r for r in done if r["mode"] == mode]
-        line, = ax.plot([r["size"] for r in rows], [r["tflops"] for r in rows], "o-", label=mode)
+        (line,) = ax.plot([r["size"] for r in rows], [r["tflops"] for r in rows], "o-", label=mode)
         if rows[0]["peak_tflops"]:
             ax.axhline(rows[0]["peak_tflops"], ls="--", lw=0.8, color=line.get_color())
     sizes = sorted({r["size"] for r in done})
-    ax.set(xscale="log", yscale="log", xlabel="n (n x n matmul)", ylabel="TFLOP/s",
-           title="matmul throughput (dashed: published peak)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="n (n x n matmul)",
+        ylabel="TFLOP/s",
+        title="matmul throughput (dashed: published peak)",
+    )
     if done:
         ax.set_xticks(sizes, [str(n) for n in sizes], minor=False)
         ax.minorticks_off()
@@ -658,22 +803,26 @@ def plot_report(report: dict, path: str | Path | None = None):
     def bars(ax, rows, key, title, ylabel):
         rows = [r for r in rows if r.get(key) is not None]
         ax.bar(range(len(rows)), [r[key] for r in rows])
-        ax.set_xticks(range(len(rows)), [r["mode"] for r in rows], rotation=30, ha="right",
-                      fontsize=8)
+        ax.set_xticks(
+            range(len(rows)), [r["mode"] for r in rows], rotation=30, ha="right", fontsize=8
+        )
         ax.set(title=title, ylabel=ylabel)
         if not rows:
             ax.set_yticks([])
             ax.text(0.5, 0.5, "not run here", ha="center", va="center", transform=ax.transAxes)
 
     bars(axes[0, 1], results["mnist_cnn"], "epoch_s", "MNIST CNN: seconds per epoch", "s")
-    vit_rows = [{**r, "mode": f"{r['workload'].removeprefix('vit_')} {r['mode']}"}
-                for w in ("vit_b16", "vit_l16") for r in results[w]]
+    vit_rows = [
+        {**r, "mode": f"{r['workload'].removeprefix('vit_')} {r['mode']}"}
+        for w in ("vit_b16", "vit_l16")
+        for r in results[w]
+    ]
     bars(axes[1, 0], vit_rows, "images_per_s", "ViT training step", "images/s")
-    bars(axes[1, 1], results["max_batch"], "max_batch", "largest ViT-B/16 batch that fits",
-         "images")
+    bars(
+        axes[1, 1], results["max_batch"], "max_batch", "largest ViT-B/16 batch that fits", "images"
+    )
     note = " (smoke sizes: not speed figures)" if report["smoke"] else ""
-    fig.suptitle(f"{report['device']}{note}",
-                 fontsize=10)
+    fig.suptitle(f"{report['device']}{note}", fontsize=10)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)

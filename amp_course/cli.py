@@ -34,8 +34,10 @@ def _inspect(args) -> int:
 
     unknown = [name for name in args.format if name not in INSPECTED_FORMATS]
     if unknown:
-        print(f"error: unknown format {', '.join(unknown)}; choose from {', '.join(INSPECTED_FORMATS)}",
-              file=sys.stderr)
+        print(
+            f"error: unknown format {', '.join(unknown)}; choose from {', '.join(INSPECTED_FORMATS)}",
+            file=sys.stderr,
+        )
         return 2
     for fields in inspect(args.value, args.format or INSPECTED_FORMATS):
         print(describe(fields))
@@ -75,8 +77,15 @@ def _quiz_check(args) -> int:
 def _grade(args) -> int:
     from .grading import grade_all
 
-    rows = grade_all(args.submissions, args.key, args.out, masters=args.masters,
-                     cell_timeout=args.cell_timeout, submission_timeout=args.timeout, jobs=args.jobs)
+    rows = grade_all(
+        args.submissions,
+        args.key,
+        args.out,
+        masters=args.masters,
+        cell_timeout=args.cell_timeout,
+        submission_timeout=args.timeout,
+        jobs=args.jobs,
+    )
     students = sorted({row["student"] for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
@@ -119,54 +128,78 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=_check_data)
     bits = sub.add_parser("inspect", help="show a number's bits in fp32, tf32, fp16, bf16 and fp8")
     bits.add_argument("value", type=float, help="the number, e.g. 0.1, 65520 or inf")
-    bits.add_argument("--format", action="append", default=[],
-                      help="a format to show (repeatable; default: all), e.g. --format fp16")
+    bits.add_argument(
+        "--format",
+        action="append",
+        default=[],
+        help="a format to show (repeatable; default: all), e.g. --format fp16",
+    )
     bits.set_defaults(func=_inspect)
 
     from .quiz import QUIZ_DIR, SOURCE_DIR
 
     quiz = sub.add_parser("quiz", help="publish and check lesson quizzes").add_subparsers(
-        dest="quiz_command", required=True)
+        dest="quiz_command", required=True
+    )
     publish = quiz.add_parser("publish", help="write learner quiz files (and the instructor key)")
-    publish.add_argument("--sources", default=SOURCE_DIR,
-                         help="plaintext sources (default: quizzes/source)")
-    publish.add_argument("--out", default=QUIZ_DIR, help="where learner files go (default: quizzes/)")
-    publish.add_argument("--key", default=None, help="write the instructor key here (keep it private)")
-    publish.add_argument("--secret", default=None,
-                         help="the key's secret salt (default: $AMP_COURSE_QUIZ_SECRET, the key's own, "
-                              "or a fresh random one)")
+    publish.add_argument(
+        "--sources", default=SOURCE_DIR, help="plaintext sources (default: quizzes/source)"
+    )
+    publish.add_argument(
+        "--out", default=QUIZ_DIR, help="where learner files go (default: quizzes/)"
+    )
+    publish.add_argument(
+        "--key", default=None, help="write the instructor key here (keep it private)"
+    )
+    publish.add_argument(
+        "--secret",
+        default=None,
+        help="the key's secret salt (default: $AMP_COURSE_QUIZ_SECRET, the key's own, "
+        "or a fresh random one)",
+    )
     publish.set_defaults(func=_quiz_publish)
-    qcheck = quiz.add_parser("check", help="validate sources; fail if learner files are out of date")
+    qcheck = quiz.add_parser(
+        "check", help="validate sources; fail if learner files are out of date"
+    )
     qcheck.add_argument("--sources", default=SOURCE_DIR)
     qcheck.add_argument("--out", default=QUIZ_DIR)
     qcheck.set_defaults(func=_quiz_check)
 
     grade = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
-    grade.add_argument("submissions",
-                       help="folder holding one folder per student (name = student id)")
+    grade.add_argument(
+        "submissions", help="folder holding one folder per student (name = student id)"
+    )
     grade.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
     grade.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
-    grade.add_argument("--masters", default=None,
-                       help="master notebooks (default: notebooks/)")
+    grade.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
     grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
     grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     grade.set_defaults(func=_grade)
 
-    bench = sub.add_parser("bench",
-                           help="time fp32/TF32/fp16/bf16 on matmuls, the MNIST CNN and ViTs")
+    bench = sub.add_parser(
+        "bench", help="time fp32/TF32/fp16/bf16 on matmuls, the MNIST CNN and ViTs"
+    )
     bench.add_argument("--device", default="auto", help="auto, cpu or cuda")
     size = bench.add_mutually_exclusive_group()
-    size.add_argument("--smoke", dest="smoke", action="store_true", default=None,
-                      help="tiny sizes (the default on a CPU)")
+    size.add_argument(
+        "--smoke",
+        dest="smoke",
+        action="store_true",
+        default=None,
+        help="tiny sizes (the default on a CPU)",
+    )
     size.add_argument("--full", dest="smoke", action="store_false", help="full sizes (GPU default)")
     bench.add_argument("--precisions", help="comma-separated subset of fp32,tf32,fp16,bf16")
-    bench.add_argument("--workloads", help="comma-separated subset of "
-                       "matmul,mnist_cnn,vit_b16,vit_l16,max_batch")
-    bench.add_argument("--compile", action="store_true",
-                       help="add a torch.compile variant per precision")
-    bench.add_argument("--fused", action="store_true",
-                       help="add a fused-AdamW variant per precision")
+    bench.add_argument(
+        "--workloads", help="comma-separated subset of matmul,mnist_cnn,vit_b16,vit_l16,max_batch"
+    )
+    bench.add_argument(
+        "--compile", action="store_true", help="add a torch.compile variant per precision"
+    )
+    bench.add_argument(
+        "--fused", action="store_true", help="add a fused-AdamW variant per precision"
+    )
     bench.add_argument("--rounds", type=int, help="round-robin passes over the modes")
     bench.add_argument("--out", help="folder for bench.json/.txt/.png (default: reports/<device>)")
     bench.set_defaults(func=_bench)

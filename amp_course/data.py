@@ -37,8 +37,11 @@ def data_dir() -> Path:
     candidates = []
     if os.environ.get("AMP_COURSE_DATA"):
         candidates.append(Path(os.environ["AMP_COURSE_DATA"]))
-    candidates += [Path(__file__).resolve().parents[1] / "data", Path.cwd() / "data",
-                   Path.cwd().parent / "data"]
+    candidates += [
+        Path(__file__).resolve().parents[1] / "data",
+        Path.cwd() / "data",
+        Path.cwd().parent / "data",
+    ]
     for path in candidates:
         if (path / SUBSET_FILE).exists():
             return path
@@ -103,8 +106,9 @@ def _torchvision_mnist(root: Path, download: bool):
     return (train.data, train.targets), (test.data, test.targets)
 
 
-def load_mnist(source: str = "auto", root: Path | str | None = None,
-               download: bool | None = None) -> MnistData:
+def load_mnist(
+    source: str = "auto", root: Path | str | None = None, download: bool | None = None
+) -> MnistData:
     """Real MNIST digits, normalised, as train/test TensorDatasets.
 
     source: ``"torchvision"`` (the full 60k/10k set, downloading if allowed), ``"subset"`` (the
@@ -128,20 +132,34 @@ def load_mnist(source: str = "auto", root: Path | str | None = None,
                 # Nothing on disk and no download allowed: skip importing torchvision.datasets.
                 raise FileNotFoundError(f"no MNIST files under {Path(root) / 'MNIST' / 'raw'}")
             (xtr, ytr), (xte, yte) = _torchvision_mnist(Path(root), download)
-            return MnistData(TensorDataset(_normalise(xtr), ytr), TensorDataset(_normalise(xte), yte),
-                             source=f"torchvision MNIST ({len(ytr)} train / {len(yte)} test)")
+            return MnistData(
+                TensorDataset(_normalise(xtr), ytr),
+                TensorDataset(_normalise(xte), yte),
+                source=f"torchvision MNIST ({len(ytr)} train / {len(yte)} test)",
+            )
         except Exception as error:  # noqa: BLE001 - any failure here means "use the shipped subset"
             if source == "torchvision":
-                raise RuntimeError(f"torchvision MNIST unavailable under {root}: {error}") from error
+                raise RuntimeError(
+                    f"torchvision MNIST unavailable under {root}: {error}"
+                ) from error
             reason = "full MNIST not present" + (" and download failed" if download else "")
     images, labels = load_mnist_subset()
     (xtr, ytr), (xte, yte) = _split_subset(images, labels)
-    return MnistData(TensorDataset(_normalise(xtr), ytr), TensorDataset(_normalise(xte), yte),
-                     source=f"shipped MNIST subset ({len(ytr)} train / {len(yte)} test; {reason})")
+    return MnistData(
+        TensorDataset(_normalise(xtr), ytr),
+        TensorDataset(_normalise(xte), yte),
+        source=f"shipped MNIST subset ({len(ytr)} train / {len(yte)} test; {reason})",
+    )
 
 
-def mnist_loaders(batch_size: int = 64, num_train: int | None = None, num_test: int | None = None,
-                  seed: int = 0, data: MnistData | None = None, **load_kwargs):
+def mnist_loaders(
+    batch_size: int = 64,
+    num_train: int | None = None,
+    num_test: int | None = None,
+    seed: int = 0,
+    data: MnistData | None = None,
+    **load_kwargs,
+):
     """Train and test DataLoaders over MNIST, optionally cut to ``num_train``/``num_test`` digits."""
     data = data if data is not None else load_mnist(**load_kwargs)
     generator = torch.Generator().manual_seed(seed)
@@ -154,14 +172,21 @@ def mnist_loaders(batch_size: int = 64, num_train: int | None = None, num_test: 
 
     train = cut(data.train, num_train)
     test = cut(data.test, num_test)
-    train_loader = DataLoader(train, batch_size=batch_size, shuffle=True, generator=generator,
-                              drop_last=True)
+    train_loader = DataLoader(
+        train, batch_size=batch_size, shuffle=True, generator=generator, drop_last=True
+    )
     test_loader = DataLoader(test, batch_size=batch_size * 2)
     return train_loader, test_loader
 
 
-def synthetic_images(batch_size: int, image_size: int = 224, channels: int = 3,
-                     num_classes: int = 1000, device=None, seed: int = 0):
+def synthetic_images(
+    batch_size: int,
+    image_size: int = 224,
+    channels: int = 3,
+    num_classes: int = 1000,
+    device=None,
+    seed: int = 0,
+):
     """An ImageNet-shaped batch (random pixels and labels) for speed and memory work."""
     generator = torch.Generator().manual_seed(seed)
     images = torch.randn(batch_size, channels, image_size, image_size, generator=generator)

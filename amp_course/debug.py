@@ -27,8 +27,10 @@ class NonFinite:
     max_finite: float  # largest finite magnitude in the same output (0.0 if none is finite)
 
     def __str__(self) -> str:
-        return (f"{self.name or '(model)'} ({self.module_type}) output {self.dtype}: "
-                f"{self.num_inf} inf, {self.num_nan} NaN, largest finite |x| = {self.max_finite:.6g}")
+        return (
+            f"{self.name or '(model)'} ({self.module_type}) output {self.dtype}: "
+            f"{self.num_inf} inf, {self.num_nan} NaN, largest finite |x| = {self.max_finite:.6g}"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,16 +100,21 @@ class ActivationWatch:
                 largest = float("inf") if num_inf else float("nan")
                 self.ranges.append(ActivationRange(order, name, kind, tensor.dtype, largest))
                 if num_inf or num_nan:
-                    self.nonfinite.append(NonFinite(order, name, kind, tensor.dtype, num_inf,
-                                                    num_nan, max_finite(detached)))
+                    self.nonfinite.append(
+                        NonFinite(
+                            order, name, kind, tensor.dtype, num_inf, num_nan, max_finite(detached)
+                        )
+                    )
 
         return record
 
     def __enter__(self) -> ActivationWatch:
         self.ranges.clear()
         self.nonfinite.clear()
-        self._handles = [module.register_forward_hook(self._hook(name))
-                         for name, module in self.model.named_modules()]
+        self._handles = [
+            module.register_forward_hook(self._hook(name))
+            for name, module in self.model.named_modules()
+        ]
         return self
 
     def __exit__(self, *exc) -> None:
@@ -116,16 +123,18 @@ class ActivationWatch:
         self._handles = []
 
 
-def find_first_nonfinite(model: nn.Module, inputs: torch.Tensor, *, device,
-                         autocast_dtype: torch.dtype | None = None) -> NonFinite | None:
+def find_first_nonfinite(
+    model: nn.Module, inputs: torch.Tensor, *, device, autocast_dtype: torch.dtype | None = None
+) -> NonFinite | None:
     """Run one forward pass (no grad) under autocast and return the first inf/NaN output, or None."""
     with ActivationWatch(model) as watch, torch.no_grad(), autocast(device, autocast_dtype):
         model(inputs.to(device))
     return watch.first_nonfinite
 
 
-def activation_ranges(model: nn.Module, inputs: torch.Tensor, *, device,
-                      autocast_dtype: torch.dtype | None = None) -> list[ActivationRange]:
+def activation_ranges(
+    model: nn.Module, inputs: torch.Tensor, *, device, autocast_dtype: torch.dtype | None = None
+) -> list[ActivationRange]:
     """Every module output's largest magnitude in one forward pass, in execution order."""
     with ActivationWatch(model) as watch, torch.no_grad(), autocast(device, autocast_dtype):
         model(inputs.to(device))
@@ -145,7 +154,8 @@ class Fp32Region(nn.Module):
 
     def forward(self, *args):
         device_type = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
-        args = [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                for a in args]
+        args = [
+            a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
+        ]
         with torch.autocast(device_type=device_type, enabled=False):
             return self.module(*args)

@@ -33,17 +33,24 @@ STRATEGIES = ("ddp", "fsdp")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m amp_course.dist_train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m amp_course.dist_train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--strategy", choices=STRATEGIES, default="ddp")
     parser.add_argument("--dtype", default="fp16", help="fp32, fp16 or bf16 (the AMP dtype)")
     parser.add_argument("--steps", type=int, default=5, help="optimizer steps")
     parser.add_argument("--batch-size", type=int, default=32, help="per-process batch size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw",
-                        help="sgd makes the step proportional to the gradient, so a test can "
-                             "tell averaged from summed gradients (AdamW's step hides a factor)")
+    parser.add_argument(
+        "--optimizer",
+        choices=("adamw", "sgd"),
+        default="adamw",
+        help="sgd makes the step proportional to the gradient, so a test can "
+        "tell averaged from summed gradients (AdamW's step hides a factor)",
+    )
     parser.add_argument("--out", default=None, help="folder for each rank's parameter checksum")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:
@@ -55,8 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def setup() -> tuple[int, int, torch.device]:
     """Join the process group torchrun describes: NCCL with one GPU per rank, else gloo on CPU."""
     if "RANK" not in os.environ:
-        raise RuntimeError("Launch this module with torchrun: python -m torch.distributed.run "
-                           "--standalone --nproc_per_node=2 -m amp_course.dist_train ...")
+        raise RuntimeError(
+            "Launch this module with torchrun: python -m torch.distributed.run "
+            "--standalone --nproc_per_node=2 -m amp_course.dist_train ..."
+        )
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
@@ -72,13 +81,16 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
     """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype for the loop)."""
     if strategy == "ddp":
         ddp = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
         return ddp, amp_dtype
     try:  # FSDP2 is public from torch 2.6; it runs on CPU with gloo as well as on NCCL GPUs
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     except ImportError as error:
-        raise RuntimeError(f"FSDP2 (fully_shard) needs torch >= 2.6; this is {torch.__version__}. "
-                           "Use --strategy ddp.") from error
+        raise RuntimeError(
+            f"FSDP2 (fully_shard) needs torch >= 2.6; this is {torch.__version__}. "
+            "Use --strategy ddp."
+        ) from error
 
     # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
     # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
@@ -132,10 +144,12 @@ def make_optimizer(args: argparse.Namespace, model: torch.nn.Module) -> torch.op
 
 def shard_loader(train_set, args: argparse.Namespace, rank: int, world_size: int):
     """Rank ``rank``'s batches: its own shard of a seeded shuffle of the training set."""
-    sampler = torch.utils.data.DistributedSampler(train_set, num_replicas=world_size, rank=rank,
-                                                  shuffle=True, seed=args.seed)
-    return torch.utils.data.DataLoader(train_set, batch_size=args.batch_size, sampler=sampler,
-                                       drop_last=True)
+    sampler = torch.utils.data.DistributedSampler(
+        train_set, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed
+    )
+    return torch.utils.data.DataLoader(
+        train_set, batch_size=args.batch_size, sampler=sampler, drop_last=True
+    )
 
 
 def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, torch.Tensor]:
@@ -192,21 +206,31 @@ def train(args: argparse.Namespace) -> dict:
             losses.append(loss.item())
 
         state = full_state(model)
-        report = {"rank": rank, "world_size": world_size, "strategy": args.strategy,
-                  "dtype": args.dtype, "device": str(device), "backend": dist.get_backend(),
-                  "losses": losses, "skipped_steps": skipped,
-                  "scale": scaler.get_scale() if scaler.is_enabled() else None,
-                  "checksum": checksum(state),
-                  "param_sums": {name: float(t.double().sum()) for name, t in sorted(state.items())}}
+        report = {
+            "rank": rank,
+            "world_size": world_size,
+            "strategy": args.strategy,
+            "dtype": args.dtype,
+            "device": str(device),
+            "backend": dist.get_backend(),
+            "losses": losses,
+            "skipped_steps": skipped,
+            "scale": scaler.get_scale() if scaler.is_enabled() else None,
+            "checksum": checksum(state),
+            "param_sums": {name: float(t.double().sum()) for name, t in sorted(state.items())},
+        }
         if args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1))
             if rank == 0:
                 torch.save(state, out / "params.pt")
-        print(f"[rank {rank}/{world_size} {report['backend']} {args.strategy} {args.dtype}] "
-              f"losses {' '.join(f'{x:.3f}' for x in losses)} | skipped {skipped} | "
-              f"checksum {report['checksum'][:12]}", flush=True)
+        print(
+            f"[rank {rank}/{world_size} {report['backend']} {args.strategy} {args.dtype}] "
+            f"losses {' '.join(f'{x:.3f}' for x in losses)} | skipped {skipped} | "
+            f"checksum {report['checksum'][:12]}",
+            flush=True,
+        )
         return report
     finally:
         dist.destroy_process_group()

@@ -39,9 +39,17 @@ def require_gpu() -> torch.device:
 
 def _driver_version() -> str:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "unknown"
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return (
+            out.stdout.strip().splitlines()[0]
+            if out.returncode == 0 and out.stdout.strip()
+            else "unknown"
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
 
@@ -84,16 +92,27 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
         start = time.perf_counter()
         status, error = "passed", ""
         try:
-            papermill.execute_notebook(str(filled), str(out_dir / path.name),
-                                       parameters={"SMOKE": False, "DEVICE": "cuda"},
-                                       cwd=str(path.parent), kernel_name="python3",
-                                       execution_timeout=timeout_s, progress_bar=False)
+            papermill.execute_notebook(
+                str(filled),
+                str(out_dir / path.name),
+                parameters={"SMOKE": False, "DEVICE": "cuda"},
+                cwd=str(path.parent),
+                kernel_name="python3",
+                execution_timeout=timeout_s,
+                progress_bar=False,
+            )
         except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
             status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
         finally:
             filled.unlink(missing_ok=True)
-        results.append({"notebook": path.name, "status": status,
-                        "seconds": round(time.perf_counter() - start, 1), "error": error})
+        results.append(
+            {
+                "notebook": path.name,
+                "status": status,
+                "seconds": round(time.perf_counter() - start, 1),
+                "error": error,
+            }
+        )
         print(f"{path.name}: {status} in {results[-1]['seconds']} s", flush=True)
     return results
 
@@ -102,10 +121,22 @@ def run_nbval(executed_dir: Path, out_dir: Path, timeout_s: int) -> int:
     """``pytest --nbval-lax`` over the executed copies, in full mode; JUnit XML kept."""
     env = {**os.environ, "AMP_COURSE_SMOKE": "0"}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-         f"--nbval-cell-timeout={timeout_s}", f"--junitxml={out_dir / 'nbval.xml'}",
-         *sorted(str(p) for p in executed_dir.glob("*.ipynb"))],
-        cwd=ROOT / "notebooks", env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--nbval-lax",
+            f"--nbval-cell-timeout={timeout_s}",
+            f"--junitxml={out_dir / 'nbval.xml'}",
+            *sorted(str(p) for p in executed_dir.glob("*.ipynb")),
+        ],
+        cwd=ROOT / "notebooks",
+        env=env,
+        capture_output=True,
+        text=True,
     )
     (out_dir / "nbval.log").write_text(result.stdout + result.stderr)
     return result.returncode
@@ -126,8 +157,13 @@ def run_bench(out_dir: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="amp-course gpu-run", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "gpu")
-    parser.add_argument("--notebooks", nargs="*", type=Path, default=None,
-                        help="notebooks to run (default: all in notebooks/)")
+    parser.add_argument(
+        "--notebooks",
+        nargs="*",
+        type=Path,
+        default=None,
+        help="notebooks to run (default: all in notebooks/)",
+    )
     parser.add_argument("--cell-timeout", type=int, default=1800)
     parser.add_argument("--skip-nbval", action="store_true")
     parser.add_argument("--skip-bench", action="store_true")
@@ -139,12 +175,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     record = environment_record(device)
     out = args.out / device_slug(record["device"])
-    notebooks = args.notebooks or sorted(p for p in (ROOT / "notebooks").glob("*.ipynb")
-                                       if not p.name.startswith("."))
-    print(f"GPU run on {record['device']} (driver {record['driver']}, torch {record['torch']}) -> {out}")
+    notebooks = args.notebooks or sorted(
+        p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith(".")
+    )
+    print(
+        f"GPU run on {record['device']} (driver {record['driver']}, torch {record['torch']}) -> {out}"
+    )
     record["notebooks"] = run_notebooks(notebooks, out / "notebooks", args.cell_timeout)
-    record["nbval"] = ("skipped" if args.skip_nbval else
-                       "passed" if run_nbval(out / "notebooks", out, args.cell_timeout) == 0 else "failed")
+    record["nbval"] = (
+        "skipped"
+        if args.skip_nbval
+        else "passed"
+        if run_nbval(out / "notebooks", out, args.cell_timeout) == 0
+        else "failed"
+    )
     record["bench"] = "skipped" if args.skip_bench else run_bench(out)
     (out / "report.json").write_text(json.dumps(record, indent=2) + "\n")
     failed = [r for r in record["notebooks"] if r["status"] != "passed"]

@@ -263,8 +263,9 @@ def _row(student, lesson, item, points, max_points, status, message=""):
 
 def _inside(path: Path, folder: Path) -> bool:
     """A regular file of the submission itself: no link, nothing that resolves outside it."""
-    return (not path.is_symlink() and path.is_file()
-            and path.resolve().is_relative_to(folder.resolve()))
+    return (
+        not path.is_symlink() and path.is_file() and path.resolve().is_relative_to(folder.resolve())
+    )
 
 
 def tampering(notebook, protected_keys: set[str]) -> list[str]:
@@ -282,7 +283,9 @@ def _answer_sets(folder: Path):
     files = sorted(folder.rglob("*.answers.json")) + sorted(folder.rglob("amp-course-answers.json"))
     for file in files:
         if not _inside(file, folder):
-            lesson = file.name[: -len(".answers.json")] if file.name.endswith(".answers.json") else "*"
+            lesson = (
+                file.name[: -len(".answers.json")] if file.name.endswith(".answers.json") else "*"
+            )
             problems[lesson] = f"{file.name} is a link, not a file of this submission; not graded"
             continue
         lesson = file.name[: -len(".answers.json")] if file.name.endswith(".answers.json") else "*"
@@ -356,28 +359,37 @@ def grade_exercises(
                 continue
 
             def zero(status, message, items=items, lesson=lesson):
-                return [_row(student, lesson, i.name, 0.0, i.points, status, message[:300])
-                        for i in items]
+                return [
+                    _row(student, lesson, i.name, 0.0, i.points, status, message[:300])
+                    for i in items
+                ]
 
             candidates = sorted(folder.rglob(master_path.name))
             found = [p for p in candidates if _inside(p, folder)]
             if not found:
-                why = (f"{master_path.name} is a link, not a file of this submission" if candidates
-                       else f"{master_path.name} not in the submission")
+                why = (
+                    f"{master_path.name} is a link, not a file of this submission"
+                    if candidates
+                    else f"{master_path.name} not in the submission"
+                )
                 rows += zero("missing", why)
                 continue
             try:
                 learner = nbformat.read(found[0], as_version=4)
                 rebuilt = restore(master, learner)
             except Exception as error:  # any unreadable notebook: zero for its checks only
-                rows += zero("error", f"corrupt notebook {master_path.name}: "
-                                      f"{type(error).__name__}: {error}")
+                rows += zero(
+                    "error", f"corrupt notebook {master_path.name}: {type(error).__name__}: {error}"
+                )
                 continue
             protected = {cell_key(c) for c in master.cells} - {None}
             hits = tampering(learner, protected)
             if hits:
-                rows += zero("flagged", "a cell reaches into the course's checking code; review "
-                                        f"by hand: {hits[0][:150]}")
+                rows += zero(
+                    "flagged",
+                    "a cell reaches into the course's checking code; review "
+                    f"by hand: {hits[0][:150]}",
+                )
                 continue
             target = work / f"graded-{master_path.name}"
             nbformat.write(rebuilt, target)
@@ -407,15 +419,27 @@ def grade_exercises(
         deadline = time.monotonic() + submission_timeout
         for target, lesson, numbers in plans:
             remaining = deadline - time.monotonic()
-            results, default = {}, (
-                "timeout", f"submission exceeded {submission_timeout:g} s before this lesson ran")
+            results, default = (
+                {},
+                ("timeout", f"submission exceeded {submission_timeout:g} s before this lesson ran"),
+            )
             if remaining > 0:
                 junit = Path(scratch) / f"{target.stem}.junit.xml"
                 cmd = [
-                    sys.executable, "-P", "-m", "pytest", "-q",
-                    "-c", str(Path(scratch) / "pytest.ini"),
-                    "-p", "no:cacheprovider", "--noconftest", "--nbval-lax",
-                    f"--nbval-cell-timeout={cell_timeout}", f"--junitxml={junit}", target.name,
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-c",
+                    str(Path(scratch) / "pytest.ini"),
+                    "-p",
+                    "no:cacheprovider",
+                    "--noconftest",
+                    "--nbval-lax",
+                    f"--nbval-cell-timeout={cell_timeout}",
+                    f"--junitxml={junit}",
+                    target.name,
                 ]
                 code, output = run_with_timeout(cmd, remaining, cwd=work, env=env)
                 if junit.exists():
@@ -424,8 +448,10 @@ def grade_exercises(
                     except ET.ParseError:
                         results = {}
                 if code is None:
-                    default = ("timeout", f"submission exceeded {submission_timeout:g} s and "
-                                          "was stopped")
+                    default = (
+                        "timeout",
+                        f"submission exceeded {submission_timeout:g} s and was stopped",
+                    )
                 elif not results:
                     tail = output.strip().splitlines()[-1:] or ["no output"]
                     default = ("error", f"notebook could not be run: {tail[0][:200]}")
@@ -433,13 +459,25 @@ def grade_exercises(
                     default = ("error", "check cell did not run")
             for number, item in numbers.items():
                 status, message = next(
-                    (v for (cls, n), v in results.items()
-                     if n == number and (cls == target.name or cls.endswith("." + target.name))),
+                    (
+                        v
+                        for (cls, n), v in results.items()
+                        if n == number and (cls == target.name or cls.endswith("." + target.name))
+                    ),
                     default,
                 )
                 passed = status == "passed"
-                rows.append(_row(student, lesson, item.name, item.points if passed else 0.0,
-                                 item.points, "passed" if passed else status, message))
+                rows.append(
+                    _row(
+                        student,
+                        lesson,
+                        item.name,
+                        item.points if passed else 0.0,
+                        item.points,
+                        "passed" if passed else status,
+                        message,
+                    )
+                )
     return rows
 
 
@@ -465,15 +503,31 @@ def grade_submission(
     """Every row of one student; an unexpected grader error becomes one error row, never a crash."""
     student = folder.name
     rows = []
-    for part, grade in (("quiz", lambda: grade_quizzes(student, folder, key)),
-                        ("exercises", lambda: grade_exercises(student, folder, master_paths,
-                                                              cell_timeout, submission_timeout))):
+    for part, grade in (
+        ("quiz", lambda: grade_quizzes(student, folder, key)),
+        (
+            "exercises",
+            lambda: grade_exercises(
+                student, folder, master_paths, cell_timeout, submission_timeout
+            ),
+        ),
+    ):
         try:
             rows += grade()
         except Exception as error:  # never let one submission stop the others
-            rows.append(_row(student, "*", f"{part}:*", 0.0, 0.0, "error",
-                             f"grader failed on this submission's {part}: "
-                             f"{type(error).__name__}: {error}"[:300]))
+            rows.append(
+                _row(
+                    student,
+                    "*",
+                    f"{part}:*",
+                    0.0,
+                    0.0,
+                    "error",
+                    f"grader failed on this submission's {part}: {type(error).__name__}: {error}"[
+                        :300
+                    ],
+                )
+            )
     return rows
 
 

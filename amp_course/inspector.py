@@ -76,8 +76,10 @@ def compose(sign: int, exponent: int, mantissa: int, fmt: str | FloatFormat) -> 
     fmt = _format(fmt)
     e_bits, m_bits = fmt.exponent_bits, fmt.mantissa_bits
     if not (sign in (0, 1) and 0 <= exponent < 2**e_bits and 0 <= mantissa < 2**m_bits):
-        raise ValueError(f"sign, exponent, mantissa ({sign}, {exponent}, {mantissa}) do not fit "
-                         f"{fmt.name}'s 1/{e_bits}/{m_bits} bits.")
+        raise ValueError(
+            f"sign, exponent, mantissa ({sign}, {exponent}, {mantissa}) do not fit "
+            f"{fmt.name}'s 1/{e_bits}/{m_bits} bits."
+        )
     top = 2**e_bits - 1
     if _has_inf(fmt) and exponent == top:
         return (-1) ** sign * math.inf if mantissa == 0 else math.nan
@@ -98,7 +100,9 @@ def _round_to_tf32(value: float) -> tuple[int, float]:
     bits = torch.tensor(value, dtype=torch.float64).to(torch.float32).view(torch.int32).item()
     bits &= 0xFFFFFFFF
     if (bits >> 23) & 0xFF == 0xFF:  # inf and nan pass through
-        return bits, torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(torch.float32).item()
+        return bits, torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(
+            torch.float32
+        ).item()
     dropped = 13
     half, keep_lsb = 1 << (dropped - 1), (bits >> dropped) & 1
     bits = (bits + half - 1 + keep_lsb) >> dropped << dropped
@@ -148,16 +152,27 @@ def decompose(value: float, fmt: str | FloatFormat) -> BitFields:
         kind = "zero" if mantissa == 0 else "subnormal"
     else:
         kind = "normal"
-    return BitFields(fmt.name, value, stored, sign, exponent, mantissa, fmt.exponent_bits,
-                     fmt.mantissa_bits, kind, _next_up(pattern, fmt))
+    return BitFields(
+        fmt.name,
+        value,
+        stored,
+        sign,
+        exponent,
+        mantissa,
+        fmt.exponent_bits,
+        fmt.mantissa_bits,
+        kind,
+        _next_up(pattern, fmt),
+    )
 
 
 def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> torch.Tensor:
     """Every finite value of an 8- or 16-bit format, sorted (float64), by enumerating bit patterns."""
     fmt = _format(fmt)
     if fmt.dtype is None or fmt.bits > 16:
-        raise ValueError(f"{fmt.name} has 2^{fmt.bits} patterns: too many to enumerate; "
-                         "use fp16, bf16 or fp8.")
+        raise ValueError(
+            f"{fmt.name} has 2^{fmt.bits} patterns: too many to enumerate; use fp16, bf16 or fp8."
+        )
     patterns = torch.arange(2**fmt.bits, dtype=torch.int32)
     if fmt.bits == 16:
         patterns = torch.where(patterns >= 2**15, patterns - 2**16, patterns)
@@ -170,8 +185,10 @@ def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> 
 
 def describe(fields: BitFields) -> str:
     """One line of text for a BitFields: bits, stored value, error and gap."""
-    return (f"{fields.format:9s} {fields.bits:>36s}  {fields.kind:9s} stored {fields.stored:<14.8g} "
-            f"error {fields.error:<+11.3g} gap to next {fields.gap:.3g}")
+    return (
+        f"{fields.format:9s} {fields.bits:>36s}  {fields.kind:9s} stored {fields.stored:<14.8g} "
+        f"error {fields.error:<+11.3g} gap to next {fields.gap:.3g}"
+    )
 
 
 def inspect(value: float, formats=INSPECTED_FORMATS) -> list[BitFields]:
@@ -188,9 +205,12 @@ def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
             f"<tr><td>{html.escape(f.format)}</td><td style='font-family:monospace'>"
             f"<span style='color:#c0392b'>{sign}</span> <span style='color:#2471a3'>{exponent}</span> "
             f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
-            f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{f.gap:.3g}</td></tr>")
-    head = ("<tr><th>format</th><th>sign exponent mantissa</th><th>kind</th><th>stored</th>"
-            "<th>error</th><th>gap to next</th></tr>")
+            f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{f.gap:.3g}</td></tr>"
+        )
+    head = (
+        "<tr><th>format</th><th>sign exponent mantissa</th><th>kind</th><th>stored</th>"
+        "<th>error</th><th>gap to next</th></tr>"
+    )
     return f"<p>value = {value!r}</p><table>{head}{''.join(rows)}</table>"
 
 
@@ -211,10 +231,19 @@ def show(value: float = 0.1, interactive: bool = True, formats=INSPECTED_FORMATS
         return None
     box = widgets.FloatText(value=value, description="value")
     # A log slider reaches from fp16's subnormals to beyond its max in one drag.
-    slider = widgets.FloatLogSlider(value=abs(value) or 1.0, base=10, min=-9, max=6, step=0.01,
-                                    description="|value|", readout_format=".3g")
+    slider = widgets.FloatLogSlider(
+        value=abs(value) or 1.0,
+        base=10,
+        min=-9,
+        max=6,
+        step=0.01,
+        description="|value|",
+        readout_format=".3g",
+    )
     out = widgets.HTML(to_html(value, formats))
-    box.observe(lambda change: setattr(out, "value", to_html(change["new"], formats)), names="value")
+    box.observe(
+        lambda change: setattr(out, "value", to_html(change["new"], formats)), names="value"
+    )
     slider.observe(lambda change: setattr(box, "value", change["new"]), names="value")
     ui = widgets.VBox([widgets.HBox([box, slider]), out])
     display(ui)

@@ -54,8 +54,10 @@ class LessonSettings:
         """The line a lesson prints under its title: mode, device, dtype, versions."""
         mode = "smoke (tiny sizes)" if self.smoke else "full"
         scaler = "with GradScaler" if self.use_grad_scaler else "no GradScaler needed"
-        return (f"Mode: {mode} | device: {self.hardware} | AMP dtype: "
-                f"{dtype_name(self.autocast_dtype)} ({scaler}) | seed {self.seed}")
+        return (
+            f"Mode: {mode} | device: {self.hardware} | AMP dtype: "
+            f"{dtype_name(self.autocast_dtype)} ({scaler}) | seed {self.seed}"
+        )
 
 
 def resolve_smoke(smoke: bool | None, device: torch.device) -> bool:
@@ -77,8 +79,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def start(smoke: bool | None = None, device: str = "auto", seed: int = 0,
-          autocast_dtype: str = "auto", verbose: bool = True) -> LessonSettings:
+def start(
+    smoke: bool | None = None,
+    device: str = "auto",
+    seed: int = 0,
+    autocast_dtype: str = "auto",
+    verbose: bool = True,
+) -> LessonSettings:
     """Derive a lesson's settings from its parameters, seed everything and print the header."""
     torch_device = pick_device(device)
     if str(autocast_dtype).lower() == "auto":

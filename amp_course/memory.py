@@ -45,9 +45,14 @@ class SavedBytes:
     weight_copies: int
 
 
-def training_memory(num_params: int, activation_bytes: int, optimizer: str = "adamw",
-                    weight_copy_bytes: int = 0, param_bytes: int = 4,
-                    grad_bytes: int = 4) -> MemoryBreakdown:
+def training_memory(
+    num_params: int,
+    activation_bytes: int,
+    optimizer: str = "adamw",
+    weight_copy_bytes: int = 0,
+    param_bytes: int = 4,
+    grad_bytes: int = 4,
+) -> MemoryBreakdown:
     """The memory of one training step: fp32 weights, grads and optimizer state plus activations.
 
     Under AMP the weights, their gradients and the optimizer state stay fp32 (4 + 4 + 8 = 16 bytes
@@ -56,7 +61,9 @@ def training_memory(num_params: int, activation_bytes: int, optimizer: str = "ad
     """
     key = optimizer.lower()
     if key not in OPTIMIZER_STATE_BYTES:
-        raise ValueError(f"Unknown optimizer {optimizer!r}. Valid: {', '.join(OPTIMIZER_STATE_BYTES)}.")
+        raise ValueError(
+            f"Unknown optimizer {optimizer!r}. Valid: {', '.join(OPTIMIZER_STATE_BYTES)}."
+        )
     return MemoryBreakdown(
         parameters=num_params * param_bytes,
         gradients=num_params * grad_bytes,
@@ -66,8 +73,13 @@ def training_memory(num_params: int, activation_bytes: int, optimizer: str = "ad
     )
 
 
-def saved_tensor_bytes(model: torch.nn.Module, inputs: torch.Tensor, *, device,
-                       autocast_dtype: torch.dtype | None = None) -> SavedBytes:
+def saved_tensor_bytes(
+    model: torch.nn.Module,
+    inputs: torch.Tensor,
+    *,
+    device,
+    autocast_dtype: torch.dtype | None = None,
+) -> SavedBytes:
     """Measure the bytes one forward pass saves for backward: activations and weight copies.
 
     This is measured, not estimated: ``saved_tensors_hooks`` sees every tensor the forward
@@ -96,8 +108,9 @@ def saved_tensor_bytes(model: torch.nn.Module, inputs: torch.Tensor, *, device,
         with autocast(device, autocast_dtype):
             output = model(inputs.to(device))
     del output
-    return SavedBytes(activations=sum(activations.values()),
-                      weight_copies=sum(weight_copies.values()))
+    return SavedBytes(
+        activations=sum(activations.values()), weight_copies=sum(weight_copies.values())
+    )
 
 
 def peak_cuda_memory(fn: Callable[[], object], device: torch.device | str = "cuda") -> int:
@@ -113,8 +126,13 @@ def peak_cuda_memory(fn: Callable[[], object], device: torch.device | str = "cud
     return torch.cuda.max_memory_allocated(device)
 
 
-def gpus_needed(static_bytes: int, activation_bytes_per_sample: int, global_batch: int,
-                gpu_bytes: int, usable_fraction: float = 0.9) -> int | None:
+def gpus_needed(
+    static_bytes: int,
+    activation_bytes_per_sample: int,
+    global_batch: int,
+    gpu_bytes: int,
+    usable_fraction: float = 0.9,
+) -> int | None:
     """Fewest data-parallel GPUs that fit the step: each holds all static state and its batch share.
 
     Returns None when even one sample per GPU does not fit next to the static state.

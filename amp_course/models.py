@@ -81,13 +81,22 @@ class ViTPreset:
 
 VIT_PRESETS = {
     # A ViT small enough to train on 28x28 MNIST digits on a CPU in seconds.
-    "tiny": ViTPreset(image_size=28, patch_size=7, num_layers=4, num_heads=4, hidden_dim=64,
-                      mlp_dim=128, in_channels=1),
+    "tiny": ViTPreset(
+        image_size=28,
+        patch_size=7,
+        num_layers=4,
+        num_heads=4,
+        hidden_dim=64,
+        mlp_dim=128,
+        in_channels=1,
+    ),
     # ViT-B/16 and ViT-L/16 as in Dosovitskiy et al. and torchvision's vit_b_16 / vit_l_16.
-    "b16": ViTPreset(image_size=224, patch_size=16, num_layers=12, num_heads=12, hidden_dim=768,
-                     mlp_dim=3072),
-    "l16": ViTPreset(image_size=224, patch_size=16, num_layers=24, num_heads=16, hidden_dim=1024,
-                     mlp_dim=4096),
+    "b16": ViTPreset(
+        image_size=224, patch_size=16, num_layers=12, num_heads=12, hidden_dim=768, mlp_dim=3072
+    ),
+    "l16": ViTPreset(
+        image_size=224, patch_size=16, num_layers=24, num_heads=16, hidden_dim=1024, mlp_dim=4096
+    ),
 }
 
 
@@ -105,8 +114,9 @@ def build_vit(preset: str = "tiny", num_classes: int | None = None, **overrides)
     model = VisionTransformer(num_classes=num_classes, **fields)
     if in_channels != 3:
         # torchvision's patch embedding expects RGB; MNIST digits have one channel.
-        model.conv_proj = nn.Conv2d(in_channels, fields["hidden_dim"], fields["patch_size"],
-                                    fields["patch_size"])
+        model.conv_proj = nn.Conv2d(
+            in_channels, fields["hidden_dim"], fields["patch_size"], fields["patch_size"]
+        )
     return model
 
 

@@ -103,8 +103,11 @@ def parse_source(data, path="<source>") -> QuizSource:
         _fail(path, "top level", f"unknown field(s) {sorted(unknown)}")
     lesson, title, questions = data.get("lesson"), data.get("title"), data.get("questions")
     if not isinstance(lesson, str) or not re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", lesson):
-        _fail(path, "lesson", f"expected a notebook name like '01_formats' or 'labs_bug_hunts', "
-                              f"got {lesson!r}")
+        _fail(
+            path,
+            "lesson",
+            f"expected a notebook name like '01_formats' or 'labs_bug_hunts', got {lesson!r}",
+        )
     if Path(path).suffix == ".yaml" and Path(path).stem != lesson:
         _fail(path, "lesson", f"{lesson!r} does not match the file name {Path(path).name!r}")
     if not isinstance(title, str) or not title.strip():

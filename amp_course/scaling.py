@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 FP16 = torch.finfo(torch.float16)
-FP16_SMALLEST_SUBNORMAL = 2.0 ** -24  # torch.finfo(float16).smallest_normal * 2**-10
+FP16_SMALLEST_SUBNORMAL = 2.0**-24  # torch.finfo(float16).smallest_normal * 2**-10
 FP16_SMALLEST_NORMAL = FP16.smallest_normal  # 2**-14
 FP16_MAX = FP16.max  # 65504
 
@@ -20,8 +20,9 @@ def collect_gradients(model, inputs, targets, *, device, loss_fn=F.cross_entropy
     model.zero_grad(set_to_none=True)
     loss = loss_fn(model(inputs.to(device)), targets.to(device))
     loss.backward()
-    grads = torch.cat([p.grad.detach().float().flatten().cpu() for p in model.parameters()
-                       if p.grad is not None])
+    grads = torch.cat(
+        [p.grad.detach().float().flatten().cpu() for p in model.parameters() if p.grad is not None]
+    )
     model.zero_grad(set_to_none=True)
     return grads[grads != 0]
 
@@ -65,12 +66,18 @@ class ScalerRun:
     model: torch.nn.Module | None = None
 
 
-def mlp(seed: int = 0, in_features: int = 784, hidden: int = 64, num_classes: int = 10, device=None):
+def mlp(
+    seed: int = 0, in_features: int = 784, hidden: int = 64, num_classes: int = 10, device=None
+):
     """A small two-layer MLP for MNIST, seeded so two calls build identical models."""
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(in_features, hidden),
-                                torch.nn.ReLU(), torch.nn.Linear(hidden, num_classes))
+    model = torch.nn.Sequential(
+        torch.nn.Flatten(),
+        torch.nn.Linear(in_features, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, num_classes),
+    )
     torch.random.set_rng_state(generator_state)
     return model.to(device)
 
@@ -83,14 +90,25 @@ def mnist_batches(num_batches: int, batch_size: int = 32, seed: int = 0, data=No
     images, labels = data.train.tensors
     needed = num_batches * batch_size
     if needed > len(labels):
-        raise ValueError(f"{num_batches} batches of {batch_size} need {needed} digits; "
-                         f"the training set has {len(labels)}.")
+        raise ValueError(
+            f"{num_batches} batches of {batch_size} need {needed} digits; "
+            f"the training set has {len(labels)}."
+        )
     index = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))[:needed]
     return [(images[i], labels[i]) for i in index.split(batch_size)]
 
 
-def run_with_scaler(scaler, model, optimizer, batches, *, device, autocast_dtype=torch.float16,
-                    inject_inf_at=(), loss_fn=F.cross_entropy) -> ScalerRun:
+def run_with_scaler(
+    scaler,
+    model,
+    optimizer,
+    batches,
+    *,
+    device,
+    autocast_dtype=torch.float16,
+    inject_inf_at=(),
+    loss_fn=F.cross_entropy,
+) -> ScalerRun:
     """Train ``model`` over ``batches`` with the AMP recipe and ``scaler``; record scale and skips.
 
     ``scaler`` is anything with ``scale``, ``step``, ``update`` and ``get_scale`` (a
@@ -118,8 +136,16 @@ def run_with_scaler(scaler, model, optimizer, batches, *, device, autocast_dtype
     return run
 
 
-def compare_scalers(make_scaler, batches, *, device, seed: int = 0, inject_inf_at=(), lr: float = 0.05,
-                    **scaler_kwargs):
+def compare_scalers(
+    make_scaler,
+    batches,
+    *,
+    device,
+    seed: int = 0,
+    inject_inf_at=(),
+    lr: float = 0.05,
+    **scaler_kwargs,
+):
     """Run ``make_scaler(**scaler_kwargs)`` and ``torch.amp.GradScaler`` on identical models and data.
 
     Returns (mine, torch's) ScalerRuns; equal ``scales``/``skipped`` and equal parameters mean the
@@ -128,14 +154,22 @@ def compare_scalers(make_scaler, batches, *, device, seed: int = 0, inject_inf_a
     device = torch.device(device)
     model = mlp(seed, device=device)
     runs = []
-    for scaler in (make_scaler(**scaler_kwargs), torch.amp.GradScaler(device.type, **scaler_kwargs)):
+    for scaler in (
+        make_scaler(**scaler_kwargs),
+        torch.amp.GradScaler(device.type, **scaler_kwargs),
+    ):
         copy_ = copy.deepcopy(model)
         optimizer = torch.optim.SGD(copy_.parameters(), lr=lr, momentum=0.9)
-        runs.append(run_with_scaler(scaler, copy_, optimizer, batches, device=device,
-                                    inject_inf_at=inject_inf_at))
+        runs.append(
+            run_with_scaler(
+                scaler, copy_, optimizer, batches, device=device, inject_inf_at=inject_inf_at
+            )
+        )
     return tuple(runs)
 
 
 def same_parameters(model_a, model_b) -> bool:
     """True when every parameter of the two models is bitwise equal."""
-    return all(torch.equal(a, b) for a, b in zip(model_a.parameters(), model_b.parameters(), strict=True))
+    return all(
+        torch.equal(a, b) for a, b in zip(model_a.parameters(), model_b.parameters(), strict=True)
+    )

@@ -20,7 +20,7 @@ def t_quantile(probability: float, df: int) -> float:
     # Integrate on u in (-pi/2, pi/2) with x = tan(u): the heavy tails become a finite interval.
     u = torch.linspace(0, math.pi / 2, 200_001, dtype=torch.float64)[:-1]
     x = torch.tan(u)
-    log_norm = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi))
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
     density = torch.exp(log_norm - (df + 1) / 2 * torch.log1p(x**2 / df)) / torch.cos(u) ** 2
     steps = (density[1:] + density[:-1]) / 2 * (u[1] - u[0])
     cdf = 0.5 + torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(steps, 0)])

@@ -20,9 +20,17 @@ def synchronize(device: torch.device | str) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(fn: Callable[[], object], *, device: torch.device | str = "cpu", warmup: int = 3,
-            min_run_time: float = 0.2, repeats: int = 7, label: str = "", sub_label: str = "",
-            description: str = "") -> benchmark.Measurement:
+def measure(
+    fn: Callable[[], object],
+    *,
+    device: torch.device | str = "cpu",
+    warmup: int = 3,
+    min_run_time: float = 0.2,
+    repeats: int = 7,
+    label: str = "",
+    sub_label: str = "",
+    description: str = "",
+) -> benchmark.Measurement:
     """Time ``fn()`` after ``warmup`` untimed calls; returns a Measurement (median, IQR, all runs).
 
     Every clock reading first synchronises ``device`` (CUDA kernels run asynchronously: a timer

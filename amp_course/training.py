@@ -15,8 +15,9 @@ def autocast(device: torch.device | str, autocast_dtype: torch.dtype | None):
     """``torch.autocast`` for ``device``; None or float32 gives a disabled context (plain fp32)."""
     device = torch.device(device)
     enabled = autocast_dtype is not None and autocast_dtype != torch.float32
-    return torch.autocast(device_type=device.type, dtype=autocast_dtype if enabled else None,
-                          enabled=enabled)
+    return torch.autocast(
+        device_type=device.type, dtype=autocast_dtype if enabled else None, enabled=enabled
+    )
 
 
 def make_scaler(device: torch.device | str, autocast_dtype: torch.dtype | None, **kwargs):
@@ -37,9 +38,21 @@ class EpochResult:
     seconds: float = 0.0
 
 
-def train_epoch(model, loader, optimizer, loss_fn, *, device, autocast_dtype=None, scaler=None,
-                max_grad_norm: float | None = None, accumulation_steps: int = 1,
-                max_batches: int | None = None, progress: bool = True, desc: str = "train"):
+def train_epoch(
+    model,
+    loader,
+    optimizer,
+    loss_fn,
+    *,
+    device,
+    autocast_dtype=None,
+    scaler=None,
+    max_grad_norm: float | None = None,
+    accumulation_steps: int = 1,
+    max_batches: int | None = None,
+    progress: bool = True,
+    desc: str = "train",
+):
     """One epoch of the AMP recipe; returns an EpochResult.
 
     scaler: a ``torch.amp.GradScaler`` (use ``make_scaler``); None means a disabled one, so the

@@ -58,7 +58,9 @@ def test_loss_and_softmax_ops_follow_the_cpu_lists():
     target = torch.randint(0, 10, (4,))
 
     def head(z):
-        return torch.nn.functional.cross_entropy(z @ torch.randn(10, 10), target) + z.softmax(-1).sum()
+        return (
+            torch.nn.functional.cross_entropy(z @ torch.randn(10, 10), target) + z.softmax(-1).sum()
+        )
 
     rows = autocast_trace.trace_op_dtypes(head, logits, device="cpu", dtype=torch.bfloat16)
     assert autocast_trace.compare_with_docs(rows, "cpu", torch.bfloat16) == []

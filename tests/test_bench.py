@@ -23,11 +23,18 @@ def test_mfu_arithmetic():
         bench.mfu(1e12, 0.0, 989.4)
 
 
-@pytest.mark.parametrize("name, precision, peak", [
-    ("NVIDIA H100 80GB HBM3", "bf16", 989.4), ("NVIDIA H100 80GB HBM3", "fp32", 66.9),
-    ("NVIDIA H100 PCIe", "fp16", 756.0), ("NVIDIA A100-SXM4-80GB", "tf32", 156.0),
-    ("Tesla T4", "fp16", 65.0), ("Tesla T4", "bf16", None), ("CPU x86_64 (AVX2)", "fp32", None),
-])
+@pytest.mark.parametrize(
+    "name, precision, peak",
+    [
+        ("NVIDIA H100 80GB HBM3", "bf16", 989.4),
+        ("NVIDIA H100 80GB HBM3", "fp32", 66.9),
+        ("NVIDIA H100 PCIe", "fp16", 756.0),
+        ("NVIDIA A100-SXM4-80GB", "tf32", 156.0),
+        ("Tesla T4", "fp16", 65.0),
+        ("Tesla T4", "bf16", None),
+        ("CPU x86_64 (AVX2)", "fp32", None),
+    ],
+)
 def test_peak_table_is_keyed_by_gpu_name(name, precision, peak):
     assert bench.peak_tflops(name, precision) == peak
 
@@ -47,9 +54,17 @@ def test_precision_flags_are_set_and_restored_even_on_error():
     assert _flags() == before
 
 
-@pytest.mark.parametrize("fits_up_to, limit, expected", [(300, 4096, 296), (5000, 1024, 1024),
-                                                         (4, 4096, 0), (8, 4096, 8),
-                                                         (2500, 3000, 2496), (5000, 3000, 3000)])
+@pytest.mark.parametrize(
+    "fits_up_to, limit, expected",
+    [
+        (300, 4096, 296),
+        (5000, 1024, 1024),
+        (4, 4096, 0),
+        (8, 4096, 8),
+        (2500, 3000, 2496),
+        (5000, 3000, 3000),
+    ],
+)
 def test_largest_batch_bisects_on_out_of_memory(fits_up_to, limit, expected):
     tried = []
 
@@ -89,8 +104,14 @@ def smoke_run(tmp_path_factory):
         after = _flags()
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
-    return dict(code=code, out=out, flags=flags, after=after, threads=threads,
-                seconds=time.perf_counter() - start)
+    return dict(
+        code=code,
+        out=out,
+        flags=flags,
+        after=after,
+        threads=threads,
+        seconds=time.perf_counter() - start,
+    )
 
 
 def test_smoke_bench_writes_json_table_and_plot(smoke_run):
@@ -108,7 +129,8 @@ def test_smoke_bench_writes_json_table_and_plot(smoke_run):
     assert all("skipped" in r for r in results["max_batch"])
     vit = next(r for r in results["vit_b16"] if r["mode"] == "fp32")
     assert vit["median_s"] > 0 and vit["images_per_s"] == pytest.approx(
-        vit["batch_size"] / vit["median_s"])
+        vit["batch_size"] / vit["median_s"]
+    )
     assert vit["flops_per_step"] > 0 and vit["mfu"] is None  # no published peak for a CPU
     table = (smoke_run["out"] / "bench.txt").read_text()
     assert "== vit_b16 ==" in table and "tf32             skipped" in table
@@ -150,10 +172,15 @@ def test_an_unsynchronised_timer_lies_and_measure_does_not():
 
 @pytest.mark.gpu
 def test_gpu_bench_measures_memory_mfu_and_largest_batch():
-    config = bench.BenchConfig.full(precisions=("fp32", "tf32", "bf16"),
-                                    workloads=("matmul", "vit_b16", "max_batch"),
-                                    matmul_sizes=(1024, 2048), vit_batch_size={"b16": 8, "l16": 4},
-                                    rounds=2, min_run_time=0.2, max_batch_limit=4096)
+    config = bench.BenchConfig.full(
+        precisions=("fp32", "tf32", "bf16"),
+        workloads=("matmul", "vit_b16", "max_batch"),
+        matmul_sizes=(1024, 2048),
+        vit_batch_size={"b16": 8, "l16": 4},
+        rounds=2,
+        min_run_time=0.2,
+        max_batch_limit=4096,
+    )
     report = bench.run(config, "cuda", progress=None)
     rows = {r["mode"]: r for r in report["results"]["vit_b16"]}
     for mode in ("fp32", "bf16"):

@@ -34,11 +34,20 @@ def _fresh_env_with_jupyter(tmp_path: Path) -> Path:
     env = tmp_path / "colab-venv"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     python = env / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "colab_base.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    missing = subprocess.run([str(python), "-c", "import amp_course"], capture_output=True, text=True,
-                             cwd=tmp_path, env=_clean_env())
+    missing = subprocess.run(
+        [str(python), "-c", "import amp_course"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_clean_env(),
+    )
     assert missing.returncode != 0, "the fresh environment must not have the course installed"
     return python
 
@@ -56,12 +65,29 @@ def test_setup_cell_installs_the_course_like_colab(tmp_path):
     notebook = workdir / "lesson.ipynb"
     nbformat.write(nb, notebook)
     env = _clean_env()
-    env.update(AMP_COURSE_SIMULATE_COLAB="1", AMP_COURSE_SOURCE=str(ROOT),
-               PATH=f"{python.parent}:{env['PATH']}")
+    env.update(
+        AMP_COURSE_SIMULATE_COLAB="1",
+        AMP_COURSE_SOURCE=str(ROOT),
+        PATH=f"{python.parent}:{env['PATH']}",
+    )
     run = subprocess.run(
-        [str(python), "-m", "papermill", str(notebook), str(workdir / "out.ipynb"),
-         "--cwd", str(workdir), "-k", "python3", "--execution-timeout", "300"],
-        env=env, capture_output=True, text=True, timeout=600,
+        [
+            str(python),
+            "-m",
+            "papermill",
+            str(notebook),
+            str(workdir / "out.ipynb"),
+            "--cwd",
+            str(workdir),
+            "-k",
+            "python3",
+            "--execution-timeout",
+            "300",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-4000:]
     out = nbformat.read(workdir / "out.ipynb", as_version=4)

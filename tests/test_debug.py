@@ -31,8 +31,11 @@ def test_locates_the_first_overflowing_module_in_fp16():
     assert found.num_inf == 2 * 16 and found.num_nan == 0
     assert found.order == 0
     # Later modules are infected too (GELU(inf) = inf, then inf - inf = NaN), but come later.
-    with debug.ActivationWatch(model) as watch, torch.no_grad(), \
-            torch.autocast("cpu", dtype=torch.float16):
+    with (
+        debug.ActivationWatch(model) as watch,
+        torch.no_grad(),
+        torch.autocast("cpu", dtype=torch.float16),
+    ):
         model(inputs)
     assert [f.name for f in watch.nonfinite][:2] == ["0", "1"]
     assert watch.nonfinite[2].num_nan > 0
@@ -78,8 +81,9 @@ def test_fp32_region_prevents_the_overflow_and_matches_fp32():
         out = fixed(inputs.half())
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, reference)
-    assert debug.find_first_nonfinite(fixed, inputs, device=CPU,
-                                      autocast_dtype=torch.float16) is None
+    assert (
+        debug.find_first_nonfinite(fixed, inputs, device=CPU, autocast_dtype=torch.float16) is None
+    )
 
 
 def test_bad_input_is_explained():

@@ -21,9 +21,16 @@ def test_cuda_without_gpu_warns_and_names_fallback():
         assert dev.pick_device("cuda") == torch.device("cpu")
 
 
-@pytest.mark.parametrize("name,dtype", [("bf16", torch.bfloat16), ("float16", torch.float16),
-                                        ("FP32", torch.float32), ("torch.bfloat16", torch.bfloat16),
-                                        (torch.float16, torch.float16)])
+@pytest.mark.parametrize(
+    "name,dtype",
+    [
+        ("bf16", torch.bfloat16),
+        ("float16", torch.float16),
+        ("FP32", torch.float32),
+        ("torch.bfloat16", torch.bfloat16),
+        (torch.float16, torch.float16),
+    ],
+)
 def test_parse_dtype_accepts_spellings(name, dtype):
     assert dev.parse_dtype(name) is dtype
 
@@ -42,10 +49,15 @@ def test_unsupported_dtype_object_is_refused():
         dev.parse_dtype(torch.int8)
 
 
-@pytest.mark.parametrize("capability,expected", [((7, 5), torch.float16),   # T4
-                                                 ((7, 0), torch.float16),   # V100
-                                                 ((8, 0), torch.bfloat16),  # A100
-                                                 ((9, 0), torch.bfloat16)]) # H100
+@pytest.mark.parametrize(
+    "capability,expected",
+    [
+        ((7, 5), torch.float16),  # T4
+        ((7, 0), torch.float16),  # V100
+        ((8, 0), torch.bfloat16),  # A100
+        ((9, 0), torch.bfloat16),
+    ],
+)  # H100
 def test_cuda_dtype_follows_compute_capability(monkeypatch, capability, expected):
     # A T4 reports is_bf16_supported() == True (emulation); the choice must ignore that.
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
@@ -64,7 +76,10 @@ def test_cpu_dtype_is_bf16_and_warns_without_native_support(monkeypatch):
 
 
 def test_cpu_bf16_flags():
-    assert dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512_bf16"})) or dev.platform.system() == "Darwin"
+    assert (
+        dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512_bf16"}))
+        or dev.platform.system() == "Darwin"
+    )
     assert dev.cpu_has_fast_bf16(frozenset({"amx_bf16"})) or dev.platform.system() == "Darwin"
     if dev.platform.system() != "Darwin":
         assert not dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512f"}))

@@ -17,13 +17,32 @@ LAUNCH_BUDGET_S = 90
 
 
 def launch(tmp_path, *args):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "AMP_COURSE_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "AMP_COURSE_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "-m", "amp_course.dist_train", "--out", str(tmp_path), *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2 * LAUNCH_BUDGET_S)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "amp_course.dist_train",
+            "--out",
+            str(tmp_path),
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2 * LAUNCH_BUDGET_S,
+    )
     elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
@@ -39,8 +58,9 @@ def initial_sums():
 
 @pytest.mark.parametrize("strategy, dtype", [("ddp", "fp16"), ("fsdp", "bf16")])
 def test_ranks_end_with_identical_parameters(tmp_path, strategy, dtype):
-    reports = launch(tmp_path, "--strategy", strategy, "--dtype", dtype, "--steps", "3",
-                     "--batch-size", "16")
+    reports = launch(
+        tmp_path, "--strategy", strategy, "--dtype", dtype, "--steps", "3", "--batch-size", "16"
+    )
     first, second = reports
     assert {r["rank"] for r in reports} == {0, 1}
     assert first["backend"] == "gloo" and first["world_size"] == 2
@@ -63,8 +83,20 @@ def test_ranks_match_one_process_on_the_concatenated_batch(tmp_path, strategy):
     all ranks), so compare with one process trained on both ranks' batches at once. fp32 and SGD:
     the step is proportional to the averaged gradient, so a sum (twice the step) or a missing
     reduction fails, while reduction order changes the result only by rounding."""
-    args = ["--strategy", strategy, "--dtype", "fp32", "--optimizer", "sgd", "--lr", "0.1",
-            "--steps", "3", "--batch-size", "16"]
+    args = [
+        "--strategy",
+        strategy,
+        "--dtype",
+        "fp32",
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "0.1",
+        "--steps",
+        "3",
+        "--batch-size",
+        "16",
+    ]
     launch(tmp_path, *args)
     distributed = torch.load(tmp_path / "params.pt")
     reference = dist_train.reference_state(dist_train.parse_args(args), world_size=2)

@@ -11,6 +11,7 @@ def test_solution_passes():
 
 def test_solution_matches_the_inspector():
     from amp_course import inspector
+
     for dtype, name in [(torch.float32, "fp32"), (torch.float16, "fp16"), (torch.bfloat16, "bf16")]:
         for value in lesson_01.CASES:
             f = inspector.decompose(value, name)
@@ -34,8 +35,9 @@ def fp16_layout_everywhere(value, dtype):
     return bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
 
 
-@pytest.mark.parametrize("wrong", [unmasked, fp16_layout_everywhere,
-                                   lambda v, d: (0, 0, 0), lambda v, d: 1.0])
+@pytest.mark.parametrize(
+    "wrong", [unmasked, fp16_layout_everywhere, lambda v, d: (0, 0, 0), lambda v, d: 1.0]
+)
 def test_wrong_answers_fail(wrong):
     with pytest.raises(exercises.ExerciseFailed):
         exercises.check("01.bit_fields", wrong)

@@ -15,13 +15,16 @@ def cuda_thinking():
     return {**lesson_02.PREDICTIONS, "torch.softmax(a @ b, dim=-1)": torch.float32}
 
 
-@pytest.mark.parametrize("wrong", [
-    {k: torch.bfloat16 for k in lesson_02.EXPRESSIONS},
-    {k: torch.float32 for k in lesson_02.EXPRESSIONS},
-    cuda_thinking(),
-    {"a @ b": torch.bfloat16},
-    [torch.bfloat16],
-])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        {k: torch.bfloat16 for k in lesson_02.EXPRESSIONS},
+        {k: torch.float32 for k in lesson_02.EXPRESSIONS},
+        cuda_thinking(),
+        {"a @ b": torch.bfloat16},
+        [torch.bfloat16],
+    ],
+)
 def test_wrong_answers_fail(wrong):
     with pytest.raises(exercises.ExerciseFailed):
         exercises.check("02.predict_dtypes", wrong)

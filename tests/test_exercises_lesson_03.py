@@ -12,14 +12,18 @@ def never_grows(scale, good, found, growth_factor=2.0, backoff_factor=0.5, growt
     return (scale * backoff_factor, 0) if found else (scale, good + 1)
 
 
-def keeps_counter_on_overflow(scale, good, found, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+def keeps_counter_on_overflow(
+    scale, good, found, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000
+):
     if found:
         return scale * backoff_factor, good
     good += 1
     return (scale * growth_factor, 0) if good == growth_interval else (scale, good)
 
 
-def grows_one_step_early(scale, good, found, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+def grows_one_step_early(
+    scale, good, found, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000
+):
     if found:
         return scale * backoff_factor, 0
     return (scale * growth_factor, 0) if good + 1 >= growth_interval - 1 else (scale, good + 1)

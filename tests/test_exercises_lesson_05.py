@@ -10,11 +10,14 @@ def test_mfu_solution_passes():
     exercises.get("05.mfu").checker(exercises.solution("05.mfu"))
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (lambda f, s, p: 100 * f / s / (p * 1e12), "fraction"),
-    (lambda f, s, p: f / s / p, "1e12"),
-    (lambda f, s, p: f * s / (p * 1e12), "expected"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda f, s, p: 100 * f / s / (p * 1e12), "fraction"),
+        (lambda f, s, p: f / s / p, "1e12"),
+        (lambda f, s, p: f * s / (p * 1e12), "expected"),
+    ],
+)
 def test_mfu_wrong_answers_fail(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         exercises.get("05.mfu").checker(wrong)
@@ -72,11 +75,14 @@ def test_timer_failure_names_the_allowed_synchronisation():
         exercises.get("05.timer").checker(_sync_only_when_cuda_is_available)
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (_no_sync, "before the work finished"),
-    (_no_warmup, "leaked"),
-    (_sync_only_at_end_with_first_call, "run 12 times"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (_no_sync, "before the work finished"),
+        (_no_warmup, "leaked"),
+        (_sync_only_at_end_with_first_call, "run 12 times"),
+    ],
+)
 def test_timer_wrong_answers_fail(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         exercises.get("05.timer").checker(wrong)

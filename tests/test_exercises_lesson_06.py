@@ -23,13 +23,16 @@ def test_solution_agrees_with_pick_autocast_dtype_on_cpu():
     assert exercises.solution(NAME)(None) == rule == torch.bfloat16
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (lambda cc: torch.bfloat16, "T4|V100"),                      # bf16 everywhere
-    (lambda cc: torch.float16, "A100"),                          # fp16 everywhere
-    (lambda cc: torch.float16 if cc is None or cc < (8, 0) else torch.bfloat16, "CPU"),
-    (lambda cc: torch.bfloat16 if cc is None or cc >= (7, 5) else torch.float16, "T4"),
-    (lambda cc: "bf16", "torch dtype"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda cc: torch.bfloat16, "T4|V100"),  # bf16 everywhere
+        (lambda cc: torch.float16, "A100"),  # fp16 everywhere
+        (lambda cc: torch.float16 if cc is None or cc < (8, 0) else torch.bfloat16, "CPU"),
+        (lambda cc: torch.bfloat16 if cc is None or cc >= (7, 5) else torch.float16, "T4"),
+        (lambda cc: "bf16", "torch dtype"),
+    ],
+)
 def test_wrong_answers_fail(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(NAME, wrong)

@@ -10,8 +10,15 @@ from amp_course.exercises import lesson_labs as lab
 from conftest import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "labs_bug_hunts.ipynb"
-LABS = ["labs.clip_after_unscale", "labs.accumulation", "labs.bf16_scaler", "labs.scheduler_skip",
-        "labs.resume", "labs.half_model", "labs.extra_step"]
+LABS = [
+    "labs.clip_after_unscale",
+    "labs.accumulation",
+    "labs.bf16_scaler",
+    "labs.scheduler_skip",
+    "labs.resume",
+    "labs.half_model",
+    "labs.extra_step",
+]
 
 
 def broken_versions():
@@ -29,7 +36,9 @@ def broken_versions():
 def test_every_lab_has_a_broken_loop_blank_and_check():
     assert sorted(broken_versions()) == sorted(LABS)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    blanks = [c.metadata["exercise"]["name"] for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
+    blanks = [
+        c.metadata["exercise"]["name"] for c in nb.cells if "exercise" in c.metadata.get("tags", [])
+    ]
     assert blanks == LABS
 
 
@@ -75,6 +84,7 @@ def _accumulate_step_every_batch(model, optimizer, scaler, batches, steps, max_n
 
 def _suppressed_warning(model, optimizer, scheduler, scaler, batches):
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for images, labels in batches:
@@ -107,22 +117,42 @@ def _no_update(model, optimizer, scaler, batches):
 WRONG = {
     "labs.clip_after_unscale": [_no_clip, _clip_after_step],
     "labs.accumulation": [_accumulate_without_dividing, _accumulate_step_every_batch],
-    "labs.bf16_scaler": [lambda device, dtype: torch.amp.GradScaler("cpu", enabled=False),
-                         lambda device, dtype: None if dtype != torch.float16 else torch.amp.GradScaler("cpu")],
+    "labs.bf16_scaler": [
+        lambda device, dtype: torch.amp.GradScaler("cpu", enabled=False),
+        lambda device, dtype: None if dtype != torch.float16 else torch.amp.GradScaler("cpu"),
+    ],
     "labs.scheduler_skip": [_suppressed_warning, _no_scheduler],
-    "labs.resume": [lambda m, o, s: {"model": m.state_dict(), "scaler": s.state_dict()},
-                    lambda m, o, s: {"model": m.state_dict(), "optimizer": o.state_dict(),
-                                     "scale": s.get_scale()}],
-    "labs.half_model": [lambda m, d: (lambda h: (h, torch.optim.SGD(h.parameters(), lr=lab.LR, momentum=0.9),
-                                                 torch.amp.GradScaler("cpu", enabled=False)))(m.half()),
-                        lambda m, d: (m, torch.optim.SGD(m.parameters(), lr=lab.LR),
-                                      torch.amp.GradScaler("cpu", **lab.SCALER_KWARGS))],
+    "labs.resume": [
+        lambda m, o, s: {"model": m.state_dict(), "scaler": s.state_dict()},
+        lambda m, o, s: {
+            "model": m.state_dict(),
+            "optimizer": o.state_dict(),
+            "scale": s.get_scale(),
+        },
+    ],
+    "labs.half_model": [
+        lambda m, d: (
+            lambda h: (
+                h,
+                torch.optim.SGD(h.parameters(), lr=lab.LR, momentum=0.9),
+                torch.amp.GradScaler("cpu", enabled=False),
+            )
+        )(m.half()),
+        lambda m, d: (
+            m,
+            torch.optim.SGD(m.parameters(), lr=lab.LR),
+            torch.amp.GradScaler("cpu", **lab.SCALER_KWARGS),
+        ),
+    ],
     "labs.extra_step": [_optimizer_step_only, _no_update],
 }
 
 
-@pytest.mark.parametrize("name,wrong", [(n, w) for n, ws in WRONG.items() for w in ws],
-                         ids=[f"{n}-{i}" for n, ws in WRONG.items() for i in range(len(ws))])
+@pytest.mark.parametrize(
+    "name,wrong",
+    [(n, w) for n, ws in WRONG.items() for w in ws],
+    ids=[f"{n}-{i}" for n, ws in WRONG.items() for i in range(len(ws))],
+)
 def test_usual_wrong_fixes_fail(name, wrong):
     with pytest.raises(ExerciseFailed):
         exercises.check(name, wrong)
@@ -151,7 +181,12 @@ def _scheduler_with_found_inf_check(model, optimizer, scheduler, scaler, batches
             scheduler.step()
 
 
-@pytest.mark.parametrize("name,variant", [("labs.accumulation", _accumulate_written_differently),
-                                          ("labs.scheduler_skip", _scheduler_with_found_inf_check)])
+@pytest.mark.parametrize(
+    "name,variant",
+    [
+        ("labs.accumulation", _accumulate_written_differently),
+        ("labs.scheduler_skip", _scheduler_with_found_inf_check),
+    ],
+)
 def test_correct_fixes_written_differently_pass(name, variant):
     assert exercises.check(name, variant)

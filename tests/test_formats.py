@@ -30,7 +30,9 @@ def test_smallest_subnormal_is_representable_and_half_of_it_is_not():
             continue
         tiny = torch.tensor(fmt.smallest_subnormal, dtype=torch.float64).to(fmt.dtype)
         assert tiny.item() == fmt.smallest_subnormal
-        assert torch.tensor(fmt.smallest_subnormal / 4, dtype=torch.float64).to(fmt.dtype).item() == 0
+        assert (
+            torch.tensor(fmt.smallest_subnormal / 4, dtype=torch.float64).to(fmt.dtype).item() == 0
+        )
 
 
 @pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="torch without fp8")

@@ -10,8 +10,13 @@ from conftest import ROOT
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
 def test_gpu_run_fails_fast_without_gpu(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "amp_course.gpu_run", "--out", str(tmp_path)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "amp_course.gpu_run", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "needs a CUDA GPU" in result.stderr and "make test" in result.stderr
     assert not any(tmp_path.iterdir()), "nothing is written without a GPU"

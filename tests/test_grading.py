@@ -92,10 +92,12 @@ def gradebook(tmp_path_factory):
     (subs / "liam" / "pytest.py").write_text("import sys\nsys.exit(0)\n")
     (subs / "liam" / "amp_course").mkdir()
     (subs / "liam" / "amp_course" / "__init__.py").write_text(
-        "class exercises:\n    @staticmethod\n    def check(*a):\n        return True\n")
+        "class exercises:\n    @staticmethod\n    def check(*a):\n        return True\n"
+    )
     # The course's reference solution is not the learner's answer.
-    _submission(subs, "mia", _notebook(double="    return ac.exercises.solution('99.double')(x)"),
-                RIGHT)
+    _submission(
+        subs, "mia", _notebook(double="    return ac.exercises.solution('99.double')(x)"), RIGHT
+    )
     out = root / "gradebook.csv"
     start = time.perf_counter()
     code = cli.main(
@@ -135,8 +137,20 @@ def test_every_student_graded_in_bounded_time(gradebook):
     assert code == 0
     assert list(rows[0]) == grading.COLUMNS
     students = {r["student"] for r in rows}
-    assert students == {"alice", "bob", "carol", "dave", "erin", "frank", "gina", "hank", "ivan",
-                        "kim", "liam", "mia"}
+    assert students == {
+        "alice",
+        "bob",
+        "carol",
+        "dave",
+        "erin",
+        "frank",
+        "gina",
+        "hank",
+        "ivan",
+        "kim",
+        "liam",
+        "mia",
+    }
     for student in students:  # the same items for everyone, whatever went wrong
         assert set(_points(rows, student)) == {
             "99.double",

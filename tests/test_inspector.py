@@ -11,19 +11,48 @@ from amp_course.formats import get_format
 TORCH_FORMATS = ["fp32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2"]
 INT_VIEW = {32: torch.int32, 16: torch.int16, 8: torch.uint8}
 
-VALUES = [0.0, -0.0, 1.0, -1.0, 0.1, 1 / 3, -2.5, 3.14159, 1e-3, 1e-8, 6e-8, 1e-40, 5e-45,
-          240.0, 448.0, 500.0, 57344.0, 65504.0, 65519.0, 65520.0, 1e5, 3e38, -1e6, math.inf,
-          -math.inf, math.nan]
+VALUES = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.1,
+    1 / 3,
+    -2.5,
+    3.14159,
+    1e-3,
+    1e-8,
+    6e-8,
+    1e-40,
+    5e-45,
+    240.0,
+    448.0,
+    500.0,
+    57344.0,
+    65504.0,
+    65519.0,
+    65520.0,
+    1e5,
+    3e38,
+    -1e6,
+    math.inf,
+    -math.inf,
+    math.nan,
+]
 
 
 def torch_reference(value, dtype):
     stored = torch.tensor(value, dtype=torch.float64).to(dtype)
-    bits = stored.view(INT_VIEW[torch.finfo(dtype).bits]).item() & (2 ** torch.finfo(dtype).bits - 1)
+    bits = stored.view(INT_VIEW[torch.finfo(dtype).bits]).item() & (
+        2 ** torch.finfo(dtype).bits - 1
+    )
     return stored.to(torch.float64).item(), bits
 
 
 def same(a, b):
-    return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    return (math.isnan(a) and math.isnan(b)) or (
+        a == b and math.copysign(1, a) == math.copysign(1, b)
+    )
 
 
 @pytest.mark.parametrize("name", TORCH_FORMATS)
@@ -45,13 +74,26 @@ def test_decompose_matches_torch_cast_and_bits(name, value):
 def test_every_pattern_of_small_formats_composes_like_torch(name):
     fmt = get_format(name)
     if fmt.bits == 32:
-        patterns = [0, 1, 0x007FFFFF, 0x00800000, 0x3F800000, 0x7F7FFFFF, 0x7F800000, 0x7FC00000,
-                    0x80000001, 0xFF800000]
+        patterns = [
+            0,
+            1,
+            0x007FFFFF,
+            0x00800000,
+            0x3F800000,
+            0x7F7FFFFF,
+            0x7F800000,
+            0x7FC00000,
+            0x80000001,
+            0xFF800000,
+        ]
     else:
         patterns = range(2**fmt.bits)
     patterns = torch.tensor(list(patterns), dtype=torch.int64)
-    signed = torch.where(patterns >= 2 ** (fmt.bits - 1), patterns - 2**fmt.bits, patterns) \
-        if fmt.bits > 8 else patterns
+    signed = (
+        torch.where(patterns >= 2 ** (fmt.bits - 1), patterns - 2**fmt.bits, patterns)
+        if fmt.bits > 8
+        else patterns
+    )
     expected = signed.to(INT_VIEW[fmt.bits]).view(fmt.dtype).to(torch.float64).tolist()
     m, e = fmt.mantissa_bits, fmt.exponent_bits
     for p, want in zip(patterns.tolist(), expected):
@@ -104,7 +146,9 @@ def test_tf32_rounds_fp32_to_ten_mantissa_bits():
         # Round the 24-bit significand to 11 bits, ties to even (Python's round does that).
         expected = math.ldexp(round(mantissa * 2**11), exponent - 11)
         assert fields.stored == expected, (value, fields.stored, expected)
-        assert fields.exponent == inspector.decompose(value, "fp32").exponent or fields.mantissa == 0
+        assert (
+            fields.exponent == inspector.decompose(value, "fp32").exponent or fields.mantissa == 0
+        )
     assert inspector.decompose(1.0 + 2**-11, "tf32").stored == 1.0  # a tie goes to even
     assert inspector.decompose(1.0, "tf32").gap == 2.0**-10
 

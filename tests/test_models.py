@@ -9,10 +9,15 @@ def test_mnist_cnn_matches_the_scenario_configuration():
     model = models.MnistCNN()
     convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
     assert len(convs) == 14
-    assert [(c.in_channels, c.out_channels, c.kernel_size[0], c.stride[0], c.padding[0])
-            for c in convs] == [tuple(r) for r in models.MNIST_CNN_CONFIG]
+    assert [
+        (c.in_channels, c.out_channels, c.kernel_size[0], c.stride[0], c.padding[0]) for c in convs
+    ] == [tuple(r) for r in models.MNIST_CNN_CONFIG]
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in linears] == [(1024, 1000), (1000, 1000), (1000, 10)]
+    assert [(l.in_features, l.out_features) for l in linears] == [
+        (1024, 1000),
+        (1000, 1000),
+        (1000, 10),
+    ]
     assert model(torch.randn(2, 1, 28, 28)).shape == (2, 10)
 
 

@@ -16,8 +16,13 @@ SMOKE_BUDGET_S = 60  # each lesson must run in well under a minute in smoke mode
 
 
 def _errors(nb):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-            if o.get("output_type") == "error"]
+    return [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
 
 
 def _with_solutions(path, tmp_path):
@@ -36,9 +41,15 @@ def test_papermill_smoke(path, tmp_path):
     filled = _with_solutions(path, tmp_path)
     start = time.perf_counter()
     try:
-        papermill.execute_notebook(str(filled), str(out), parameters={"SMOKE": True},
-                               cwd=str(path.parent), kernel_name="python3",
-                                   execution_timeout=2 * SMOKE_BUDGET_S, progress_bar=False)
+        papermill.execute_notebook(
+            str(filled),
+            str(out),
+            parameters={"SMOKE": True},
+            cwd=str(path.parent),
+            kernel_name="python3",
+            execution_timeout=2 * SMOKE_BUDGET_S,
+            progress_bar=False,
+        )
     finally:
         filled.unlink()
     elapsed = time.perf_counter() - start
@@ -57,9 +68,22 @@ def test_nbval_lax(path, tmp_path):
     filled = _with_solutions(path, tmp_path)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-             "--nbval-cell-timeout=120", str(filled)],
-            cwd=path.parent, env=env, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--nbval-lax",
+                "--nbval-cell-timeout=120",
+                str(filled),
+            ],
+            cwd=path.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
     finally:
         filled.unlink()

@@ -19,8 +19,9 @@ def test_notebook_is_stripped_and_has_one_parameters_cell(path):
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), (
         f"{path.name} is committed with outputs"
+    )
     params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1, f"{path.name} has {len(params)} parameters cells"
     for name in ("SMOKE", "DEVICE", "SEED"):
@@ -33,7 +34,9 @@ def test_notebook_follows_the_skeleton(path):
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert nb.cells[0].source.startswith("# "), "title first"
     assert "colab.research.google.com" in nb.cells[0].source and path.name in nb.cells[0].source
-    assert "Where the figures come from" in nb.cells[0].source, "the opening names the figures' device"
+    assert "Where the figures come from" in nb.cells[0].source, (
+        "the opening names the figures' device"
+    )
     for needed in ("**Time:**", "## Summary", "pitfalls", "## Quiz"):
         assert needed in text, f"{path.name} lacks {needed!r}"
     assert any("import amp_course as ac" in c.source for c in nb.cells if c.cell_type == "code")
@@ -51,7 +54,9 @@ def test_environment_yml_agrees_with_pyproject():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip_deps = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     listed = {d for d in pip_deps if not d.startswith("-e")}
-    assert listed == wanted, f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
+    assert listed == wanted, (
+        f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
+    )
 
 
 def test_ci_runs_the_readme_test_command():
@@ -67,4 +72,6 @@ def test_setup_cell_is_the_canonical_one(path):
 
     nb = nbformat.read(path, as_version=4)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert first_code.source == SETUP_CELL, f"{path.name}: setup cell differs from amp_course.lesson.SETUP_CELL"
+    assert first_code.source == SETUP_CELL, (
+        f"{path.name}: setup cell differs from amp_course.lesson.SETUP_CELL"
+    )

@@ -25,8 +25,14 @@ def batches():
 
 
 def test_from_scratch_scaler_matches_grad_scaler_for_50_steps(batches):
-    mine, ref = scaling.compare_scalers(notebook_loss_scaler(), batches, device="cpu", inject_inf_at={20},
-                                        init_scale=2.0**16, growth_interval=10)
+    mine, ref = scaling.compare_scalers(
+        notebook_loss_scaler(),
+        batches,
+        device="cpu",
+        inject_inf_at={20},
+        init_scale=2.0**16,
+        growth_interval=10,
+    )
     assert ref.skipped[20], "the injected inf must make GradScaler skip step 20"
     assert ref.scales[20] == ref.scales[19] / 2  # backoff
     assert mine.scales == ref.scales
@@ -35,8 +41,14 @@ def test_from_scratch_scaler_matches_grad_scaler_for_50_steps(batches):
 
 
 def test_scaler_regrows_after_growth_interval(batches):
-    mine, ref = scaling.compare_scalers(notebook_loss_scaler(), batches[:30], device="cpu",
-                                        inject_inf_at={0}, init_scale=2.0**10, growth_interval=5)
+    mine, ref = scaling.compare_scalers(
+        notebook_loss_scaler(),
+        batches[:30],
+        device="cpu",
+        inject_inf_at={0},
+        init_scale=2.0**10,
+        growth_interval=5,
+    )
     assert ref.scales[0] == 2.0**9 and ref.skipped[0]
     assert ref.scales[5] == 2.0**10  # five clean steps later it doubles
     # The from-scratch scaler backs off and regrows on the same steps as torch's.

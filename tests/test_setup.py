@@ -11,13 +11,18 @@ import pytest
 from conftest import ROOT, free_port
 
 
-@pytest.mark.skipif(not (ROOT / ".venv" / ".amp-course-installed").exists(),
-                    reason="needs the environment `make setup` builds")
+@pytest.mark.skipif(
+    not (ROOT / ".venv" / ".amp-course-installed").exists(),
+    reason="needs the environment `make setup` builds",
+)
 def test_make_course_serves_jupyterlab():
     port = free_port()
     proc = subprocess.Popen(
         ["make", "course", "HEADLESS=1", f"PORT={port}", "JUPYTER_ARGS=--ServerApp.token=amp"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -25,8 +30,8 @@ def test_make_course_serves_jupyterlab():
         while time.time() < deadline:
             try:
                 with urllib.request.urlopen(
-                        f"http://127.0.0.1:{port}/api/contents/00_scenario.ipynb?token=amp",
-                        timeout=2) as response:
+                    f"http://127.0.0.1:{port}/api/contents/00_scenario.ipynb?token=amp", timeout=2
+                ) as response:
                     assert response.status == 200
                     break
             except OSError:

@@ -6,8 +6,9 @@ import pytest
 from amp_course import stats
 
 
-@pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281),
-                                          (30, 2.0423)])
+@pytest.mark.parametrize(
+    "df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423)]
+)
 def test_t_quantile_matches_published_tables(df, expected):
     assert stats.t_quantile(0.975, df) == pytest.approx(expected, abs=2e-3)
 

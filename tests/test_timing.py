@@ -47,7 +47,9 @@ def test_format_time():
 
 def test_compare_table_names_each_measurement():
     a = torch.randn(64, 64)
-    ms = [timing.measure(lambda: a @ a, min_run_time=0.05, label="mm", description=d)
-          for d in ("first", "second")]
+    ms = [
+        timing.measure(lambda: a @ a, min_run_time=0.05, label="mm", description=d)
+        for d in ("first", "second")
+    ]
     table = timing.compare_table(ms)
     assert "first" in table and "second" in table

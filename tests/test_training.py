@@ -21,8 +21,9 @@ def test_fp32_epoch_matches_a_plain_loop():
     reference = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
-    result = training.train_epoch(model, loader, opt, nn.functional.cross_entropy, device="cpu",
-                                  progress=False)
+    result = training.train_epoch(
+        model, loader, opt, nn.functional.cross_entropy, device="cpu", progress=False
+    )
     for x, y in loader:
         ref_opt.zero_grad()
         nn.functional.cross_entropy(reference(x), y).backward()
@@ -39,8 +40,15 @@ def test_bf16_epoch_runs_under_autocast_and_stays_close_to_fp32():
     amp_model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
     for m, dtype in [(model, None), (amp_model, torch.bfloat16)]:
         opt = torch.optim.SGD(m.parameters(), lr=0.1)
-        training.train_epoch(m, loader, opt, nn.functional.cross_entropy, device="cpu",
-                             autocast_dtype=dtype, progress=False)
+        training.train_epoch(
+            m,
+            loader,
+            opt,
+            nn.functional.cross_entropy,
+            device="cpu",
+            autocast_dtype=dtype,
+            progress=False,
+        )
     assert seen and all(d is torch.bfloat16 for d in seen)
     assert all(p.dtype is torch.float32 for p in amp_model.parameters())  # master weights stay fp32
     for p, q in zip(model.parameters(), amp_model.parameters()):
@@ -51,8 +59,15 @@ def test_accumulation_equals_one_large_batch():
     model, loader = _setup(n=64, batch=16)
     big = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    result = training.train_epoch(model, loader, opt, nn.functional.cross_entropy, device="cpu",
-                                  accumulation_steps=4, progress=False)
+    result = training.train_epoch(
+        model,
+        loader,
+        opt,
+        nn.functional.cross_entropy,
+        device="cpu",
+        accumulation_steps=4,
+        progress=False,
+    )
     assert result.optimizer_steps == 1
     big_opt = torch.optim.SGD(big.parameters(), lr=0.1)
     x, y = loader.dataset.tensors
@@ -67,12 +82,27 @@ def test_clipping_sees_unscaled_norms_with_fp16_scaler():
     fp32_model = copy.deepcopy(model)
     scaler = training.make_scaler("cpu", torch.float16, init_scale=2.0**10)
     assert scaler.is_enabled()
-    res = training.train_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.0),
-                               nn.functional.cross_entropy, device="cpu", scaler=scaler,
-                               max_grad_norm=1e9, max_batches=1, progress=False)
-    ref = training.train_epoch(fp32_model, loader, torch.optim.SGD(fp32_model.parameters(), lr=0.0),
-                               nn.functional.cross_entropy, device="cpu", max_grad_norm=1e9,
-                               max_batches=1, progress=False)
+    res = training.train_epoch(
+        model,
+        loader,
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        nn.functional.cross_entropy,
+        device="cpu",
+        scaler=scaler,
+        max_grad_norm=1e9,
+        max_batches=1,
+        progress=False,
+    )
+    ref = training.train_epoch(
+        fp32_model,
+        loader,
+        torch.optim.SGD(fp32_model.parameters(), lr=0.0),
+        nn.functional.cross_entropy,
+        device="cpu",
+        max_grad_norm=1e9,
+        max_batches=1,
+        progress=False,
+    )
     # With clipping after unscale_, the norm is the true one, not 1024x larger.
     assert res.grad_norms[0] == pytest.approx(ref.grad_norms[0], rel=0.05)
 
@@ -85,9 +115,17 @@ def test_skipped_step_is_counted_and_weights_untouched():
     def exploding_loss(logits, targets):
         return nn.functional.cross_entropy(logits, targets) * float("inf")
 
-    res = training.train_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.1),
-                               exploding_loss, device="cpu", autocast_dtype=torch.float16,
-                               scaler=scaler, max_batches=1, progress=False)
+    res = training.train_epoch(
+        model,
+        loader,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        exploding_loss,
+        device="cpu",
+        autocast_dtype=torch.float16,
+        scaler=scaler,
+        max_batches=1,
+        progress=False,
+    )
     assert res.skipped_steps == 1
     for p, q in zip(model.parameters(), before):
         assert torch.equal(p, q)
@@ -107,5 +145,11 @@ def test_evaluate_accuracy():
 def test_bad_accumulation_steps():
     model, loader = _setup()
     with pytest.raises(ValueError, match="accumulation_steps"):
-        training.train_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.1),
-                             nn.functional.cross_entropy, device="cpu", accumulation_steps=0)
+        training.train_epoch(
+            model,
+            loader,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            nn.functional.cross_entropy,
+            device="cpu",
+            accumulation_steps=0,
+        )

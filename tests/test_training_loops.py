@@ -17,8 +17,14 @@ DEVICE = torch.device("cpu")
 def notebook_code(*tags, **namespace):
     """Execute the notebook cells carrying ``tags`` (in order) and return their namespace."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    namespace = {"torch": torch, "F": F, "ac": __import__("amp_course"), "device": DEVICE,
-                 "amp_dtype": torch.float16, **namespace}
+    namespace = {
+        "torch": torch,
+        "F": F,
+        "ac": __import__("amp_course"),
+        "device": DEVICE,
+        "amp_dtype": torch.float16,
+        **namespace,
+    }
     for tag in tags:
         (cell,) = [c for c in nb.cells if tag in c.metadata.get("tags", [])]
         exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
@@ -34,7 +40,10 @@ def _step(amp_step, micro, dtype):
     model = scaling.mlp(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", enabled=dtype == torch.float16)
-    norms = [amp_step(model, optimizer, scaler, m, device=DEVICE, autocast_dtype=dtype, max_norm=1.0) for m in micro]
+    norms = [
+        amp_step(model, optimizer, scaler, m, device=DEVICE, autocast_dtype=dtype, max_norm=1.0)
+        for m in micro
+    ]
     return model, norms
 
 
@@ -48,7 +57,12 @@ def test_accumulation_equals_the_large_batch(batches, dtype, atol):
     (a, norms_a), (b, norms_b) = _step(amp_step, large, dtype), _step(amp_step, micro, dtype)
     for p, q in zip(a.parameters(), b.parameters()):
         torch.testing.assert_close(p, q, atol=atol, rtol=0)
-    torch.testing.assert_close(torch.stack(norms_a), torch.stack(norms_b), rtol=1e-2 if dtype == torch.float16 else 1e-5, atol=0)
+    torch.testing.assert_close(
+        torch.stack(norms_a),
+        torch.stack(norms_b),
+        rtol=1e-2 if dtype == torch.float16 else 1e-5,
+        atol=0,
+    )
     # the check is not vacuous: stepping on each micro-batch is a different result
     c, _ = _step(amp_step, [[m] for group in micro for m in group][:3], dtype)
     assert not torch.allclose(next(c.parameters()), next(a.parameters()), atol=atol, rtol=0)
@@ -59,7 +73,9 @@ def test_resume_with_scaler_state_matches_uninterrupted_run_exactly(batches):
     run_batches = [(x * 1e6, y) if i in (2, 7) else (x, y) for i, (x, y) in enumerate(batches)]
     model, optimizer, scaler = ns["fresh_run"](0, 3)
     uninterrupted = ns["train"](model, optimizer, scaler, run_batches)
-    assert min(uninterrupted) < 2.0**16 and max(uninterrupted) >= 2.0**16  # skips and regrowth happen
+    assert (
+        min(uninterrupted) < 2.0**16 and max(uninterrupted) >= 2.0**16
+    )  # skips and regrowth happen
 
     def resume(keep_scaler):
         m, o, s = ns["fresh_run"](0, 3)

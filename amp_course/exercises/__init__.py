@@ -59,7 +59,9 @@ def get(name: str) -> Exercise:
     """The registered exercise called ``name``; unknown names list the known ones."""
     _load_all()
     if name not in _REGISTRY:
-        raise KeyError(f"Unknown exercise {name!r}. Known: {', '.join(sorted(_REGISTRY)) or 'none'}.")
+        raise KeyError(
+            f"Unknown exercise {name!r}. Known: {', '.join(sorted(_REGISTRY)) or 'none'}."
+        )
     return _REGISTRY[name]
 
 
@@ -88,16 +90,22 @@ def check(name: str, answer: object) -> bool:
     """
     item = get(name)
     if answer is None:
-        raise ExerciseFailed(f"{name}: nothing to check yet; fill in the exercise cell above first.")
+        raise ExerciseFailed(
+            f"{name}: nothing to check yet; fill in the exercise cell above first."
+        )
     if _grading() and answer is item.solution:
-        raise ExerciseFailed(f"{name}: the answer is the course's reference solution, not your own.")
+        raise ExerciseFailed(
+            f"{name}: the answer is the course's reference solution, not your own."
+        )
     try:
         item.checker(answer)
     except ExerciseFailed as failure:
         print(f"✗ {name}: {failure}")
         raise
     except NotImplementedError:
-        raise ExerciseFailed(f"{name}: the exercise cell still raises NotImplementedError.") from None
+        raise ExerciseFailed(
+            f"{name}: the exercise cell still raises NotImplementedError."
+        ) from None
     except Exception as error:  # the learner's code crashed inside the checker
         message = f"{name}: your code raised {type(error).__name__}: {error}"
         print(f"✗ {message}")
@@ -108,8 +116,10 @@ def check(name: str, answer: object) -> bool:
 
 def solution_source(name: str, symbol: str) -> str:
     """Code for a blank cell that binds ``symbol`` to exercise ``name``'s reference solution."""
-    return (f"# Reference solution, filled in by the course's tests.\n"
-            f"{symbol} = ac.exercises.solution({name!r})")
+    return (
+        f"# Reference solution, filled in by the course's tests.\n"
+        f"{symbol} = ac.exercises.solution({name!r})"
+    )
 
 
 def fill_solutions(nb):
@@ -118,7 +128,9 @@ def fill_solutions(nb):
         if cell.cell_type == "code" and "exercise" in cell.metadata.get("tags", []):
             meta = cell.metadata.get("exercise", {})
             if "name" not in meta or "symbol" not in meta:
-                raise ValueError("An exercise cell needs metadata exercise.name and exercise.symbol.")
+                raise ValueError(
+                    "An exercise cell needs metadata exercise.name and exercise.symbol."
+                )
             get(meta["name"])  # fail early on a typo
             cell.source = solution_source(meta["name"], meta["symbol"])
     return nb

@@ -36,16 +36,22 @@ def check_bit_fields(decompose):
         for value in CASES:
             bits = torch.tensor(value, dtype=torch.float64).to(dtype).view(_INT_VIEW[width]).item()
             bits &= (1 << width) - 1
-            want = (bits >> (width - 1), (bits >> mantissa_bits) & ((1 << exponent_bits) - 1),
-                    bits & ((1 << mantissa_bits) - 1))
+            want = (
+                bits >> (width - 1),
+                (bits >> mantissa_bits) & ((1 << exponent_bits) - 1),
+                bits & ((1 << mantissa_bits) - 1),
+            )
             got = decompose(value, dtype)
             try:
                 got = tuple(int(x) for x in got)
             except (TypeError, ValueError):
-                raise ExerciseFailed(f"decompose({value}, {dtype}) returned {got!r}; return three "
-                                     "integers (sign, exponent, mantissa).") from None
+                raise ExerciseFailed(
+                    f"decompose({value}, {dtype}) returned {got!r}; return three "
+                    "integers (sign, exponent, mantissa)."
+                ) from None
             if got != want:
                 raise ExerciseFailed(
                     f"decompose({value}, {dtype}) returned (sign, exponent, mantissa) = {got}, but the "
                     f"bits {bits:0{width}b} give {want}. {dtype} has 1 sign, {exponent_bits} exponent "
-                    f"and {mantissa_bits} mantissa bits; mask the integer view to make it unsigned.")
+                    f"and {mantissa_bits} mantissa bits; mask the integer view to make it unsigned."
+                )

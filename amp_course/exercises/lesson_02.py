@@ -42,12 +42,17 @@ def observed_dtypes(device="cpu") -> dict[str, torch.dtype]:
 @exercise("02.predict_dtypes", solution=dict(PREDICTIONS))
 def check_predictions(predictions):
     if not isinstance(predictions, dict):
-        raise ExerciseFailed("predictions should be a dict from expression to torch dtype, "
-                             f"got {type(predictions).__name__}.")
+        raise ExerciseFailed(
+            "predictions should be a dict from expression to torch dtype, "
+            f"got {type(predictions).__name__}."
+        )
     missing = [text for text in EXPRESSIONS if predictions.get(text) is None]
     if missing:
         raise ExerciseFailed(f"no prediction yet for: {', '.join(missing)}.")
-    wrong = [f"{text} gives {actual}, not {predictions[text]}"
-             for text, actual in observed_dtypes().items() if predictions[text] != actual]
+    wrong = [
+        f"{text} gives {actual}, not {predictions[text]}"
+        for text, actual in observed_dtypes().items()
+        if predictions[text] != actual
+    ]
     if wrong:
         raise ExerciseFailed(f"{len(wrong)} of {len(EXPRESSIONS)} wrong: " + "; ".join(wrong) + ".")

@@ -7,7 +7,9 @@ import torch
 from . import ExerciseFailed, exercise
 
 
-def update_scale(scale, good_steps, found_inf, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+def update_scale(
+    scale, good_steps, found_inf, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000
+):
     """Reference: one GradScaler.update() as (new_scale, new_good_steps)."""
     if found_inf:
         return scale * backoff_factor, 0
@@ -19,8 +21,12 @@ def update_scale(scale, good_steps, found_inf, growth_factor=2.0, backoff_factor
 
 def _torch_update(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
     """What torch.amp.GradScaler.update() does: a real scaler, put in the given state, one step."""
-    scaler = torch.amp.GradScaler("cpu", growth_factor=growth_factor, backoff_factor=backoff_factor,
-                                  growth_interval=growth_interval)
+    scaler = torch.amp.GradScaler(
+        "cpu",
+        growth_factor=growth_factor,
+        backoff_factor=backoff_factor,
+        growth_interval=growth_interval,
+    )
     state = scaler.state_dict()
     state.update(scale=scale, _growth_tracker=good_steps)
     scaler.load_state_dict(state)
@@ -49,11 +55,21 @@ _CASES = [  # (scale, good_steps, found_inf, growth_factor, backoff_factor, grow
 def check_update_scale(fn):
     for scale, good, found, growth, backoff, interval, what in _CASES:
         expected = _torch_update(scale, good, found, growth, backoff, interval)
-        got = fn(scale, good, found, growth_factor=growth, backoff_factor=backoff, growth_interval=interval)
+        got = fn(
+            scale,
+            good,
+            found,
+            growth_factor=growth,
+            backoff_factor=backoff,
+            growth_interval=interval,
+        )
         if not isinstance(got, tuple) or len(got) != 2:
-            raise ExerciseFailed(f"update_scale should return a pair (scale, good_steps); got {got!r}.")
+            raise ExerciseFailed(
+                f"update_scale should return a pair (scale, good_steps); got {got!r}."
+            )
         if float(got[0]) != expected[0] or int(got[1]) != expected[1]:
             raise ExerciseFailed(
                 f"For {what} (scale={scale:g}, good_steps={good}, found_inf={found}, "
                 f"growth_interval={interval}) GradScaler gives scale={expected[0]:g}, "
-                f"good_steps={expected[1]}; yours gives scale={float(got[0]):g}, good_steps={int(got[1])}.")
+                f"good_steps={expected[1]}; yours gives scale={float(got[0]):g}, good_steps={int(got[1])}."
+            )

@@ -26,8 +26,10 @@ def check_mfu(fn):
         if math.isclose(got, expected * 1e12, rel_tol=1e-6):
             raise ExerciseFailed("The peak is in TFLOP/s: multiply it by 1e12 to get FLOP/s.")
         if not math.isclose(got, expected, rel_tol=1e-6):
-            raise ExerciseFailed(f"mfu({flops:.4g}, {seconds}, {peak}) returned {got:.4g}, "
-                                 f"expected {expected:.4g} (achieved FLOP/s over peak FLOP/s).")
+            raise ExerciseFailed(
+                f"mfu({flops:.4g}, {seconds}, {peak}) returned {got:.4g}, "
+                f"expected {expected:.4g} (achieved FLOP/s over peak FLOP/s)."
+            )
 
 
 def _time_steps(fn, device, warmup=3, iters=10):
@@ -58,20 +60,25 @@ def check_timer(fn):
         got = fn(step, "cuda", warmup=2, iters=10)
         queue.synchronize()
     if len(calls) != 12:
-        raise ExerciseFailed(f"With warmup=2 and iters=10 the step should run 12 times, it ran "
-                             f"{len(calls)}.")
+        raise ExerciseFailed(
+            f"With warmup=2 and iters=10 the step should run 12 times, it ran {len(calls)}."
+        )
     if not isinstance(got, (int, float)):
         raise ExerciseFailed(f"Return seconds per step as a number, got {got!r}.")
     if got < 0.5 * step_s:
-        raise ExerciseFailed(f"Your timer says {got * 1e3:.2f} ms per step, but each step queues "
-                             f"{step_s * 1e3:.0f} ms of GPU work: it read the clock before the "
-                             "work finished. Synchronise before each clock reading. The check "
-                             "simulates the GPU queue and only sees torch.cuda.synchronize(device) "
-                             "or ac.timing.synchronize(device), called whenever device is \"cuda\" "
-                             "(not behind torch.cuda.is_available(), which is False here); CUDA "
-                             "events or stream.synchronize() work on a real GPU but not here.")
+        raise ExerciseFailed(
+            f"Your timer says {got * 1e3:.2f} ms per step, but each step queues "
+            f"{step_s * 1e3:.0f} ms of GPU work: it read the clock before the "
+            "work finished. Synchronise before each clock reading. The check "
+            "simulates the GPU queue and only sees torch.cuda.synchronize(device) "
+            'or ac.timing.synchronize(device), called whenever device is "cuda" '
+            "(not behind torch.cuda.is_available(), which is False here); CUDA "
+            "events or stream.synchronize() work on a real GPU but not here."
+        )
     if got > 2 * step_s:
-        raise ExerciseFailed(f"Your timer says {got * 1e3:.2f} ms per step, expected about "
-                             f"{step_s * 1e3:.0f} ms: the slow first call (or queued warm-up "
-                             "work) leaked into the timed region. Warm up, then synchronise, "
-                             "then start the clock; divide by iters.")
+        raise ExerciseFailed(
+            f"Your timer says {got * 1e3:.2f} ms per step, expected about "
+            f"{step_s * 1e3:.0f} ms: the slow first call (or queued warm-up "
+            "work) leaked into the timed region. Warm up, then synchronise, "
+            "then start the clock; divide by iters."
+        )

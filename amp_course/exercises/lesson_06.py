@@ -9,14 +9,27 @@ from . import ExerciseFailed, exercise
 # (device, compute capability or None for a CPU, the right dtype, why)
 DEVICES = [
     ("V100", (7, 0), torch.float16, "Volta's tensor cores do fp16 only; bf16 would be emulated."),
-    ("T4", (7, 5), torch.float16,
-     "Turing's tensor cores do fp16 only; torch.cuda.is_bf16_supported() says True on a T4 because "
-     "it counts emulation, so decide by compute capability."),
+    (
+        "T4",
+        (7, 5),
+        torch.float16,
+        "Turing's tensor cores do fp16 only; torch.cuda.is_bf16_supported() says True on a T4 because "
+        "it counts emulation, so decide by compute capability.",
+    ),
     ("A100", (8, 0), torch.bfloat16, "Ampere has bf16 tensor cores: fp32's range, no GradScaler."),
     ("H100", (9, 0), torch.bfloat16, "Hopper has bf16 tensor cores: fp32's range, no GradScaler."),
-    ("RTX 3090", (8, 6), torch.bfloat16, "Every Ampere-or-later part (>= 8.0) has bf16 tensor cores."),
-    ("CPU", None, torch.bfloat16,
-     "CPU autocast is built around bf16 (fast with AVX512-BF16 or AMX, slow but correct without)."),
+    (
+        "RTX 3090",
+        (8, 6),
+        torch.bfloat16,
+        "Every Ampere-or-later part (>= 8.0) has bf16 tensor cores.",
+    ),
+    (
+        "CPU",
+        None,
+        torch.bfloat16,
+        "CPU autocast is built around bf16 (fast with AVX512-BF16 or AMX, slow but correct without).",
+    ),
 ]
 
 
@@ -32,9 +45,12 @@ def check_choose_dtype(fn) -> None:
     for name, capability, wanted, why in DEVICES:
         got = fn(capability)
         if not isinstance(got, torch.dtype):
-            raise ExerciseFailed(f"For {name} you returned {got!r}; return a torch dtype such as "
-                                 "torch.float16 or torch.bfloat16.")
+            raise ExerciseFailed(
+                f"For {name} you returned {got!r}; return a torch dtype such as "
+                "torch.float16 or torch.bfloat16."
+            )
         if got != wanted:
             where = "a CPU (None)" if capability is None else f"compute capability {capability}"
-            raise ExerciseFailed(f"{name} ({where}): you chose {got}, the better choice is "
-                                 f"{wanted}. {why}")
+            raise ExerciseFailed(
+                f"{name} ({where}): you chose {got}, the better choice is {wanted}. {why}"
+            )

@@ -90,7 +90,9 @@ class Outcome:
 def _run(train, extra=(), poisoned=POISONED, scheduler=False):
     """Run ``train(model, optimizer, [scheduler,] scaler, batches, *extra)`` and record the Outcome."""
     model, optimizer, scaler = lab_setup()
-    sched = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8) if scheduler else None
+    sched = (
+        torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8) if scheduler else None
+    )
     outcome = Outcome()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -111,21 +113,28 @@ def _compare(mine: Outcome, ref: Outcome, rtol=1e-5, atol=1e-7):
     if mine.error:
         raise ExerciseFailed(f"your loop crashed: {mine.error}")
     if any(SCHEDULER_WARNING in w for w in mine.warnings):
-        raise ExerciseFailed("PyTorch warned that lr_scheduler.step() ran before optimizer.step(): "
-                             "your scheduler stepped on a step the scaler skipped.")
+        raise ExerciseFailed(
+            "PyTorch warned that lr_scheduler.step() ran before optimizer.step(): "
+            "your scheduler stepped on a step the scaler skipped."
+        )
     if mine.scales != ref.scales:
         raise ExerciseFailed(
             f"the loss-scale trajectory differs: after each scaler.update() yours was "
             f"{[f'{s:g}' for s in mine.scales]}, the reference {[f'{s:g}' for s in ref.scales]} "
-            f"(one update() per optimizer step).")
+            f"(one update() per optimizer step)."
+        )
     if mine.lrs != ref.lrs:
-        raise ExerciseFailed(f"the final learning rate is {mine.lrs[0]:.6g}, expected {ref.lrs[0]:.6g}.")
+        raise ExerciseFailed(
+            f"the final learning rate is {mine.lrs[0]:.6g}, expected {ref.lrs[0]:.6g}."
+        )
     for index, (a, b) in enumerate(zip(mine.params, ref.params, strict=True)):
         if not torch.isfinite(a).all():
             raise ExerciseFailed(f"parameter tensor {index} holds inf/NaN after training.")
         if not torch.allclose(a, b, rtol=rtol, atol=atol):
-            raise ExerciseFailed(f"parameters differ from the reference fix: tensor {index} is off by up to "
-                                 f"{(a - b).abs().max().item():.3g} (tolerance {atol:g} + {rtol:g} x |value|).")
+            raise ExerciseFailed(
+                f"parameters differ from the reference fix: tensor {index} is off by up to "
+                f"{(a - b).abs().max().item():.3g} (tolerance {atol:g} + {rtol:g} x |value|)."
+            )
 
 
 def symptom(train, extra=(), scheduler=False):
@@ -194,16 +203,25 @@ def check_accumulated(fn):
 # Reference: ac.training.make_scaler, a real GradScaler enabled only for fp16 autocast.
 @exercise("labs.bf16_scaler", solution=make_scaler)
 def check_make_scaler(fn):
-    for dtype, wanted in ((torch.float16, True), (torch.bfloat16, False), (torch.float32, False), (None, False)):
+    for dtype, wanted in (
+        (torch.float16, True),
+        (torch.bfloat16, False),
+        (torch.float32, False),
+        (None, False),
+    ):
         scaler = fn(DEVICE, dtype)
         if not isinstance(scaler, torch.amp.GradScaler):
-            raise ExerciseFailed(f"for autocast dtype {dtype} return a torch.amp.GradScaler (enabled or not), "
-                                 f"so the loop keeps one code path; got {type(scaler).__name__}.")
+            raise ExerciseFailed(
+                f"for autocast dtype {dtype} return a torch.amp.GradScaler (enabled or not), "
+                f"so the loop keeps one code path; got {type(scaler).__name__}."
+            )
         if scaler.is_enabled() != wanted:
             state = "enabled" if scaler.is_enabled() else "disabled"
-            raise ExerciseFailed(f"for autocast dtype {dtype} your scaler is {state}; "
-                                 f"it should be {'enabled' if wanted else 'disabled'}"
-                                 f"{' (only fp16 needs loss scaling)' if not wanted else ''}.")
+            raise ExerciseFailed(
+                f"for autocast dtype {dtype} your scaler is {state}; "
+                f"it should be {'enabled' if wanted else 'disabled'}"
+                f"{' (only fp16 needs loss scaling)' if not wanted else ''}."
+            )
         if scaler.is_enabled() and scaler.get_scale() != 2.0**16:
             raise ExerciseFailed("keep GradScaler's default init_scale (65536) for fp16.")
     loss = torch.tensor(1.5)
@@ -235,7 +253,11 @@ RESUME_AT = 7
 
 def save_checkpoint(model, optimizer, scaler):
     """Reference: everything a run needs to continue exactly: weights, optimizer and scaler state."""
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+    }
 
 
 def load_checkpoint(checkpoint, model, optimizer, scaler):
@@ -270,15 +292,19 @@ def resumed_run(save):
     buffer.seek(0)
     model, optimizer, scaler = lab_setup(seed=1)  # a new process: fresh objects, other weights
     load_checkpoint(torch.load(buffer, weights_only=True), model, optimizer, scaler)
-    intact = {"scaler": scaler.state_dict() == saved["scaler"],
-              "optimizer": _same_state(optimizer.state_dict(), saved["optimizer"])}
+    intact = {
+        "scaler": scaler.state_dict() == saved["scaler"],
+        "optimizer": _same_state(optimizer.state_dict(), saved["optimizer"]),
+    }
     train_steps(model, optimizer, scaler, batches[RESUME_AT:])
     return model, scaler, intact
 
 
 def _same_state(a, b):
     if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+        return (
+            isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+        )
     if isinstance(a, (list, tuple)):
         return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same_state, a, b))
     if isinstance(a, torch.Tensor):
@@ -290,17 +316,25 @@ def _same_state(a, b):
 def check_resume(fn):
     model, scaler, intact = resumed_run(fn)
     if not intact["scaler"]:
-        raise ExerciseFailed("after loading your checkpoint the GradScaler is back at its initial state; "
-                             "its scale and growth tracker (scaler.state_dict()) must be saved and restored.")
+        raise ExerciseFailed(
+            "after loading your checkpoint the GradScaler is back at its initial state; "
+            "its scale and growth tracker (scaler.state_dict()) must be saved and restored."
+        )
     if not intact["optimizer"]:
-        raise ExerciseFailed("after loading your checkpoint the optimizer lost its state (SGD's momentum); "
-                             "save optimizer.state_dict() too.")
+        raise ExerciseFailed(
+            "after loading your checkpoint the optimizer lost its state (SGD's momentum); "
+            "save optimizer.state_dict() too."
+        )
     reference, ref_optimizer, ref_scaler = lab_setup()
     train_steps(reference, ref_optimizer, ref_scaler, lab_batches())
-    if scaler.history != ref_scaler.history[RESUME_AT:] or not scaling.same_parameters(model, reference):
-        raise ExerciseFailed("the resumed run does not continue exactly like the uninterrupted one: "
-                             f"loss scale {[f'{s:g}' for s in scaler.history]} vs "
-                             f"{[f'{s:g}' for s in ref_scaler.history[RESUME_AT:]]}; save the model's weights too.")
+    if scaler.history != ref_scaler.history[RESUME_AT:] or not scaling.same_parameters(
+        model, reference
+    ):
+        raise ExerciseFailed(
+            "the resumed run does not continue exactly like the uninterrupted one: "
+            f"loss scale {[f'{s:g}' for s in scaler.history]} vs "
+            f"{[f'{s:g}' for s in ref_scaler.history[RESUME_AT:]]}; save the model's weights too."
+        )
 
 
 # ---- Lab 6: a .half() model -----------------------------------------------------------------------
@@ -320,17 +354,21 @@ def check_prepare(fn):
     model, optimizer, scaler = result
     dtypes = {p.dtype for p in model.parameters()}
     if dtypes != {torch.float32}:
-        raise ExerciseFailed(f"the model's weights are {sorted(map(str, dtypes))}; keep them float32 and let "
-                             "autocast make the 16-bit copies (a .half() model cannot be unscaled).")
+        raise ExerciseFailed(
+            f"the model's weights are {sorted(map(str, dtypes))}; keep them float32 and let "
+            "autocast make the 16-bit copies (a .half() model cannot be unscaled)."
+        )
     if not isinstance(scaler, torch.amp.GradScaler) or not scaler.is_enabled():
         raise ExerciseFailed("fp16 autocast needs an enabled torch.amp.GradScaler.")
     ref_model, ref_opt, ref_scaler = prepare(lab_model(), DEVICE)
     for triple in ((model, optimizer, scaler), (ref_model, ref_opt, ref_scaler)):
         train_steps(*triple, lab_batches())
     if not scaling.same_parameters(model, ref_model):
-        raise ExerciseFailed("training with your (model, optimizer, scaler) gives different weights from "
-                             f"the reference: use SGD(lr={LR}, momentum=0.9) over model.parameters() and "
-                             f"GradScaler({SCALER_KWARGS}).")
+        raise ExerciseFailed(
+            "training with your (model, optimizer, scaler) gives different weights from "
+            f"the reference: use SGD(lr={LR}, momentum=0.9) over model.parameters() and "
+            f"GradScaler({SCALER_KWARGS})."
+        )
 
 
 # ---- Lab 7: an extra optimizer.step() -------------------------------------------------------------
