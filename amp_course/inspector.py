@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import torch
 
@@ -54,7 +54,7 @@ class BitFields:
         return math.nan
 
 
-@lru_cache(maxsize=None)
+@cache
 def _named_format(name: str) -> FloatFormat:
     return get_format(name)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import ROOT
 
 from amp_course.lesson import SETUP_CELL
-from conftest import ROOT
 
 CHECK_CELL = """
 import amp_course, pathlib

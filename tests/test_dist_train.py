@@ -9,9 +9,9 @@ import time
 
 import pytest
 import torch
+from conftest import ROOT
 
 from amp_course import dist_train
-from conftest import ROOT
 
 LAUNCH_BUDGET_S = 90
 

@@ -3,11 +3,11 @@
 import nbformat
 import pytest
 import torch
+from conftest import ROOT
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_labs as lab
-from conftest import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "labs_bug_hunts.ipynb"
 LABS = [

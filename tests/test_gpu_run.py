@@ -3,9 +3,9 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT
 
 from amp_course import gpu_run
-from conftest import ROOT
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")

@@ -8,9 +8,9 @@ import time
 import nbformat
 import papermill
 import pytest
+from conftest import NOTEBOOKS, ROOT
 
 from amp_course.exercises import fill_solutions
-from conftest import NOTEBOOKS, ROOT
 
 SMOKE_BUDGET_S = 60  # each lesson must run in well under a minute in smoke mode
 

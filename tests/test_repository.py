@@ -1,12 +1,11 @@
 """The repository's own promises: stripped notebooks with one parameters cell, matching env files."""
 
 import re
-import tomllib
 
 import nbformat
 import pytest
+import tomllib
 import yaml
-
 from conftest import NOTEBOOKS, ROOT
 
 

@@ -3,9 +3,9 @@
 import nbformat
 import pytest
 import torch
+from conftest import ROOT
 
 from amp_course import scaling
-from conftest import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "03_grad_scaler.ipynb"
 

@@ -7,7 +7,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import ROOT, free_port
 
 

@@ -6,9 +6,9 @@ import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ROOT
 
 from amp_course import scaling
-from conftest import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "04_training_loops.ipynb"
 DEVICE = torch.device("cpu")

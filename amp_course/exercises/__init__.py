@@ -19,7 +19,6 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-
 # Set by the instructor's grader: reference solutions are then off limits to the notebook.
 GRADING_ENV = "AMP_COURSE_GRADING"
 
