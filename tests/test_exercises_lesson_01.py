@@ -3,6 +3,7 @@ import torch
 
 from amp_course import exercises
 from amp_course.exercises import lesson_01
+from amp_course.exercises.solutions.lesson_01 import decompose_bits
 
 
 def test_solution_passes():
@@ -13,9 +14,9 @@ def test_solution_matches_the_inspector():
     from amp_course import inspector
 
     for dtype, name in [(torch.float32, "fp32"), (torch.float16, "fp16"), (torch.bfloat16, "bf16")]:
-        for value in lesson_01.CASES:
+        for value in lesson_01.CASES + lesson_01.cases(12345):
             f = inspector.decompose(value, name)
-            assert lesson_01.decompose_bits(value, dtype) == (f.sign, f.exponent, f.mantissa)
+            assert decompose_bits(value, dtype) == (f.sign, f.exponent, f.mantissa)
 
 
 def unmasked(value, dtype):
@@ -41,3 +42,17 @@ def fp16_layout_everywhere(value, dtype):
 def test_wrong_answers_fail(wrong):
     with pytest.raises(exercises.ExerciseFailed):
         exercises.check("01.bit_fields", wrong)
+
+
+def test_wrong_answers_say_what_is_wrong():
+    with pytest.raises(exercises.ExerciseFailed, match=r"decompose\(-2.0, torch.float32\).*mask"):
+        exercises.check("01.bit_fields", unmasked)
+    with pytest.raises(exercises.ExerciseFailed, match="three integers"):
+        exercises.check("01.bit_fields", lambda v, d: 1.0)
+
+
+def test_seed_zero_answers_replayed_fail_at_the_graders_seed():
+    table = {(str(v), d): decompose_bits(v, d) for d in lesson_01.LAYOUTS for v in lesson_01.CASES}
+    replay = lambda v, d: table.get((str(v), d), (0, 0, 0))  # noqa: E731
+    assert exercises.verdict("01.bit_fields", replay, 0)[0] == "passed"
+    assert exercises.verdict("01.bit_fields", replay, 12345)[0] == "failed"

@@ -3,16 +3,17 @@ import torch
 
 from amp_course import exercises
 from amp_course.exercises import lesson_02
+from amp_course.exercises.solutions.lesson_02 import PREDICTIONS, observed_dtypes
 
 
 def test_solution_passes_and_matches_torch():
     assert exercises.check("02.predict_dtypes", exercises.solution("02.predict_dtypes"))
-    assert lesson_02.observed_dtypes() == lesson_02.PREDICTIONS
+    assert observed_dtypes() == PREDICTIONS
 
 
 def cuda_thinking():
     # Softmax and cat guessed from the CUDA lists: fp32.
-    return {**lesson_02.PREDICTIONS, "torch.softmax(a @ b, dim=-1)": torch.float32}
+    return {**PREDICTIONS, "torch.softmax(a @ b, dim=-1)": torch.float32}
 
 
 @pytest.mark.parametrize(
@@ -28,3 +29,18 @@ def cuda_thinking():
 def test_wrong_answers_fail(wrong):
     with pytest.raises(exercises.ExerciseFailed):
         exercises.check("02.predict_dtypes", wrong)
+
+
+def test_messages_name_the_wrong_and_missing_predictions(capsys):
+    with pytest.raises(
+        exercises.ExerciseFailed, match=r"1 of 8 wrong: torch.softmax.*gives torch.bfloat16"
+    ):
+        exercises.check("02.predict_dtypes", cuda_thinking())
+    with pytest.raises(exercises.ExerciseFailed, match="no prediction yet for: F.linear"):
+        exercises.check("02.predict_dtypes", {"a @ b": torch.bfloat16})
+
+
+def test_the_untouched_blank_is_not_done_yet(capsys):
+    blank = dict.fromkeys(lesson_02.EXPRESSIONS)  # every prediction still None
+    assert exercises.check("02.predict_dtypes", blank) is False
+    assert "Not done yet" in capsys.readouterr().out

@@ -7,7 +7,7 @@ from amp_course.exercises import ExerciseFailed
 
 
 def test_mfu_solution_passes():
-    exercises.get("05.mfu").checker(exercises.solution("05.mfu"))
+    assert exercises.check("05.mfu", exercises.solution("05.mfu"))
 
 
 @pytest.mark.parametrize(
@@ -20,11 +20,11 @@ def test_mfu_solution_passes():
 )
 def test_mfu_wrong_answers_fail(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
-        exercises.get("05.mfu").checker(wrong)
+        exercises.check("05.mfu", wrong)
 
 
 def test_timer_solution_passes():
-    exercises.get("05.timer").checker(exercises.solution("05.timer"))
+    assert exercises.check("05.timer", exercises.solution("05.timer"))
 
 
 def _no_sync(fn, device, warmup=3, iters=10):
@@ -72,7 +72,7 @@ def _sync_only_when_cuda_is_available(fn, device, warmup=3, iters=10):
 def test_timer_failure_names_the_allowed_synchronisation():
     allowed = r"only sees torch\.cuda\.synchronize\(device\).*is_available"
     with pytest.raises(ExerciseFailed, match=allowed):
-        exercises.get("05.timer").checker(_sync_only_when_cuda_is_available)
+        exercises.check("05.timer", _sync_only_when_cuda_is_available)
 
 
 @pytest.mark.parametrize(
@@ -85,4 +85,4 @@ def test_timer_failure_names_the_allowed_synchronisation():
 )
 def test_timer_wrong_answers_fail(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
-        exercises.get("05.timer").checker(wrong)
+        exercises.check("05.timer", wrong)

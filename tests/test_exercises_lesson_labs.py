@@ -1,4 +1,4 @@
-"""Every lab's checker accepts the reference fix and rejects the notebook's broken loop and usual wrong fixes."""
+"""Every lab's check accepts the reference fix and rejects the broken loop and usual wrong fixes."""
 
 import nbformat
 import pytest
@@ -6,8 +6,10 @@ import torch
 from conftest import ROOT
 
 from amp_course import exercises
+from amp_course import scaling as ac_scaling
 from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_labs as lab
+from amp_course.exercises.solutions import lesson_labs as fixes
 
 NOTEBOOK = ROOT / "notebooks" / "labs_bug_hunts.ipynb"
 LABS = [
@@ -79,7 +81,7 @@ def _accumulate_without_dividing(model, optimizer, scaler, batches, steps, max_n
 
 
 def _accumulate_step_every_batch(model, optimizer, scaler, batches, steps, max_norm):
-    lab.train_accumulated(model, optimizer, scaler, batches, 1, max_norm)
+    fixes.train_accumulated(model, optimizer, scaler, batches, 1, max_norm)
 
 
 def _suppressed_warning(model, optimizer, scheduler, scaler, batches):
@@ -190,3 +192,24 @@ def _scheduler_with_found_inf_check(model, optimizer, scheduler, scaler, batches
 )
 def test_correct_fixes_written_differently_pass(name, variant):
     assert exercises.check(name, variant)
+
+
+@pytest.mark.parametrize("seed", [0, 12345])
+def test_resumed_reference_continues_exactly_like_the_uninterrupted_run(seed):
+    model, scaler, intact = lab.resumed_run(fixes.save_checkpoint, seed)
+    assert intact == {"scaler": True, "optimizer": True}
+    reference, optimizer, ref_scaler = lab.lab_setup(seed)
+    lab.train_steps(reference, optimizer, ref_scaler, lab.lab_batches(lab.poisoned_for(seed), seed))
+    assert scaler.history == ref_scaler.history[lab.resume_point(seed) :]
+    assert ac_scaling.same_parameters(model, reference)
+
+
+def test_messages_say_what_to_fix():
+    with pytest.raises(ExerciseFailed, match="GradScaler is back at its initial state"):
+        exercises.check("labs.resume", WRONG["labs.resume"][1])
+    with pytest.raises(ExerciseFailed, match="keep them float32"):
+        exercises.check("labs.half_model", WRONG["labs.half_model"][0])
+    with pytest.raises(ExerciseFailed, match="lr_scheduler.step"):
+        exercises.check("labs.scheduler_skip", broken_versions()["labs.scheduler_skip"])
+    with pytest.raises(ExerciseFailed, match="should be disabled"):
+        exercises.check("labs.bf16_scaler", broken_versions()["labs.bf16_scaler"])

@@ -1,51 +1,94 @@
-"""Graded code exercises: checkers, reference solutions, and what check cells call.
+"""Graded code exercises: what check cells call, and the registry the grader reads.
 
 An exercise in a notebook is two cells:
 - a blank, tagged ``exercise`` with ``metadata["exercise"] = {"name": ..., "symbol": ...}``, whose
   body ends in ``raise NotImplementedError``; the learner replaces it with code defining ``symbol``;
 - a check cell, tagged ``check``, calling ``ac.exercises.check(name, symbol)``.
 
-Lesson modules (``amp_course/exercises/lesson_NN.py``) register each exercise's checker and
-reference solution with ``@exercise(name, solution=...)``. The tests run notebooks with every blank
-replaced by its reference solution (``fill_solutions``), so CI proves that each check accepts a
-correct answer; the checkers' own tests prove they reject the usual wrong ones.
+Each exercise is three pieces (EXERCISE-CONTRACT in the README's grading section):
+``observe(answer, seed)`` runs the answer on inputs built from ``seed`` and returns plain data
+(``plain.py``); ``compare(mine, reference, seed)`` raises ExerciseFailed on the first difference
+that matters; the reference solution. A lesson module ``lesson_NN.py`` defines observe and compare
+and calls ``register``; the reference lives in ``solutions/lesson_NN.py`` (a ``SOLUTIONS`` dict),
+which the grading sandbox hides. A check cell computes
+``compare(observe(answer, 0), observe(solution, 0), 0)`` in the learner's kernel; the grader
+does the same with a secret seed, observing the answer in the sandbox and the reference in its own
+process (``amp_course.grading``), so no verdict is ever decided by the learner's code.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import plain
+
 # Set by the instructor's grader: reference solutions are then off limits to the notebook.
 GRADING_ENV = "AMP_COURSE_GRADING"
+SOLUTIONS_PACKAGE = f"{__name__}.solutions"
 
 
 class ExerciseFailed(AssertionError):
     """The learner's answer is wrong; the message says what is wrong in plain words."""
 
 
+class ExerciseNotDone(ExerciseFailed):
+    """The learner has not answered yet (the blank still raises NotImplementedError)."""
+
+
+class SolutionUnavailable(LookupError):
+    """The reference solutions cannot be reached here (the grading sandbox hides them)."""
+
+
 @dataclass(frozen=True)
 class Exercise:
     name: str
-    checker: Callable[[object], None]  # raises ExerciseFailed with a plain-words message
-    solution: object  # the reference answer (usually a function)
-    points: int = 1
+    observe: Callable[[object, int], object]  # (answer, seed) -> plain data
+    compare: Callable[[object, object, int], None]  # (mine, reference, seed); raises
+    points: float = 1
+    module: str = ""  # the lesson module; its reference is solutions/<same name>.py
+    # The older form, ``@exercise(name, solution=...)`` on a checker: still checked in notebooks,
+    # but the grader cannot decide it outside the learner's process (see ``exercise``).
+    checker: Callable[[object], None] | None = None
+    inline_solution: object = None
 
 
 _REGISTRY: dict[str, Exercise] = {}
+_LAST_STATUS: dict[str, str] = {}  # name -> "passed" | "failed" | "not done", in this process
 
 
-def exercise(name: str, solution: object, points: int = 1):
-    """Decorator registering ``checker`` as the check of exercise ``name``."""
+def register(name: str, observe, compare, points: float = 1) -> Exercise:
+    """Register exercise ``name`` from a lesson module ``lesson_NN.py``.
 
-    def register(checker):
-        _REGISTRY[name] = Exercise(name, checker, solution, points)
+    Its reference is ``SOLUTIONS[name]`` in ``solutions/lesson_NN.py``, named after the module
+    that calls ``register`` (observe and compare may come from a shared helper module).
+    """
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    item = Exercise(name, observe, compare, points, caller.rsplit(".", 1)[-1])
+    _REGISTRY[name] = item
+    return item
+
+
+def exercise(name: str, solution: object, points: float = 1):
+    """The older registration: a decorator on ``checker(answer)``, the reference passed inline.
+
+    Notebooks check such exercises as before, but the grader cannot (the checker would have to run
+    where the learner's code runs) and reports them as ungradable. Convert by moving the reference
+    to ``solutions/<module>.py`` and calling ``register(name, observe, compare, points)``.
+    """
+
+    def decorate(checker):
+        _REGISTRY[name] = Exercise(
+            name, None, None, points, checker.__module__.rsplit(".", 1)[-1], checker, solution
+        )
         return checker
 
-    return register
+    return decorate
 
 
 def _load_all() -> None:
@@ -76,41 +119,166 @@ def _grading() -> bool:
 
 def solution(name: str):
     """The reference solution of exercise ``name`` (refused while an instructor grades)."""
+    item = get(name)
     if _grading():
-        raise ExerciseFailed(f"{name}: reference solutions are not available while grading.")
-    return get(name).solution
+        raise SolutionUnavailable(f"{name}: reference solutions are not available while grading.")
+    if item.checker is not None:
+        return item.inline_solution
+    try:
+        module = importlib.import_module(f"{SOLUTIONS_PACKAGE}.{item.module}")
+        return module.SOLUTIONS[name]
+    except (ImportError, AttributeError, KeyError):
+        raise SolutionUnavailable(
+            f"{name}: the reference solution is not available here."
+        ) from None
 
 
-def check(name: str, answer: object) -> bool:
-    """Run exercise ``name``'s checker on the learner's ``answer``; print the verdict.
+class Answer:
+    """The learner's function, noting whether it still raises NotImplementedError (the blank)."""
 
-    Raises ExerciseFailed (an AssertionError, so nbval and the grader see a failed cell) with a
-    message saying what is wrong.
+    def __init__(self, fn):
+        self.fn, self.not_done = fn, False
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return self.fn(*args, **kwargs)
+        except NotImplementedError:
+            self.not_done = True
+            raise
+
+
+def call_answer(fn, *args, **kwargs) -> tuple[object, str | None]:
+    """``(fn(*args, **kwargs), None)``, or ``(None, "ErrorType: message")`` if fn raised."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as error:  # the learner's code: any error is part of the observation
+        return None, error_text(error)
+
+
+def error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]
+
+
+def fail_on_error(error: str | None, call: str) -> None:
+    """Raise the verdict for an error ``observe`` recorded while running ``call``."""
+    if error is None:
+        return
+    if str(error).startswith("NotImplementedError"):
+        raise ExerciseNotDone(f"{call} still raises NotImplementedError.")
+    raise ExerciseFailed(f"{call} raised {error}")
+
+
+@functools.lru_cache(maxsize=64)
+def _reference_text(name: str, seed: int) -> str:
+    return plain.dumps(get(name).observe(solution(name), seed))
+
+
+def reference_observation(name: str, seed: int):
+    """``observe(solution, seed)`` after the wire's round trip (a fresh copy on every call)."""
+    return plain.loads(_reference_text(name, seed))
+
+
+def judge(item: Exercise, mine, reference, seed: int, not_done: bool = False) -> tuple[str, str]:
+    """("passed" | "failed" | "not done", message): ``compare`` turned into a verdict.
+
+    ``mine`` may be anything (it comes from the learner's process): a compare that trips over it
+    is a failed answer, never a crashed checker.
+    """
+    try:
+        item.compare(mine, reference, seed)
+    except ExerciseNotDone as failure:
+        return "not done", str(failure)
+    except ExerciseFailed as failure:
+        if not_done:
+            return "not done", "the exercise cell still raises NotImplementedError."
+        return "failed", str(failure)
+    except Exception as error:  # malformed observations: the answer returned something odd
+        return "failed", f"the check could not read your answer's results ({error_text(error)})."
+    return "passed", ""
+
+
+NOT_DONE_NOTE = (
+    "Not done yet: fill in the exercise cell above, run it, then run this check again. "
+    "The lesson goes on meanwhile; this exercise scores 0 until it passes."
+)
+
+
+def check(name: str, answer: object) -> bool | None:
+    """Check the learner's ``answer`` to exercise ``name`` and print the verdict.
+
+    Returns True when correct and False when not done yet (the blank untouched, so Run All goes
+    on); raises ExerciseFailed (an AssertionError) with a plain-words message when wrong. Where
+    the reference is hidden (the grading sandbox) it only says that the grader decides.
     """
     item = get(name)
-    if answer is None:
-        raise ExerciseFailed(
-            f"{name}: nothing to check yet; fill in the exercise cell above first."
-        )
-    if _grading() and answer is item.solution:
-        raise ExerciseFailed(
-            f"{name}: the answer is the course's reference solution, not your own."
-        )
     try:
-        item.checker(answer)
-    except ExerciseFailed as failure:
-        print(f"✗ {name}: {failure}")
-        raise
+        status, message = verdict(name, answer)
+    except SolutionUnavailable:
+        print(f"{name}: checked by the grader, outside this notebook.")
+        return None
+    _LAST_STATUS[name] = status
+    if status == "passed":
+        print(f"✓ {name}: correct ({item.points:g} point{'s' if item.points != 1 else ''})")
+        return True
+    if status == "not done":
+        print(f"… {name}: {NOT_DONE_NOTE}")
+        return False
+    print(f"✗ {name}: {message}")
+    raise ExerciseFailed(f"{name}: {message}")
+
+
+def verdict(name: str, answer, seed: int = 0) -> tuple[str, str]:
+    """(status, message) for ``answer`` at ``seed``, all in this process.
+
+    What a check cell decides (seed 0), and what the grader decides for another seed, without a
+    sandbox: for the course's tests and for trying an exercise's checker.
+    """
+    item = get(name)
+    if item.checker is not None:
+        if seed:
+            raise ValueError(f"{name} uses the older checker form, which knows only seed 0.")
+        solution(name)  # refused while grading, as for every exercise
+    else:
+        reference = reference_observation(name, seed)
+    if answer is None:
+        return "not done", "nothing to check yet."
+    watched = Answer(answer) if callable(answer) else answer
+    try:
+        if item.checker is not None:
+            item.checker(watched)
+            return "passed", ""
+        mine = plain.roundtrip(item.observe(watched, seed))
     except NotImplementedError:
-        raise ExerciseFailed(
-            f"{name}: the exercise cell still raises NotImplementedError."
-        ) from None
-    except Exception as error:  # the learner's code crashed inside the checker
-        message = f"{name}: your code raised {type(error).__name__}: {error}"
-        print(f"✗ {message}")
-        raise ExerciseFailed(message) from error
-    print(f"✓ {name}: correct ({item.points} point{'s' if item.points != 1 else ''})")
-    return True
+        return "not done", "the exercise cell still raises NotImplementedError."
+    except ExerciseNotDone as failure:
+        return "not done", str(failure)
+    except ExerciseFailed as failure:
+        if getattr(watched, "not_done", False):
+            return "not done", "the exercise cell still raises NotImplementedError."
+        return "failed", str(failure)
+    except Exception as error:  # the learner's code crashed where observe did not expect it
+        return "failed", f"your code raised {error_text(error)}"
+    return judge(item, mine, reference, seed, getattr(watched, "not_done", False))
+
+
+def answer_or_reference(name: str, answer):
+    """``answer``, or the course's reference with a visible note while the exercise is not done.
+
+    Cells after an exercise call this so that a lesson run top to bottom (Run All) goes on before
+    the learner has answered. While grading the reference is never handed out: ``answer`` is
+    returned as it is.
+    """
+    if answer is not None and _LAST_STATUS.get(name) != "not done":
+        return answer
+    try:
+        reference = solution(name)
+    except SolutionUnavailable:
+        return answer
+    print(
+        f"Note: {name} is not done yet, so the cells below use the course's reference answer. "
+        "Finish the exercise to see your own."
+    )
+    return reference
 
 
 def solution_source(name: str, symbol: str) -> str:
@@ -122,7 +290,7 @@ def solution_source(name: str, symbol: str) -> str:
 
 
 def fill_solutions(nb):
-    """Replace every ``exercise`` blank in notebook ``nb`` (nbformat) with its reference solution."""
+    """Replace every ``exercise`` blank in notebook ``nb`` (nbformat) with its reference."""
     for cell in nb.cells:
         if cell.cell_type == "code" and "exercise" in cell.metadata.get("tags", []):
             meta = cell.metadata.get("exercise", {})

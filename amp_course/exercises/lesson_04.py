@@ -6,57 +6,82 @@ import math
 
 import torch
 
-from . import ExerciseFailed, exercise
-from .lesson_labs import forward_loss, lab_batches, lab_setup
+from . import ExerciseFailed, call_answer, fail_on_error, register
+from .labkit import compare_params, lab_batches, lab_setup, poisoned_for
 
 
-def accumulate_and_clip(model, optimizer, scaler, micro_batches, max_norm):
-    """Reference: one zero_grad, scaled backward per micro-batch, one unscale_, clip, step, update."""
-    optimizer.zero_grad(set_to_none=True)
-    for images, labels in micro_batches:
-        scaler.scale(forward_loss(model, images, labels) / len(micro_batches)).backward()
-    scaler.unscale_(optimizer)
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
-    return norm
-
-
-def _one_step(fn, micro_batches, max_norm):
-    model, optimizer, scaler = lab_setup()
-    norm = fn(model, optimizer, scaler, micro_batches, max_norm)
-    return model, scaler, norm
-
-
-@exercise("04.accumulate_and_clip", solution=accumulate_and_clip)
-def check_accumulate_and_clip(fn):
-    clean, poisoned = lab_batches()[1], lab_batches()[0]
-    cases = [
-        ("4 clean micro-batches", list(zip(clean[0].chunk(4), clean[1].chunk(4)))),
+def cases(seed: int) -> list[tuple[str, list, float]]:
+    """(what, micro-batches, max_norm): clean and overflowing micro-batches, clipping or not."""
+    if seed == 0:
+        clean, poisoned = lab_batches()[1], lab_batches()[0]
+        chunks, norms = 4, (0.5, 100.0)
+    else:
+        generator = torch.Generator().manual_seed(seed)
+        batches = lab_batches(poisoned_for(seed), seed)
+        clean = next(b for i, b in enumerate(batches) if i not in poisoned_for(seed))
+        poisoned = batches[poisoned_for(seed)[0]]
+        chunks = (2, 4)[int(torch.randint(0, 2, (1,), generator=generator))]  # equal chunks
+        norms = (float(torch.empty(1).uniform_(0.2, 1.0, generator=generator)), 100.0)
+    micro = [
+        (
+            f"{chunks} clean micro-batches",
+            list(zip(clean[0].chunk(chunks), clean[1].chunk(chunks), strict=True)),
+        ),
         ("micro-batches whose gradients overflow", [clean, poisoned]),
     ]
-    for what, micro in cases:
-        for max_norm in (0.5, 100.0):
-            mine = _one_step(fn, micro, max_norm)
-            ref = _one_step(accumulate_and_clip, micro, max_norm)
-            if mine[2] is None:
-                raise ExerciseFailed("return the gradient norm that clip_grad_norm_ gives you.")
-            norm, ref_norm = float(mine[2]), float(ref[2])
-            if math.isfinite(ref_norm) and not math.isclose(norm, ref_norm, rel_tol=1e-4):
-                raise ExerciseFailed(
-                    f"with {what} the returned norm is {norm:.4g}; the true (unscaled) "
-                    f"gradient norm of the mean loss is {ref_norm:.4g}."
-                )
-            if mine[1].get_scale() != ref[1].get_scale():
-                raise ExerciseFailed(
-                    f"with {what} the scale after your step is {mine[1].get_scale():g}, "
-                    f"expected {ref[1].get_scale():g}: one scaler.step and one update() per call."
-                )
-            for index, (a, b) in enumerate(
-                zip(mine[0].parameters(), ref[0].parameters(), strict=True)
-            ):
-                if not torch.allclose(a, b, rtol=1e-5, atol=1e-7):
-                    raise ExerciseFailed(
-                        f"with {what} and max_norm={max_norm} parameter tensor {index} is off by "
-                        f"{(a - b).abs().max().item():.3g} from the reference step."
-                    )
+    return [(what, batches, norm) for what, batches in micro for norm in norms]
+
+
+def observe(accumulate_and_clip, seed: int) -> list[dict]:
+    """For each case: the returned norm, the scale after the step and the parameters."""
+    results = []
+    for what, micro_batches, max_norm in cases(seed):
+        model, optimizer, scaler = lab_setup(seed)
+        norm, error = call_answer(
+            accumulate_and_clip, model, optimizer, scaler, micro_batches, max_norm
+        )
+        try:
+            norm = None if norm is None else float(norm)
+        except (TypeError, ValueError):
+            norm = repr(norm)[:80]
+        results.append(
+            {
+                "what": what,
+                "max_norm": max_norm,
+                "error": error,
+                "norm": norm,
+                "scale": scaler.get_scale(),
+                "params": [p.detach().clone() for p in model.parameters()],
+            }
+        )
+    return results
+
+
+def compare(mine, reference, seed: int) -> None:
+    for got, want in zip(mine, reference, strict=True):
+        what, max_norm = want["what"], want["max_norm"]
+        fail_on_error(got["error"], f"with {what} your step")
+        if got["norm"] is None:
+            raise ExerciseFailed("return the gradient norm that clip_grad_norm_ gives you.")
+        if not isinstance(got["norm"], float):
+            raise ExerciseFailed(f"return the norm as a number or tensor; got {got['norm']}.")
+        if math.isfinite(want["norm"]) and not math.isclose(
+            got["norm"], want["norm"], rel_tol=1e-4
+        ):
+            raise ExerciseFailed(
+                f"with {what} the returned norm is {got['norm']:.4g}; the true (unscaled) "
+                f"gradient norm of the mean loss is {want['norm']:.4g}."
+            )
+        if got["scale"] != want["scale"]:
+            raise ExerciseFailed(
+                f"with {what} the scale after your step is {got['scale']:g}, "
+                f"expected {want['scale']:g}: one scaler.step and one update() per call."
+            )
+        compare_params(
+            got["params"],
+            want["params"],
+            f"with {what} and max_norm={max_norm:g} your step differs from the reference step",
+        )
+
+
+register("04.accumulate_and_clip", observe, compare)

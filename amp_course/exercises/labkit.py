@@ -1,0 +1,197 @@
+"""The bug-hunt labs' fixed setup, and running a training function into plain observations.
+
+Every lab runs the learner's function on the same tiny setup (a seeded MLP, real-MNIST batches,
+fp16 autocast on the CPU, a real ``torch.amp.GradScaler``) and compares its parameters, scale
+trajectory, learning rates and warnings with the reference fix. Seed 0 is the setup the notebook
+shows; other seeds (the grader's) pick other digits and other corrupt batches.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .. import scaling
+from ..data import load_mnist
+from . import ExerciseFailed, ExerciseNotDone, error_text
+
+DEVICE = torch.device("cpu")
+AMP_DTYPE = torch.float16
+NUM_BATCHES = 9
+POISONED = (0, 5)  # batches whose pixels are corrupt (huge), so the fp16 backward overflows
+LR = 0.05
+SCALER_KWARGS = dict(init_scale=2.0**16, growth_interval=3)
+SCHEDULER_WARNING = "lr_scheduler.step()` before `optimizer.step()"
+
+
+class RecordingScaler(torch.amp.GradScaler):
+    """A real GradScaler that also records its scale after every update()."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.history: list[float] = []
+
+    def update(self, new_scale=None):
+        super().update(new_scale)
+        self.history.append(self.get_scale())
+
+
+@functools.lru_cache(maxsize=4)
+def _clean_batches(seed: int = 0):
+    # The shipped real-MNIST subset: the same digits on every machine, and no torchvision import.
+    data = load_mnist(source="subset")
+    return tuple(scaling.mnist_batches(NUM_BATCHES, batch_size=16, seed=seed, data=data))
+
+
+def poisoned_for(seed: int) -> tuple[int, ...]:
+    """Which batches are corrupt: POISONED for seed 0, two others drawn from the seed otherwise."""
+    if seed == 0:
+        return POISONED
+    order = torch.randperm(NUM_BATCHES, generator=torch.Generator().manual_seed(seed))
+    return tuple(sorted(int(i) for i in order[:2]))
+
+
+def lab_batches(poisoned=POISONED, seed: int = 0):
+    """The labs' fixed MNIST batches; those in ``poisoned`` are corrupted to overflow in fp16."""
+    batches = []
+    for index, (images, labels) in enumerate(_clean_batches(seed)):
+        if index in poisoned:
+            images = images * 1e6  # a corrupt batch: fp16 activations overflow to inf
+        batches.append((images.clone(), labels.clone()))
+    return batches
+
+
+def lab_model(seed: int = 0):
+    """The labs' model: a seeded two-layer MLP in fp32."""
+    return scaling.mlp(seed, hidden=32, device=DEVICE)
+
+
+def lab_setup(seed: int = 0):
+    """A fresh (model, optimizer, scaler) triple, identical on every call."""
+    model = lab_model(seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    return model, optimizer, RecordingScaler(DEVICE.type, **SCALER_KWARGS)
+
+
+def forward_loss(model, images, labels):
+    """The labs' loss under fp16 autocast."""
+    with torch.autocast(DEVICE.type, dtype=AMP_DTYPE):
+        return F.cross_entropy(model(images.to(DEVICE)), labels.to(DEVICE))
+
+
+def train_steps(model, optimizer, scaler, batches):
+    """The plain AMP loop the labs build on: scale, backward, scaler.step, update."""
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(forward_loss(model, images, labels)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+
+@dataclass
+class Outcome:
+    """What a training function did, in terms a learner can compare."""
+
+    params: list[torch.Tensor] = field(default_factory=list)
+    scales: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def plain(self) -> dict:
+        """The outcome as plain data for the grader."""
+        return {
+            "params": self.params,
+            "scales": self.scales,
+            "lrs": self.lrs,
+            "warnings": self.warnings,
+            "error": self.error,
+        }
+
+
+def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0) -> Outcome:
+    """Run ``train(model, optimizer, [scheduler,] scaler, batches, *extra)``; record the Outcome."""
+    model, optimizer, scaler = lab_setup(seed)
+    sched = (
+        torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8) if scheduler else None
+    )
+    outcome = Outcome()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        args = (model, optimizer, sched, scaler) if scheduler else (model, optimizer, scaler)
+        try:
+            train(*args, lab_batches(poisoned, seed), *extra)
+        except Exception as error:  # the learner's loop: a crash is part of what it did
+            outcome.error = error_text(error)
+    outcome.params = [p.detach().clone() for p in model.parameters()]
+    outcome.scales = list(scaler.history)
+    outcome.lrs = [group["lr"] for group in optimizer.param_groups]
+    outcome.warnings = [str(w.message) for w in caught]
+    return outcome
+
+
+def observe_run(train, seed, extra=(), scheduler=False) -> dict:
+    """The plain Outcome of ``train`` on the seed's batches (an observe for loop labs)."""
+    return run(train, extra, poisoned_for(seed), scheduler, seed).plain()
+
+
+def compare_outcomes(mine, ref, rtol=1e-5, atol=1e-7) -> None:
+    """Raise ExerciseFailed describing the first way ``mine`` differs from the reference."""
+    if mine["error"]:
+        if mine["error"].startswith("NotImplementedError"):
+            raise ExerciseNotDone("your loop still raises NotImplementedError.")
+        raise ExerciseFailed(f"your loop crashed: {mine['error']}")
+    if any(SCHEDULER_WARNING in w for w in mine["warnings"]):
+        raise ExerciseFailed(
+            "PyTorch warned that lr_scheduler.step() ran before optimizer.step(): "
+            "your scheduler stepped on a step the scaler skipped."
+        )
+    if mine["scales"] != ref["scales"]:
+        raise ExerciseFailed(
+            f"the loss-scale trajectory differs: after each scaler.update() yours was "
+            f"{[f'{s:g}' for s in mine['scales']]}, the reference "
+            f"{[f'{s:g}' for s in ref['scales']]} (one update() per optimizer step)."
+        )
+    if mine["lrs"] != ref["lrs"]:
+        raise ExerciseFailed(
+            f"the final learning rate is {mine['lrs'][0]:.6g}, expected {ref['lrs'][0]:.6g}."
+        )
+    compare_params(
+        mine["params"], ref["params"], "parameters differ from the reference fix", rtol, atol
+    )
+
+
+def compare_params(mine, ref, what, rtol=1e-5, atol=1e-7) -> None:
+    """Raise ExerciseFailed unless every tensor in ``mine`` is finite and close to ``ref``."""
+    if len(mine) != len(ref):
+        raise ExerciseFailed(f"{what}: {len(mine)} parameter tensors, expected {len(ref)}.")
+    for index, (a, b) in enumerate(zip(mine, ref, strict=True)):
+        if not torch.isfinite(a).all():
+            raise ExerciseFailed(f"parameter tensor {index} holds inf/NaN after training.")
+        if a.shape != b.shape or not torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol):
+            off = (a.to(b.dtype) - b).abs().max().item() if a.shape == b.shape else float("inf")
+            raise ExerciseFailed(
+                f"{what}: tensor {index} is off by up to "
+                f"{off:.3g} (tolerance {atol:g} + {rtol:g} x |value|)."
+            )
+
+
+def symptom(train, extra=(), scheduler=False):
+    """Print, in plain words, what ``train`` did next to the reference for the lab."""
+    out = run(train, extra, scheduler=scheduler)
+    if out.error:
+        print("crashed with", out.error)
+    print("scale after each update():", [f"{s:g}" for s in out.scales])
+    if scheduler:
+        print("final learning rate:", f"{out.lrs[0]:.6g}")
+    bad = [i for i, p in enumerate(out.params) if not torch.isfinite(p).all()]
+    if bad:
+        print(f"parameter tensors holding inf/NaN: {bad}")
+    for message in out.warnings:
+        if "lr_scheduler" in message:
+            print("warning:", message[:110], "...")
+    return out

@@ -1,0 +1,29 @@
+"""Reference for lesson 02's dtype predictions (tests check them against torch itself)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..lesson_02 import EXPRESSIONS
+
+PREDICTIONS = {
+    "a @ b": torch.bfloat16,  # matmul: on the CPU lower-precision list
+    "F.linear(a, b)": torch.bfloat16,  # linear: on the list
+    "a + b": torch.float32,  # unlisted: runs in its inputs' dtype
+    "(a @ b) + a": torch.float32,  # unlisted add promotes bf16 + fp32 to fp32
+    "torch.softmax(a @ b, dim=-1)": torch.bfloat16,  # unlisted on CPU (fp32-listed on CUDA)
+    "F.mse_loss(a @ b, b)": torch.float32,  # mse_loss: on the CPU fp32 list
+    "torch.cat([a @ b, a])": torch.float32,  # cat: promotes to the widest input
+    "(a @ b).float()": torch.float32,  # an explicit cast wins
+}
+
+
+def observed_dtypes(device="cpu") -> dict[str, torch.dtype]:
+    """What torch actually gives for each expression under bf16 autocast on ``device``."""
+    a = torch.randn(4, 4, device=device)
+    b = torch.randn(4, 4, device=device)
+    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
+        return {text: fn(a, b).dtype for text, fn in EXPRESSIONS.items()}
+
+
+SOLUTIONS = {"02.predict_dtypes": PREDICTIONS}

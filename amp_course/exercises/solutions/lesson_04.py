@@ -1,0 +1,22 @@
+"""Reference for lesson 04's accumulated, clipped step."""
+
+from __future__ import annotations
+
+import torch
+
+from ..labkit import forward_loss
+
+
+def accumulate_and_clip(model, optimizer, scaler, micro_batches, max_norm):
+    """Reference: zero_grad, a scaled backward per micro-batch, one unscale_, clip, step, update."""
+    optimizer.zero_grad(set_to_none=True)
+    for images, labels in micro_batches:
+        scaler.scale(forward_loss(model, images, labels) / len(micro_batches)).backward()
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return norm
+
+
+SOLUTIONS = {"04.accumulate_and_clip": accumulate_and_clip}

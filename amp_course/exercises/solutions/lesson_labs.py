@@ -1,0 +1,79 @@
+"""Reference fixes of the bug-hunt labs."""
+
+from __future__ import annotations
+
+import torch
+
+from ...training import make_scaler
+from ..labkit import LR, SCALER_KWARGS, forward_loss, train_steps
+
+
+def train_clipped(model, optimizer, scaler, batches, max_norm):
+    """Reference: clip the true gradients, i.e. after unscale_."""
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(forward_loss(model, images, labels)).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+
+
+def train_accumulated(model, optimizer, scaler, batches, accumulation_steps, max_norm):
+    """Reference: scale every micro-batch's loss; unscale_, clip, step and update once per group."""
+    optimizer.zero_grad(set_to_none=True)
+    for index, (images, labels) in enumerate(batches):
+        loss = forward_loss(model, images, labels) / accumulation_steps
+        scaler.scale(loss).backward()
+        if (index + 1) % accumulation_steps == 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+
+
+def train_scheduled(model, optimizer, scheduler, scaler, batches):
+    """Reference: step the scheduler only when the optimizer really stepped."""
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(forward_loss(model, images, labels)).backward()
+        scale_before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if scaler.get_scale() >= scale_before:  # a lower scale means the step was skipped
+            scheduler.step()
+
+
+def save_checkpoint(model, optimizer, scaler):
+    """Reference: all a run needs to continue exactly: weights, optimizer and scaler state."""
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+    }
+
+
+def prepare(model, device):
+    """Reference: fp32 weights on ``device``, an optimizer over them, an enabled fp16 GradScaler."""
+    device = torch.device(device)
+    model = model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    return model, optimizer, torch.amp.GradScaler(device.type, **SCALER_KWARGS)
+
+
+def train_plain(model, optimizer, scaler, batches):
+    """Reference: scaler.step replaces optimizer.step; one update() per step."""
+    train_steps(model, optimizer, scaler, batches)
+
+
+SOLUTIONS = {
+    "labs.clip_after_unscale": train_clipped,
+    "labs.accumulation": train_accumulated,
+    # The course's own helper: a real GradScaler enabled only for fp16 autocast.
+    "labs.bf16_scaler": make_scaler,
+    "labs.scheduler_skip": train_scheduled,
+    "labs.resume": save_checkpoint,
+    "labs.half_model": prepare,
+    "labs.extra_step": train_plain,
+}
