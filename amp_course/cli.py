@@ -75,17 +75,25 @@ def _quiz_check(args) -> int:
 
 
 def _grade(args) -> int:
-    from .grading import grade_all
+    from .grading import SandboxUnavailable, grade_all
 
-    rows = grade_all(
-        args.submissions,
-        args.key,
-        args.out,
-        masters=args.masters,
-        cell_timeout=args.cell_timeout,
-        submission_timeout=args.timeout,
-        jobs=args.jobs,
-    )
+    try:
+        rows = grade_all(
+            args.submissions,
+            args.key,
+            args.out,
+            masters=args.masters,
+            cell_timeout=args.cell_timeout,
+            submission_timeout=args.timeout,
+            jobs=args.jobs,
+            sandbox_kind=args.sandbox,
+            memory=int(args.memory_gb * 2**30),
+            image=args.image,
+            feedback=args.feedback,
+        )
+    except SandboxUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     students = sorted({row["student"] for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
@@ -175,6 +183,21 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
     grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
+    grade.add_argument(
+        "--sandbox",
+        default="auto",
+        choices=["auto", "bwrap", "docker", "podman", "none"],
+        help="where students' code runs (auto: bubblewrap, else none with a warning)",
+    )
+    grade.add_argument(
+        "--memory-gb", type=float, default=8.0, help="memory bound of a student's kernel"
+    )
+    grade.add_argument(
+        "--image", default="debian:bookworm-slim", help="container image for docker/podman"
+    )
+    grade.add_argument(
+        "--feedback", default=None, help="folder for per-student feedback (default: OUT-feedback)"
+    )
     grade.set_defaults(func=_grade)
 
     bench = sub.add_parser(

@@ -1,33 +1,55 @@
-"""Instructor grading on a toy lesson: restored check cells, bounded time, one row per item."""
+"""Instructor grading on a toy lesson holding two real exercises: honest and crafted submissions.
+
+One grading run (the module fixture) covers the ordinary cases (right, wrong, missing, corrupt,
+hanging) and every route a determined learner might try: replacing or wrapping the check through
+``sys.modules``, ``importlib``/``getattr``, a look-alike ``ac`` or ``__import__``, an IPython
+custom exception handler; reaching the reference; forging a report; leaving detached processes
+behind; writing outside the scratch folder and opening the key for writing. Each of those gets 0
+with a reason, leaves no process behind and changes none of the instructor's files.
+"""
 
 import csv
+import hashlib
 import json
-import os
-import subprocess
-import sys
 import time
+import uuid
+from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import ROOT
 
-from amp_course import cli, grading, quiz
+from amp_course import cli, exercises, quiz
+from amp_course.exercises import plain
+from amp_course.exercises.probe import MIME
+from amp_course.grading import sandbox
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 MASTER = FIXTURES / "masters" / "99_toy.ipynb"
+TOKEN = f"amp-grading-straggler-{uuid.uuid4().hex}"  # in the argv of every planted process
+ITEMS = {"06.choose_dtype", "05.mfu", "quiz:pick-b", "quiz:pi", "quiz:both"}
 
 RIGHT = {"pick-b": 1, "pi": 3.14, "both": [0, 2]}
 WRONG = {"pick-b": 0, "pi": 2.72, "both": [1]}
+# Right answers, written differently from the course's references.
+CHOOSE = "    return torch.bfloat16 if capability is None or capability[0] >= 8 else torch.float16"
+MFU = "    return flops_per_step / (step_seconds * peak_tflops * 1e12)"
+WRONG_CHOOSE = "    return torch.float16"
+WRONG_MFU = "    return 100 * flops_per_step / step_seconds / (peak_tflops * 1e12)"
+BLANK = "    raise NotImplementedError"
 
 
-def _notebook(double="    return 2 * x", clip="    return max(-1.0, min(1.0, x))", edit=None):
+def _notebook(choose=CHOOSE, mfu=MFU, before="", edit=None):
+    """The toy lesson as a learner hands it in; ``before`` is a cell run before the exercises."""
     nb = nbformat.read(MASTER, as_version=4)
     for cell in nb.cells:
-        name = cell.metadata.get("exercise", {}).get("symbol")
-        if name == "double":
-            cell.source = f"def double(x):\n{double}"
-        elif name == "clip":
-            cell.source = f"def clip(x):\n{clip}"
+        symbol = cell.metadata.get("exercise", {}).get("symbol")
+        if symbol == "choose":
+            cell.source = f"def choose(capability):\n{choose}"
+        elif symbol == "mfu":
+            cell.source = f"def mfu(flops_per_step, step_seconds, peak_tflops):\n{mfu}"
+    if before:
+        nb.cells.insert(3, nbformat.v4.new_code_cell(before))
     if edit:
         edit(nb)
     return nb
@@ -45,83 +67,221 @@ def _submission(root, student, nb=None, answers=None, raw_answers=None, raw_note
         (folder / "99_toy.answers.json").write_text(json.dumps({"lessons": {"99_toy": records}}))
     if raw_answers is not None:
         (folder / "99_toy.answers.json").write_text(raw_answers)
+    return folder
 
 
-def _fake_check(nb):
+def _fake_checks(nb):
     for cell in nb.cells:
         if "check" in cell.metadata.get("tags", []):
             cell.source = 'print("✓ all correct")'  # an edited check cell
 
 
 def _raise_first(nb):
-    blank = next(c for c in nb.cells if c.metadata.get("exercise", {}).get("symbol") == "double")
-    blank.source = "raise RuntimeError('boom')\n" + blank.source  # double is never defined
+    blank = next(c for c in nb.cells if c.metadata.get("exercise", {}).get("symbol") == "choose")
+    blank.source = "raise RuntimeError('boom')\n" + blank.source  # choose is never defined
 
 
 def _delete_checks(nb):
     nb.cells = [c for c in nb.cells if "check" not in c.metadata.get("tags", [])]
 
 
+FORGED_DTYPE, FORGED_MFU = "torch.float64", 0.123456789  # marks that a forgery reached the grader
+
+
+def _forged():
+    """The reference's seed-0 observations (a learner can copy them from a local check), marked."""
+    choose, mfu = (
+        exercises.get(name).observe(exercises.solution(name), 0)
+        for name in ("06.choose_dtype", "05.mfu")
+    )
+    choose[0]["dtype"], mfu[0]["result"] = FORGED_DTYPE, FORGED_MFU
+    return {"06.choose_dtype": plain.dumps(choose), "05.mfu": plain.dumps(mfu)}
+
+
+FAKE_DISPLAY = f"""
+from IPython.display import display
+FORGED = {_forged()!r}
+def forged_report(name, symbol, seed):
+    payload = {{"observation": FORGED[name], "not_done": False}}
+    display({{"{MIME}": payload}}, raw=True)
+"""
+
+# The references reached by reading their file, by importing them and through git.
+READ_REFERENCE = """
+    import pathlib, amp_course
+    package = pathlib.Path(amp_course.__file__).parent
+    found = {}
+    exec((package / "exercises" / "solutions" / "lesson_06.py").read_text(), found)
+    return found["choose_amp_dtype"](capability)"""
+IMPORT_REFERENCE = """
+    from amp_course.exercises.solutions.lesson_05 import mfu as reference
+    return reference(flops_per_step, step_seconds, peak_tflops)"""
+GIT = """
+import pathlib, subprocess, amp_course
+root = pathlib.Path(amp_course.__file__).parents[1]
+subprocess.run(["git", "-C", str(root), "show", "HEAD:amp_course/exercises/solutions/lesson_06.py"])
+"""
+
+ATTACKS = {
+    # The check and the grader's probe replaced through sys.modules.
+    "olga": FAKE_DISPLAY
+    + """
+import sys, types
+import amp_course.exercises.probe
+sys.modules["amp_course.exercises"].check = lambda *args, **kwargs: True
+fake = types.ModuleType("amp_course.exercises.probe")
+fake.report = forged_report
+sys.modules["amp_course.exercises.probe"] = fake
+sys.modules["amp_course.exercises"].probe = fake
+""",
+    # The probe wrapped through importlib and getattr/setattr; the references imported.
+    "pete": FAKE_DISPLAY
+    + """
+import importlib
+ex = importlib.import_module("amp_course.exercises")
+probe = importlib.import_module("amp_course.exercises.probe")
+real = getattr(probe, "observation_payload")
+def wrapped(name, answer, seed):
+    payload = real(name, answer, 0)  # observe at the seed a learner can check locally
+    return {**payload, "observation": FORGED[name], "not_done": False}
+setattr(probe, "observation_payload", wrapped)
+setattr(ex, "judge", lambda *args, **kwargs: ("passed", ""))
+setattr(ex, "check", lambda *args, **kwargs: True)
+""",
+    # A look-alike `ac`, and __import__ itself replaced so the probe imports a fake.
+    "quinn": FAKE_DISPLAY
+    + """
+import builtins, types
+ac = types.SimpleNamespace(exercises=types.SimpleNamespace(check=lambda *a: print("✓ correct")))
+real_import = builtins.__import__
+def fake_import(name, *args, **kwargs):
+    if name == "amp_course.exercises.probe":
+        return types.SimpleNamespace(report=forged_report)
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = fake_import
+""",
+    # An IPython custom exception handler that swallows every error as success.
+    "rosa": """
+get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: print("✓ correct"))
+""",
+    # Processes left behind: a detached one with an empty environment, and a double-forked daemon.
+    "uma": f"""
+import os, subprocess, sys
+code = "import sys, time; time.sleep(3); [open(p, 'a').write('late') for p in sys.argv[2:]]"
+argv = [sys.executable, "-c", code, {TOKEN!r}, KEY, GRADEBOOK]
+subprocess.Popen(argv, start_new_session=True, env={{}}, stdin=subprocess.DEVNULL,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+child = os.fork()
+if child == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, argv)
+    os._exit(0)
+os.waitpid(child, 0)
+""",
+    # Writes outside the scratch folder, and the key opened for writing.
+    "vera": """
+import os, pathlib, amp_course
+course = pathlib.Path(amp_course.__file__).parent / "exercises" / "lesson_06.py"
+for target in [KEY, GRADEBOOK, GRADEBOOK + ".bak", MASTER, OTHER, str(course), SENTINEL]:
+    try:
+        with open(target, "a") as handle:
+            handle.write("tampered")
+        print("wrote", target)
+    except OSError as error:
+        print("refused", target, error)
+try:
+    os.close(os.open(KEY, os.O_WRONLY | os.O_TRUNC))
+except OSError as error:
+    print("key refused", error)
+""",
+}
+
+
 @pytest.fixture(scope="module")
-def gradebook(tmp_path_factory):
+def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("grading")
-    key = root / "key.json"
+    key = root / "instructor" / "key.json"
     quiz.publish(FIXTURES / "quizzes" / "source", root / "learner", key, secret="toy-secret")
     subs = root / "submissions"
+    out = root / "instructor" / "gradebook.csv"
+    out.write_text("student,points\nprevious,1\n")  # an earlier run's gradebook
+    paths = {
+        "KEY": str(key),
+        "GRADEBOOK": str(out),
+        "MASTER": str(MASTER),
+        "OTHER": str(subs / "alice" / MASTER.name),
+        "SENTINEL": str(root / "written-by-a-learner"),
+    }
+    prelude = "".join(f"{name} = {value!r}\n" for name, value in paths.items())
+
     _submission(subs, "alice", _notebook(), RIGHT)
-    _submission(subs, "bob", _notebook(double="    return x + 2", clip="    return x"), WRONG)
-    _submission(subs, "carol", _notebook())  # no answer file
-    _submission(subs, "dave", answers=None, raw_answers='{"lessons": {"99_toy": {"pick-b": ')
+    bob = _submission(subs, "bob", _notebook(WRONG_CHOOSE, WRONG_MFU), WRONG)
+    # A planted conftest.py, pytest.py or amp_course package changes nothing.
+    (bob / "conftest.py").write_text("raise SystemExit(0)\n")
+    (bob / "pytest.py").write_text("import sys\nsys.exit(0)\n")
+    (bob / "amp_course").mkdir()
+    (bob / "amp_course" / "__init__.py").write_text("exercises = None\n")
+    _submission(subs, "dave", raw_answers='{"lessons": {"99_toy": {"pick-b": ')
     _submission(subs, "erin", _notebook(edit=_raise_first), RIGHT)
-    _submission(subs, "frank", _notebook(clip="    while True:\n        pass\nclip(0)"), RIGHT)
-    _submission(subs, "gina", _notebook(double="    return x", edit=_fake_check), RIGHT)
+    _submission(subs, "frank", _notebook(mfu=BLANK + "\nwhile True:\n    pass"), RIGHT)
+    gina = "print('✓ 06.choose_dtype: correct (2 points)')\nopen('report.xml', 'w').write('<ok/>')"
+    _submission(subs, "gina", _notebook(WRONG_CHOOSE, BLANK, before=gina, edit=_fake_checks), RIGHT)
     _submission(subs, "hank", raw_notebook='{"cells": [', answers=RIGHT)
-    _submission(subs, "ivan", _notebook(edit=_delete_checks), RIGHT)
-    # A conftest.py in a submission must not change how it is graded.
-    (subs / "ivan" / "conftest.py").write_text(
-        "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
-    )
-    (subs / "bob" / "conftest.py").write_text((subs / "ivan" / "conftest.py").read_text())
-    # Links to another student's work are not this student's work.
+    _submission(subs, "ivan", _notebook(edit=_delete_checks))  # and no answer file
     (subs / "kim").mkdir()
     (subs / "kim" / MASTER.name).symlink_to(subs / "alice" / MASTER.name)
     (subs / "kim" / "99_toy.answers.json").symlink_to(subs / "alice" / "99_toy.answers.json")
-    # A planted pytest.py or amp_course package must not replace the grader's own code.
-    _submission(subs, "liam", _notebook(double="    return x", clip="    return x"), WRONG)
-    (subs / "liam" / "pytest.py").write_text("import sys\nsys.exit(0)\n")
-    (subs / "liam" / "amp_course").mkdir()
-    (subs / "liam" / "amp_course" / "__init__.py").write_text(
-        "class exercises:\n    @staticmethod\n    def check(*a):\n        return True\n"
-    )
-    # The course's reference solution is not the learner's answer.
-    _submission(
-        subs, "mia", _notebook(double="    return ac.exercises.solution('99.double')(x)"), RIGHT
-    )
-    out = root / "gradebook.csv"
+    reference = "    return ac.exercises.solution('06.choose_dtype')(capability)"
+    _submission(subs, "mia", _notebook(reference, BLANK), RIGHT)
+    _submission(subs, "sam", _notebook(READ_REFERENCE, IMPORT_REFERENCE, before=GIT), RIGHT)
+    for student, attack in ATTACKS.items():
+        _submission(subs, student, _notebook(WRONG_CHOOSE, BLANK, before=prelude + attack), RIGHT)
+
+    watched = [key, MASTER, subs / "alice" / MASTER.name, ROOT / "amp_course" / "exercises"]
+    before = _digests(watched)
+    previous = out.read_bytes()
     start = time.perf_counter()
     code = cli.main(
-        [
-            "grade",
-            str(subs),
-            "--key",
-            str(key),
-            "--out",
-            str(out),
-            "--masters",
-            str(MASTER.parent),
-            "--cell-timeout",
-            "30",
-            "--timeout",
-            "120",
-            "--jobs",
-            "4",
-        ]
+        ["grade", str(subs), "--key", str(key), "--out", str(out), "--masters", str(MASTER.parent)]
+        + ["--cell-timeout", "20", "--timeout", "120", "--jobs", "2"]
     )
     elapsed = time.perf_counter() - start
+    stragglers = _processes_with(TOKEN)
     with open(out, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return code, elapsed, rows
+    return {
+        "code": code,
+        "elapsed": elapsed,
+        "rows": rows,
+        "root": root,
+        "subs": subs,
+        "key": key,
+        "out": out,
+        "previous": previous,
+        "stragglers": stragglers,
+        "before": before,
+        "watched": watched,
+        "paths": paths,
+    }
+
+
+def _digests(paths):
+    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*.py")))]
+    return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def _processes_with(token):
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and token.encode() in (entry / "cmdline").read_bytes():
+                status = (entry / "status").read_text()
+                if "\nState:\tZ" not in status:  # a zombie is dead, waiting to be reaped
+                    found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
 
 
 def _points(rows, student):
@@ -132,192 +292,145 @@ def _points(rows, student):
     }
 
 
-def test_every_student_graded_in_bounded_time(gradebook):
-    code, elapsed, rows = gradebook
-    assert code == 0
-    assert list(rows[0]) == grading.COLUMNS
-    students = {r["student"] for r in rows}
-    assert students == {
-        "alice",
-        "bob",
-        "carol",
-        "dave",
-        "erin",
-        "frank",
-        "gina",
-        "hank",
-        "ivan",
-        "kim",
-        "liam",
-        "mia",
-    }
-    for student in students:  # the same items for everyone, whatever went wrong
-        assert set(_points(rows, student)) == {
-            "99.double",
-            "99.clip",
-            "quiz:pick-b",
-            "quiz:pi",
-            "quiz:both",
-        }, student
-    assert elapsed < 180  # about 40 s on an idle 2-core machine
+def test_every_student_graded_with_the_same_items(run):
+    assert run["code"] == 0
+    students = {r["student"] for r in run["rows"]}
+    assert len(students) == 11 + len(ATTACKS)
+    for student in students:
+        assert set(_points(run["rows"], student)) == ITEMS, student
+    assert {r["isolation"] for r in run["rows"]} == {"bwrap"}
+    assert run["elapsed"] < 240  # about 50 s on an idle 2-core machine
 
 
-def test_all_right_gets_full_marks(gradebook):
-    got = _points(gradebook[2], "alice")
+def test_right_answers_written_differently_get_full_marks(run):
+    got = _points(run["rows"], "alice")
     assert {k: v[0] for k, v in got.items()} == {
-        "99.double": 2,
-        "99.clip": 1,
+        "06.choose_dtype": 2,
+        "05.mfu": 1,
         "quiz:pick-b": 2,
         "quiz:pi": 1,
         "quiz:both": 1,
     }
-    assert all(v[0] == v[1] for v in got.values())
+    assert all(v[2] in ("passed", "correct") for v in got.values())
 
 
-def test_all_wrong_gets_zero_with_reasons(gradebook):
-    got = _points(gradebook[2], "bob")
+def test_wrong_answers_get_zero_with_the_checkers_reasons(run):
+    got = _points(run["rows"], "bob")  # planted conftest.py, pytest.py and amp_course too
     assert all(v[0] == 0 for v in got.values())
-    assert "ExerciseFailed: double(0) returned 2, expected 0" in got["99.double"][3]
+    assert got["06.choose_dtype"][2] == "failed" and "better choice is" in got["06.choose_dtype"][3]
+    assert "not a percentage" in got["05.mfu"][3]
     assert got["quiz:pi"][2] == "wrong"
 
 
-def test_missing_answer_file_costs_only_the_quiz(gradebook):
-    got = _points(gradebook[2], "carol")
-    assert got["99.double"][0] == 2 and got["99.clip"][0] == 1
-    assert got["quiz:pick-b"][:3] == (0, 2, "missing") and "no answers" in got["quiz:pick-b"][3]
+def test_missing_or_corrupt_files_cost_only_what_they_hold(run):
+    dave = _points(run["rows"], "dave")
+    assert dave["quiz:pi"][0] == 0 and "not valid JSON" in dave["quiz:pi"][3]
+    assert dave["06.choose_dtype"][2] == "missing"
+    hank = _points(run["rows"], "hank")
+    assert hank["05.mfu"][:3] == (0, 1, "error") and "corrupt notebook" in hank["05.mfu"][3]
+    assert hank["quiz:pick-b"][0] == 2
+    ivan = _points(run["rows"], "ivan")  # no answer file: only the quiz is lost
+    assert ivan["quiz:pick-b"][:3] == (0, 2, "missing") and "no answers" in ivan["quiz:pick-b"][3]
 
 
-def test_corrupt_json_is_reported(gradebook):
-    got = _points(gradebook[2], "dave")
-    assert got["quiz:pi"][0] == 0 and "not valid JSON" in got["quiz:pi"][3]
-    assert got["99.double"][2] == "missing"  # no notebook handed in
+def test_a_cell_that_raises_loses_only_what_depends_on_it(run):
+    got = _points(run["rows"], "erin")
+    assert got["06.choose_dtype"][:3] == (0, 2, "not done") and got["05.mfu"][0] == 1
+    assert "choose was not defined" in got["06.choose_dtype"][3]
 
 
-def test_notebook_that_raises_loses_only_what_fails(gradebook):
-    got = _points(gradebook[2], "erin")
-    assert got["99.double"][0] == 0 and got["99.clip"][0] == 1 and got["quiz:pick-b"][0] == 2
-    assert "NameError" in got["99.double"][3]
-
-
-def test_endless_loop_is_stopped_by_the_cell_timeout(gradebook):
-    got = _points(gradebook[2], "frank")
-    assert got["99.double"][0] == 2 and got["99.clip"][0] == 0
+def test_endless_loop_is_stopped_by_the_cell_timeout(run):
+    got = _points(run["rows"], "frank")
+    assert got["06.choose_dtype"][0] == 2 and got["05.mfu"][0] == 0
     assert got["quiz:pi"][0] == 1
 
 
-def test_edited_or_deleted_check_cells_are_restored(gradebook):
-    gina = _points(gradebook[2], "gina")
-    assert gina["99.double"][0] == 0 and "returned" in gina["99.double"][3]
-    ivan = _points(gradebook[2], "ivan")
-    assert ivan["99.double"][0] == 2 and ivan["99.clip"][0] == 1
+def test_edited_or_deleted_check_cells_are_restored(run):
+    gina = _points(run["rows"], "gina")  # fake checks, a printed success and a forged report
+    assert gina["06.choose_dtype"][0] == 0 and "better choice is" in gina["06.choose_dtype"][3]
+    ivan = _points(run["rows"], "ivan")
+    assert ivan["06.choose_dtype"][0] == 2 and ivan["05.mfu"][0] == 1
 
 
-def test_corrupt_notebook_gets_zero_and_a_message(gradebook):
-    got = _points(gradebook[2], "hank")
-    assert got["99.double"][:3] == (0, 2, "error") and "corrupt notebook" in got["99.double"][3]
-    assert got["quiz:pick-b"][0] == 2
-
-
-def test_links_to_other_work_are_not_graded(gradebook):
-    got = _points(gradebook[2], "kim")
+def test_links_to_other_work_are_not_graded(run):
+    got = _points(run["rows"], "kim")
     assert all(v[0] == 0 for v in got.values())
-    assert "link" in got["99.double"][3] and "link" in got["quiz:pick-b"][3]
+    assert "link" in got["06.choose_dtype"][3] and "link" in got["quiz:pick-b"][3]
 
 
-def test_planted_pytest_and_package_change_nothing(gradebook):
-    got = _points(gradebook[2], "liam")
-    assert got["99.double"][0] == 0 and got["99.clip"][0] == 0
-    assert "ExerciseFailed" in got["99.double"][3]
+def test_the_reference_is_out_of_reach(run):
+    mia = _points(run["rows"], "mia")
+    assert mia["06.choose_dtype"][:3] == (0, 2, "failed")
+    assert "not available while grading" in mia["06.choose_dtype"][3]
+    assert mia["quiz:pick-b"][0] == 2  # the quiz is graded as usual
+    sam = _points(run["rows"], "sam")
+    assert sam["06.choose_dtype"][:3] == (0, 2, "failed") and sam["05.mfu"][:3] == (0, 1, "failed")
+    assert "raised FileNotFoundError" in sam["06.choose_dtype"][3]
+    assert "raised ModuleNotFoundError" in sam["05.mfu"][3]
 
 
-def test_using_the_reference_solution_is_flagged(gradebook):
-    got = _points(gradebook[2], "mia")
-    assert got["99.double"][:3] == (0, 2, "flagged") and got["99.clip"][0] == 0
-    assert "checking code" in got["99.double"][3]
-    assert got["quiz:pick-b"][0] == 2  # the quiz is graded as usual
+@pytest.mark.parametrize("student", ["olga", "pete", "quinn"])
+def test_a_replaced_or_wrapped_probe_reaches_the_grader_and_fails(run, student):
+    """The forged results did arrive (their marks show in the messages) and still score 0."""
+    got = _points(run["rows"], student)
+    assert f"you chose {FORGED_DTYPE}" in got["06.choose_dtype"][3]
+    assert f"returned {FORGED_MFU:.4g}" in got["05.mfu"][3]
 
 
-def test_grading_refuses_reference_solutions(monkeypatch):
-    from amp_course import exercises
-
-    monkeypatch.setenv(exercises.GRADING_ENV, "1")
-    name = exercises.names()[0]
-    with pytest.raises(exercises.ExerciseFailed, match="not available while grading"):
-        exercises.solution(name)
-    monkeypatch.delenv(exercises.GRADING_ENV)
-    reference = exercises.solution(name)
-    monkeypatch.setenv(exercises.GRADING_ENV, "1")
-    with pytest.raises(exercises.ExerciseFailed, match="reference solution"):
-        exercises.check(name, reference)
+@pytest.mark.parametrize("student", sorted(ATTACKS))
+def test_crafted_submissions_get_zero_with_a_reason(run, student):
+    got = _points(run["rows"], student)
+    for item in ("06.choose_dtype", "05.mfu"):
+        points, _, status, message = got[item]
+        assert points == 0 and status in ("failed", "not done"), (item, status, message)
+        assert message, item
+    assert got["quiz:pick-b"][0] == 2  # their quiz answers still count
 
 
-def test_leftover_processes_are_killed_after_a_run(tmp_path):
-    pid_file = tmp_path / "pid"
-    code = (
-        "import os, subprocess, sys\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
-        " start_new_session=True)\n"
-        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+def test_no_process_outlives_grading(run):
+    assert run["stragglers"] == []
+    time.sleep(4)  # past the planted processes' delay: had any survived, it would write now
+    assert _processes_with(TOKEN) == []
+
+
+def test_instructor_files_are_unchanged(run):
+    assert _digests(run["watched"]) == run["before"]
+    assert (run["out"].parent / "gradebook.csv.bak").read_bytes() == run["previous"]
+    assert not Path(run["paths"]["SENTINEL"]).exists()
+    assert "late" not in run["out"].read_text() and "tampered" not in run["out"].read_text()
+
+
+def test_feedback_file_per_student(run):
+    folder = run["out"].parent / "gradebook-feedback"
+    assert sorted(p.stem for p in folder.glob("*.md")) == sorted(
+        {r["student"] for r in run["rows"]}
     )
-    returncode, _ = grading.run_with_timeout([sys.executable, "-c", code], 30)
-    assert returncode == 0
-    psutil = pytest.importorskip("psutil")
-    pid = int(pid_file.read_text())
-    for _ in range(50):
-        try:  # a killed orphan may linger as a zombie until init reaps it: that is dead
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                break
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("a detached process outlived the grading run")
+    bob = (folder / "bob.md").read_text()
+    assert "# Feedback for bob" in bob and "## 99_toy (0 of 7)" in bob
+    assert "| quiz:pi | 0 / 1 | wrong |" in bob and "not a percentage" in bob
 
 
-def test_restore_keeps_learner_cells_and_drops_fake_checks():
-    master = nbformat.read(MASTER, as_version=4)
-    learner = _notebook(edit=_fake_check)
-    scratch = nbformat.v4.new_code_cell("helper = 1")
-    learner.cells.insert(3, scratch)
-    rebuilt = grading.restore(master, learner)
-    sources = [c.source for c in rebuilt.cells]
-    assert "helper = 1" in sources
-    assert sources.count('ac.exercises.check("99.double", double)') == 1
-    assert not any("all correct" in s for s in sources)
-
-
-def test_run_with_timeout_kills_the_whole_tree():
-    script = (
-        "import subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
-        " start_new_session=True)\n"
-        "print(child.pid, flush=True)\n"
-        "time.sleep(60)\n"
+def test_without_a_sandbox_grading_warns_and_gives_the_same_verdicts(run, tmp_path, capfd):
+    subs = tmp_path / "subs"
+    for student in ("alice", "bob"):
+        _submission(subs, student, nbformat.read(run["subs"] / student / MASTER.name, 4))
+    out = tmp_path / "gradebook.csv"
+    rows = cli.main(
+        ["grade", str(subs), "--key", str(run["key"]), "--out", str(out), "--sandbox", "none"]
+        + ["--masters", str(MASTER.parent), "--cell-timeout", "20", "--timeout", "120"]
     )
-    start = time.perf_counter()
-    code, output = grading.run_with_timeout([sys.executable, "-c", script], timeout=3)
-    assert code is None and time.perf_counter() - start < 20
-    child = int(output.split()[0])
-    psutil = pytest.importorskip("psutil")
-    time.sleep(0.2)
-    # Dead: gone, or a zombie waiting for a parent that does not reap in some containers.
-    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
-
-
-def test_bad_key_is_refused(tmp_path):
-    (tmp_path / "key.json").write_text("[]")
-    (tmp_path / "subs").mkdir()
-    with pytest.raises(quiz.QuizSchemaError, match="not a quiz key"):
-        grading.grade_all(
-            tmp_path / "subs", tmp_path / "key.json", tmp_path / "out.csv", masters=MASTER.parent
-        )
-
-
-def test_cli_entry_point_runs():
-    result = subprocess.run(
-        [sys.executable, "-m", "amp_course.cli", "grade", "--help"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0 and "--key" in result.stdout
+    assert rows == 0
+    assert "WARNING: grading WITHOUT a sandbox" in capfd.readouterr().err
+    with open(out, newline="") as handle:
+        again = list(csv.DictReader(handle))
+    assert {r["isolation"] for r in again} == {sandbox.NOT_ISOLATED}
+    first = {
+        (r["student"], r["item"]): (r["points"], r["status"], r["message"])
+        for r in run["rows"]
+        if r["student"] in ("alice", "bob") and not r["item"].startswith("quiz:")
+    }
+    assert {
+        (r["student"], r["item"]): (r["points"], r["status"], r["message"])
+        for r in again
+        if not r["item"].startswith("quiz:")
+    } == first

@@ -1,0 +1,166 @@
+"""Run a rebuilt notebook in a sandboxed Jupyter kernel and collect what its probes observe.
+
+The grader drives the kernel with nbclient from its own process; the kernel runs inside the
+sandbox and talks over ZeroMQ sockets in the scratch folder (``ipc`` transport, so the sandbox
+needs no network). Cells run in order; at each graded check cell the grader sends its own probe
+(``amp_course.exercises.probe.report``) instead of the cell, with the secret seed, and keeps only
+what the probe displays: plain data that the verdict side compares with the reference. Execution
+stops after the last check, and the sandbox, with every process in it, is killed at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+import nbformat
+import zmq
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
+
+from ..exercises.probe import MIME
+from .sandbox import HOME, Sandbox
+
+MAX_MESSAGE = 64 * 2**20  # bytes; a larger message from the kernel drops the connection
+KEPT_OUTPUTS = ("error",)
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel command runs inside ``sandbox``."""
+
+    def __init__(self, sandbox: Sandbox, home: Path, ipc: Path, env: dict[str, str], **kwargs):
+        super().__init__(**kwargs)
+        self.sandbox, self.home, self.ipc, self.sandbox_env = sandbox, home, ipc, env
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        cmd = super().format_kernel_cmd(extra_arguments)
+        return self.sandbox.wrap(cmd, self.home, self.ipc, self.sandbox_env)
+
+
+class _Client(NotebookClient):
+    """nbclient keeping only errors and probe results: a print loop cannot fill our memory."""
+
+    def output(self, outs, msg, display_id, cell_index):
+        kind = msg["msg_type"]
+        probe = kind == "display_data" and MIME in msg["content"].get("data", {})
+        if kind in KEPT_OUTPUTS or probe:
+            return super().output(outs, msg, display_id, cell_index)
+        return None
+
+
+def probe_source(name: str, symbol: str, seed: int) -> str:
+    return (
+        f'__import__("amp_course.exercises.probe", fromlist=["report"])'
+        f".report({name!r}, {symbol!r}, {int(seed)})"
+    )
+
+
+def _payload(cell) -> dict:
+    """What the probe sent back, or why nothing usable came back."""
+    found = [o for o in cell.outputs if o.get("output_type") == "display_data"]
+    found = [o["data"][MIME] for o in found if MIME in o.get("data", {})]
+    if found:
+        return found[-1] if isinstance(found[-1], dict) else {"error": "malformed observation"}
+    errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+    if errors:
+        return {
+            "error": f"the grader's probe failed: {errors[-1]['ename']}: {errors[-1]['evalue']}"
+        }
+    return {"error": "the grader's probe returned nothing"}
+
+
+async def run_notebook(nb, probes, sandbox, home, ipc, env, cell_timeout, deadline) -> dict:
+    """Execute ``nb`` up to its last probe; {probe key: payload dict} for every probe.
+
+    ``probes`` maps a cell index to (key, exercise name, symbol, seed). A payload is the probe's
+    dict, or {"timeout": message} / {"error": message} when the probe could not run.
+    """
+    results: dict = {}
+    last = max(probes)
+    km = SandboxedKernelManager(
+        sandbox,
+        home,
+        ipc,
+        env,
+        kernel_name="python3",
+        transport="ipc",
+        ip=str(ipc / "kernel"),
+        connection_file=str(ipc / "connection.json"),
+    )
+    km.kernel_spec.interrupt_mode = "message"  # a signal would reach bubblewrap, not the kernel
+    client = _Client(
+        nb,
+        km=km,
+        timeout=cell_timeout,
+        startup_timeout=max(1, min(120, int(deadline - time.monotonic()))),
+        allow_errors=True,
+        interrupt_on_timeout=True,
+        error_on_timeout={"ename": "Timeout", "evalue": "cell timed out", "traceback": []},
+        kernel_name="python3",
+        resources={"metadata": {"path": HOME}},
+    )
+    replies: list = []
+    client.on_cell_executed = lambda cell, cell_index, execute_reply: replies.append(execute_reply)
+    try:
+        # The kernel's own stdout and stderr are the learner's: they never reach the grader's.
+        await client.async_start_new_kernel(
+            cwd=str(home),
+            env=sandbox.launch_env(env, home),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        await client.async_start_new_kernel_client()
+        for channel in (client.kc.shell_channel, client.kc.iopub_channel):
+            channel.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        for index in range(last + 1):
+            cell = nb.cells[index]
+            if cell.cell_type != "code":
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 1:
+                break
+            client.timeout = int(min(cell_timeout, remaining))
+            probe = probes.get(index)
+            if probe is not None:
+                key, name, symbol, seed = probe
+                cell = nbformat.v4.new_code_cell(probe_source(name, symbol, seed))
+            replies.clear()
+            await client.async_execute_cell(cell, index)
+            timed_out = any((r or {}).get("content", {}).get("ename") == "Timeout" for r in replies)
+            if probe is not None:
+                results[key] = (
+                    {"timeout": f"the check did not finish within {client.timeout} s"}
+                    if timed_out
+                    else _payload(cell)
+                )
+    except DeadKernelError:
+        _fill(results, probes, {"error": "the notebook's kernel died (out of memory, or killed)"})
+    except (RuntimeError, TimeoutError, asyncio.TimeoutError) as error:
+        _fill(results, probes, {"error": f"the notebook's kernel could not run: {error}"[:300]})
+    finally:
+        await _stop(client, km, sandbox)
+    _fill(results, probes, {"timeout": "the submission's time ran out before this check ran"})
+    return results
+
+
+def _fill(results: dict, probes: dict, payload: dict) -> None:
+    for key, *_ in probes.values():
+        results.setdefault(key, payload)
+
+
+async def _stop(client, km, sandbox) -> None:
+    """Kill the kernel's sandbox outright; with it goes every process the notebook started."""
+    try:
+        if client.kc is not None:
+            client.kc.stop_channels()
+        if km.has_kernel:
+            await km.shutdown_kernel(now=True)
+    except Exception:  # the kernel may be half started or already gone
+        process = getattr(km.provisioner, "process", None)
+        if process is not None and process.poll() is None:
+            process.kill()
+    finally:
+        sandbox.cleanup()

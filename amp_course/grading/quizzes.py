@@ -1,0 +1,68 @@
+"""Quiz grading: each student's answer files against the instructor's key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import quiz as _quiz
+from .reports import row
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """A regular file of the submission itself: no link, nothing that resolves outside it."""
+    return (
+        not path.is_symlink() and path.is_file() and path.resolve().is_relative_to(folder.resolve())
+    )
+
+
+def _lesson_of(file: Path) -> str:
+    return file.name[: -len(".answers.json")] if file.name.endswith(".answers.json") else "*"
+
+
+def answer_sets(folder: Path):
+    """Merged answers per lesson, and per-lesson (or "*") messages for unreadable files."""
+    answers, problems = {}, {}
+    files = sorted(folder.rglob("*.answers.json")) + sorted(folder.rglob("amp-course-answers.json"))
+    for file in files:
+        lesson = _lesson_of(file)
+        if not inside(file, folder):
+            problems[lesson] = f"{file.name} is a link, not a file of this submission; not graded"
+            continue
+        try:
+            data = _quiz.read_answers(file)
+        except (_quiz.AnswerFileError, OSError) as error:
+            problems[lesson] = f"unreadable answer file {file.name}: {error}"
+            continue
+        for name, records in data.get("lessons", {}).items():
+            answers.setdefault(name, {}).update(records)
+    return answers, problems
+
+
+def grade_quizzes(student: str, folder: Path, key: dict) -> list[dict]:
+    """One row per graded quiz question of every lesson in the key."""
+    rows = []
+    answers, problems = answer_sets(folder)
+    for lesson, entries in sorted(key["lessons"].items()):
+        for qid, entry in entries.items():
+            if not entry["graded"]:
+                continue
+            item, maximum = f"quiz:{qid}", float(entry["points"])
+            record = answers.get(lesson, {}).get(qid)
+            if record is None:
+                why = (
+                    problems.get(lesson)
+                    or problems.get("*")
+                    or ("not answered" if lesson in answers else f"no answers for {lesson} found")
+                )
+                rows.append(row(student, lesson, item, 0.0, maximum, "missing", why))
+                continue
+            try:
+                value = _quiz.normalize_answer({**entry, "id": qid}, record["value"])
+                right = _quiz.is_correct(entry, lesson, qid, value, key["secret"])
+            except (ValueError, KeyError, TypeError) as error:
+                message = f"malformed answer: {error}"
+                rows.append(row(student, lesson, item, 0.0, maximum, "error", message))
+                continue
+            points, status = (maximum, "correct") if right else (0.0, "wrong")
+            rows.append(row(student, lesson, item, points, maximum, status))
+    return rows

@@ -1,0 +1,52 @@
+"""The trusted side: secret seeds, reference observations, and the verdict on what came back.
+
+Runs only in the grader's process. The learner's kernel sends plain data (``exercises.plain``),
+never code or pickles; the reference is observed here, with the reference solution, at a seed
+derived from the instructor's secret, so a submission can only pass by producing the reference's
+results for inputs it could not know in advance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from .. import exercises
+from ..exercises import plain
+from .notebooks import CheckItem
+
+
+def secret_seed(secret: str, name: str) -> int:
+    """A seed for exercise ``name`` that only the key's holder can compute (never 0)."""
+    digest = hmac.new(secret.encode(), f"exercise-seed:{name}".encode(), hashlib.sha256).digest()
+    return 1 + int.from_bytes(digest[:4], "big") % (2**31 - 2)
+
+
+def decide(item: CheckItem, payload, seed: int) -> tuple[float, str, str]:
+    """(points, status, message) for one check, from the probe's payload."""
+    exercise = exercises.get(item.name)
+    if exercise.observe is None:
+        return 0.0, "error", f"{item.name} uses the older checker form; it cannot be graded here"
+    if not isinstance(payload, dict):
+        return 0.0, "error", "the grader's probe returned nothing"
+    for status in ("timeout", "error"):
+        if isinstance(payload.get(status), str) and "observation" not in payload:
+            if payload.get("not_done") is True:
+                return 0.0, "not done", "the exercise cell still raises NotImplementedError."
+            prefix = "" if status == "timeout" else "running your answer failed: "
+            return 0.0, status, f"{prefix}{payload[status]}"[:300]
+    if "missing" in payload:
+        why = f"{item.symbol} was not defined when the check ran (did its cell raise an error?)"
+        return 0.0, "not done", why
+    try:
+        mine = plain.loads(payload.get("observation"))
+    except plain.PlainDataError as error:
+        return 0.0, "failed", f"your answer's results could not be read: {error}"[:300]
+    try:
+        reference = exercises.reference_observation(item.name, seed)
+    except Exception as error:  # the course's own reference failed: not the learner's fault
+        return 0.0, "error", f"the grader could not compute the reference: {error}"[:300]
+    status, message = exercises.judge(
+        exercise, mine, reference, seed, payload.get("not_done") is True
+    )
+    return (item.points if status == "passed" else 0.0), status, message[:300]
