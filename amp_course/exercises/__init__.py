@@ -99,7 +99,13 @@ def _load_all() -> None:
 
 def get(name: str) -> Exercise:
     """The registered exercise called ``name``; unknown names list the known ones."""
-    _load_all()
+    if name not in _REGISTRY:  # "NN.x" lives in lesson_NN.py by convention: import just that one
+        try:
+            importlib.import_module(f"{__name__}.lesson_{name.split('.')[0]}")
+        except ImportError:
+            pass
+    if name not in _REGISTRY:
+        _load_all()
     if name not in _REGISTRY:
         raise KeyError(
             f"Unknown exercise {name!r}. Known: {', '.join(sorted(_REGISTRY)) or 'none'}."

@@ -10,6 +10,8 @@ CSV, rewritten atomically after every student, and each student gets a feedback 
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import shutil
 import tempfile
 import time
@@ -36,9 +38,13 @@ def master_notebooks(masters=None) -> list[Path]:
     return paths
 
 
-def kernel_env() -> dict[str, str]:
-    """The whole environment of a learner's kernel: nothing of the grader's leaks in."""
-    return {
+def kernel_env(threads: int = 0) -> dict[str, str]:
+    """The whole environment of a learner's kernel: nothing of the grader's leaks in.
+
+    ``threads`` caps torch's threads, so that kernels graded side by side share the cores
+    instead of each spreading over all of them (0: torch's default).
+    """
+    env = {
         "HOME": sandbox.HOME,
         "USER": "learner",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -52,9 +58,29 @@ def kernel_env() -> dict[str, str]:
         _quiz.MODE_ENV: "text",
         _quiz.ANSWERS_ENV: f"{sandbox.HOME}/answers",
     }
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    return env
 
 
-def grade_lesson(student, lesson, learner_path, master, box, secret, cell_timeout, deadline):
+@functools.lru_cache(maxsize=1)
+def _font_cache() -> list[Path]:
+    """Matplotlib's font list, built once here: each fresh kernel would otherwise rebuild it."""
+    import matplotlib
+    import matplotlib.font_manager  # noqa: F401  (builds the list in the cache dir if missing)
+
+    return sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+
+
+def _prepare_home(home: Path) -> None:
+    (home / ".matplotlib").mkdir(parents=True)
+    for path in _font_cache():
+        shutil.copyfile(path, home / ".matplotlib" / path.name)
+
+
+def grade_lesson(
+    student, lesson, learner_path, master, box, secret, cell_timeout, deadline, threads=0
+):
     """Rows for the check items of one lesson of one student."""
     items = check_items(master)
 
@@ -74,12 +100,11 @@ def grade_lesson(student, lesson, learner_path, master, box, secret, cell_timeou
     if probes and deadline - time.monotonic() > 1:
         with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as scratch:
             home, ipc = Path(scratch) / "home", Path(scratch) / "ipc"
-            home.mkdir()
+            _prepare_home(home)
             ipc.mkdir()
+            env = kernel_env(threads)
             payloads = asyncio.run(
-                kernel.run_notebook(
-                    rebuilt, probes, box, home, ipc, kernel_env(), cell_timeout, deadline
-                )
+                kernel.run_notebook(rebuilt, probes, box, home, ipc, env, cell_timeout, deadline)
             )
     rows = []
     for item in items:
@@ -89,7 +114,9 @@ def grade_lesson(student, lesson, learner_path, master, box, secret, cell_timeou
     return rows
 
 
-def grade_exercises(student, folder, masters, box, secret, cell_timeout, timeout) -> list[dict]:
+def grade_exercises(
+    student, folder, masters, box, secret, cell_timeout, timeout, threads=0
+) -> list[dict]:
     """Rows for every check cell of every master notebook, for one student's folder."""
     rows = []
     deadline = time.monotonic() + timeout
@@ -111,12 +138,22 @@ def grade_exercises(student, folder, masters, box, secret, cell_timeout, timeout
             ]
             continue
         rows += grade_lesson(
-            student, master_path.stem, found[0], master, box, secret, cell_timeout, deadline
+            student,
+            master_path.stem,
+            found[0],
+            master,
+            box,
+            secret,
+            cell_timeout,
+            deadline,
+            threads,
         )
     return rows
 
 
-def grade_submission(folder: Path, key: dict, masters, box, cell_timeout, timeout) -> list[dict]:
+def grade_submission(
+    folder: Path, key: dict, masters, box, cell_timeout, timeout, threads=0
+) -> list[dict]:
     """Every row of one student; an unexpected grader error becomes one error row, never a crash."""
     student = folder.name
     rows = []
@@ -125,7 +162,7 @@ def grade_submission(folder: Path, key: dict, masters, box, cell_timeout, timeou
         (
             "exercises",
             lambda: grade_exercises(
-                student, folder, masters, box, key["secret"], cell_timeout, timeout
+                student, folder, masters, box, key["secret"], cell_timeout, timeout, threads
             ),
         ),
     ):
@@ -169,11 +206,14 @@ def grade_all(
         shutil.copyfile(out, out.with_name(f"{out.name}.bak"))
     folders = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     done: dict[str, list[dict]] = {}
+    threads = max(1, (os.cpu_count() or 1) // max(1, jobs)) if jobs > 1 else 0
 
     def one(folder):
         # Each submission gets its own Sandbox object: containers are cleaned up per lesson.
         box = sandbox.Sandbox(box_kind.kind, box_kind.memory, box_kind.image)
-        return grade_submission(folder, key, master_paths, box, cell_timeout, submission_timeout)
+        return grade_submission(
+            folder, key, master_paths, box, cell_timeout, submission_timeout, threads
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(one, folder): folder.name for folder in folders}
