@@ -1,4 +1,5 @@
-"""The repository's own promises: stripped notebooks with one parameters cell, matching env files."""
+"""The repository's own promises: stripped notebooks with one parameters cell, matching env
+files."""
 
 import re
 
