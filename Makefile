@@ -1,4 +1,5 @@
-# amp-course: `make course` sets up and opens the course; `make test` sets up and runs every test.
+# amp-course: `make course` sets up and opens the course; `make test` sets up, lints and runs
+# every test.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -29,7 +30,8 @@ course: setup
 		$(if $(filter 1,$(HEADLESS)),--no-browser) $(if $(filter 0,$(shell id -u)),--allow-root) \
 		$(JUPYTER_ARGS)
 
-test: setup
+# Lint and format-check first (fast), then every test.
+test: lint
 	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every notebook in full mode on the GPU it finds, then the benchmark matrix; reports/gpu/<device>/.
@@ -38,9 +40,10 @@ test: setup
 gpu: setup
 	MPLBACKEND=Agg $(BIN)/python -m amp_course.gpu_run
 
+# ruff is pinned in the test extra (pyproject.toml), so a new ruff release cannot fail the build.
 lint: setup
-	$(BIN)/python -m pip install -q ruff
-	$(BIN)/ruff check amp_course tests
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) executed .pytest_cache

@@ -34,7 +34,10 @@ class DeviceFallbackWarning(UserWarning):
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """Return the torch device for ``"auto"``, ``"cpu"`` or ``"cuda"``; warns and falls back to CPU."""
+    """Return the torch device for ``"auto"``, ``"cpu"`` or ``"cuda"``.
+
+    Warns and falls back to the CPU where the device asked for is not there.
+    """
     key = str(name).strip().lower()
     if key.startswith("cuda:"):
         key, index = "cuda", key.split(":", 1)[1]
@@ -58,7 +61,10 @@ def pick_device(name: str = "auto") -> torch.device:
 
 
 def parse_dtype(name: str | torch.dtype) -> torch.dtype:
-    """Turn ``"bf16"``, ``"float16"``, ``torch.float32``... into a torch dtype; unknown names list the valid ones."""
+    """Turn ``"bf16"``, ``"float16"``, ``torch.float32``... into a torch dtype.
+
+    An unknown name raises an error that lists the valid ones.
+    """
     if isinstance(name, torch.dtype):
         if name in DTYPE_ALIASES.values():
             return name

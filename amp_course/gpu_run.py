@@ -1,5 +1,6 @@
 """The whole course on the GPU it finds: every notebook in full mode (papermill and nbval), then the
-benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, driver, versions and date.
+benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, driver, versions
+and date.
 
 Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
 """
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith(".")
     )
     print(
-        f"GPU run on {record['device']} (driver {record['driver']}, torch {record['torch']}) -> {out}"
+        f"GPU run on {record['device']} (driver {record['driver']}, "
+        f"torch {record['torch']}) -> {out}"
     )
     record["notebooks"] = run_notebooks(notebooks, out / "notebooks", args.cell_timeout)
     record["nbval"] = (
