@@ -121,6 +121,10 @@ def test_pages_name_their_run_and_smoke_pages_link_the_gpu_run(tmp_path):
     assert "Tesla T4" in (src / "gpu" / "tesla-t4.md").read_text()
     index = (src / "index.md").read_text()
     assert "lessons/00_scenario.ipynb" in index and "gpu/tesla-t4" in index
+    # Sphinx renders them (warnings are errors: a broken link or toctree entry fails the build).
+    html = website.build(out=tmp_path, root=root).parent
+    assert 'href="../gpu/tesla-t4.html"' in (html / "lessons" / "00_scenario.html").read_text()
+    assert "Tesla T4" in (html / "gpu" / "tesla-t4.html").read_text()
 
 
 def test_pages_show_the_learners_blank_the_solved_check_and_the_quiz_without_answers(tmp_path):
@@ -260,7 +264,7 @@ def test_every_page_in_chromium(site):
                 if source is None:
                     continue
                 seen_lessons.add(source.lesson)
-                assert page.evaluate(STAMP_OPENS_PAGE), f"{url}: the page does not open with a stamp"
+                assert page.evaluate(STAMP_OPENS_PAGE), f"{url}: no stamp opens the page"
                 stamp = page.inner_text("article .amp-stamp")
                 run = source.stamp
                 for value in (run["device"], run["torch"], pages.when(run), f"mode: {run['mode']}"):

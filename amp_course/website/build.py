@@ -90,8 +90,8 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "",
             "Each page shows a run of its notebook, stamped with the device, torch version, date "
             "and mode that produced it: the newest GPU run where one is published, else the "
-            "course's test run on a CPU in smoke mode (tiny sizes; its timings are not speed "
-            "figures). Exercise blanks are shown as you get them.",
+            "course's test run in smoke mode (tiny sizes; its timings are not speed figures). "
+            "Exercise blanks are shown as you get them.",
             "",
             "| lesson | device | torch | run | mode |",
             "|---|---|---|---|---|",
@@ -121,7 +121,8 @@ def gpu_markdown(folder: Path, lessons: list[str]) -> str:
         name = Path(run["notebook"]).stem
         shown = f"[{name}](../lessons/{name}.ipynb)" if name in lessons else pages.plain(name)
         lines.append(f"| {shown} | {run['status']} | {run.get('seconds', '')} |")
-    lines += ["", f"nbval: {record.get('nbval', 'not run')}; benchmark: {record.get('bench', '')}"]
+    nbval, bench_run = record.get("nbval", "not run"), record.get("bench", "not run")
+    lines += ["", f"nbval: {nbval}; benchmark: {bench_run}"]
     bench = folder / "bench"
     if (bench / "bench.txt").exists():
         lines += ["", "## Benchmark", "", "```text", (bench / "bench.txt").read_text(), "```"]
@@ -165,7 +166,7 @@ def build(out: Path = BUILD, root: Path = ROOT, quiet: bool = True) -> Path:
     start = time.perf_counter()
     src = out / "src"
     write_sources(src, root)
-    args = ["-b", "html", "-c", str(root / "site"), "-d", str(out / "doctrees"), "-W"]
+    args = ["-b", "html", "-c", str(SITE), "-d", str(out / "doctrees"), "-W"]
     args += ["--keep-going", *(["-q"] if quiet else []), str(src), str(out / "html")]
     if build_main(args) != 0:
         raise RuntimeError(f"Sphinx could not build the site (see the messages above); {src}")

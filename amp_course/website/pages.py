@@ -65,9 +65,9 @@ def stamp_markdown(
     ]
     if stamp["mode"] == "smoke":
         lines.append(
-            "**Smoke mode:** the course's tests ran this lesson on a CPU with tiny sizes to prove "
-            "that every cell works. Its timings are **not speed figures**: they say nothing about "
-            "how fast mixed precision is on a GPU."
+            "**Smoke mode:** the course's test run executed this lesson with tiny sizes to prove "
+            "that every cell works. Its timings are **not speed figures**: tiny sizes say nothing "
+            "about how fast mixed precision is at full size on a GPU."
         )
         lines.append(
             f" Measured on a GPU: [the GPU run]({gpu_page})."
