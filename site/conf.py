@@ -1,7 +1,8 @@
 """Sphinx configuration of the course's website (`make site`; amp_course.website writes pages).
 
 The pages are notebooks that already ran (the tests' smoke run or the GPU run): MyST-NB renders
-their outputs and never executes anything.
+their outputs and never executes anything. Sphinx rather than Jupyter Book 2: the latter fetches
+its theme template from the web at build time, so it cannot build offline.
 """
 
 project = "amp-course"

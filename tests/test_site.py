@@ -92,6 +92,15 @@ def test_without_a_gpu_run_the_smoke_copy_is_shown(tmp_path):
     stamp = pages.stamp_markdown(source, "https://colab.example/x", "../x.ipynb", None, 0)
     assert "CPU Test (AVX2)" in stamp and "2025-01-05 10:00 UTC" in stamp and "smoke" in stamp
     assert "not speed figures" in stamp and "No GPU run is published" in stamp
+    page = pages.lesson_page(source, "x.ipynb", None, root)
+    assert "has changed since" not in page.cells[1].source
+    # The notebook edited after the run: the page says its code is the code that ran.
+    notebook = root / "notebooks" / "01_number_formats.ipynb"
+    edited = nbformat.read(notebook, as_version=4)
+    edited.cells[-2].source += "\nEdited."
+    nbformat.write(edited, notebook)
+    stamp = pages.lesson_page(source, "x.ipynb", None, root).cells[1].source
+    assert "has changed since this run (1 cell(s) differ)" in stamp
 
 
 def test_the_newest_passing_gpu_copy_wins(tmp_path):
