@@ -186,7 +186,7 @@ def site():
     """The site built from this checkout's executed copies, served on loopback."""
     require_chromium()
     missing = [p.name for p in NOTEBOOKS if not (ROOT / "executed" / p.name).exists()]
-    require(not missing, f"executed/ lacks {missing}: run tests/test_notebooks.py -k papermill")
+    require(not missing, f"executed/ lacks {missing}: run `make executed` or `make test`")
     try:
         sources = website.select_all()
     except website.MissingExecutedCopy as error:

@@ -87,8 +87,8 @@ def select_all(root: Path = ROOT) -> list[Source]:
     missing = [f"executed/{lesson}.ipynb" for lesson, source in chosen.items() if source is None]
     if missing:
         raise MissingExecutedCopy(
-            f"No stamped executed copy of: {', '.join(missing)}. Run `make test` (or `pytest "
-            "tests/test_notebooks.py -k papermill`) first: it executes every lesson in smoke mode "
+            f"No stamped executed copy of: {', '.join(missing)}. Run `make test` (or only the "
+            "lessons' smoke run, `make executed`) first: it executes every lesson in smoke mode "
             "and writes the stamped copies the site shows."
         )
     return list(chosen.values())
