@@ -95,6 +95,19 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The CPU model name Linux reports (e.g. ``"AMD EPYC 7B13"``), else the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
     """True when the CPU has native bf16 arithmetic (AVX512-BF16 or AMX), or is Apple silicon."""
     flags = cpu_flags() if flags is None else flags
@@ -144,7 +157,7 @@ def describe_hardware(device: torch.device | str) -> str:
         mem_gib = torch.cuda.get_device_properties(device).total_memory / 2**30
         dtype = dtype_name(pick_autocast_dtype(device))
         return f"{name} (sm_{major}{minor}, {mem_gib:.0f} GiB), autocast {dtype}; {versions}"
-    cpu = platform.processor() or platform.machine()
+    cpu = cpu_name()
     bf16 = "native bf16 (AVX512-BF16/AMX)" if cpu_has_fast_bf16() else "no native bf16"
     threads = torch.get_num_threads()
     return f"CPU {cpu}, {os.cpu_count()} cores ({threads} torch threads), {bf16}; {versions}"

@@ -83,6 +83,7 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
     import nbformat
     import papermill
 
+    from . import executed
     from .exercises import fill_solutions
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -93,15 +94,17 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
         start = time.perf_counter()
         status, error = "passed", ""
         try:
-            papermill.execute_notebook(
-                str(filled),
-                str(out_dir / path.name),
-                parameters={"SMOKE": False, "DEVICE": "cuda"},
-                cwd=str(path.parent),
-                kernel_name="python3",
-                execution_timeout=timeout_s,
-                progress_bar=False,
-            )
+            with executed.figures_inline():
+                papermill.execute_notebook(
+                    str(filled),
+                    str(out_dir / path.name),
+                    parameters={"SMOKE": False, "DEVICE": "cuda"},
+                    cwd=str(path.parent),
+                    kernel_name="python3",
+                    execution_timeout=timeout_s,
+                    progress_bar=False,
+                )
+            executed.stamp(out_dir / path.name, "cuda", smoke=False)
         except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
             status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
         finally:
