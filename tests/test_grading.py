@@ -32,7 +32,10 @@ ITEMS = {"06.choose_dtype", "05.mfu", "quiz:pick-b", "quiz:pi", "quiz:both"}
 RIGHT = {"pick-b": 1, "pi": 3.14, "both": [0, 2]}
 WRONG = {"pick-b": 0, "pi": 2.72, "both": [1]}
 # Right answers, written differently from the course's references.
-CHOOSE = "    return torch.bfloat16 if capability is None or capability[0] >= 8 else torch.float16"
+CHOOSE = """
+    if capability is None:
+        return torch.bfloat16 if {"avx512_bf16", "amx_bf16"} & set(cpu_flags) else torch.float32
+    return torch.bfloat16 if capability[0] >= 8 else torch.float16"""
 MFU = "    return flops_per_step / (step_seconds * peak_tflops * 1e12)"
 WRONG_CHOOSE = "    return torch.float16"
 WRONG_MFU = "    return 100 * flops_per_step / step_seconds / (peak_tflops * 1e12)"
@@ -45,7 +48,7 @@ def _notebook(choose=CHOOSE, mfu=MFU, before="", edit=None):
     for cell in nb.cells:
         symbol = cell.metadata.get("exercise", {}).get("symbol")
         if symbol == "choose":
-            cell.source = f"def choose(capability):\n{choose}"
+            cell.source = f"def choose(capability, cpu_flags):\n{choose}"
         elif symbol == "mfu":
             cell.source = f"def mfu(flops_per_step, step_seconds, peak_tflops):\n{mfu}"
     if before:
@@ -112,7 +115,7 @@ READ_REFERENCE = """
     package = pathlib.Path(amp_course.__file__).parent
     found = {}
     exec((package / "exercises" / "solutions" / "lesson_06.py").read_text(), found)
-    return found["choose_amp_dtype"](capability)"""
+    return found["choose_amp_dtype"](capability, cpu_flags)"""
 IMPORT_REFERENCE = """
     from amp_course.exercises.solutions.lesson_05 import mfu as reference
     return reference(flops_per_step, step_seconds, peak_tflops)"""
@@ -232,7 +235,7 @@ def run(tmp_path_factory):
     (subs / "kim").mkdir()
     (subs / "kim" / MASTER.name).symlink_to(subs / "alice" / MASTER.name)
     (subs / "kim" / "99_toy.answers.json").symlink_to(subs / "alice" / "99_toy.answers.json")
-    reference = "    return ac.exercises.solution('06.choose_dtype')(capability)"
+    reference = "    return ac.exercises.solution('06.choose_dtype')(capability, cpu_flags)"
     _submission(subs, "mia", _notebook(reference, BLANK), RIGHT)
     _submission(subs, "sam", _notebook(READ_REFERENCE, IMPORT_REFERENCE, before=GIT), RIGHT)
     for student, attack in ATTACKS.items():
