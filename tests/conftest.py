@@ -46,6 +46,24 @@ def require_chromium() -> None:
     require(Path(CHROMIUM).exists(), "Debian's chromium is missing (apt-get install chromium)")
 
 
+def kill_tree(pid: int) -> None:
+    """Kill a server started in its own session and every process under it (its kernels too)."""
+    import signal
+
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        children = []
+    for target in [pid] + [child.pid for child in children]:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket() as sock:

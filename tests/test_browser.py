@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, require_chromium
+from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, kill_tree, require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -77,8 +77,6 @@ def lab(tmp_path):
                 time.sleep(0.5)
         yield base, token, tmp_path
     finally:
-        from amp_course.grading import kill_tree
-
         kill_tree(server.pid)
         server.wait(timeout=30)
         log.close()

@@ -10,7 +10,6 @@ stops after the last check, and the sandbox, with every process in it, is killed
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from .sandbox import HOME, Sandbox
 
 MAX_MESSAGE = 64 * 2**20  # bytes; a larger message from the kernel drops the connection
 KEPT_OUTPUTS = ("error",)
+MAX_ERRORS = 5
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -41,14 +41,23 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 class _Client(NotebookClient):
-    """nbclient keeping only errors and probe results: a print loop cannot fill our memory."""
+    """nbclient keeping only the last probe result and a few errors per cell.
+
+    Everything else the kernel sends (prints, figures, widgets) is dropped on arrival, so a
+    learner's output loop cannot fill the grader's memory.
+    """
 
     def output(self, outs, msg, display_id, cell_index):
         kind = msg["msg_type"]
-        probe = kind == "display_data" and MIME in msg["content"].get("data", {})
-        if kind in KEPT_OUTPUTS or probe:
-            return super().output(outs, msg, display_id, cell_index)
+        if kind == "display_data" and MIME in msg["content"].get("data", {}):
+            outs[:] = [o for o in outs if o.get("output_type") == "error"]
+            return super().output(outs, msg, None, cell_index)
+        if kind in KEPT_OUTPUTS and len(outs) < MAX_ERRORS:
+            return super().output(outs, msg, None, cell_index)
         return None
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        return None  # widget state is not graded
 
 
 def probe_source(name: str, symbol: str, seed: int) -> str:
@@ -138,8 +147,9 @@ async def run_notebook(nb, probes, sandbox, home, ipc, env, cell_timeout, deadli
                 )
     except DeadKernelError:
         _fill(results, probes, {"error": "the notebook's kernel died (out of memory, or killed)"})
-    except (RuntimeError, TimeoutError, asyncio.TimeoutError) as error:
-        _fill(results, probes, {"error": f"the notebook's kernel could not run: {error}"[:300]})
+    except Exception as error:  # a kernel that cannot start or talk costs this lesson only
+        why = f"{type(error).__name__}: {error}"
+        _fill(results, probes, {"error": f"the notebook's kernel could not run: {why}"[:300]})
     finally:
         await _stop(client, km, sandbox)
     _fill(results, probes, {"timeout": "the submission's time ran out before this check ran"})

@@ -58,6 +58,9 @@ def kernel_env(threads: int = 0) -> dict[str, str]:
         _quiz.MODE_ENV: "text",
         _quiz.ANSWERS_ENV: f"{sandbox.HOME}/answers",
     }
+    data = sandbox.data_path()
+    if data is not None:
+        env["AMP_COURSE_DATA"] = str(data)
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     return env

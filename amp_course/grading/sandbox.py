@@ -38,10 +38,20 @@ class SandboxUnavailable(RuntimeError):
     """The sandbox asked for cannot run on this machine."""
 
 
+def data_path() -> Path | None:
+    """The course's data folder as the grader finds it (None if it has none)."""
+    from ..data import DataIntegrityError, data_dir
+
+    try:
+        return data_dir().resolve()
+    except DataIntegrityError:
+        return None
+
+
 def course_paths() -> list[Path]:
     """What the sandbox sees read-only: the Python in use, this package, the data and quizzes."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PACKAGE}
-    paths.update(PACKAGE.parent / name for name in ("data", "quizzes"))
+    paths.update({PACKAGE.parent / "quizzes", data_path() or PACKAGE.parent / "data"})
     return sorted(p for p in paths if p.exists())
 
 
@@ -78,7 +88,7 @@ class Sandbox:
             name = f"amp-grade-{uuid.uuid4().hex[:12]}"
             self.names.append(name)
             return container_command(self.kind, name, cmd, home, ipc, env, self)
-        return ["prlimit", f"--as={self.memory}", "--", *cmd]
+        return prlimit(cmd, self.memory)
 
     def launch_env(self, env: dict[str, str], home: Path) -> dict[str, str]:
         """The environment the wrapped command is started with (the sandbox sets its own)."""
@@ -125,7 +135,13 @@ def bwrap_command(cmd, home: Path, ipc: Path, env: dict[str, str], memory: int) 
     args += ["--clearenv"]
     for key, value in sorted(env.items()):
         args += ["--setenv", key, value]
-    return [*args, "--", "prlimit", f"--as={memory}", "--", *cmd]
+    return [*args, "--", *prlimit(cmd, memory)]
+
+
+def prlimit(cmd: list[str], memory: int) -> list[str]:
+    """``cmd`` with its address space bounded (util-linux prlimit; Linux only, else unbounded)."""
+    tool = shutil.which("prlimit")
+    return [tool, f"--as={memory}", "--", *cmd] if tool else list(cmd)
 
 
 def container_command(engine, name, cmd, home: Path, ipc: Path, env, sandbox) -> list[str]:
