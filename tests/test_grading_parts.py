@@ -220,3 +220,17 @@ def test_cli_offers_the_sandbox_options(capsys):
         cli.main(["grade", "--help"])
     out = capsys.readouterr().out
     assert "--sandbox" in out and "--feedback" in out and "--memory-gb" in out
+
+
+def test_references_observed_in_threads_are_the_ones_observed_alone():
+    """The grader grades submissions in threads; seeded models must not mix their RNG draws."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = ["labs.half_model", "labs.extra_step", "04.accumulate_and_clip"]
+    exercises._reference_text.cache_clear()
+    alone = {name: exercises._reference_text(name, 7) for name in names}
+    for _ in range(3):  # without a lock most rounds mix them up; one round may not
+        exercises._reference_text.cache_clear()
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            together = list(pool.map(lambda name: exercises._reference_text(name, 7), names * 2))
+        assert together == [alone[name] for name in names * 2]

@@ -23,6 +23,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -174,9 +175,15 @@ def fail_on_error(error: str | None, call: str) -> None:
     raise ExerciseFailed(f"{call} raised {error}")
 
 
+# Observing sets torch's global RNG state (seeded models): one observation at a time, even when
+# the grader grades several submissions in threads.
+_OBSERVING = threading.Lock()
+
+
 @functools.lru_cache(maxsize=64)
 def _reference_text(name: str, seed: int) -> str:
-    return plain.dumps(get(name).observe(solution(name), seed))
+    with _OBSERVING:
+        return plain.dumps(get(name).observe(solution(name), seed))
 
 
 def reference_observation(name: str, seed: int):
