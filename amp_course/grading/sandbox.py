@@ -146,7 +146,7 @@ def prlimit(cmd: list[str], memory: int) -> list[str]:
 
 def container_command(engine, name, cmd, home: Path, ipc: Path, env, sandbox) -> list[str]:
     """``docker run`` (or podman) for ``cmd``: the host's /usr, Python and course read-only."""
-    args = [engine, "run", "--rm", "-i", "--name", name, "--network", "none"]
+    args = [engine, "run", "--rm", "--name", name, "--network", "none"]
     args += ["--memory", str(sandbox.memory), "--memory-swap", str(sandbox.memory)]
     args += ["--pids-limit", "1024", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
     args += ["--read-only", "--tmpfs", "/tmp", "--user", f"{os.getuid()}:{os.getgid()}"]

@@ -1,0 +1,69 @@
+"""The learner's side of a verdict: running an answer, recording its errors, judging results.
+
+No registry and no references here: ``observe`` functions use these helpers in the learner's
+kernel, and ``judge`` turns a ``compare`` into a status, for a check cell and the grader alike.
+"""
+
+from __future__ import annotations
+
+
+class ExerciseFailed(AssertionError):
+    """The learner's answer is wrong; the message says what is wrong in plain words."""
+
+
+class ExerciseNotDone(ExerciseFailed):
+    """The learner has not answered yet (the blank still raises NotImplementedError)."""
+
+
+class Answer:
+    """The learner's function, noting whether it still raises NotImplementedError (the blank)."""
+
+    def __init__(self, fn):
+        self.fn, self.not_done = fn, False
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return self.fn(*args, **kwargs)
+        except NotImplementedError:
+            self.not_done = True
+            raise
+
+
+def call_answer(fn, *args, **kwargs) -> tuple[object, str | None]:
+    """``(fn(*args, **kwargs), None)``, or ``(None, "ErrorType: message")`` if fn raised."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as error:  # the learner's code: any error is part of the observation
+        return None, error_text(error)
+
+
+def error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]
+
+
+def fail_on_error(error: str | None, call: str) -> None:
+    """Raise the verdict for an error ``observe`` recorded while running ``call``."""
+    if error is None:
+        return
+    if str(error).startswith("NotImplementedError"):
+        raise ExerciseNotDone(f"{call} still raises NotImplementedError.")
+    raise ExerciseFailed(f"{call} raised {error}")
+
+
+def judge(item, mine, reference, seed: int, not_done: bool = False) -> tuple[str, str]:
+    """("passed" | "failed" | "not done", message): ``compare`` turned into a verdict.
+
+    ``mine`` may be anything (it comes from the learner's process): a compare that trips over it
+    is a failed answer, never a crashed checker.
+    """
+    try:
+        item.compare(mine, reference, seed)
+    except ExerciseNotDone as failure:
+        return "not done", str(failure)
+    except ExerciseFailed as failure:
+        if not_done:
+            return "not done", "the exercise cell still raises NotImplementedError."
+        return "failed", str(failure)
+    except Exception as error:  # malformed observations: the answer returned something odd
+        return "failed", f"the check could not read your answer's results ({error_text(error)})."
+    return "passed", ""
