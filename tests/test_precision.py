@@ -44,10 +44,13 @@ def test_this_torch_is_switched_with_the_new_api():
     assert precision.NEW_API and precision.api_name() == "fp32_precision"
 
 
-def test_tf32_keeps_torch_set_float32_matmul_precision_readable():
-    # torch.compile reads the legacy matmul getter; switching must not leave it raising.
-    with precision.tf32(True):
-        assert torch.get_float32_matmul_precision() == "high"
+@pytest.mark.parametrize("enabled", [True, False])
+def test_switching_keeps_the_legacy_matmul_getters_readable(enabled):
+    # torch's compiler reads the legacy matmul getters (pytorch/pytorch#166387): switching
+    # through ac.precision must not leave them raising "mix of the legacy and new APIs".
+    with precision.tf32(enabled):
+        assert torch.get_float32_matmul_precision() == ("high" if enabled else "highest")
+        assert torch.backends.cuda.matmul.allow_tf32 is enabled
     assert torch.get_float32_matmul_precision() == "highest"
 
 
