@@ -15,10 +15,7 @@ from ..checkpointing import Checkpointed, encoder_blocks
 from ..memory import saved_tensor_bytes
 from ..models import build_vit
 from . import ExerciseFailed, exercise
-
-
-def _error(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+from .lesson_labs_state import error_text
 
 
 # ---- 09.checkpoint_every: checkpoint every k-th encoder block ------------------------------------
@@ -59,7 +56,7 @@ def observe_checkpoint_every(fn, seed: int) -> dict:
             loss = F.cross_entropy(model(images), labels)
         loss.backward()
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        observed["error"] = _error(error)
+        observed["error"] = error_text(error)
         return observed
     observed["activation_bytes"] = activations.activations
     observed["calls"] = calls
@@ -145,7 +142,7 @@ def observe_to_float8(fn, seed: int) -> dict:
                 "x": x,
             }
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            observed[name] = {"error": _error(error)}
+            observed[name] = {"error": error_text(error)}
     return observed
 
 

@@ -1,4 +1,4 @@
-"""Labs beyond autocast: checkers and reference fixes for four failures around torch.amp.
+"""Labs beyond autocast, part 1: where autocast's state does not reach (a recompute, a thread).
 
 Each lab is three pieces: ``observe`` runs a function (the learner's or the reference) on inputs
 derived from a seed and returns plain data, ``compare`` raises ExerciseFailed on the first
@@ -9,11 +9,9 @@ autocast, so its symptom shows on any machine.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -25,11 +23,13 @@ DEVICE_TYPE = "cpu"
 AMP_DTYPE = torch.bfloat16
 
 
-def _error(error: BaseException) -> str:
+def error_text(error: BaseException) -> str:
+    """How an observe function records an exception the learner's code raised."""
     return f"{type(error).__name__}: {error}"
 
 
-def _generator(seed: int) -> torch.Generator:
+def seeded(seed: int) -> torch.Generator:
+    """The generator every observe function draws its inputs from."""
     return torch.Generator().manual_seed(seed)
 
 
@@ -59,7 +59,7 @@ def checkpointed(block, x):
 
 def observe_checkpointed(fn, seed: int) -> dict:
     """Run ``fn(block, x)`` under bf16 autocast, backward outside it; record the Linears' dtypes."""
-    generator = _generator(seed)
+    generator = seeded(seed)
     width = 32 if seed == 0 else 16 * int(torch.randint(1, 4, (), generator=generator))
     block = lab_block(seed, width)
     x = torch.randn(8, width, generator=generator, requires_grad=True)
@@ -76,7 +76,7 @@ def observe_checkpointed(fn, seed: int) -> dict:
         phase[0] = "backward"
         out.float().square().mean().backward()
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        observed["error"] = _error(error)
+        observed["error"] = error_text(error)
         return observed
     observed.update(
         output=out.detach(),
@@ -124,138 +124,6 @@ def check_checkpointed(fn) -> None:
     compare_checkpointed(observe_checkpointed(fn, 0), observe_checkpointed(checkpointed, 0), 0)
 
 
-# ---- Lab 2: a custom op that autocast never casts ------------------------------------------------
-_op_ids = itertools.count()
-
-
-def numpy_linear_gelu(x, weight, bias):
-    """A fused linear + GELU in NumPy: like a CUDA or Triton kernel, autocast cannot see inside.
-
-    It computes in its inputs' dtype (float16 stays float16) and upcasts bfloat16, which NumPy
-    lacks, to float32 inside, returning bfloat16: the behaviour of fused kernels with fp32
-    accumulators.
-    """
-    compute = torch.float32 if x.dtype == torch.bfloat16 else x.dtype
-    a, w, b = (t.detach().to(compute).numpy() for t in (x, weight, bias))
-    y = a @ w.T + b
-    y = 0.5 * y * (1.0 + np.tanh(0.7978845608 * (y + 0.044715 * y**3)))
-    return torch.from_numpy(y).to(x.dtype)
-
-
-def make_fused_op(name, kernel):
-    """Reference: the custom op, plus an autocast rule that casts its inputs to bf16 on the CPU."""
-    op = torch.library.custom_op(name, kernel, mutates_args=())
-    torch.library.register_autocast(name, DEVICE_TYPE, AMP_DTYPE)
-    return op
-
-
-def observe_fused_op(fn, seed: int) -> dict:
-    """Build a fresh op with fn (its kernel records the dtypes it receives), call it with and
-    without autocast."""
-    generator = _generator(seed)
-    rows = 4 if seed == 0 else int(torch.randint(2, 9, (), generator=generator))
-    x, weight, bias = (torch.randn(s, generator=generator) for s in ((rows, 16), (8, 16), (8,)))
-    received = []
-
-    def kernel(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        received.append([str(t.dtype) for t in (x, weight, bias)])
-        return numpy_linear_gelu(x, weight, bias)
-
-    name = f"amp_course_labs::linear_gelu_{seed}_{next(_op_ids)}"
-    observed = {"error": None, "autocast": None, "plain": None}
-    if not hasattr(torch.library, "register_autocast"):
-        observed["error"] = f"torch {torch.__version__} has no torch.library.register_autocast"
-        return observed
-    try:
-        op = fn(name, kernel)
-        for label, enabled in (("autocast", True), ("plain", False)):
-            received.clear()
-            with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE, enabled=enabled):
-                out = op(x, weight, bias)
-            observed[label] = {"received": list(received), "output": out}
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        observed["error"] = _error(error)
-    return observed
-
-
-def compare_fused_op(mine: dict, reference: dict, seed: int) -> None:
-    if reference["error"]:
-        raise ExerciseFailed(reference["error"])
-    if mine["error"]:
-        raise ExerciseFailed(f"building or calling your op raised {mine['error']}")
-    for label, where in (("autocast", "inside torch.autocast"), ("plain", "outside autocast")):
-        got, want = mine[label], reference[label]
-        if got["received"] != want["received"]:
-            raise ExerciseFailed(
-                f"{where} the kernel received inputs in {got['received'] or 'nothing'}; it "
-                f"should receive {want['received']}."
-            )
-        if got["output"].dtype != want["output"].dtype:
-            raise ExerciseFailed(
-                f"{where} the op returned {got['output'].dtype}, expected {want['output'].dtype}."
-            )
-        if not torch.allclose(got["output"].float(), want["output"].float(), atol=1e-2):
-            raise ExerciseFailed(f"{where} the op's values differ from the reference.")
-
-
-@exercise("labs.custom_op_autocast", solution=make_fused_op)
-def check_fused_op(fn) -> None:
-    compare_fused_op(observe_fused_op(fn, 0), observe_fused_op(make_fused_op, 0), 0)
-
-
-# ---- Lab 3: a running bf16 loss sum that stops growing -------------------------------------------
-def mean_loss(losses):
-    """Reference: accumulate in Python floats (float64), as ``loss.item()`` gives them."""
-    total = 0.0
-    for loss in losses:
-        total += loss.item()
-    return total / len(losses)
-
-
-def lab_losses(seed: int) -> list[torch.Tensor]:
-    """A pure-bf16 run's per-step losses: 0-dim bf16 tensors, around 2.3 falling towards 0.3."""
-    generator = _generator(seed)
-    steps = 3000 if seed == 0 else int(torch.randint(1500, 4000, (), generator=generator))
-    trend = torch.linspace(2.3, 0.3 + 0.2 * torch.rand((), generator=generator).item(), steps)
-    noisy = trend * (1 + 0.1 * torch.randn(steps, generator=generator))
-    return [value.to(torch.bfloat16) for value in noisy.clamp(min=0.01)]
-
-
-def observe_mean_loss(fn, seed: int) -> dict:
-    losses = lab_losses(seed)
-    observed = {"steps": len(losses), "error": None, "exact": float(sum(float(x) for x in losses))}
-    observed["exact"] /= len(losses)
-    try:
-        result = fn(losses)
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        observed["error"] = _error(error)
-        return observed
-    observed["type"] = "float" if isinstance(result, float) else type(result).__name__
-    observed["value"] = float(result) if isinstance(result, (float, int, torch.Tensor)) else None
-    return observed
-
-
-def compare_mean_loss(mine: dict, reference: dict, seed: int) -> None:
-    if mine["error"]:
-        raise ExerciseFailed(f"your function raised {mine['error']}")
-    if mine["type"] != "float":
-        raise ExerciseFailed(
-            f"return a Python float (what a logger records), not a {mine['type']}."
-        )
-    exact, value = reference["exact"], mine["value"]
-    if abs(value - exact) > 1e-4 * abs(exact):
-        raise ExerciseFailed(
-            f"over {reference['steps']} steps the mean loss is {exact:.5f}; yours is "
-            f"{value:.5f}. A bf16 (or fp16) running sum stops growing once the spacing of its "
-            "numbers exceeds twice a loss value; accumulate in float32 or in Python floats."
-        )
-
-
-@exercise("labs.bf16_loss_sum", solution=mean_loss)
-def check_mean_loss(fn) -> None:
-    compare_mean_loss(observe_mean_loss(fn, 0), observe_mean_loss(mean_loss, 0), 0)
-
-
 # ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
 def forward_in_workers(model, batches):
     """Reference: enter autocast inside the worker, where the forward runs."""
@@ -270,7 +138,7 @@ def forward_in_workers(model, batches):
 
 def observe_workers(fn, seed: int) -> dict:
     """Call fn(model, batches); record the outputs and the threads the forwards ran in."""
-    generator = _generator(seed)
+    generator = seeded(seed)
     count = 4 if seed == 0 else int(torch.randint(2, 7, (), generator=generator))
     model = lab_block(seed)
     batches = [torch.randn(4, 32, generator=generator) for _ in range(count)]
@@ -281,7 +149,7 @@ def observe_workers(fn, seed: int) -> dict:
     try:
         outputs = list(fn(model, batches))
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        observed["error"] = _error(error)
+        observed["error"] = error_text(error)
         return observed
     observed["outputs"] = [o.detach() for o in outputs]
     observed["in_caller_thread"] = sum(t == caller for t in threads)
