@@ -10,7 +10,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .autocast_trace import ATEN_TO_DOCUMENTED, TracedOp, _DtypeRecorder
 from .memory import saved_tensor_bytes
-from .models import VIT_PRESETS, build_vit
+from .models import VIT_PRESETS, build_vit, example_input
 from .training import autocast
 
 # Forward ops that no backward formula calls (a Linear's backward uses mm, layer norm has
@@ -112,7 +112,7 @@ def vit_activation_bytes(
         model = build_vit(preset, num_layers=depth).to(device)
         if checkpointed:
             checkpoint_blocks(model)
-        images = torch.randn(batch_size, 3, model.image_size, model.image_size, device=device)
+        images = example_input(model, batch_size, device=device)
         saved = saved_tensor_bytes(model, images, device=device, autocast_dtype=autocast_dtype)
         measured[depth] = (saved.activations / batch_size, saved.weight_copies)
     (fixed, fixed_copies), (depth, (total, copies)) = measured[0], list(measured.items())[1]

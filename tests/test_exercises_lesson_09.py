@@ -1,0 +1,130 @@
+"""Lesson 09's checkers accept the reference and reject typical wrong answers, saying why."""
+
+import re
+
+import pytest
+import torch
+
+from amp_course import exercises
+from amp_course.checkpointing import Checkpointed, encoder_blocks
+from amp_course.exercises import ExerciseFailed
+from amp_course.exercises import lesson_09 as lesson
+
+
+def _every_block(model, k):
+    return lesson.checkpoint_every(model, 1)
+
+
+def _off_by_one(model, k):
+    blocks = encoder_blocks(model)
+    for index, (name, block) in enumerate(list(blocks.named_children())):
+        if (index + 1) % k == 0:
+            setattr(blocks, name, Checkpointed(block))
+    return model
+
+
+class _NoAutocastRecompute(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, block):
+        ctx.block = block
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return block(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        x = x.detach().requires_grad_()
+        with torch.enable_grad():
+            torch.autograd.backward(ctx.block(x), grad)
+        return x.grad, None
+
+
+class _HandWritten(torch.nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x):
+        return _NoAutocastRecompute.apply(x, self.block)
+
+
+def _hand_written(model, k):
+    blocks = encoder_blocks(model)
+    for index, (name, block) in enumerate(list(blocks.named_children())):
+        if index % k == 0:
+            setattr(blocks, name, _HandWritten(block))
+    return model
+
+
+def _copy_of_the_model(model, k):
+    import copy
+
+    return lesson.checkpoint_every(copy.deepcopy(model), k)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (_every_block, "blocks [0, 1, 2, 3] were recomputed"),
+        (_off_by_one, "blocks [1, 3] were recomputed"),
+        (_hand_written, "lost the forward's autocast state"),
+        (_copy_of_the_model, "got no gradient"),
+        (lambda model, k: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_checkpoint_every_rejects(wrong, words):
+    with pytest.raises(ExerciseFailed, match=re.escape(words)):
+        exercises.check("09.checkpoint_every", wrong)
+
+
+def test_checkpoint_every_inputs_vary_with_the_seed():
+    seen = {
+        (o["depth"], o["k"])
+        for o in (lesson.observe_checkpoint_every(lesson.checkpoint_every, s) for s in range(6))
+    }
+    assert len(seen) > 1
+
+
+def _unscaled(x, fp8_dtype):
+    return x.to(fp8_dtype), torch.tensor(1.0)
+
+
+def _inverted(x, fp8_dtype):
+    scale = x.abs().max().clamp(min=1e-12) / torch.finfo(fp8_dtype).max
+    return (x * scale).to(fp8_dtype), scale
+
+
+def _no_floor(x, fp8_dtype):
+    scale = torch.finfo(fp8_dtype).max / x.abs().max()
+    return (x * scale).to(fp8_dtype), scale
+
+
+def _always_e4m3(x, fp8_dtype):
+    return lesson.to_float8(x, torch.float8_e4m3fn)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (_unscaled, "your scale is 1"),
+        (_inverted, "the format's max over the tensor's amax"),
+        (_no_floor, "an amax of 0 gives an infinite scale"),
+        (_always_e4m3, "cast to the requested torch.float8_e5m2"),
+    ],
+)
+def test_to_float8_rejects(wrong, words):
+    with pytest.raises(ExerciseFailed, match=re.escape(words)):
+        exercises.check("09.to_float8", wrong)
+
+
+@pytest.mark.parametrize("name", ["09.checkpoint_every", "09.to_float8"])
+def test_reference_passes(name):
+    assert exercises.check(name, exercises.solution(name))
+
+
+def test_to_float8_reference_saturates_and_round_trips():
+    x = torch.tensor([0.0, 1e-3, -2.0, 4.0])
+    q, scale = lesson.to_float8(x, torch.float8_e4m3fn)
+    assert q.dtype == torch.float8_e4m3fn and q.float().abs().max() == 448
+    torch.testing.assert_close(q.float() / scale, x, rtol=0.07, atol=1e-3)
