@@ -4,6 +4,7 @@ rejects the notebook's broken code and the usual wrong fixes with a message that
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+import conftest
 import nbformat
 import pytest
 import torch
@@ -25,13 +26,7 @@ LABS = [
 
 def broken_versions():
     """{lab name: the broken function exactly as the notebook shows it}."""
-    found = {}
-    for cell in nbformat.read(NOTEBOOK, as_version=4).cells:
-        if "broken" in cell.metadata.get("tags", []):
-            namespace = {"torch": torch}
-            exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
-            found[cell.metadata["lab"]["name"]] = namespace[cell.metadata["lab"]["symbol"]]
-    return found
+    return conftest.broken_versions(NOTEBOOK, {"torch": torch})
 
 
 def test_every_lab_has_a_broken_version_a_blank_and_a_check():
