@@ -15,7 +15,6 @@ import importlib
 import itertools
 import json
 import math
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import data as _data
 from . import models, timing
+from .device import cpu_name
 from .memory import peak_cuda_memory
 from .training import autocast, make_scaler
 
@@ -192,8 +192,7 @@ def device_name(device: torch.device) -> str:
     """The GPU's name, or the CPU's with its instruction set."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    return f"CPU {cpu} ({torch.backends.cpu.get_cpu_capability()})"
+    return f"CPU {cpu_name()} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def skip_reason(mode: Mode, device: torch.device) -> str | None:

@@ -34,7 +34,10 @@ class DeviceFallbackWarning(UserWarning):
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """Return the torch device for ``"auto"``, ``"cpu"`` or ``"cuda"``; warns and falls back to CPU."""
+    """Return the torch device for ``"auto"``, ``"cpu"`` or ``"cuda"``.
+
+    Warns and falls back to the CPU where the device asked for is not there.
+    """
     key = str(name).strip().lower()
     if key.startswith("cuda:"):
         key, index = "cuda", key.split(":", 1)[1]
@@ -58,7 +61,10 @@ def pick_device(name: str = "auto") -> torch.device:
 
 
 def parse_dtype(name: str | torch.dtype) -> torch.dtype:
-    """Turn ``"bf16"``, ``"float16"``, ``torch.float32``... into a torch dtype; unknown names list the valid ones."""
+    """Turn ``"bf16"``, ``"float16"``, ``torch.float32``... into a torch dtype.
+
+    An unknown name raises an error that lists the valid ones.
+    """
     if isinstance(name, torch.dtype):
         if name in DTYPE_ALIASES.values():
             return name
@@ -87,6 +93,19 @@ def cpu_flags() -> frozenset[str]:
     except OSError:
         pass
     return frozenset()
+
+
+@lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The CPU model name Linux reports (e.g. ``"AMD EPYC 7B13"``), else the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
@@ -138,7 +157,7 @@ def describe_hardware(device: torch.device | str) -> str:
         mem_gib = torch.cuda.get_device_properties(device).total_memory / 2**30
         dtype = dtype_name(pick_autocast_dtype(device))
         return f"{name} (sm_{major}{minor}, {mem_gib:.0f} GiB), autocast {dtype}; {versions}"
-    cpu = platform.processor() or platform.machine()
+    cpu = cpu_name()
     bf16 = "native bf16 (AVX512-BF16/AMX)" if cpu_has_fast_bf16() else "no native bf16"
     threads = torch.get_num_threads()
     return f"CPU {cpu}, {os.cpu_count()} cores ({threads} torch threads), {bf16}; {versions}"

@@ -1,4 +1,5 @@
-"""Every lab's checker accepts the reference fix and rejects the notebook's broken loop and usual wrong fixes."""
+"""Every lab's checker accepts the reference fix and rejects the notebook's broken loop and the
+usual wrong fixes."""
 
 import conftest
 import nbformat

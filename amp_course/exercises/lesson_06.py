@@ -13,8 +13,8 @@ DEVICES = [
         "T4",
         (7, 5),
         torch.float16,
-        "Turing's tensor cores do fp16 only; torch.cuda.is_bf16_supported() says True on a T4 because "
-        "it counts emulation, so decide by compute capability.",
+        "Turing's tensor cores do fp16 only; torch.cuda.is_bf16_supported() says True on a T4 "
+        "because it counts emulation, so decide by compute capability.",
     ),
     ("A100", (8, 0), torch.bfloat16, "Ampere has bf16 tensor cores: fp32's range, no GradScaler."),
     ("H100", (9, 0), torch.bfloat16, "Hopper has bf16 tensor cores: fp32's range, no GradScaler."),
@@ -28,7 +28,8 @@ DEVICES = [
         "CPU",
         None,
         torch.bfloat16,
-        "CPU autocast is built around bf16 (fast with AVX512-BF16 or AMX, slow but correct without).",
+        "CPU autocast is built around bf16 (fast with AVX512-BF16 or AMX, slow but correct "
+        "without).",
     ),
 ]
 
