@@ -14,6 +14,7 @@ from amp_course import exercises
 from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_labs_reach as reach
 from amp_course.exercises import lesson_labs_state as state
+from amp_course.exercises.solutions import lesson_labs_state as state_solutions
 
 NOTEBOOK = ROOT / "notebooks" / "labs_beyond_autocast.ipynb"
 LABS = [
@@ -173,7 +174,8 @@ def test_wrong_fix_fails_with_a_reason(name, wrong, words):
 
 
 def test_observations_vary_with_the_seed():
+    workers, checkpointed = state_solutions.forward_in_workers, state_solutions.checkpointed
     assert len({len(reach.lab_losses(seed)) for seed in range(4)}) > 1
-    assert len({state.observe_workers(state.forward_in_workers, s)["count"] for s in range(6)}) > 1
-    widths = {state.observe_checkpointed(state.checkpointed, s)["output"].shape for s in range(6)}
+    assert len({state.observe_workers(workers, s)["count"] for s in range(6)}) > 1
+    widths = {state.observe_checkpointed(checkpointed, s)["output"].shape for s in range(6)}
     assert len(widths) > 1

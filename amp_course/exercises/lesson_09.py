@@ -11,21 +11,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..checkpointing import Checkpointed, encoder_blocks
+from ..checkpointing import encoder_blocks
 from ..memory import saved_tensor_bytes
 from ..models import build_vit
 from . import ExerciseFailed, exercise
-from .lesson_labs_state import error_text
-
+from .autocast_labkit import AMAX_EPS, error_text
+from .solutions import lesson_09 as solutions
 
 # ---- 09.checkpoint_every: checkpoint every k-th encoder block ------------------------------------
-def checkpoint_every(model, k):
-    """Reference: wrap encoder blocks 0, k, 2k, ... in non-reentrant checkpointing, in place."""
-    blocks = encoder_blocks(model)
-    for index, (name, block) in enumerate(list(blocks.named_children())):
-        if index % k == 0:
-            setattr(blocks, name, Checkpointed(block))
-    return model
 
 
 def observe_checkpoint_every(fn, seed: int) -> dict:
@@ -98,23 +91,14 @@ def compare_checkpoint_every(mine: dict, reference: dict, seed: int) -> None:
             raise ExerciseFailed(f"the gradient of parameter {index} differs from the reference.")
 
 
-@exercise("09.checkpoint_every", solution=checkpoint_every)
+@exercise("09.checkpoint_every", solution=solutions.checkpoint_every)
 def check_checkpoint_every(fn) -> None:
     compare_checkpoint_every(
-        observe_checkpoint_every(fn, 0), observe_checkpoint_every(checkpoint_every, 0), 0
+        observe_checkpoint_every(fn, 0), observe_checkpoint_every(solutions.checkpoint_every, 0), 0
     )
 
 
 # ---- 09.to_float8: per-tensor amax scaling -------------------------------------------------------
-AMAX_EPS = 1e-12  # torchao's floor for amax, so an all-zero tensor gets a finite scale
-
-
-def to_float8(x: torch.Tensor, fp8_dtype: torch.dtype):
-    """Reference: scale so that the tensor's amax lands on the format's max, saturate, cast."""
-    fp8_max = torch.finfo(fp8_dtype).max
-    amax = x.abs().max().float().clamp(min=AMAX_EPS)
-    scale = fp8_max / amax
-    return (x.float() * scale).clamp(-fp8_max, fp8_max).to(fp8_dtype), scale
 
 
 FP8_CASES = {  # name: (magnitude of the tensor, fp8 dtype)
@@ -175,6 +159,6 @@ def compare_to_float8(mine: dict, reference: dict, seed: int) -> None:
             )
 
 
-@exercise("09.to_float8", solution=to_float8)
+@exercise("09.to_float8", solution=solutions.to_float8)
 def check_to_float8(fn) -> None:
-    compare_to_float8(observe_to_float8(fn, 0), observe_to_float8(to_float8, 0), 0)
+    compare_to_float8(observe_to_float8(fn, 0), observe_to_float8(solutions.to_float8, 0), 0)

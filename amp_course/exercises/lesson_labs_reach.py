@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from ..data import load_mnist
 from ..scaling import mlp, mnist_batches
 from . import ExerciseFailed, exercise
-from .lesson_labs_state import AMP_DTYPE, DEVICE_TYPE, error_text, seeded
+from .autocast_labkit import AMP_DTYPE, DEVICE_TYPE, error_text, seeded
+from .solutions import lesson_labs_reach as solutions
 
 # ---- Lab 2: a custom op that autocast never casts ------------------------------------------------
 _op_ids = itertools.count()
@@ -33,13 +34,6 @@ def numpy_linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor)
     y = a @ w.T + b
     y = 0.5 * y * (1.0 + np.tanh(0.7978845608 * (y + 0.044715 * y**3)))
     return torch.from_numpy(y).to(x.dtype)
-
-
-def make_fused_op(name, kernel):
-    """Reference: the custom op, plus an autocast rule that casts its inputs to bf16 on the CPU."""
-    op = torch.library.custom_op(name, kernel, mutates_args=())
-    torch.library.register_autocast(name, DEVICE_TYPE, AMP_DTYPE)
-    return op
 
 
 def observe_fused_op(fn, seed: int) -> dict:
@@ -91,18 +85,12 @@ def compare_fused_op(mine: dict, reference: dict, seed: int) -> None:
             raise ExerciseFailed(f"{where} the op's values differ from the reference.")
 
 
-@exercise("labs.custom_op_autocast", solution=make_fused_op)
+@exercise("labs.custom_op_autocast", solution=solutions.make_fused_op)
 def check_fused_op(fn) -> None:
-    compare_fused_op(observe_fused_op(fn, 0), observe_fused_op(make_fused_op, 0), 0)
+    compare_fused_op(observe_fused_op(fn, 0), observe_fused_op(solutions.make_fused_op, 0), 0)
 
 
 # ---- Lab 3: a running bf16 loss sum that stops growing -------------------------------------------
-def mean_loss(losses):
-    """Reference: accumulate in Python floats (float64), as ``loss.item()`` gives them."""
-    total = 0.0
-    for loss in losses:
-        total += loss.item()
-    return total / len(losses)
 
 
 def pure_bf16_losses(steps: int, seed: int = 0) -> list[torch.Tensor]:
@@ -164,6 +152,6 @@ def compare_mean_loss(mine: dict, reference: dict, seed: int) -> None:
         )
 
 
-@exercise("labs.bf16_loss_sum", solution=mean_loss)
+@exercise("labs.bf16_loss_sum", solution=solutions.mean_loss)
 def check_mean_loss(fn) -> None:
-    compare_mean_loss(observe_mean_loss(fn, 0), observe_mean_loss(mean_loss, 0), 0)
+    compare_mean_loss(observe_mean_loss(fn, 0), observe_mean_loss(solutions.mean_loss, 0), 0)

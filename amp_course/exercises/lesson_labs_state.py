@@ -10,34 +10,14 @@ autocast, so its symptom shows on any machine.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from ..memory import saved_tensor_bytes
 from . import ExerciseFailed, exercise
-
-DEVICE_TYPE = "cpu"
-AMP_DTYPE = torch.bfloat16
-
-
-def error_text(error: BaseException) -> str:
-    """How an observe function records an exception the learner's code raised."""
-    return f"{type(error).__name__}: {error}"
-
-
-def seeded(seed: int) -> torch.Generator:
-    """The generator every observe function draws its inputs from."""
-    return torch.Generator().manual_seed(seed)
-
-
-def lab_block(seed: int = 0, width: int = 32) -> nn.Sequential:
-    """A seeded MLP block (Linear, GELU, Linear), the shape of a transformer block's MLP."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+from .autocast_labkit import AMP_DTYPE, DEVICE_TYPE, error_text, lab_block, seeded
+from .solutions import lesson_labs_state as solutions
 
 
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
@@ -50,11 +30,6 @@ class _Applied(nn.Module):
 
     def forward(self, x):
         return self.fn(self.block, x)
-
-
-def checkpointed(block, x):
-    """Reference: torch's non-reentrant checkpoint replays the forward's autocast state."""
-    return checkpoint(block, x, use_reentrant=False)
 
 
 def observe_checkpointed(fn, seed: int) -> dict:
@@ -119,21 +94,14 @@ def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:
             )
 
 
-@exercise("labs.checkpoint_autocast", solution=checkpointed)
+@exercise("labs.checkpoint_autocast", solution=solutions.checkpointed)
 def check_checkpointed(fn) -> None:
-    compare_checkpointed(observe_checkpointed(fn, 0), observe_checkpointed(checkpointed, 0), 0)
+    compare_checkpointed(
+        observe_checkpointed(fn, 0), observe_checkpointed(solutions.checkpointed, 0), 0
+    )
 
 
 # ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
-def forward_in_workers(model, batches):
-    """Reference: enter autocast inside the worker, where the forward runs."""
-
-    def run(batch):
-        with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE):
-            return model(batch)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(run, batches))
 
 
 def observe_workers(fn, seed: int) -> dict:
@@ -185,6 +153,6 @@ def compare_workers(mine: dict, reference: dict, seed: int) -> None:
             raise ExerciseFailed(f"output {index} differs from the reference (order kept?).")
 
 
-@exercise("labs.thread_autocast", solution=forward_in_workers)
+@exercise("labs.thread_autocast", solution=solutions.forward_in_workers)
 def check_workers(fn) -> None:
-    compare_workers(observe_workers(fn, 0), observe_workers(forward_in_workers, 0), 0)
+    compare_workers(observe_workers(fn, 0), observe_workers(solutions.forward_in_workers, 0), 0)
