@@ -52,8 +52,8 @@ def _copy_of_the_model(model, k):
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (_every_block, "blocks [0, 1, 2, 3] were recomputed"),
-        (_off_by_one, "blocks [1, 3] were recomputed"),
+        (_every_block, "blocks [0, 1, 2] were recomputed"),
+        (_off_by_one, "blocks [1] were recomputed"),
         (_hand_written, "lost the forward's autocast state"),
         (_copy_of_the_model, "got no gradient"),
         (lambda model, k: 1 / 0, "ZeroDivisionError"),
