@@ -121,6 +121,11 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
     return results
 
 
+def default_notebooks() -> list[Path]:
+    """Every lesson and lab in notebooks/ (their GPU-only cells run in full mode)."""
+    return sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
+
+
 def run_nbval(executed_dir: Path, out_dir: Path, timeout_s: int) -> int:
     """``pytest --nbval-lax`` over the executed copies, in full mode; JUnit XML kept."""
     env = {**os.environ, "AMP_COURSE_SMOKE": "0"}
@@ -179,9 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     record = environment_record(device)
     out = args.out / device_slug(record["device"])
-    notebooks = args.notebooks or sorted(
-        p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith(".")
-    )
+    notebooks = args.notebooks or default_notebooks()
     print(
         f"GPU run on {record['device']} (driver {record['driver']}, "
         f"torch {record['torch']}) -> {out}"
