@@ -30,6 +30,7 @@ KINDS = ("auto", "bwrap", "docker", "podman", "none")
 NOT_ISOLATED = "none (NOT isolated)"
 DEFAULT_MEMORY = 8 * 2**30  # torch alone maps about 3.6 GB of address space
 DEFAULT_IMAGE = "debian:bookworm-slim"
+TMPFS_BYTES = 512 * 2**20
 # What the kernel needs of /etc: the loader's cache, users, time zone, fonts and alternatives.
 ETC = ("ld.so.cache", "passwd", "group", "nsswitch.conf", "localtime", "fonts", "alternatives")
 
@@ -126,7 +127,10 @@ def bwrap_command(cmd, home: Path, ipc: Path, env: dict[str, str], memory: int) 
     args += ["--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000"]
     args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session"]
     _bind_system(args)
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    # /tmp and /dev/shm live in memory that prlimit does not count: give them a fixed size.
+    size = str(TMPFS_BYTES)
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"]
     for path in course_paths():
         args += ["--ro-bind", str(path), str(path)]
     for path in hidden_paths():  # an empty, read-only directory in place of the references
@@ -149,7 +153,8 @@ def container_command(engine, name, cmd, home: Path, ipc: Path, env, sandbox) ->
     args = [engine, "run", "--rm", "--name", name, "--network", "none"]
     args += ["--memory", str(sandbox.memory), "--memory-swap", str(sandbox.memory)]
     args += ["--pids-limit", "1024", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
-    args += ["--read-only", "--tmpfs", "/tmp", "--user", f"{os.getuid()}:{os.getgid()}"]
+    args += ["--read-only", "--tmpfs", f"/tmp:size={TMPFS_BYTES}"]
+    args += ["--user", f"{os.getuid()}:{os.getgid()}"]
     for path in [Path("/usr"), *course_paths()]:
         args += ["-v", f"{path}:{path}:ro"]
     for path in hidden_paths():
