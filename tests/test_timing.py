@@ -1,6 +1,8 @@
 import statistics
 import time
+from unittest import mock
 
+import pytest
 import torch
 
 from amp_course import timing
@@ -53,3 +55,27 @@ def test_compare_table_names_each_measurement():
     ]
     table = timing.compare_table(ms)
     assert "first" in table and "second" in table
+
+
+def test_measure_synchronises_a_cuda_device():
+    with mock.patch("torch.cuda.synchronize") as sync:
+        timing.measure(lambda: None, device="cuda", warmup=1, min_run_time=0.01, repeats=2)
+    assert sync.call_count >= 3  # after warm-up and at every clock reading
+    assert all(call.args[0] == torch.device("cuda") for call in sync.call_args_list)
+
+
+def test_an_unsynchronised_timer_lies_and_measure_does_not():
+    queue = timing.SimulatedQueue()
+
+    def step():  # returns at once; its 3 ms of work runs "on the GPU"
+        queue.launch(0.003)
+
+    with queue.as_cuda():
+        start = time.perf_counter()
+        for _ in range(10):
+            step()
+        naive = (time.perf_counter() - start) / 10
+        queue.synchronize()
+        measured = timing.measure(step, device="cuda", warmup=1, min_run_time=0.06, repeats=3)
+    assert naive < 0.001
+    assert measured.median == pytest.approx(0.003, rel=0.3)

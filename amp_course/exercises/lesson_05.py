@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from ..bench import SimulatedQueue
-from ..timing import synchronize
+from ..timing import SimulatedQueue, synchronize
 from . import ExerciseFailed, exercise
 
 
