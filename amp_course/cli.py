@@ -92,8 +92,8 @@ def _grade(args) -> int:
 
 
 def _bench(args) -> int:
-    from .bench import BenchConfig, format_report, run, slug, write_report
-    from .device import pick_device
+    from .bench import BenchConfig, format_report, run, write_report
+    from .device import device_slug, pick_device
 
     device = pick_device(args.device)
     smoke = args.smoke if args.smoke is not None else device.type != "cuda"
@@ -111,7 +111,7 @@ def _bench(args) -> int:
         return 2
     report = run(config, device)
     print(format_report(report))
-    out = args.out or f"reports/{slug(report['device'])}{'-smoke' if smoke else ''}"
+    out = args.out or f"reports/{device_slug(report['device'])}{'-smoke' if smoke else ''}"
     paths = write_report(report, out)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

@@ -27,7 +27,7 @@ from .data import load_mnist
 from .device import parse_dtype
 from .lesson import seed_everything
 from .models import build_vit
-from .training import autocast
+from .training import autocast, make_scaler, step_and_update
 
 STRATEGIES = ("ddp", "fsdp")
 
@@ -106,16 +106,6 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
     return model, amp_dtype
 
 
-def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
-    """One scaler per process, enabled only for fp16; FSDP needs the sharded one."""
-    enabled = amp_dtype == torch.float16
-    if strategy == "fsdp":
-        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
-        return ShardedGradScaler(device.type, enabled=enabled)
-    return torch.amp.GradScaler(device.type, enabled=enabled)
-
-
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter as a full CPU fp32 tensor (gathering FSDP shards)."""
     state = {}
@@ -134,6 +124,19 @@ def checksum(state: dict[str, torch.Tensor]) -> str:
         digest.update(name.encode())
         digest.update(state[name].contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+def train_step(model, optimizer, scaler, images, labels, *, device, autocast_dtype):
+    """One AMP step on one rank: the same code for DDP, FSDP and a single process.
+
+    Returns the loss and whether the scaler skipped the step (inf/NaN gradients in fp16).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    with autocast(device, autocast_dtype):
+        loss = F.cross_entropy(model(images), labels)
+    scaler.scale(loss).backward()  # DDP/FSDP average the (scaled) gradients across ranks here
+    skipped = step_and_update(scaler, optimizer)  # scaler.step(optimizer), then scaler.update()
+    return loss.item(), skipped
 
 
 def make_optimizer(args: argparse.Namespace, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -163,19 +166,16 @@ def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, 
     seed_everything(args.seed)
     model = build_vit("tiny").to(device)
     optimizer = make_optimizer(args, model)
-    scaler = torch.amp.GradScaler(device.type, enabled=args.amp_dtype == torch.float16)
+    scaler = make_scaler(device, args.amp_dtype)
     train_set = load_mnist().train
     shards = [iter(shard_loader(train_set, args, rank, world_size)) for rank in range(world_size)]
     for _ in range(args.steps):
         batches = [next(shard) for shard in shards]
         images = torch.cat([images for images, _ in batches]).to(device)
         labels = torch.cat([labels for _, labels in batches]).to(device)
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, args.amp_dtype):
-            loss = F.cross_entropy(model(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        train_step(
+            model, optimizer, scaler, images, labels, device=device, autocast_dtype=args.amp_dtype
+        )
     return full_state(model)
 
 
@@ -186,7 +186,8 @@ def train(args: argparse.Namespace) -> dict:
         model = build_vit("tiny").to(device)
         model, autocast_dtype = wrap_model(model, args.strategy, args.amp_dtype, device)
         optimizer = make_optimizer(args, model)
-        scaler = make_scaler(args.strategy, args.amp_dtype, device)
+        # One scaler per process; FSDP needs the sharded one (its inf check spans the shards).
+        scaler = make_scaler(device, args.amp_dtype, sharded=args.strategy == "fsdp")
 
         # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
         loader = shard_loader(load_mnist().train, args, rank, world_size)
@@ -194,16 +195,17 @@ def train(args: argparse.Namespace) -> dict:
         batches = iter(loader)
         for _ in range(args.steps):
             images, labels = (t.to(device) for t in next(batches))
-            optimizer.zero_grad(set_to_none=True)
-            with autocast(device, autocast_dtype):
-                loss = F.cross_entropy(model(images), labels)
-            scaler.scale(loss).backward()  # DDP/FSDP average the (scaled) gradients across ranks
-            scale_before = scaler.get_scale() if scaler.is_enabled() else None
-            scaler.step(optimizer)
-            scaler.update()
-            if scale_before is not None and scaler.get_scale() < scale_before:
-                skipped += 1
-            losses.append(loss.item())
+            loss, was_skipped = train_step(
+                model,
+                optimizer,
+                scaler,
+                images,
+                labels,
+                device=device,
+                autocast_dtype=autocast_dtype,
+            )
+            losses.append(loss)
+            skipped += was_skipped
 
         state = full_state(model)
         report = {

@@ -17,6 +17,17 @@ INSPECTED_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2")
 _INT_VIEW = {32: torch.int32, 16: torch.int16, 8: torch.uint8}
 
 
+def bit_pattern(value: float, dtype: torch.dtype) -> int:
+    """The bits of ``value`` rounded to ``dtype`` (fp32, fp16, bf16, fp8), as an unsigned integer.
+
+    ``view`` reinterprets the bits as a (signed) integer of the same width; the mask makes it
+    unsigned, so the sign bit is the top bit of the result.
+    """
+    width = torch.finfo(dtype).bits
+    stored = torch.tensor(value, dtype=torch.float64).to(dtype)
+    return stored.view(_INT_VIEW[width]).item() & (2**width - 1)
+
+
 @dataclass(frozen=True)
 class BitFields:
     """One value rounded into one format, split into its bit fields."""
@@ -114,8 +125,7 @@ def _pattern(value: float, fmt: FloatFormat) -> int:
     """The unsigned integer bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout)."""
     if fmt.dtype is None:  # tf32: keep the top 19 bits of the rounded fp32 pattern
         return _round_to_tf32(value)[0] >> 13
-    stored = torch.tensor(value, dtype=torch.float64).to(fmt.dtype)
-    return stored.view(_INT_VIEW[fmt.bits]).item() & (2**fmt.bits - 1)
+    return bit_pattern(value, fmt.dtype)
 
 
 def _fields(pattern: int, fmt: FloatFormat) -> tuple[int, int, int]:

@@ -1,7 +1,7 @@
 """Timing: warmed-up, synchronised measurements with median and spread, built on torch.utils.benchmark.
 
 Measuring (``measure``, and ``round_robin`` for several functions interleaved), the result
-(torch's ``Measurement``) and presenting (``summarise``, ``compare_table``) are kept apart, as
+(torch's ``Measurement``) and presenting (``summarise``, ``format_time``) are kept apart, as
 torch.utils.benchmark does. ``SimulatedQueue`` stands in for a GPU's asynchronous stream, so a
 CPU can show why a timer must synchronise.
 """
@@ -114,13 +114,12 @@ def round_robin(
 
 
 def summarise(measurement: benchmark.Measurement) -> dict:
-    """Median, IQR and run count of a Measurement, in seconds, as a plain dict."""
+    """Median, IQR, mean and run count of a Measurement, in seconds, as a plain dict."""
     return {
         "median_s": measurement.median,
         "iqr_s": measurement.iqr,
         "mean_s": measurement.mean,
         "runs": len(measurement.times),
-        "label": measurement.description or measurement.sub_label or measurement.label,
     }
 
 
@@ -130,13 +129,6 @@ def format_time(seconds: float) -> str:
         if seconds >= factor:
             return f"{seconds / factor:.3g} {unit}"
     return f"{seconds / 1e-9:.3g} ns"
-
-
-def compare_table(measurements: list[benchmark.Measurement]) -> str:
-    """torch.utils.benchmark's comparison table of several Measurements, as text."""
-    compare = benchmark.Compare(measurements)
-    compare.trim_significant_figures()
-    return str(compare)
 
 
 class SimulatedQueue:

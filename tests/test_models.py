@@ -37,8 +37,3 @@ def test_unknown_names_list_choices():
         models.build_vit("huge")
     with pytest.raises(ValueError, match="mnist_cnn"):
         models.build_model("resnet")
-
-
-def test_example_input_shapes():
-    assert models.example_input(models.build_vit("tiny"), 2).shape == (2, 1, 28, 28)
-    assert models.example_input(models.MnistCNN(width_divisor=8), 2).shape == (2, 1, 28, 28)

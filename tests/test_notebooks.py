@@ -35,7 +35,10 @@ def _with_solutions(path, tmp_path):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_papermill_smoke(path, tmp_path):
+def test_papermill_smoke(path, tmp_path, monkeypatch):
+    # The kernel inherits our environment: without MPLBACKEND it uses Jupyter's inline backend,
+    # so figures become image/png outputs that the checks below (and a reader) can see.
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     out = ROOT / "executed" / path.name
     out.parent.mkdir(exist_ok=True)
     filled = _with_solutions(path, tmp_path)
@@ -55,9 +58,13 @@ def test_papermill_smoke(path, tmp_path):
     elapsed = time.perf_counter() - start
     executed = nbformat.read(out, as_version=4)
     assert not _errors(executed)
-    # The lesson computed and showed something: printed text and at least one figure.
-    outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    # The lesson computed and showed something: printed text, and a figure where it plots.
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    outputs = [o for c in code for o in c.get("outputs", [])]
     assert any(o.get("output_type") == "stream" for o in outputs)
+    if any("matplotlib" in c.source for c in code):
+        figures = [o for o in outputs if "image/png" in o.get("data", {})]
+        assert figures, f"{path.name} imports matplotlib but showed no figure"
     assert elapsed < SMOKE_BUDGET_S, f"{path.name} took {elapsed:.0f} s in smoke mode"
 
 

@@ -19,8 +19,8 @@ from .config import (
     skip_reason,
 )
 from .flops import PEAK_TFLOPS, count_step_flops, mfu, peak_tflops
-from .matrix import device_name, run, versions
-from .report import format_report, plot_report, slug, write_report
+from .matrix import run
+from .report import format_report, plot_report, write_report
 from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "bench_mnist_cnn",
     "bench_vit",
     "count_step_flops",
-    "device_name",
     "format_report",
     "mfu",
     "peak_tflops",
@@ -45,7 +44,5 @@ __all__ = [
     "precision_flags",
     "run",
     "skip_reason",
-    "slug",
-    "versions",
     "write_report",
 ]

@@ -2,43 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 import gc
-import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 
 import torch
 
+from ..device import machine_record
 from .config import WORKLOADS, BenchConfig, skip_reason
 from .workloads import _skipped, bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
-
-
-def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU's with its instruction set."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    return f"CPU {cpu} ({torch.backends.cpu.get_cpu_capability()})"
-
-
-def versions() -> dict:
-    """Versions a reader needs to compare two reports."""
-    info = {
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-    }
-    try:
-        import torchvision
-
-        info["torchvision"] = torchvision.__version__
-    except ImportError:
-        info["torchvision"] = None
-    return info
 
 
 def run(
@@ -53,14 +26,7 @@ def run(
     device = torch.device(device)
     say = progress or (lambda _: None)
     report = {
-        "device": device_name(device),
-        "device_type": device.type,
-        "capability": list(torch.cuda.get_device_capability(device))
-        if device.type == "cuda"
-        else None,
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "versions": versions(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **machine_record(device),
         "smoke": config.smoke,
         "config": asdict(config),
         "modes": [],
@@ -99,12 +65,12 @@ def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> Non
                     best = ceilings.get(row["precision"], 0)
                     ceilings[row["precision"]] = max(best, row["tflops"])
         elif workload == "mnist_cnn":
-            rows = bench_mnist_cnn(runnable, config, device, name, mnist)
+            rows = bench_mnist_cnn(runnable, config, device, mnist)
         elif workload in ("vit_b16", "vit_l16"):
             preset = workload.removeprefix("vit_")
             rows = bench_vit(preset, runnable, config, device, name, ceilings)
         else:
-            rows = bench_max_batch(runnable, config, device, name)
+            rows = bench_max_batch(runnable, config, device)
         for mode, reason in skipped:
             if workload in ("mnist_cnn", "vit_b16", "vit_l16") or not (mode.compile or mode.fused):
                 rows.append(_skipped(workload, mode, reason))

@@ -138,8 +138,3 @@ def write_report(report: dict, out_dir: str | Path) -> dict[str, Path]:
     paths["table"].write_text(format_report(report) + "\n")
     plt.close(plot_report(report, paths["plot"]))
     return paths
-
-
-def slug(name: str) -> str:
-    """A folder name for a device: ``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"``."""
-    return "-".join("".join(c if c.isalnum() else " " for c in name.lower()).split())

@@ -11,7 +11,6 @@ import math
 from collections.abc import Callable, Iterator
 
 import torch
-from torch.utils import benchmark
 
 from .. import data as _data
 from .. import models, timing
@@ -27,14 +26,6 @@ def _row(workload: str, mode: Mode, **values) -> dict:
 
 def _skipped(workload: str, mode: Mode, reason: str) -> dict:
     return _row(workload, mode, skipped=reason)
-
-
-def _stats(measurement: benchmark.Measurement) -> dict:
-    return {
-        "median_s": measurement.median,
-        "iqr_s": measurement.iqr,
-        "runs": len(measurement.times),
-    }
 
 
 def _time_modes(
@@ -74,7 +65,7 @@ def bench_matmul(
             if mode.name in failed:
                 rows.append(_row("matmul", mode, size=size, skipped=failed[mode.name]))
                 continue
-            stats = _stats(measured[mode.name])
+            stats = timing.summarise(measured[mode.name])
             tflops = 2 * size**3 / stats["median_s"] / 1e12
             peak = peak_tflops(name, mode.precision)
             rows.append(
@@ -166,7 +157,6 @@ def bench_mnist_cnn(
     modes: list[Mode],
     config: BenchConfig,
     device: torch.device,
-    name: str,
     mnist: _data.MnistData | None = None,
 ) -> list[dict]:
     """The MNIST tutorial's CNN: time per step on preloaded real digits, and per epoch."""
@@ -185,7 +175,7 @@ def bench_mnist_cnn(
         if mode.name in failed:
             rows.append(_skipped("mnist_cnn", mode, failed[mode.name]))
             continue
-        stats = _stats(measured[mode.name])
+        stats = timing.summarise(measured[mode.name])
         rows.append(
             _row(
                 "mnist_cnn",
@@ -233,7 +223,7 @@ def bench_vit(
         if mode.name in failed:
             rows.append(_skipped(workload, mode, failed[mode.name]))
             continue
-        stats = _stats(measured[mode.name])
+        stats = timing.summarise(measured[mode.name])
         flops = flops_per_image * batch
         peak = peak_tflops(name, mode.precision)
         ceiling = ceilings.get(mode.precision)
@@ -264,9 +254,7 @@ def bench_vit(
     return rows
 
 
-def bench_max_batch(
-    modes: list[Mode], config: BenchConfig, device: torch.device, name: str
-) -> list[dict]:
+def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device) -> list[dict]:
     """The largest ViT-B/16 training batch that fits per precision (GPU only)."""
     base = [m for m in modes if not (m.compile or m.fused)]  # recompiling per size is too slow
     if device.type != "cuda":
