@@ -77,6 +77,17 @@ def setup() -> tuple[int, int, torch.device]:
     return dist.get_rank(), dist.get_world_size(), device
 
 
+def mixed_precision_policy(amp_dtype: torch.dtype):
+    """FSDP2's MixedPrecisionPolicy for training with autocast dtype ``amp_dtype``."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
+    # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
+    # a bf16 one (not exactly: fp32 rounds too). param_dtype=None: fp32 training, no cast.
+    low = amp_dtype if amp_dtype != torch.float32 else None
+    return MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+
+
 def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, device: torch.device):
     """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype for the loop)."""
     if strategy == "ddp":
@@ -85,18 +96,14 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
         )
         return ddp, amp_dtype
     try:  # FSDP2 is public from torch 2.6; it runs on CPU with gloo as well as on NCCL GPUs
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from torch.distributed.fsdp import fully_shard
     except ImportError as error:
         raise RuntimeError(
             f"FSDP2 (fully_shard) needs torch >= 2.6; this is {torch.__version__}. "
             "Use --strategy ddp."
         ) from error
 
-    # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
-    # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
-    # a bf16 one (not exactly: fp32 rounds too).
-    low = amp_dtype if amp_dtype != torch.float32 else None
-    policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+    policy = mixed_precision_policy(amp_dtype)
     for layer in model.encoder.layers:
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
