@@ -26,6 +26,7 @@ __all__ = [
     "lesson",
     "memory",
     "models",
+    "paths",
     "quiz",
     "scaling",
     "stats",

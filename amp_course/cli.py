@@ -18,14 +18,17 @@ def _info(args) -> int:
 
 
 def _check_data(args) -> int:
-    from .data import DataIntegrityError, load_mnist_subset
+    from .data import SUBSET_FILE, DataIntegrityError, data_dir, load_mnist_subset
 
     try:
-        images, labels = load_mnist_subset(args.path)
+        path = args.path or data_dir() / SUBSET_FILE
+        images, labels = load_mnist_subset(path)
     except DataIntegrityError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"ok: {len(labels)} digits, {images.shape[1]}x{images.shape[2]}, SHA-256 verified")
+    print(
+        f"ok: {len(labels)} digits, {images.shape[1]}x{images.shape[2]}, SHA-256 verified ({path})"
+    )
     return 0
 
 
