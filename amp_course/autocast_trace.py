@@ -299,7 +299,10 @@ def trace_op_dtypes(module, inputs, *, device, dtype) -> list[TracedOp]:
 
 
 def documented_policy(op: str, device_type: str) -> str | None:
-    """ "lower", "float32" or "widest" from the docs' lists for ``device_type``; None if unlisted."""
+    """``"lower"``, ``"float32"`` or ``"widest"`` from the docs' lists for ``device_type``.
+
+    None if ``op`` is in none of them.
+    """
     lists = DOCUMENTED_OPS.get(device_type)
     if lists is None:
         raise ValueError(
@@ -360,7 +363,7 @@ def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> li
 def summarise(
     rows, device_type: str, autocast_dtype: torch.dtype, include_views: bool = False
 ) -> list[dict]:
-    """Table rows for display: op, documented name and list, input and output dtypes, expected dtype."""
+    """Table rows for display: op, documented name and list, input/output dtypes, expected dtype."""
     views = {
         "view",
         "t",

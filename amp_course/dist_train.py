@@ -27,7 +27,8 @@ from .data import load_mnist
 from .device import parse_dtype
 from .lesson import seed_everything
 from .models import build_vit
-from .training import autocast, make_scaler, step_and_update
+from .training import autocast, step_and_update
+from .training import make_scaler as make_amp_scaler
 
 STRATEGIES = ("ddp", "fsdp")
 
@@ -113,6 +114,20 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
     return model, amp_dtype
 
 
+def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
+    """One torch.amp.GradScaler per process, enabled only for fp16, for DDP and FSDP2 alike.
+
+    DDP all-reduces the gradients before ``scaler.step``, so every rank finds the same infs.
+    FSDP2 keeps gradients as DTensor shards, and GradScaler's inf check on DTensors runs through
+    DTensor's dispatcher, which all-reduces the found-inf flag over the mesh
+    (pytorch/pytorch#132816): every rank skips together. FSDP1 (the FullyShardedDataParallel
+    wrapper, plain-tensor shards) is the case that needs ShardedGradScaler instead.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {strategy!r}. Valid choices: {', '.join(STRATEGIES)}.")
+    return make_amp_scaler(device, amp_dtype)
+
+
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter as a full CPU fp32 tensor (gathering FSDP shards)."""
     state = {}
@@ -173,7 +188,7 @@ def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, 
     seed_everything(args.seed)
     model = build_vit("tiny").to(device)
     optimizer = make_optimizer(args, model)
-    scaler = make_scaler(device, args.amp_dtype)
+    scaler = make_amp_scaler(device, args.amp_dtype)
     train_set = load_mnist().train
     shards = [iter(shard_loader(train_set, args, rank, world_size)) for rank in range(world_size)]
     for _ in range(args.steps):
@@ -193,8 +208,7 @@ def train(args: argparse.Namespace) -> dict:
         model = build_vit("tiny").to(device)
         model, autocast_dtype = wrap_model(model, args.strategy, args.amp_dtype, device)
         optimizer = make_optimizer(args, model)
-        # One scaler per process; FSDP needs the sharded one (its inf check spans the shards).
-        scaler = make_scaler(device, args.amp_dtype, sharded=args.strategy == "fsdp")
+        scaler = make_scaler(args.strategy, args.amp_dtype, device)
 
         # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
         loader = shard_loader(load_mnist().train, args, rank, world_size)

@@ -122,7 +122,8 @@ def _round_to_tf32(value: float) -> tuple[int, float]:
 
 
 def _pattern(value: float, fmt: FloatFormat) -> int:
-    """The unsigned integer bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout)."""
+    """The unsigned integer bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's
+    layout)."""
     if fmt.dtype is None:  # tf32: keep the top 19 bits of the rounded fp32 pattern
         return _round_to_tf32(value)[0] >> 13
     return bit_pattern(value, fmt.dtype)
@@ -177,7 +178,8 @@ def decompose(value: float, fmt: str | FloatFormat) -> BitFields:
 
 
 def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> torch.Tensor:
-    """Every finite value of an 8- or 16-bit format, sorted (float64), by enumerating bit patterns."""
+    """Every finite value of an 8- or 16-bit format, sorted (float64), by enumerating bit
+    patterns."""
     fmt = _format(fmt)
     if fmt.dtype is None or fmt.bits > 16:
         raise ValueError(
@@ -213,7 +215,8 @@ def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
         sign, exponent, mantissa = (f.bits.split(" ") + [""])[:3]
         rows.append(
             f"<tr><td>{html.escape(f.format)}</td><td style='font-family:monospace'>"
-            f"<span style='color:#c0392b'>{sign}</span> <span style='color:#2471a3'>{exponent}</span> "
+            f"<span style='color:#c0392b'>{sign}</span> "
+            f"<span style='color:#2471a3'>{exponent}</span> "
             f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
             f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{f.gap:.3g}</td></tr>"
         )

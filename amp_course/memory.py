@@ -1,4 +1,5 @@
-"""Memory: where training memory goes (an analytic account that works on CPU) and CUDA peak memory."""
+"""Memory: where training memory goes (an analytic account that works on CPU) and CUDA peak
+memory."""
 
 from __future__ import annotations
 

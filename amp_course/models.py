@@ -1,9 +1,11 @@
-"""Models: the mixed-precision MNIST tutorial's CNN and Vision Transformer presets built on torchvision."""
+"""Models: the mixed-precision MNIST tutorial's CNN and Vision Transformer presets built on
+torchvision."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 # The scenario's CNN configuration (from the mixed-precision MNIST tutorial this configuration
@@ -39,7 +41,8 @@ class ConvBlock(nn.Sequential):
 
 
 class MnistCNN(nn.Module):
-    """The MNIST tutorial's 14-block CNN with a 1024-wide head; far bigger than MNIST needs, on purpose."""
+    """The MNIST tutorial's 14-block CNN with a 1024-wide head; far bigger than MNIST needs, on
+    purpose."""
 
     def __init__(self, config=MNIST_CNN_CONFIG, num_classes: int = 10, width_divisor: int = 1):
         super().__init__()
@@ -132,3 +135,13 @@ def build_model(name: str, **kwargs) -> nn.Module:
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def example_input(model: nn.Module, batch_size: int = 1, device=None) -> torch.Tensor:
+    """A random batch shaped for ``model``: MNIST digits for the CNN, images for a ViT."""
+    if hasattr(model, "conv_proj") and hasattr(model, "image_size"):  # a torchvision ViT
+        channels = model.conv_proj.in_channels
+        size = model.image_size
+    else:
+        channels, size = 1, 28
+    return torch.randn(batch_size, channels, size, size, device=device)

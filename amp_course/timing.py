@@ -1,4 +1,5 @@
-"""Timing: warmed-up, synchronised measurements with median and spread, built on torch.utils.benchmark.
+"""Timing: warmed-up, synchronised measurements with median and spread, built on
+torch.utils.benchmark.
 
 Measuring (``measure``, and ``round_robin`` for several functions interleaved), the result
 (torch's ``Measurement``) and presenting (``summarise``, ``format_time``) are kept apart, as

@@ -1,4 +1,5 @@
-"""Training: the AMP train step and epoch the lessons share (autocast, GradScaler, clipping, accumulation)."""
+"""Training: the AMP train step and epoch the lessons share (autocast, GradScaler, clipping,
+accumulation)."""
 
 from __future__ import annotations
 
@@ -20,24 +21,10 @@ def autocast(device: torch.device | str, autocast_dtype: torch.dtype | None):
     )
 
 
-def make_scaler(
-    device: torch.device | str,
-    autocast_dtype: torch.dtype | None,
-    *,
-    sharded: bool = False,
-    **kwargs,
-):
-    """A GradScaler that is enabled only for fp16; elsewhere every call on it is a no-op.
-
-    ``sharded=True`` gives FSDP's ``ShardedGradScaler`` (same interface), which all-reduces the
-    "found inf" flag so every rank of a sharded model skips the same steps.
-    """
+def make_scaler(device: torch.device | str, autocast_dtype: torch.dtype | None, **kwargs):
+    """A GradScaler that is enabled only for fp16; elsewhere every call on it is a no-op."""
     device = torch.device(device)
     enabled = autocast_dtype is not None and use_grad_scaler(autocast_dtype)
-    if sharded:
-        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
-        return ShardedGradScaler(device.type, enabled=enabled, **kwargs)
     return torch.amp.GradScaler(device.type, enabled=enabled, **kwargs)
 
 

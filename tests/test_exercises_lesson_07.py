@@ -18,48 +18,46 @@ def test_solution_passes():
 
 
 def test_equivalent_spellings_pass():
-    # For fp32 training param_dtype=torch.float32 means no cast, as None does; reduce_dtype None
-    # means "as param_dtype"; a disabled plain GradScaler is a no-op like a disabled sharded one.
+    # For fp32 training param_dtype=torch.float32 means no cast, as None does, and reduce_dtype
+    # None means "as param_dtype": FSDP2 treats both alike (FSDPParam.init_dtype_attrs).
     def spelled_out(amp_dtype, device):
         policy = MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32)
-        if amp_dtype != torch.float16:
-            return policy, torch.amp.GradScaler(device.type, enabled=False)
-        return policy, sharded_scaler(device)
+        if amp_dtype == torch.float32:
+            policy = MixedPrecisionPolicy(param_dtype=torch.float32)
+        scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+        return policy, scaler
 
     assert exercises.check(NAME, spelled_out)
 
 
-def sharded_scaler(device):
-    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
-    return ShardedGradScaler(device.type)
+def _scaler(amp_dtype, device):
+    return lesson.fsdp_precision(amp_dtype, device)[1]
 
 
 def reduce_in_low_precision(amp_dtype, device):
-    policy, scaler = lesson.fsdp_precision(amp_dtype, device)
-    return MixedPrecisionPolicy(param_dtype=policy.param_dtype), scaler
+    policy = lesson.fsdp_precision(amp_dtype, device)[0]
+    return MixedPrecisionPolicy(param_dtype=policy.param_dtype), _scaler(amp_dtype, device)
 
 
 def no_cast(amp_dtype, device):
-    return MixedPrecisionPolicy(reduce_dtype=torch.float32), lesson.fsdp_precision(
-        amp_dtype, device
-    )[1]
-
-
-def plain_scaler(amp_dtype, device):
-    policy = lesson.fsdp_precision(amp_dtype, device)[0]
-    return policy, torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    return MixedPrecisionPolicy(reduce_dtype=torch.float32), _scaler(amp_dtype, device)
 
 
 def scaler_always_on(amp_dtype, device):
-    return lesson.fsdp_precision(amp_dtype, device)[0], sharded_scaler(device)
+    return lesson.fsdp_precision(amp_dtype, device)[0], torch.amp.GradScaler(device.type)
 
 
-def scaler_for_cuda(amp_dtype, device):
-    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
+def scaler_never_on(amp_dtype, device):
     policy = lesson.fsdp_precision(amp_dtype, device)[0]
-    return policy, ShardedGradScaler("cuda", enabled=amp_dtype == torch.float16)
+    return policy, torch.amp.GradScaler(device.type, enabled=False)
+
+
+def changed_output_dtype(amp_dtype, device):
+    policy = lesson.fsdp_precision(amp_dtype, device)[0]
+    changed = MixedPrecisionPolicy(
+        param_dtype=policy.param_dtype, reduce_dtype=torch.float32, output_dtype=torch.float32
+    )
+    return changed, _scaler(amp_dtype, device)
 
 
 @pytest.mark.parametrize(
@@ -67,12 +65,14 @@ def scaler_for_cuda(amp_dtype, device):
     [
         (reduce_in_low_precision, "reduced in bf16; set reduce_dtype=torch.float32"),
         (no_cast, "gather the weights in fp32; with bf16 training set param_dtype"),
-        (plain_scaler, "FSDP needs torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler"),
         (scaler_always_on, "bf16 has fp32's exponent range, so disable it"),
+        (scaler_never_on, "fp16 needs loss scaling"),
+        (changed_output_dtype, "leave output_dtype at its default"),
         (
             lambda dtype, device: lesson.fsdp_precision(dtype, device)[0],
             "return \\(policy, scaler\\)",
         ),
+        (lambda dtype, device: (None, _scaler(dtype, device)), "build it with"),
     ],
 )
 def test_wrong_answers_fail_with_the_reason(wrong, message):
@@ -82,8 +82,12 @@ def test_wrong_answers_fail_with_the_reason(wrong, message):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a 'cuda' scaler works where CUDA does")
 def test_a_cuda_scaler_on_a_cpu_is_explained():
+    def cuda_scaler(amp_dtype, device):
+        policy = lesson.fsdp_precision(amp_dtype, device)[0]
+        return policy, torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
+
     with pytest.warns(UserWarning), pytest.raises(ExerciseFailed, match="device.type"):
-        exercises.check(NAME, scaler_for_cuda)
+        exercises.check(NAME, cuda_scaler)
 
 
 def test_inputs_vary_with_the_seed():

@@ -27,3 +27,9 @@ def test_environment_record_names_the_device():
     record = gpu_run.environment_record(torch.device("cuda"))
     assert record["device"] and record["versions"]["torch"] == torch.__version__
     assert record["date"] and record["driver"] and record["capability"][0] >= 3
+
+
+def test_gpu_run_covers_every_notebook_with_gpu_cells():
+    names = {p.name for p in gpu_run.default_notebooks()}
+    assert {"09_beyond_autocast.ipynb", "labs_beyond_autocast.ipynb"} <= names
+    assert names == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}

@@ -96,7 +96,7 @@ def test_every_pattern_of_small_formats_composes_like_torch(name):
     )
     expected = signed.to(INT_VIEW[fmt.bits]).view(fmt.dtype).to(torch.float64).tolist()
     m, e = fmt.mantissa_bits, fmt.exponent_bits
-    for p, want in zip(patterns.tolist(), expected):
+    for p, want in zip(patterns.tolist(), expected, strict=True):
         got = inspector.compose(p >> (e + m), (p >> m) & (2**e - 1), p & (2**m - 1), name)
         assert same(got, want), (name, hex(p), got, want)
 
@@ -131,7 +131,8 @@ def test_e4m3fn_has_no_inf():
     assert math.isnan(inspector.compose(0, 15, 7, "fp8 e4m3"))
     for value in (math.inf, 1e6, 449.0):
         fields = inspector.decompose(value, "fp8 e4m3")
-        # Whatever this torch does with out-of-range values (saturate to 448 or give NaN), never inf.
+        # Whatever this torch does with out-of-range values (saturate to 448 or give NaN),
+        # never inf.
         assert fields.kind != "inf"
         assert fields.stored == 448.0 or math.isnan(fields.stored)
     assert math.isnan(inspector.decompose(448.0, "fp8 e4m3").next_up)  # nothing above the max

@@ -13,7 +13,7 @@ def test_mnist_cnn_matches_the_scenario_configuration():
         (c.in_channels, c.out_channels, c.kernel_size[0], c.stride[0], c.padding[0]) for c in convs
     ] == [tuple(r) for r in models.MNIST_CNN_CONFIG]
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in linears] == [
+    assert [(lin.in_features, lin.out_features) for lin in linears] == [
         (1024, 1000),
         (1000, 1000),
         (1000, 10),
@@ -37,3 +37,8 @@ def test_unknown_names_list_choices():
         models.build_vit("huge")
     with pytest.raises(ValueError, match="mnist_cnn"):
         models.build_model("resnet")
+
+
+def test_example_input_shapes():
+    assert models.example_input(models.build_vit("tiny"), 2).shape == (2, 1, 28, 28)
+    assert models.example_input(models.MnistCNN(width_divisor=8), 2).shape == (2, 1, 28, 28)

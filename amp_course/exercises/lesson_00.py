@@ -8,9 +8,9 @@ import torch
 
 from ..memory import gpus_needed
 from . import ExerciseFailed, exercise
+from .solutions.lesson_00 import GIB, USABLE, gpus_for
 
-MIB, GIB = 2**20, 2**30
-USABLE = 0.9  # the lesson keeps 10% of every GPU for the allocator and workspace
+MIB = 2**20
 # The cases a learner's check cell (seed 0) runs: (parameters, activation bytes per image,
 # global batch, GiB per GPU, AMP). The messages below name them.
 SEED0_CASES = [
@@ -19,17 +19,6 @@ SEED0_CASES = [
     (25_000_000, 20 * MIB, 256, 24, False),  # fits on one GPU
     (5_000_000_000, 10 * MIB, 1024, 80, True),  # the static state alone overflows one GPU
 ]
-
-
-def gpus_for(num_params, activation_bytes_per_image, global_batch, gpu_gib, amp):
-    """Reference: fewest data-parallel GPUs for the step, or None if one image per GPU cannot fit.
-
-    Every GPU holds the whole static state: fp32 weights (4 bytes per parameter), their
-    gradients (4) and AdamW's two moments (8), plus, under AMP, autocast's 2-byte weight copies.
-    The activations are split: each GPU holds those of its share of the global batch.
-    """
-    static = (16 + (2 if amp else 0)) * num_params
-    return gpus_needed(static, activation_bytes_per_image, global_batch, gpu_gib * GIB, USABLE)
 
 
 def _cases(seed: int) -> list[tuple]:

@@ -5,17 +5,11 @@ from __future__ import annotations
 import torch
 
 from ..device import dtype_name
-from ..dist_train import mixed_precision_policy
-from ..training import make_scaler
 from . import ExerciseFailed, exercise
+from .solutions.lesson_07 import fsdp_precision
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 SEED0_ORDER = ["bf16", "fp16", "fp32"]
-
-
-def fsdp_precision(amp_dtype: torch.dtype, device: torch.device):
-    """Reference: (MixedPrecisionPolicy, scaler) for one FSDP2 process training in ``amp_dtype``."""
-    return mixed_precision_policy(amp_dtype), make_scaler(device, amp_dtype, sharded=True)
 
 
 def _order(seed: int) -> list[str]:
@@ -35,7 +29,6 @@ def _dtype(value) -> str | None:
 def _describe(result) -> dict:
     """The policy's and the scaler's settings that matter, as plain data."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
-    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         return {"shape": type(result).__name__}
@@ -52,7 +45,6 @@ def _describe(result) -> dict:
         described["policy_type"] = type(policy).__name__
     if isinstance(scaler, torch.amp.GradScaler):
         described["scaler"] = {
-            "sharded": isinstance(scaler, ShardedGradScaler),
             "enabled": bool(scaler.is_enabled()),
             "device": str(getattr(scaler, "_device", "")),
         }
@@ -118,8 +110,8 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
                 )
         if got["scaler"] is None:
             raise ExerciseFailed(
-                f"{where}: the scaler is a {got['scaler_type']}; return a GradScaler "
-                "(ShardedGradScaler for FSDP), enabled or not, so the loop keeps one code path."
+                f"{where}: the scaler is a {got['scaler_type']}; return a torch.amp.GradScaler, "
+                "enabled or not, so the loop keeps one code path."
             )
         if got["scaler"]["enabled"] != want["scaler"]["enabled"]:
             raise ExerciseFailed(
@@ -130,12 +122,6 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
                     if want["scaler"]["enabled"]
                     else f"{name} has fp32's exponent range, so disable it (enabled=False)."
                 )
-            )
-        if got["scaler"]["enabled"] and not got["scaler"]["sharded"]:
-            raise ExerciseFailed(
-                f"{where}: a plain GradScaler checks only this rank's gradient shard for inf/NaN; "
-                "FSDP needs torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler, which "
-                "combines the check across ranks so they all skip the same steps."
             )
         if got["scaler"]["device"] != want["scaler"]["device"]:
             raise ExerciseFailed(

@@ -7,8 +7,9 @@ import statistics
 
 import torch
 
-from ..stats import t_interval, t_quantile
+from ..stats import t_quantile
 from . import ExerciseFailed, exercise
+from .solutions.lesson_08 import accuracy_interval
 
 # The cases a learner's check cell (seed 0) runs: (accuracies over seeds, confidence).
 SEED0_CASES = [
@@ -107,7 +108,6 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
         )
 
 
-# Reference: ac.stats.t_interval, the interval the lesson reports.
-@exercise("08.accuracy_interval", solution=t_interval)
+@exercise("08.accuracy_interval", solution=accuracy_interval)
 def check_accuracy_interval(fn):
-    compare(observe(fn, 0), observe(t_interval, 0), 0)
+    compare(observe(fn, 0), observe(accuracy_interval, 0), 0)
