@@ -76,4 +76,6 @@ def test_inputs_vary_with_the_seed():
 
     lesson.check_accuracy_interval(hard_coded)
     with pytest.raises(ExerciseFailed):
-        lesson.compare(lesson.observe(hard_coded, 1), lesson.observe(lesson.accuracy_interval, 1), 1)
+        lesson.compare(
+            lesson.observe(hard_coded, 1), lesson.observe(lesson.accuracy_interval, 1), 1
+        )
