@@ -29,6 +29,7 @@ __all__ = [
     "memory",
     "models",
     "paths",
+    "precision",
     "quiz",
     "scaling",
     "stats",

@@ -21,6 +21,8 @@ lists it, as one of:
   code changes, the prose is caught.
 - ``question``: a premise of one quiz question ("suppose a step takes 0.1 s") or a value it derives
   from its premises; allowed in that question only.
+- ``premise``: a claim one lesson cell states in order to test it with code (lesson 00's "8 GPUs
+  in fp32, 4 with AMP"); allowed in that cell only.
 
 Figures in cells whose owner is rewriting them are listed in ``PENDING`` with the reason; the test
 fails as soon as one of them disappears, so the list can only shrink.
@@ -54,12 +56,7 @@ _SPACED = "|".join(re.escape(u) for u in UNITS)
 FIGURE = re.compile(_NUMBER + rf"(?:\s?({_SPACED})|([x×]))(?![\w/])")
 
 # Figures in cells their owners are rewriting: (location, figure, why it is still here).
-PENDING = [
-    ("00_scenario.ipynb:fd895b0b", "8 GPUs", "the scenario's GPU counts are being recomputed"),
-    ("00_scenario.ipynb:4a5a2313", "8 GPUs", "the scenario's GPU counts are being recomputed"),
-    ("00_scenario.ipynb:9c86a2b7", "8 GPUs", "the scenario's GPU counts are being recomputed"),
-    ("01_number_formats#format-for-t4", "65 TFLOP/s", "quiz 01 is being revised"),
-]
+PENDING: list[tuple[str, str, str]] = []
 
 
 @dataclass(frozen=True)
@@ -111,7 +108,7 @@ def allowed(figure: str, text: Text, entries: list[dict]) -> bool:
             return True
         if "code" in entry:
             return True
-        if entry.get("question") == text.location:
+        if text.location in (entry.get("question"), entry.get("premise")):
             return True
     return False
 
@@ -157,13 +154,15 @@ def test_pending_figures_are_still_there(texts, entries):
 def test_every_citation_entry_is_well_formed_and_used(texts, entries):
     quiz_locations = {t.location for t in quiz_texts()}
     for entry in entries:
-        kinds = [k for k in ("source", "code", "question") if k in entry]
+        kinds = [k for k in ("source", "code", "question", "premise") if k in entry]
         assert len(kinds) == 1 and entry.get("what"), entry
         (figure,) = find_figures(entry["figure"])
         if "source" in entry:
             assert entry["source"].startswith("https://") and entry.get("cite"), entry
         if "question" in entry:
             assert entry["question"] in quiz_locations, entry
+        if "premise" in entry:
+            assert entry["premise"] in {t.location for t in notebook_texts()}, entry
         used = [t for t in texts if figure in find_figures(t.text) and allowed(figure, t, [entry])]
         assert used, f"citation entry used nowhere (remove it): {entry}"
 
@@ -194,6 +193,13 @@ def test_a_premise_is_allowed_in_its_question_only():
     inside = Text("05_speed_memory#mfu-compute", "Suppose a step takes 0.1 s.")
     elsewhere = Text("05_speed_memory#other", "A step takes 0.1 s.")
     assert offenders([inside, elsewhere], [entry]) == [("05_speed_memory#other", "0.1s")]
+
+
+def test_a_lesson_premise_is_allowed_in_its_cell_only():
+    entry = {"figure": "8 GPUs", "what": "claim", "premise": "00_scenario.ipynb:intro"}
+    inside = Text("00_scenario.ipynb:intro", "The job needs 8 GPUs in fp32, they say.")
+    elsewhere = Text("00_scenario.ipynb:summary", "The job needs 8 GPUs.")
+    assert offenders([inside, elsewhere], [entry]) == [("00_scenario.ipynb:summary", "8GPUs")]
 
 
 def test_the_guard_reads_real_notebooks_and_quizzes(tmp_path):

@@ -15,7 +15,6 @@ from .config import (
     WORKLOADS,
     BenchConfig,
     Mode,
-    precision_flags,
     skip_reason,
 )
 from .flops import PEAK_TFLOPS, count_step_flops, mfu, peak_tflops
@@ -41,7 +40,6 @@ __all__ = [
     "mfu",
     "peak_tflops",
     "plot_report",
-    "precision_flags",
     "run",
     "skip_reason",
     "write_report",

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -133,21 +131,3 @@ def skip_reason(mode: Mode, device: torch.device) -> str | None:
         except Exception as error:  # noqa: BLE001 - an unsupported fused kernel raises many types
             return f"fused AdamW unavailable on {device.type}: {error}"
     return None
-
-
-@contextlib.contextmanager
-def precision_flags(tf32: bool) -> Iterator[None]:
-    """Allow TF32 (``tf32``) or strict fp32 for CUDA matmuls and cuDNN convolutions; restore both.
-
-    We set the two per-backend flags only. ``torch.set_float32_matmul_precision`` also switches
-    CPU (oneDNN) matmuls to bf16 at "medium", and on recent torch mixing it with these flags
-    leaves a state in which the generic getter raises; the per-backend flags say exactly what
-    each mode means.
-    """
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

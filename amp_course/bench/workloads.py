@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 import torch
 
 from .. import data as _data
-from .. import models, timing
+from .. import models, precision, timing
 from ..memory import largest_batch, peak_cuda_memory
 from ..training import autocast, make_scaler
-from .config import MATMUL_DTYPES, MNIST_TRAIN_SIZE, BenchConfig, Mode, precision_flags
+from .config import MATMUL_DTYPES, MNIST_TRAIN_SIZE, BenchConfig, Mode
 from .flops import count_step_flops, mfu, peak_tflops
 
 
@@ -43,7 +43,7 @@ def _time_modes(
         rounds=config.rounds,
         min_run_time=config.min_run_time,
         label=label,
-        context=lambda name: precision_flags(by_name[name].precision == "tf32"),
+        context=lambda name: precision.tf32(by_name[name].precision == "tf32"),
     )
 
 
@@ -148,7 +148,7 @@ def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | N
         return None
     trainer.clear_state()
     step = trainer.step_fn(mode, make_batches())
-    with precision_flags(mode.precision == "tf32"):
+    with precision.tf32(mode.precision == "tf32"):
         step()
         return peak_cuda_memory(step, device)
 
@@ -271,7 +271,7 @@ def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device
         def try_batch(n, mode=mode):
             trainer.clear_state()
             images, labels = _data.synthetic_images(n, image_size=size, device=device)
-            with precision_flags(mode.precision == "tf32"):
+            with precision.tf32(mode.precision == "tf32"):
                 trainer.step_fn(mode, itertools.repeat((images, labels)))()
 
         try:

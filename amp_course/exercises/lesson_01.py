@@ -6,17 +6,22 @@ import math
 
 import torch
 
-from ..inspector import bit_pattern
+from ..inspector import int_view
 from . import ExerciseFailed, exercise
 
 # (exponent bits, mantissa bits) of the formats the exercise covers.
 LAYOUTS = {torch.float32: (8, 23), torch.float16: (5, 10), torch.bfloat16: (8, 7)}
 
 
+def _bits(value: float, dtype: torch.dtype) -> int:
+    """The unsigned bits of ``value`` cast to ``dtype`` by torch (its integer view, masked)."""
+    return int_view(torch.tensor(value, dtype=torch.float64).to(dtype))
+
+
 def decompose_bits(value: float, dtype: torch.dtype) -> tuple[int, int, int]:
     """Reference: (sign, biased exponent, mantissa) of ``value`` cast to ``dtype``."""
     exponent_bits, mantissa_bits = LAYOUTS[dtype]
-    bits = bit_pattern(value, dtype)  # the integer view of the bits, made unsigned
+    bits = _bits(value, dtype)
     sign = bits >> (exponent_bits + mantissa_bits)
     exponent = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
     mantissa = bits & ((1 << mantissa_bits) - 1)
@@ -31,7 +36,7 @@ def check_bit_fields(decompose):
     for dtype, (exponent_bits, mantissa_bits) in LAYOUTS.items():
         width = 1 + exponent_bits + mantissa_bits
         for value in CASES:
-            bits, want = bit_pattern(value, dtype), decompose_bits(value, dtype)
+            bits, want = _bits(value, dtype), decompose_bits(value, dtype)
             got = decompose(value, dtype)
             try:
                 got = tuple(int(x) for x in got)
