@@ -192,8 +192,10 @@ def test_plain_data_refuses_malformed_or_hostile_text(text):
 
 # ---- every registered exercise ------------------------------------------------------------------
 NAMES = exercises.names()
-# The bf16-scaler lab's reference is the course's own helper, which the lessons use openly.
-PUBLIC_REFERENCES = {"labs.bf16_scaler"}
+# References that are the course's own helpers, which the lessons use openly: the bf16-scaler
+# lab's (ac.training.make_scaler), the MFU formula the benchmark uses (ac.bench.mfu) and lesson
+# 08's interval (ac.stats.t_interval).
+PUBLIC_REFERENCES = {"labs.bf16_scaler", "05.mfu", "08.accuracy_interval"}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -437,3 +437,19 @@ def test_without_a_sandbox_grading_warns_and_gives_the_same_verdicts(run, tmp_pa
         for r in again
         if not r["item"].startswith("quiz:")
     } == first
+
+
+def test_a_previous_gradebook_is_kept_as_bak(tmp_path):
+    key = tmp_path / "key.json"
+    quiz.publish(FIXTURES / "quizzes" / "source", tmp_path / "learner", key, secret="toy-secret")
+    (tmp_path / "subs").mkdir()  # no submissions: nothing to grade, only the files change
+    out, bak = tmp_path / "gradebook.csv", tmp_path / "gradebook.csv.bak"
+    first = "student,item,points,max_points,status,message\nalice,00.quiz,3,3,ok,\n"
+    out.write_text(first)
+    args = ["grade", str(tmp_path / "subs"), "--key", str(key), "--out", str(out)]
+    assert cli.main([*args, "--masters", str(MASTER.parent)]) == 0
+    assert bak.read_text() == first  # the instructor's earlier gradebook survives
+    second = out.read_text()
+    assert "alice" not in second and second.startswith("student")
+    assert cli.main([*args, "--masters", str(MASTER.parent)]) == 0
+    assert bak.read_text() == second  # each run keeps the gradebook it replaces

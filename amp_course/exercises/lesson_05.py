@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ..bench import SimulatedQueue
+from ..timing import SimulatedQueue
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
 # ---- MFU -----------------------------------------------------------------------------------------

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import time
 
+from ...bench.flops import mfu  # the function the benchmark itself uses
 from ...timing import synchronize
-
-
-def mfu(flops_per_step, step_seconds, peak_tflops):
-    return flops_per_step / step_seconds / (peak_tflops * 1e12)
 
 
 def time_steps(fn, device, warmup=3, iters=10):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ...training import make_scaler
+from ...training import make_scaler, step_and_update
 from ..labkit import LR, SCALER_KWARGS, forward_loss, train_steps
 
 
@@ -38,10 +38,7 @@ def train_scheduled(model, optimizer, scheduler, scaler, batches):
     for images, labels in batches:
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(forward_loss(model, images, labels)).backward()
-        scale_before = scaler.get_scale()
-        scaler.step(optimizer)
-        scaler.update()
-        if scaler.get_scale() >= scale_before:  # a lower scale means the step was skipped
+        if not step_and_update(scaler, optimizer):  # the optimizer really stepped
             scheduler.step()
 
 
