@@ -2,6 +2,7 @@
 
 import importlib
 import math
+import subprocess
 import sys
 import types
 
@@ -227,3 +228,20 @@ def test_untouched_blank_is_not_done(name):
     answer = {} if name == "02.predict_dtypes" else blank
     assert exercises.verdict(name, answer, 0)[0] == "not done"
     assert exercises.verdict(name, answer, SECRET_SEEDS[0])[0] == "not done"
+
+
+def test_lesson_modules_import_without_the_references():
+    """The grading sandbox hides exercises/solutions: every public module must import without it."""
+    code = (
+        "import importlib.abc, sys\n"
+        "class Hide(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.startswith('amp_course.exercises.solutions'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "from amp_course import exercises\n"
+        "print(len(exercises.names()))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout) == len(NAMES)
