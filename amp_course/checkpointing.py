@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .autocast_trace import ATEN_TO_DOCUMENTED, TracedOp, _DtypeRecorder
+from .autocast_trace import ATEN_TO_DOCUMENTED, DtypeRecorder, TracedOp
 from .memory import saved_tensor_bytes
 from .models import VIT_PRESETS, build_vit, example_input
 from .training import autocast
@@ -62,10 +62,10 @@ def trace_step(module, inputs, *, device, dtype) -> tuple[list[TracedOp], list[T
     """
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
-    forward = _DtypeRecorder()
+    forward = DtypeRecorder()
     with forward, autocast(device, dtype):
         output = module(*inputs)
-    backward = _DtypeRecorder()
+    backward = DtypeRecorder()
     with backward:
         output.float().square().mean().backward()
     return forward.rows, backward.rows
