@@ -1,4 +1,5 @@
-# amp-course: `make course` sets up and opens the course; `make test` sets up and runs every test.
+# amp-course: `make course` sets up and opens the course; `make test` sets up, lints and runs
+# every test; `make site` builds the course's website from the executed copies `make test` leaves.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -16,15 +17,20 @@ HEADLESS ?= $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell unam
 JUPYTER_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup course test gpu lint clean
+.PHONY: setup course test executed site gpu lint clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+<<<<<<< HEAD
 	$(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_PIN)
 	$(BIN)/python -m pip install -e ".[course,test]"
+=======
+	$(BIN)/python -m pip install $(TORCH_PIN)
+	$(BIN)/python -m pip install -e ".[course,test,site]"
+>>>>>>> main
 	touch $(STAMP)
 
 course: setup
@@ -33,8 +39,18 @@ course: setup
 		$(if $(filter 1,$(HEADLESS)),--no-browser) $(if $(filter 0,$(shell id -u)),--allow-root) \
 		$(JUPYTER_ARGS)
 
-test: setup
+# Lint and format-check first (fast), then every test.
+test: lint
 	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Only the lessons' smoke run (part of `make test`): stamped executed copies in executed/.
+executed: setup
+	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest tests/test_notebooks.py -k papermill
+
+# The website in site/_build/html, from executed/ (and any GPU run under reports/gpu/); run
+# `make test` or `make executed` first. Nothing is executed here.
+site: setup
+	$(BIN)/python -m amp_course.website
 
 # Every notebook in full mode on the GPU it finds, then the benchmark matrix; reports/gpu/<device>/.
 # Refuses to run without a CUDA GPU. On a GPU machine that already has torch, run
@@ -42,9 +58,10 @@ test: setup
 gpu: setup
 	MPLBACKEND=Agg $(BIN)/python -m amp_course.gpu_run
 
+# ruff is pinned in the test extra (pyproject.toml), so a new ruff release cannot fail the build.
 lint: setup
-	$(BIN)/python -m pip install -q ruff
-	$(BIN)/ruff check amp_course tests
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) executed .pytest_cache
+	rm -rf $(VENV) executed .pytest_cache site/_build

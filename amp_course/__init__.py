@@ -15,8 +15,10 @@ import logging
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
 __all__ = [
+    "attention",
     "autocast_trace",
     "bench",
+    "checkpointing",
     "data",
     "debug",
     "device",
@@ -26,6 +28,7 @@ __all__ = [
     "lesson",
     "memory",
     "models",
+    "precision",
     "quiz",
     "scaling",
     "stats",

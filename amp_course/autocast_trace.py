@@ -13,6 +13,9 @@ from .training import autocast
 DOCS_URL = "https://docs.pytorch.org/docs/stable/amp.html#autocast-op-reference"
 
 # PyTorch's "Autocast Op Reference" (DOCS_URL; docs/source/amp.md in pytorch/pytorch), as data.
+# The CPU lists are the ops torch 2.14 registers for CPU autocast (aten/src/ATen/autocast_mode.cpp),
+# which the docs page lags: tests/test_autocast_lists.py derives them from the installed torch's
+# dispatcher and fails on any difference.
 # "lower": ops that autocast to the lower precision dtype (float16, or bfloat16 on CPU);
 # "float32": ops autocast runs in float32; "widest": ops that promote to the widest input type.
 DOCUMENTED_OPS = {
@@ -117,6 +120,7 @@ DOCUMENTED_OPS = {
             "linalg_vecdot",
             "baddbmm",
             "addmm",
+            "_addmm_activation",
             "addbmm",
             "linear",
             "matmul",
@@ -170,6 +174,7 @@ DOCUMENTED_OPS = {
             "cross_entropy_loss",
             "l1_loss",
             "huber_loss",
+            "smooth_l1_loss",
             "margin_ranking_loss",
             "soft_margin_loss",
             "triplet_margin_loss",
@@ -206,7 +211,6 @@ DOCUMENTED_OPS = {
             "fake_quantize_per_tensor_affine",
             "geqrf",
             "_lu_with_info",
-            "qr",
             "svd",
             "triangular_solve",
             "fractional_max_pool2d",
@@ -220,6 +224,7 @@ DOCUMENTED_OPS = {
             "linalg_eigh",
             "linalg_lstsq",
             "linalg_inv_ex",
+            "linalg_matrix_sqrth",
         },
         "widest": {"cat", "stack", "index_copy"},
     },
@@ -299,7 +304,10 @@ def trace_op_dtypes(module, inputs, *, device, dtype) -> list[TracedOp]:
 
 
 def documented_policy(op: str, device_type: str) -> str | None:
-    """ "lower", "float32" or "widest" from the docs' lists for ``device_type``; None if unlisted."""
+    """``"lower"``, ``"float32"`` or ``"widest"`` from the docs' lists for ``device_type``.
+
+    None if ``op`` is in none of them.
+    """
     lists = DOCUMENTED_OPS.get(device_type)
     if lists is None:
         raise ValueError(
@@ -360,7 +368,7 @@ def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> li
 def summarise(
     rows, device_type: str, autocast_dtype: torch.dtype, include_views: bool = False
 ) -> list[dict]:
-    """Table rows for display: op, documented name and list, input and output dtypes, expected dtype."""
+    """Table rows for display: op, documented name and list, input/output dtypes, expected dtype."""
     views = {
         "view",
         "t",

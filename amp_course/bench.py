@@ -15,7 +15,6 @@ import importlib
 import itertools
 import json
 import math
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +26,8 @@ from torch.utils import benchmark
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import data as _data
-from . import models, timing
+from . import models, precision, timing
+from .device import cpu_name
 from .memory import peak_cuda_memory
 from .training import autocast, make_scaler
 
@@ -192,8 +192,7 @@ def device_name(device: torch.device) -> str:
     """The GPU's name, or the CPU's with its instruction set."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    return f"CPU {cpu} ({torch.backends.cpu.get_cpu_capability()})"
+    return f"CPU {cpu_name()} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def skip_reason(mode: Mode, device: torch.device) -> str | None:
@@ -220,24 +219,6 @@ def skip_reason(mode: Mode, device: torch.device) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def precision_flags(tf32: bool) -> Iterator[None]:
-    """Allow TF32 (``tf32``) or strict fp32 for CUDA matmuls and cuDNN convolutions; restore both.
-
-    We set the two per-backend flags only. ``torch.set_float32_matmul_precision`` also switches
-    CPU (oneDNN) matmuls to bf16 at "medium", and on recent torch mixing it with these flags
-    leaves a state in which the generic getter raises; the per-backend flags say exactly what
-    each mode means.
-    """
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
 def interleaved(
     fns: dict[str, Callable[[], object]],
     modes: dict[str, Mode],
@@ -258,7 +239,7 @@ def interleaved(
             if name in failed:
                 continue
             try:
-                with precision_flags(modes[name].precision == "tf32"):
+                with precision.tf32(modes[name].precision == "tf32"):
                     runs[name].append(
                         timing.measure(
                             fn,
@@ -433,7 +414,7 @@ def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | N
         return None
     trainer.clear_state()
     step = trainer.step_fn(mode, make_batches())
-    with precision_flags(mode.precision == "tf32"):
+    with precision.tf32(mode.precision == "tf32"):
         step()
         return peak_cuda_memory(step, device)
 
@@ -597,7 +578,7 @@ def bench_max_batch(
         def try_batch(n, mode=mode):
             trainer.clear_state()
             images, labels = _data.synthetic_images(n, image_size=size, device=device)
-            with precision_flags(mode.precision == "tf32"):
+            with precision.tf32(mode.precision == "tf32"):
                 trainer.step_fn(mode, itertools.repeat((images, labels)))()
 
         try:

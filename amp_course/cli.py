@@ -46,7 +46,8 @@ def _inspect(args) -> int:
     unknown = [name for name in args.format if name not in INSPECTED_FORMATS]
     if unknown:
         print(
-            f"error: unknown format {', '.join(unknown)}; choose from {', '.join(INSPECTED_FORMATS)}",
+            f"error: unknown format {', '.join(unknown)}; "
+            f"choose from {', '.join(INSPECTED_FORMATS)}",
             file=sys.stderr,
         )
         return 2

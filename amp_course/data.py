@@ -1,4 +1,5 @@
-"""Data: real MNIST (torchvision's, or the subset shipped in data/) and synthetic ImageNet-shaped batches."""
+"""Data: real MNIST (torchvision's, or the subset shipped in data/) and synthetic ImageNet-shaped
+batches."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class MnistData:
 
 
 def data_dir() -> Path:
-    """The course's ``data/`` folder: $AMP_COURSE_DATA, else beside the package, else under the cwd."""
+    """The course's ``data/`` folder: $AMP_COURSE_DATA, else beside the package, else under the
+    current directory or its parent."""
     candidates = []
     if os.environ.get("AMP_COURSE_DATA"):
         candidates.append(Path(os.environ["AMP_COURSE_DATA"]))
@@ -48,7 +50,8 @@ def data_dir() -> Path:
     raise DataIntegrityError(
         f"Cannot find the course's data folder with {SUBSET_FILE} (looked in: "
         + ", ".join(str(p) for p in candidates)
-        + "). Run the notebook's setup cell, or set AMP_COURSE_DATA to the repository's data/ folder."
+        + "). Run the notebook's setup cell, or set AMP_COURSE_DATA to the repository's "
+        "data/ folder."
     )
 
 
@@ -62,7 +65,10 @@ def sha256_of(path: Path) -> str:
 
 
 def load_mnist_subset(path: Path | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The shipped 5,000-digit subset as uint8 images [N, 28, 28] and int64 labels; checks its SHA-256."""
+    """The shipped 5,000-digit subset as uint8 images [N, 28, 28] and int64 labels.
+
+    Checks the file's SHA-256 first.
+    """
     path = Path(path) if path is not None else data_dir() / SUBSET_FILE
     if not path.exists():
         raise DataIntegrityError(f"MNIST subset not found at {path}.")
@@ -160,7 +166,8 @@ def mnist_loaders(
     data: MnistData | None = None,
     **load_kwargs,
 ):
-    """Train and test DataLoaders over MNIST, optionally cut to ``num_train``/``num_test`` digits."""
+    """Train and test DataLoaders over MNIST, optionally cut to ``num_train``/``num_test``
+    digits."""
     data = data if data is not None else load_mnist(**load_kwargs)
     generator = torch.Generator().manual_seed(seed)
 

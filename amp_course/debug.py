@@ -126,7 +126,7 @@ class ActivationWatch:
 def find_first_nonfinite(
     model: nn.Module, inputs: torch.Tensor, *, device, autocast_dtype: torch.dtype | None = None
 ) -> NonFinite | None:
-    """Run one forward pass (no grad) under autocast and return the first inf/NaN output, or None."""
+    """Run one forward pass (no grad) under autocast; return the first inf/NaN output, or None."""
     with ActivationWatch(model) as watch, torch.no_grad(), autocast(device, autocast_dtype):
         model(inputs.to(device))
     return watch.first_nonfinite

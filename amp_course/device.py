@@ -34,7 +34,10 @@ class DeviceFallbackWarning(UserWarning):
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """Return the torch device for ``"auto"``, ``"cpu"`` or ``"cuda"``; warns and falls back to CPU."""
+    """Return the torch device for ``"auto"``, ``"cpu"`` or ``"cuda"``.
+
+    Warns and falls back to the CPU where the device asked for is not there.
+    """
     key = str(name).strip().lower()
     if key.startswith("cuda:"):
         key, index = "cuda", key.split(":", 1)[1]
@@ -58,7 +61,10 @@ def pick_device(name: str = "auto") -> torch.device:
 
 
 def parse_dtype(name: str | torch.dtype) -> torch.dtype:
-    """Turn ``"bf16"``, ``"float16"``, ``torch.float32``... into a torch dtype; unknown names list the valid ones."""
+    """Turn ``"bf16"``, ``"float16"``, ``torch.float32``... into a torch dtype.
+
+    An unknown name raises an error that lists the valid ones.
+    """
     if isinstance(name, torch.dtype):
         if name in DTYPE_ALIASES.values():
             return name
@@ -89,27 +95,64 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The CPU model name Linux reports (e.g. ``"AMD EPYC 7B13"``), else the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
-    """True when the CPU has native bf16 arithmetic (AVX512-BF16 or AMX), or is Apple silicon."""
-    flags = cpu_flags() if flags is None else flags
-    if platform.system() == "Darwin" and platform.machine() == "arm64":
-        return True
+    """True when the CPU has native bf16 arithmetic: AVX512-BF16 or AMX.
+
+    Given ``flags`` (as /proc/cpuinfo lists them), decides by them alone; without, reads this
+    CPU's flags and counts Apple silicon as native.
+    """
+    if flags is None:
+        if platform.system() == "Darwin" and platform.machine() == "arm64":
+            return True
+        flags = cpu_flags()
     return bool({"avx512_bf16", "amx_bf16"} & flags)
 
 
+def recommended_dtype(
+    capability: tuple[int, int] | None, cpu_flags: frozenset[str] | None = None
+) -> torch.dtype:
+    """The course's one rule for what to train in: the autocast dtype, or float32 for no autocast.
+
+    A GPU, given its compute capability: bf16 from 8.0 (bf16 tensor cores), fp16 with a
+    GradScaler below. A CPU (``capability=None``): bf16 only with native bf16 arithmetic
+    (AVX512-BF16 or AMX in ``cpu_flags``, this CPU's by default); without it autocast emulates
+    bf16, which is slower than fp32, so float32 (autocast off).
+    """
+    if capability is not None:
+        return torch.bfloat16 if tuple(capability) >= BF16_MIN_CAPABILITY else torch.float16
+    return torch.bfloat16 if cpu_has_fast_bf16(cpu_flags) else torch.float32
+
+
 def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> torch.dtype:
-    """The autocast dtype for this hardware: bf16 on CUDA >= 8.0 and on CPU, fp16 on older GPUs."""
+    """The 16-bit dtype autocast uses on this hardware: by compute capability on CUDA, bf16 on CPU.
+
+    On a CPU without native bf16, ``recommended_dtype`` says to train in fp32; the lessons still
+    run bf16 autocast there to show what it does, and this warns that it is emulated.
+    """
     device = torch.device(device)
     if device.type == "cuda":
         # torch.cuda.is_bf16_supported() says True on a T4 because bf16 is emulated there;
         # only compute capability >= 8.0 has bf16 tensor cores, so decide by capability.
-        capability = torch.cuda.get_device_capability(device)
-        return torch.bfloat16 if capability >= BF16_MIN_CAPABILITY else torch.float16
+        return recommended_dtype(torch.cuda.get_device_capability(device))
     if device.type == "cpu":
-        if warn and not cpu_has_fast_bf16():
+        if warn and recommended_dtype(None) == torch.float32:
             warnings.warn(
                 "This CPU has neither AVX512-BF16 nor AMX, so bf16 autocast is emulated and "
-                "may be slower than fp32 here. The lessons still run; speed figures will show it.",
+                "slower than fp32 here: to train, use fp32. The lessons still run bf16 autocast "
+                "to show what it does; speed figures will show the cost.",
                 DeviceFallbackWarning,
                 stacklevel=2,
             )
@@ -138,7 +181,7 @@ def describe_hardware(device: torch.device | str) -> str:
         mem_gib = torch.cuda.get_device_properties(device).total_memory / 2**30
         dtype = dtype_name(pick_autocast_dtype(device))
         return f"{name} (sm_{major}{minor}, {mem_gib:.0f} GiB), autocast {dtype}; {versions}"
-    cpu = platform.processor() or platform.machine()
+    cpu = cpu_name()
     bf16 = "native bf16 (AVX512-BF16/AMX)" if cpu_has_fast_bf16() else "no native bf16"
     threads = torch.get_num_threads()
     return f"CPU {cpu}, {os.cpu_count()} cores ({threads} torch threads), {bf16}; {versions}"

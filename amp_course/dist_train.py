@@ -28,6 +28,7 @@ from .device import parse_dtype
 from .lesson import seed_everything
 from .models import build_vit
 from .training import autocast
+from .training import make_scaler as make_amp_scaler
 
 STRATEGIES = ("ddp", "fsdp")
 
@@ -107,13 +108,17 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
 
 
 def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
-    """One scaler per process, enabled only for fp16; FSDP needs the sharded one."""
-    enabled = amp_dtype == torch.float16
-    if strategy == "fsdp":
-        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+    """One torch.amp.GradScaler per process, enabled only for fp16, for DDP and FSDP2 alike.
 
-        return ShardedGradScaler(device.type, enabled=enabled)
-    return torch.amp.GradScaler(device.type, enabled=enabled)
+    DDP all-reduces the gradients before ``scaler.step``, so every rank finds the same infs.
+    FSDP2 keeps gradients as DTensor shards, and GradScaler's inf check on DTensors runs through
+    DTensor's dispatcher, which all-reduces the found-inf flag over the mesh
+    (pytorch/pytorch#132816): every rank skips together. FSDP1 (the FullyShardedDataParallel
+    wrapper, plain-tensor shards) is the case that needs ShardedGradScaler instead.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {strategy!r}. Valid choices: {', '.join(STRATEGIES)}.")
+    return make_amp_scaler(device, amp_dtype)
 
 
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

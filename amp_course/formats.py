@@ -65,7 +65,8 @@ def get_format(name: str) -> FloatFormat:
 
 
 def format_table() -> list[FloatFormat]:
-    """All formats this torch build knows, fp32 first; fp8 rows are left out where torch lacks them."""
+    """All formats this torch build knows, fp32 first; fp8 rows are left out where torch lacks
+    them."""
     rows = []
     for name, attr, exponent_bits, mantissa_bits, note in _LAYOUTS:
         if attr is None:
@@ -98,7 +99,8 @@ def format_table_markdown(rows: list[FloatFormat] | None = None) -> str:
     """The format table as Markdown, for ``IPython.display.Markdown``."""
     rows = format_table() if rows is None else rows
     lines = [
-        "| format | bits | exp | mantissa | max | smallest normal | smallest subnormal | eps | use |",
+        "| format | bits | exp | mantissa | max | smallest normal | smallest subnormal "
+        "| eps | use |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for f in rows:

@@ -1,5 +1,6 @@
 """The whole course on the GPU it finds: every notebook in full mode (papermill and nbval), then the
-benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, driver, versions and date.
+benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, driver, versions
+and date.
 
 Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
 """
@@ -82,6 +83,7 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
     import nbformat
     import papermill
 
+    from . import executed
     from .exercises import fill_solutions
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -92,15 +94,17 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
         start = time.perf_counter()
         status, error = "passed", ""
         try:
-            papermill.execute_notebook(
-                str(filled),
-                str(out_dir / path.name),
-                parameters={"SMOKE": False, "DEVICE": "cuda"},
-                cwd=str(path.parent),
-                kernel_name="python3",
-                execution_timeout=timeout_s,
-                progress_bar=False,
-            )
+            with executed.figures_inline():
+                papermill.execute_notebook(
+                    str(filled),
+                    str(out_dir / path.name),
+                    parameters={"SMOKE": False, "DEVICE": "cuda"},
+                    cwd=str(path.parent),
+                    kernel_name="python3",
+                    execution_timeout=timeout_s,
+                    progress_bar=False,
+                )
+            executed.stamp(out_dir / path.name, "cuda", smoke=False)
         except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
             status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
         finally:
@@ -115,6 +119,11 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
         )
         print(f"{path.name}: {status} in {results[-1]['seconds']} s", flush=True)
     return results
+
+
+def default_notebooks() -> list[Path]:
+    """Every lesson and lab in notebooks/ (their GPU-only cells run in full mode)."""
+    return sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
 
 
 def run_nbval(executed_dir: Path, out_dir: Path, timeout_s: int) -> int:
@@ -175,11 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     record = environment_record(device)
     out = args.out / device_slug(record["device"])
-    notebooks = args.notebooks or sorted(
-        p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith(".")
-    )
+    notebooks = args.notebooks or default_notebooks()
     print(
-        f"GPU run on {record['device']} (driver {record['driver']}, torch {record['torch']}) -> {out}"
+        f"GPU run on {record['device']} (driver {record['driver']}, "
+        f"torch {record['torch']}) -> {out}"
     )
     record["notebooks"] = run_notebooks(notebooks, out / "notebooks", args.cell_timeout)
     record["nbval"] = (

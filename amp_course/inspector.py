@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cache
 
 import torch
@@ -23,7 +24,7 @@ class BitFields:
 
     format: str
     value: float  # what was asked for
-    stored: float  # the nearest value the format holds (what ``tensor.to(dtype)`` gives)
+    stored: float  # the nearest value the format holds (rounded once, from the exact value)
     sign: int
     exponent: int  # the raw (biased) exponent field
     mantissa: int  # the raw mantissa (fraction) field
@@ -110,11 +111,31 @@ def _round_to_tf32(value: float) -> tuple[int, float]:
     return bits, torch.tensor(signed, dtype=torch.int32).view(torch.float32).item()
 
 
+def _nearest(value: float, fmt: FloatFormat) -> float:
+    """Finite ``value`` rounded once, from its exact binary value, to ``fmt``'s grid (ties to even).
+
+    torch casts a float64 to a 16- or 8-bit type through float32, so a double just above a
+    rounding tie is rounded twice and can land on the wrong neighbour; this rounds it once. Above
+    the largest finite value the grid goes on: the caller's cast of the result then overflows to
+    inf, or saturates, exactly as torch does.
+    """
+    if value == 0:
+        return value  # keeps the sign of -0.0
+    bias = 2 ** (fmt.exponent_bits - 1) - 1
+    binade = max(math.frexp(value)[1] - 1, 1 - bias)  # subnormals share the lowest normal binade
+    step = Fraction(2) ** (binade - fmt.mantissa_bits)
+    return math.copysign(float(round(abs(Fraction(value)) / step) * step), value)  # half to even
+
+
 def _pattern(value: float, fmt: FloatFormat) -> int:
-    """The unsigned integer bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout)."""
+    """The unsigned bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout)."""
     if fmt.dtype is None:  # tf32: keep the top 19 bits of the rounded fp32 pattern
         return _round_to_tf32(value)[0] >> 13
-    stored = torch.tensor(value, dtype=torch.float64).to(fmt.dtype)
+    if fmt.bits == 32:  # float64 to float32 is a single rounding in torch
+        stored = torch.tensor(value, dtype=torch.float64).to(fmt.dtype)
+    else:  # round once here; the float32 holding the result converts exactly (or overflows)
+        exact = _nearest(value, fmt) if math.isfinite(value) else value
+        stored = torch.tensor(exact, dtype=torch.float32).to(fmt.dtype)
     return stored.view(_INT_VIEW[fmt.bits]).item() & (2**fmt.bits - 1)
 
 
@@ -138,7 +159,11 @@ def _next_up(pattern: int, fmt: FloatFormat) -> float:
 
 
 def decompose(value: float, fmt: str | FloatFormat) -> BitFields:
-    """Round ``value`` into ``fmt`` the way torch casts, and split the result into bit fields."""
+    """Round ``value`` to the nearest value ``fmt`` holds and split the result into bit fields.
+
+    The rounding is torch's (nearest, ties to even; inf, NaN and fp8 e4m3 saturation as torch
+    casts them), done once from the exact value of the float64 ``value``.
+    """
     fmt = _format(fmt)
     value = float(value)
     pattern = _pattern(value, fmt)
@@ -167,7 +192,8 @@ def decompose(value: float, fmt: str | FloatFormat) -> BitFields:
 
 
 def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> torch.Tensor:
-    """Every finite value of an 8- or 16-bit format, sorted (float64), by enumerating bit patterns."""
+    """Every finite value of an 8- or 16-bit format, sorted (float64), by enumerating bit
+    patterns."""
     fmt = _format(fmt)
     if fmt.dtype is None or fmt.bits > 16:
         raise ValueError(
@@ -211,7 +237,8 @@ def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
         sign, exponent, mantissa = (f.bits.split(" ") + [""])[:3]
         rows.append(
             f"<tr><td>{html.escape(f.format)}</td><td style='font-family:monospace'>"
-            f"<span style='color:#c0392b'>{sign}</span> <span style='color:#2471a3'>{exponent}</span> "
+            f"<span style='color:#c0392b'>{sign}</span> "
+            f"<span style='color:#2471a3'>{exponent}</span> "
             f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
             f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{gap_text(f)}</td></tr>"
         )

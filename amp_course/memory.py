@@ -1,8 +1,8 @@
-"""Memory: where training memory goes (an analytic account that works on CPU) and CUDA peak memory."""
+"""Memory: where training memory goes (an account that works on CPU) and CUDA peak memory."""
 
 from __future__ import annotations
 
-import math
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -87,7 +87,12 @@ def saved_tensor_bytes(
     left out (``training_memory`` counts them). A saved low-precision tensor with a parameter's
     shape (or its transpose) is a copy of that weight made by autocast, and is counted apart.
     """
-    param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def storage_id(tensor: torch.Tensor) -> int:
+        # The storage object's address (not its data pointer, which fake tensors lack).
+        return tensor.untyped_storage()._cdata
+
+    param_storages = {storage_id(p) for p in model.parameters()}
     # Linear layers may save the transposed copy, so match both orders of the dimensions.
     param_shapes = {tuple(p.shape) for p in model.parameters()}
     param_shapes |= {shape[::-1] for shape in param_shapes}
@@ -95,12 +100,11 @@ def saved_tensor_bytes(
     weight_copies: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor):
-        storage = tensor.untyped_storage()
-        pointer = storage.data_ptr()
-        if pointer in param_storages:
+        key = storage_id(tensor)
+        if key in param_storages:
             return tensor
         is_copy = tensor.dtype != torch.float32 and tuple(tensor.shape) in param_shapes
-        (weight_copies if is_copy else activations)[pointer] = storage.nbytes()
+        (weight_copies if is_copy else activations)[key] = tensor.untyped_storage().nbytes()
         return tensor
 
     model.train()
@@ -111,6 +115,33 @@ def saved_tensor_bytes(
     return SavedBytes(
         activations=sum(activations.values()), weight_copies=sum(weight_copies.values())
     )
+
+
+def saved_tensor_bytes_without_data(
+    meta_model: torch.nn.Module,
+    input_shape: tuple[int, ...],
+    *,
+    autocast_dtype: torch.dtype | None = None,
+) -> SavedBytes:
+    """``saved_tensor_bytes`` of a CPU forward pass, run on tensors that have no data.
+
+    ``meta_model`` is built under ``with torch.device("meta"):`` (no memory, no initialisation).
+    The forward runs under torch's ``FakeTensorMode``: every tensor has its real shape, dtype and
+    device but no values, so no arithmetic is done, while autocast and autograd decide exactly
+    as they do on real CPU tensors what to cast and what to keep. The bytes are therefore those
+    of a real forward on the CPU (tests/test_memory.py checks this), at a cost that grows with
+    the number of ops, not with their FLOPs.
+    """
+    # A private module of torch, but the one its compiler and torch.export use for this job.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    model = copy.deepcopy(meta_model)  # to_empty replaces parameters in place
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = model.to_empty(device="cpu")
+        inputs = torch.empty(input_shape)
+        return saved_tensor_bytes(
+            model, inputs, device=torch.device("cpu"), autocast_dtype=autocast_dtype
+        )
 
 
 def peak_cuda_memory(fn: Callable[[], object], device: torch.device | str = "cuda") -> int:
@@ -132,14 +163,20 @@ def gpus_needed(
     global_batch: int,
     gpu_bytes: int,
     usable_fraction: float = 0.9,
+    *,
+    sharded_bytes: int = 0,
 ) -> int | None:
-    """Fewest data-parallel GPUs that fit the step: each holds all static state and its batch share.
+    """Fewest data-parallel GPUs that fit the step, each holding its share of the global batch.
 
-    Returns None when even one sample per GPU does not fit next to the static state.
+    Every GPU holds ``static_bytes`` in full, ``sharded_bytes`` divided among the GPUs (state
+    that ZeRO-3 or FSDP shards) and the activations of its ``ceil(global_batch / gpus)`` samples,
+    within ``usable_fraction`` of ``gpu_bytes``. Returns None when no count up to one sample per
+    GPU fits.
     """
     usable = gpu_bytes * usable_fraction
-    room = usable - static_bytes
-    if room < activation_bytes_per_sample:
-        return None
-    per_gpu_batch = max(1, int(room // activation_bytes_per_sample))
-    return math.ceil(global_batch / per_gpu_batch)
+    for gpus in range(1, global_batch + 1):
+        per_gpu_batch = -(-global_batch // gpus)
+        used = static_bytes + sharded_bytes / gpus + activation_bytes_per_sample * per_gpu_batch
+        if used <= usable:
+            return gpus
+    return None

@@ -1,4 +1,5 @@
-"""Models: the mixed-precision MNIST tutorial's CNN and Vision Transformer presets built on torchvision."""
+"""Models: the mixed-precision MNIST tutorial's CNN and Vision Transformer presets built on
+torchvision."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ class ConvBlock(nn.Sequential):
 
 
 class MnistCNN(nn.Module):
-    """The MNIST tutorial's 14-block CNN with a 1024-wide head; far bigger than MNIST needs, on purpose."""
+    """The MNIST tutorial's 14-block CNN with a 1024-wide head; far bigger than MNIST needs, on
+    purpose."""
 
     def __init__(self, config=MNIST_CNN_CONFIG, num_classes: int = 10, width_divisor: int = 1):
         super().__init__()

@@ -1,4 +1,5 @@
-"""Loss scaling: gradients against the fp16 range, and a harness that runs any loss scaler step by step."""
+"""Loss scaling: gradients against the fp16 range, and a harness that runs any loss scaler step by
+step."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ FP16_MAX = FP16.max  # 65504
 
 
 def collect_gradients(model, inputs, targets, *, device, loss_fn=F.cross_entropy) -> torch.Tensor:
-    """Every nonzero gradient element of one fp32 forward/backward of ``model``, flattened (fp32, CPU)."""
+    """Every nonzero gradient element of one fp32 forward/backward of ``model``, flattened (fp32,
+    CPU)."""
     device = torch.device(device)
     model.zero_grad(set_to_none=True)
     loss = loss_fn(model(inputs.to(device)), targets.to(device))
@@ -146,7 +148,8 @@ def compare_scalers(
     lr: float = 0.05,
     **scaler_kwargs,
 ):
-    """Run ``make_scaler(**scaler_kwargs)`` and ``torch.amp.GradScaler`` on identical models and data.
+    """Run ``make_scaler(**scaler_kwargs)`` and ``torch.amp.GradScaler`` on identical models and
+    data.
 
     Returns (mine, torch's) ScalerRuns; equal ``scales``/``skipped`` and equal parameters mean the
     hand-written scaler behaves exactly like PyTorch's.

@@ -1,4 +1,5 @@
-"""Timing: warmed-up, synchronised measurements with median and spread, built on torch.utils.benchmark.
+"""Timing: warmed-up, synchronised measurements with median and spread, built on
+torch.utils.benchmark.
 
 Measuring (``measure``), the result (torch's ``Measurement``) and presenting (``summarise``,
 ``compare_table``) are kept apart, as torch.utils.benchmark does.

@@ -1,4 +1,5 @@
-"""Training: the AMP train step and epoch the lessons share (autocast, GradScaler, clipping, accumulation)."""
+"""Training: the AMP train step and epoch the lessons share (autocast, GradScaler, clipping,
+accumulation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Traced op dtypes inside a real ViT encoder block agree with PyTorch's documented autocast lists."""
+"""Traced op dtypes inside a real ViT encoder block agree with PyTorch's documented autocast
+lists."""
 
 import pytest
 import torch

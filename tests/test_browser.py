@@ -12,27 +12,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, free_port
+from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, require_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 
 @pytest.fixture
 def lab(tmp_path):
-    if not Path(CHROMIUM).exists():
-        message = "Debian's chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI"):  # .ci/run installs it: in CI its absence is a failure, not a skip
-            pytest.fail(message)
-        pytest.skip(message)
+    require_chromium()  # .ci/run installs it: in CI its absence is a failure, not a skip
     jupyter = Path(sys.executable).with_name("jupyter")
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {

@@ -75,14 +75,24 @@ def test_cpu_dtype_is_bf16_and_warns_without_native_support(monkeypatch):
         assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
 
 
-def test_cpu_bf16_flags():
-    assert (
-        dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512_bf16"}))
-        or dev.platform.system() == "Darwin"
-    )
-    assert dev.cpu_has_fast_bf16(frozenset({"amx_bf16"})) or dev.platform.system() == "Darwin"
-    if dev.platform.system() != "Darwin":
-        assert not dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512f"}))
+def test_cpu_bf16_flags_decide_when_given():
+    assert dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512_bf16"}))
+    assert dev.cpu_has_fast_bf16(frozenset({"amx_bf16"}))
+    assert not dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512f"}))
+
+
+@pytest.mark.parametrize(
+    "capability, flags, expected",
+    [
+        ((7, 5), frozenset(), torch.float16),
+        ((8, 0), frozenset(), torch.bfloat16),
+        (None, frozenset({"avx2", "amx_bf16"}), torch.bfloat16),
+        (None, frozenset({"avx2", "avx512_bf16"}), torch.bfloat16),
+        (None, frozenset({"avx2", "avx512f"}), torch.float32),  # emulated bf16: train in fp32
+    ],
+)
+def test_recommended_dtype_is_one_rule_by_hardware(capability, flags, expected):
+    assert dev.recommended_dtype(capability, flags) is expected
 
 
 def test_grad_scaler_only_for_fp16():

@@ -16,7 +16,12 @@ from amp_course import dist_train
 LAUNCH_BUDGET_S = 90
 
 
-def launch(tmp_path, *args):
+def launch(tmp_path, *args, script=None):
+    """torchrun with two gloo ranks: the course's script (``args``: its options) or ``script``."""
+    if script is None:
+        target = ["-m", "amp_course.dist_train", "--out", str(tmp_path), *args]
+    else:
+        target = [str(script), str(tmp_path), *args]
     env = {
         **os.environ,
         "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
@@ -31,11 +36,7 @@ def launch(tmp_path, *args):
             "torch.distributed.run",
             "--standalone",
             "--nproc_per_node=2",
-            "-m",
-            "amp_course.dist_train",
-            "--out",
-            str(tmp_path),
-            *args,
+            *target,
         ],
         cwd=ROOT,
         env=env,
@@ -109,6 +110,24 @@ def test_ranks_match_one_process_on_the_concatenated_batch(tmp_path, strategy):
     # summed instead of averaged gradients would be off by about 100% of it.
     assert moved.norm() > 1e-3
     assert error.norm() <= 1e-3 * moved.norm(), (error.norm(), moved.norm())
+
+
+def test_fsdp2_fp16_ranks_skip_together_when_one_shard_overflows(tmp_path):
+    """Lesson 07: with FSDP2 a plain GradScaler all-reduces found_inf over the DTensor shards."""
+    script = ROOT / "tests" / "fixtures" / "distributed" / "fsdp2_one_rank_inf.py"
+    reports = launch(tmp_path, script=script)
+    for report in reports:
+        assert report["scaler"] == "GradScaler" and report["grad_type"] == "DTensor"
+        clean, overflow = report["clean"], report["inf_on_rank0"]
+        assert clean["moved"] and clean["scale_after"] == clean["scale_before"]
+        # Rank 1's own shard was finite: it skips only because the flag was all-reduced.
+        assert not overflow["moved"]
+        assert overflow["scale_after"] == overflow["scale_before"] / 2
+
+
+def test_make_scaler_refuses_an_unknown_strategy():
+    with pytest.raises(ValueError, match="ddp, fsdp"):
+        dist_train.make_scaler("fsdp1", torch.float16, torch.device("cpu"))
 
 
 def test_running_without_torchrun_is_explained(monkeypatch):

@@ -1,5 +1,7 @@
-"""Every lab's checker accepts the reference fix and rejects the notebook's broken loop and usual wrong fixes."""
+"""Every lab's checker accepts the reference fix and rejects the notebook's broken loop and the
+usual wrong fixes."""
 
+import conftest
 import nbformat
 import pytest
 import torch
@@ -23,14 +25,7 @@ LABS = [
 
 def broken_versions():
     """{lab name: the broken function exactly as the notebook shows it}."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    found = {}
-    for cell in nb.cells:
-        if "broken" in cell.metadata.get("tags", []):
-            namespace = {"torch": torch, "lab": lab}
-            exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
-            found[cell.metadata["lab"]["name"]] = namespace[cell.metadata["lab"]["symbol"]]
-    return found
+    return conftest.broken_versions(NOTEBOOK, {"torch": torch, "lab": lab})
 
 
 def test_every_lab_has_a_broken_loop_blank_and_check():

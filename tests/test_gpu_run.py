@@ -31,3 +31,9 @@ def test_device_slug():
 def test_environment_record_names_the_device():
     record = gpu_run.environment_record(torch.device("cuda"))
     assert record["device"] and record["torch"] == torch.__version__ and record["date"]
+
+
+def test_gpu_run_covers_every_notebook_with_gpu_cells():
+    names = {p.name for p in gpu_run.default_notebooks()}
+    assert {"09_beyond_autocast.ipynb", "labs_beyond_autocast.ipynb"} <= names
+    assert names == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}

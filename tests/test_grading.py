@@ -79,7 +79,8 @@ def gradebook(tmp_path_factory):
     _submission(subs, "ivan", _notebook(edit=_delete_checks), RIGHT)
     # A conftest.py in a submission must not change how it is graded.
     (subs / "ivan" / "conftest.py").write_text(
-        "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "import pytest\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
         "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
     )
     (subs / "bob" / "conftest.py").write_text((subs / "ivan" / "conftest.py").read_text())

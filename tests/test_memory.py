@@ -61,3 +61,31 @@ def test_peak_cuda_memory_refuses_cpu():
 def test_peak_cuda_memory_sees_an_allocation():
     peak = memory.peak_cuda_memory(lambda: torch.empty(2**28, dtype=torch.uint8, device="cuda"))
     assert peak >= 2**28
+
+
+def test_gpus_needed_shards_state_across_the_gpus():
+    gib = 2**30
+    # 100 GiB of AdamW state cannot sit on one 80 GiB GPU; split over the GPUs it fits.
+    assert memory.gpus_needed(100 * gib, gib, 64, 80 * gib) is None
+    # 2 GPUs: 50 + 32 = 82 GiB > 72 usable; 3 GPUs: 33.3 + 22 = 55.3 GiB fits.
+    assert memory.gpus_needed(0, gib, 64, 80 * gib, sharded_bytes=100 * gib) == 3
+    # Unsharded, the count is the fewest GPUs whose batch share fits: the closed form.
+    for batch in (1, 61, 62, 63, 124, 125, 4096):
+        per_gpu = (72 * gib - 10 * gib) // gib
+        assert memory.gpus_needed(10 * gib, gib, batch, 80 * gib) == -(-batch // per_gpu)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "l16"])
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16, torch.float16])
+def test_counting_without_data_gives_the_bytes_of_a_real_forward(preset, dtype):
+    # One block of ViT-L/16's width on 64 px images keeps the real forward cheap.
+    shape = {"num_layers": 1} if preset == "tiny" else {"num_layers": 1, "image_size": 64}
+    model = models.build_vit(preset, **shape)
+    x = models.example_input(model, 2)
+    real = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=dtype)
+    with torch.device("meta"):
+        meta_model = models.build_vit(preset, **shape)
+    counted = memory.saved_tensor_bytes_without_data(meta_model, x.shape, autocast_dtype=dtype)
+    assert counted == real
+    assert counted.activations > 0 and (counted.weight_copies > 0) == (dtype is not None)
+    assert all(p.is_meta for p in meta_model.parameters())  # the caller's model is untouched

@@ -13,7 +13,7 @@ def test_mnist_cnn_matches_the_scenario_configuration():
         (c.in_channels, c.out_channels, c.kernel_size[0], c.stride[0], c.padding[0]) for c in convs
     ] == [tuple(r) for r in models.MNIST_CNN_CONFIG]
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in linears] == [
+    assert [(lin.in_features, lin.out_features) for lin in linears] == [
         (1024, 1000),
         (1000, 1000),
         (1000, 10),

@@ -10,6 +10,8 @@ import papermill
 import pytest
 from conftest import NOTEBOOKS, ROOT
 
+from amp_course import executed as _executed
+from amp_course.device import pick_device
 from amp_course.exercises import fill_solutions
 
 SMOKE_BUDGET_S = 60  # each lesson must run in well under a minute in smoke mode
@@ -41,18 +43,20 @@ def test_papermill_smoke(path, tmp_path):
     filled = _with_solutions(path, tmp_path)
     start = time.perf_counter()
     try:
-        papermill.execute_notebook(
-            str(filled),
-            str(out),
-            parameters={"SMOKE": True},
-            cwd=str(path.parent),
-            kernel_name="python3",
-            execution_timeout=2 * SMOKE_BUDGET_S,
-            progress_bar=False,
-        )
+        with _executed.figures_inline():  # the site shows the executed copies' figures
+            papermill.execute_notebook(
+                str(filled),
+                str(out),
+                parameters={"SMOKE": True},
+                cwd=str(path.parent),
+                kernel_name="python3",
+                execution_timeout=2 * SMOKE_BUDGET_S,
+                progress_bar=False,
+            )
     finally:
         filled.unlink()
     elapsed = time.perf_counter() - start
+    _executed.stamp(out, pick_device("auto"), smoke=True)  # the device DEVICE="auto" picks
     executed = nbformat.read(out, as_version=4)
     assert not _errors(executed)
     # The lesson computed and showed something: printed text and at least one figure.

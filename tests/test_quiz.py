@@ -181,7 +181,7 @@ def test_failed_write_leaves_the_previous_file_intact(toy, monkeypatch):
     def crash(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(quiz.os, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)  # what atomic_write_text calls
     with pytest.raises(OSError):
         q.answer("practice", "bye")
     assert path.read_text() == before

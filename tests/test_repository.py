@@ -1,6 +1,8 @@
-"""The repository's own promises: stripped notebooks with one parameters cell, matching env files."""
+"""The repository's own promises: stripped notebooks with one parameters cell, matching env
+files."""
 
 import re
+import subprocess
 
 import nbformat
 import pytest
@@ -63,6 +65,20 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make course" in readme
     assert re.search(r"^make test\b", ci, re.M)
+
+
+def test_make_test_lints_and_format_checks_before_pytest():
+    # `make -n` prints the commands `make test` would run without running them.
+    commands = subprocess.run(
+        ["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    steps = ("/ruff check .", "/ruff format --check .", "-m pytest")
+    found = [next((i for i, c in enumerate(commands) if step in c), None) for step in steps]
+    assert None not in found and found == sorted(found), (steps, commands)
+    test_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["test"]
+    assert any(re.fullmatch(r"ruff==[0-9.]+", r) for r in test_extra), "ruff is not pinned"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

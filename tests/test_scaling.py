@@ -1,4 +1,5 @@
-"""The loss-scaling helpers and the lesson-03 scaler, checked against torch.amp.GradScaler on CPU."""
+"""The loss-scaling helpers and the lesson-03 scaler, checked against torch.amp.GradScaler on
+CPU."""
 
 import nbformat
 import pytest

@@ -28,7 +28,7 @@ def test_fp32_epoch_matches_a_plain_loop():
         ref_opt.zero_grad()
         nn.functional.cross_entropy(reference(x), y).backward()
         ref_opt.step()
-    for p, q in zip(model.parameters(), reference.parameters()):
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p, q)
     assert result.optimizer_steps == 4 and len(result.losses) == 4
 
@@ -51,7 +51,7 @@ def test_bf16_epoch_runs_under_autocast_and_stays_close_to_fp32():
         )
     assert seen and all(d is torch.bfloat16 for d in seen)
     assert all(p.dtype is torch.float32 for p in amp_model.parameters())  # master weights stay fp32
-    for p, q in zip(model.parameters(), amp_model.parameters()):
+    for p, q in zip(model.parameters(), amp_model.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=0.05, rtol=0.05)
 
 
@@ -73,7 +73,7 @@ def test_accumulation_equals_one_large_batch():
     x, y = loader.dataset.tensors
     nn.functional.cross_entropy(big(x), y).backward()
     big_opt.step()
-    for p, q in zip(model.parameters(), big.parameters()):
+    for p, q in zip(model.parameters(), big.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
 
 
@@ -127,7 +127,7 @@ def test_skipped_step_is_counted_and_weights_untouched():
         progress=False,
     )
     assert res.skipped_steps == 1
-    for p, q in zip(model.parameters(), before):
+    for p, q in zip(model.parameters(), before, strict=True):
         assert torch.equal(p, q)
 
 

@@ -1,4 +1,5 @@
-"""Lesson 04's loops (executed from the notebook): accumulation equals one large batch; resume is exact."""
+"""Lesson 04's loops (executed from the notebook): accumulation equals one large batch; resume is
+exact."""
 
 import io
 
@@ -48,14 +49,15 @@ def _step(amp_step, micro, dtype):
 
 
 # Tolerances: fp32 sums the same numbers in another order (float rounding, ~1e-7); fp16 autocast
-# rounds each micro-batch's matmuls to fp16 (10-bit mantissa), so weights agree to ~1e-3 after 3 steps.
+# rounds each micro-batch's matmuls to fp16 (10-bit mantissa), so weights agree to ~1e-3 after
+# 3 steps.
 @pytest.mark.parametrize("dtype,atol", [(torch.float32, 1e-6), (torch.float16, 2e-3)])
 def test_accumulation_equals_the_large_batch(batches, dtype, atol):
     amp_step = notebook_code("amp-step")["amp_step"]
     large = [[b] for b in batches[:3]]
-    micro = [list(zip(x.chunk(4), y.chunk(4))) for x, y in batches[:3]]
+    micro = [list(zip(x.chunk(4), y.chunk(4), strict=True)) for x, y in batches[:3]]
     (a, norms_a), (b, norms_b) = _step(amp_step, large, dtype), _step(amp_step, micro, dtype)
-    for p, q in zip(a.parameters(), b.parameters()):
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=atol, rtol=0)
     torch.testing.assert_close(
         torch.stack(norms_a),

@@ -122,7 +122,8 @@ def solution_source(name: str, symbol: str) -> str:
 
 
 def fill_solutions(nb):
-    """Replace every ``exercise`` blank in notebook ``nb`` (nbformat) with its reference solution."""
+    """Replace every ``exercise`` blank in notebook ``nb`` (nbformat) with its reference
+    solution."""
     for cell in nb.cells:
         if cell.cell_type == "code" and "exercise" in cell.metadata.get("tags", []):
             meta = cell.metadata.get("exercise", {})

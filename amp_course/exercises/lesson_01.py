@@ -51,7 +51,8 @@ def check_bit_fields(decompose):
                 ) from None
             if got != want:
                 raise ExerciseFailed(
-                    f"decompose({value}, {dtype}) returned (sign, exponent, mantissa) = {got}, but the "
-                    f"bits {bits:0{width}b} give {want}. {dtype} has 1 sign, {exponent_bits} exponent "
-                    f"and {mantissa_bits} mantissa bits; mask the integer view to make it unsigned."
+                    f"decompose({value}, {dtype}) returned (sign, exponent, mantissa) = {got}, "
+                    f"but the bits {bits:0{width}b} give {want}. {dtype} has 1 sign, "
+                    f"{exponent_bits} exponent and {mantissa_bits} mantissa bits; mask the "
+                    "integer view to make it unsigned."
                 )

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 from . import ExerciseFailed, exercise
 
-# Expressions over two float32 tensors a, b (4 x 4), run under torch.autocast("cpu", torch.bfloat16).
+# Expressions over two float32 tensors a, b (4 x 4), run under
+# torch.autocast("cpu", torch.bfloat16).
 EXPRESSIONS = {
     "a @ b": lambda a, b: a @ b,
     "F.linear(a, b)": lambda a, b: F.linear(a, b),

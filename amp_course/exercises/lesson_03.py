@@ -71,5 +71,6 @@ def check_update_scale(fn):
             raise ExerciseFailed(
                 f"For {what} (scale={scale:g}, good_steps={good}, found_inf={found}, "
                 f"growth_interval={interval}) GradScaler gives scale={expected[0]:g}, "
-                f"good_steps={expected[1]}; yours gives scale={float(got[0]):g}, good_steps={int(got[1])}."
+                f"good_steps={expected[1]}; yours gives scale={float(got[0]):g}, "
+                f"good_steps={int(got[1])}."
             )

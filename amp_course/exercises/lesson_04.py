@@ -11,7 +11,8 @@ from .lesson_labs import forward_loss, lab_batches, lab_setup
 
 
 def accumulate_and_clip(model, optimizer, scaler, micro_batches, max_norm):
-    """Reference: one zero_grad, scaled backward per micro-batch, one unscale_, clip, step, update."""
+    """Reference: one zero_grad, a scaled backward per micro-batch, then one unscale_, clip,
+    step and update."""
     optimizer.zero_grad(set_to_none=True)
     for images, labels in micro_batches:
         scaler.scale(forward_loss(model, images, labels) / len(micro_batches)).backward()
@@ -32,7 +33,7 @@ def _one_step(fn, micro_batches, max_norm):
 def check_accumulate_and_clip(fn):
     clean, poisoned = lab_batches()[1], lab_batches()[0]
     cases = [
-        ("4 clean micro-batches", list(zip(clean[0].chunk(4), clean[1].chunk(4)))),
+        ("4 clean micro-batches", list(zip(clean[0].chunk(4), clean[1].chunk(4), strict=True))),
         ("micro-batches whose gradients overflow", [clean, poisoned]),
     ]
     for what, micro in cases:

@@ -88,7 +88,7 @@ class Outcome:
 
 
 def _run(train, extra=(), poisoned=POISONED, scheduler=False):
-    """Run ``train(model, optimizer, [scheduler,] scaler, batches, *extra)`` and record the Outcome."""
+    """Run ``train(model, optimizer, [scheduler,] scaler, batches, *extra)``; record the Outcome."""
     model, optimizer, scaler = lab_setup()
     sched = (
         torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8) if scheduler else None
@@ -174,7 +174,7 @@ def check_clipped(fn):
     _compare(_run(fn, (MAX_NORM,)), _run(train_clipped, (MAX_NORM,)))
 
 
-# ---- Lab 2: accumulation with one unscale_ and one update() per optimizer step --------------------
+# ---- Lab 2: accumulation with one unscale_ and one update() per optimizer step -------------------
 ACCUMULATION_STEPS = 3
 ACCUMULATION_MAX_NORM = 4.0  # above the averaged gradient's norm: clips only a loss left undivided
 
@@ -199,7 +199,7 @@ def check_accumulated(fn):
     _compare(_run(fn, extra), _run(train_accumulated, extra))
 
 
-# ---- Lab 3: a GradScaler with bf16 ----------------------------------------------------------------
+# ---- Lab 3: a GradScaler with bf16 ---------------------------------------------------------------
 # Reference: ac.training.make_scaler, a real GradScaler enabled only for fp16 autocast.
 @exercise("labs.bf16_scaler", solution=make_scaler)
 def check_make_scaler(fn):
@@ -229,7 +229,7 @@ def check_make_scaler(fn):
         raise ExerciseFailed("with bf16, scaler.scale(loss) should return the loss unchanged.")
 
 
-# ---- Lab 4: an LR scheduler stepped on a skipped step ---------------------------------------------
+# ---- Lab 4: an LR scheduler stepped on a skipped step --------------------------------------------
 def train_scheduled(model, optimizer, scheduler, scaler, batches):
     """Reference: step the scheduler only when the optimizer really stepped."""
     for images, labels in batches:
@@ -247,12 +247,12 @@ def check_scheduled(fn):
     _compare(_run(fn, scheduler=True), _run(train_scheduled, scheduler=True))
 
 
-# ---- Lab 5: scaler state lost at resume -----------------------------------------------------------
+# ---- Lab 5: scaler state lost at resume ----------------------------------------------------------
 RESUME_AT = 7
 
 
 def save_checkpoint(model, optimizer, scaler):
-    """Reference: everything a run needs to continue exactly: weights, optimizer and scaler state."""
+    """Reference: all a run needs to continue exactly: weights, optimizer and scaler state."""
     return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -337,9 +337,10 @@ def check_resume(fn):
         )
 
 
-# ---- Lab 6: a .half() model -----------------------------------------------------------------------
+# ---- Lab 6: a .half() model ----------------------------------------------------------------------
 def prepare(model, device):
-    """Reference: fp32 weights on ``device``, an optimizer over them, an enabled fp16 GradScaler."""
+    """Reference: fp32 weights on ``device``, an optimizer over them, an enabled fp16
+    GradScaler."""
     device = torch.device(device)
     model = model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
@@ -371,7 +372,7 @@ def check_prepare(fn):
         )
 
 
-# ---- Lab 7: an extra optimizer.step() -------------------------------------------------------------
+# ---- Lab 7: an extra optimizer.step() ------------------------------------------------------------
 def train_plain(model, optimizer, scaler, batches):
     """Reference: scaler.step replaces optimizer.step; one update() per step."""
     train_steps(model, optimizer, scaler, batches)

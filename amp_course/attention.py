@@ -1,0 +1,86 @@
+"""Attention kernels: which backend scaled_dot_product_attention picks, and what each one costs."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from .autocast_trace import _DtypeRecorder
+from .memory import peak_cuda_memory
+from .timing import measure
+
+BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+
+# The aten op each fused backend runs; the math backend has none: it decomposes into
+# matmuls and a softmax.
+KERNEL_NAMES = {
+    "_scaled_dot_product_flash_attention": "flash",
+    "_scaled_dot_product_flash_attention_for_cpu": "flash (CPU kernel)",
+    "_scaled_dot_product_efficient_attention": "efficient",
+    "_scaled_dot_product_cudnn_attention": "cudnn",
+}
+
+
+@dataclass
+class KernelRun:
+    """What one attention call ran: the kernel's name, the dtype it computed in, or why none ran."""
+
+    backend: str  # the backends allowed: "default" or one of BACKENDS
+    dtype: torch.dtype  # the dtype of q, k, v given
+    kernel: str | None = None  # "flash", "efficient", "cudnn", "flash (CPU kernel)" or "math"
+    compute_dtype: torch.dtype | None = None
+    error: str | None = None
+
+
+def attention_inputs(batch, heads, tokens, head_dim, *, device, dtype=torch.float32, seed=0):
+    """Random q, k, v shaped (batch, heads, tokens, head_dim), the same values for every dtype."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = (batch, heads, tokens, head_dim)
+    return tuple(torch.randn(shape, generator=generator).to(device, dtype) for _ in range(3))
+
+
+def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> KernelRun:
+    """Call scaled_dot_product_attention with only ``backend`` allowed; record what ran."""
+    run = KernelRun(backend, q.dtype)
+    allowed = list(BACKENDS.values()) if backend == "default" else [BACKENDS[backend]]
+    recorder = _DtypeRecorder()
+    enabled = autocast_dtype is not None
+    try:
+        with warnings.catch_warnings():
+            # A backend that cannot run warns why before the error; the error is what we report.
+            warnings.simplefilter("ignore")
+            with sdpa_kernel(allowed), recorder:
+                with torch.autocast(q.device.type, dtype=autocast_dtype, enabled=enabled):
+                    F.scaled_dot_product_attention(q, k, v)
+    except RuntimeError as error:
+        run.error = str(error).strip().splitlines()[0]
+        return run
+    fused = [row for row in recorder.rows if row.op in KERNEL_NAMES]
+    if fused:
+        run.kernel, run.compute_dtype = KERNEL_NAMES[fused[0].op], fused[0].input_dtypes[0]
+    else:
+        matmuls = [row for row in recorder.rows if row.op in ("bmm", "baddbmm", "matmul")]
+        run.kernel = "math"
+        run.compute_dtype = matmuls[0].input_dtypes[0] if matmuls else None
+    return run
+
+
+def cost(q, k, v, backend: str, *, repeats: int = 7) -> tuple[float, int]:
+    """Median seconds and peak CUDA bytes of a forward and backward through one backend."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+
+    def step():
+        with sdpa_kernel([BACKENDS[backend]]):
+            F.scaled_dot_product_attention(q, k, v).sum().backward()
+
+    seconds = measure(step, device=q.device, warmup=3, repeats=repeats).median
+    return seconds, peak_cuda_memory(step, q.device)

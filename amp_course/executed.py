@@ -1,0 +1,70 @@
+"""Executed copies of the lessons (the tests' smoke run, the GPU run): what they must carry for a
+reader: their figures, and a stamp saying which device and torch version produced the outputs,
+when, and in which mode, kept in the notebook's metadata."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+from pathlib import Path
+
+STAMP_KEY = "amp_course"  # notebook metadata key
+STAMP_FIELDS = ("device", "hardware", "torch", "date", "mode")
+# ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
+# tests, `make gpu`) would otherwise leave the executed copies without their figures.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+@contextlib.contextmanager
+def figures_inline():
+    """Kernels started inside this block put their figures into the notebook."""
+    old = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = INLINE_BACKEND
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = old
+
+
+def stamp_record(device, smoke: bool) -> dict:
+    """The stamp for a run on ``device`` in smoke or full mode, dated now (UTC)."""
+    import torch
+
+    from .bench import device_name
+    from .device import describe_hardware
+
+    device = torch.device(device)
+    return {
+        "device": device_name(device),  # the GPU's name, or the CPU's model and instruction set
+        "hardware": describe_hardware(device),
+        "torch": torch.__version__,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "mode": "smoke" if smoke else "full",
+    }
+
+
+def stamp(path, device, smoke: bool) -> dict:
+    """Stamp the executed notebook at ``path`` in place; returns the stamp."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata[STAMP_KEY] = record = stamp_record(device, smoke)
+    nbformat.write(nb, path)
+    return record
+
+
+def read_stamp(nb) -> dict:
+    """The stamp of an executed notebook (nbformat node or dict); ValueError when it has none."""
+    record = nb.get("metadata", {}).get(STAMP_KEY) or {}
+    missing = [f for f in STAMP_FIELDS if not record.get(f)]
+    if missing:
+        raise ValueError(
+            f"the executed notebook has no stamp (metadata.{STAMP_KEY} lacks "
+            f"{', '.join(missing)}): it was not made by the course's test run or GPU run"
+        )
+    return dict(record)

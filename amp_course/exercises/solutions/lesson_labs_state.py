@@ -1,0 +1,32 @@
+"""Reference fixes of the labs on autocast's state (hidden from the grading sandbox)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from ..autocast_labkit import AMP_DTYPE, DEVICE_TYPE
+
+
+def checkpointed(block, x):
+    """Reference: torch's non-reentrant checkpoint replays the forward's autocast state."""
+    return checkpoint(block, x, use_reentrant=False)
+
+
+def forward_in_workers(model, batches):
+    """Reference: enter autocast inside the worker, where the forward runs."""
+
+    def run(batch):
+        with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE):
+            return model(batch)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, batches))
+
+
+SOLUTIONS = {
+    "labs.checkpoint_autocast": checkpointed,
+    "labs.thread_autocast": forward_in_workers,
+}

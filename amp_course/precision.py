@@ -1,0 +1,89 @@
+"""TF32 for float32 CUDA matmuls and cuDNN convolutions: read and switch it with one torch API.
+
+torch 2.9 added per-backend settings (``torch.backends.cuda.matmul.fp32_precision``,
+``torch.backends.cudnn.conv.fp32_precision``) next to the legacy ``allow_tf32`` flags, and the
+two must not be mixed: once the new settings are written, the legacy getters raise "you have used
+mix of the legacy and new APIs" (see the TF32 section of PyTorch's CUDA semantics notes). This
+module uses the new API wherever torch has it and the legacy flags only on older torch, and it
+never reads a legacy getter on a torch that has the new API, so it works after code that used
+either. Every lesson and the benchmark switch TF32 through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+# Feature test, not a version test: the per-backend settings are there or they are not.
+NEW_API = hasattr(torch.backends.cuda.matmul, "fp32_precision") and all(
+    hasattr(backend, name)
+    for backend, name in ((torch.backends.cudnn, "conv"), (torch.backends.mkldnn, "matmul"))
+)
+
+
+def api_name() -> str:
+    """The settings this torch is switched with: "fp32_precision" or "allow_tf32"."""
+    return "fp32_precision" if NEW_API else "allow_tf32"
+
+
+def _resolved(*levels: str) -> str:
+    """A new-API value with "none" ("ask the parent") resolved up the chain of ``levels``."""
+    for value in levels:
+        if value != "none":
+            return value
+    return "ieee"
+
+
+def tf32_enabled() -> dict[str, bool]:
+    """Whether float32 CUDA matmuls and cuDNN convolutions may use TF32 now.
+
+    Read through the API this torch is switched with, so it never raises, whichever API earlier
+    code used.
+    """
+    if not NEW_API:
+        return {
+            "matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "conv": bool(torch.backends.cudnn.allow_tf32),
+        }
+    generic, cuda_all = torch.backends.fp32_precision, torch.backends.cudnn.fp32_precision
+    matmul = _resolved(torch.backends.cuda.matmul.fp32_precision, cuda_all, generic)
+    conv = _resolved(torch.backends.cudnn.conv.fp32_precision, cuda_all, generic)
+    return {"matmul": matmul == "tf32", "conv": conv == "tf32"}
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """Inside the block, float32 CUDA matmuls and cuDNN convolutions use TF32 (or strict IEEE fp32).
+
+    Both settings are put back afterwards, also when the block raises. On the new API the matmul
+    setting is written with ``torch.set_float32_matmul_precision``, which keeps the matmul getters
+    of both APIs in agreement: torch's own compiler still reads the legacy one
+    (pytorch/pytorch#166387).
+    """
+    if not NEW_API:
+        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = enabled
+            torch.backends.cudnn.allow_tf32 = enabled
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        return
+    matmul, mkldnn = torch.backends.cuda.matmul, torch.backends.mkldnn.matmul
+    saved = (matmul.fp32_precision, mkldnn.fp32_precision, torch.backends.cudnn.conv.fp32_precision)
+    # The set_float32_matmul_precision level that agrees with the saved per-backend values.
+    cpu_all, generic = torch.backends.mkldnn.fp32_precision, torch.backends.fp32_precision
+    cpu = _resolved(mkldnn.fp32_precision, cpu_all, generic)
+    level = "medium" if cpu == "bf16" else "high" if tf32_enabled()["matmul"] else "highest"
+    try:
+        torch.set_float32_matmul_precision("high" if enabled else "highest")
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
+        yield
+    finally:
+        # set_float32_matmul_precision also wrote the CPU (oneDNN) matmul setting: put back the
+        # exact per-backend values, with the matmul level that agrees with them.
+        torch.set_float32_matmul_precision(level)
+        matmul.fp32_precision, mkldnn.fp32_precision = saved[:2]
+        torch.backends.cudnn.conv.fp32_precision = saved[2]

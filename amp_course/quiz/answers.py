@@ -1,0 +1,266 @@
+"""Answer files: a learner's answers, checked, explained and saved crash-safely; export.
+
+Answers go to ``<lesson>.answers.json`` beside the notebook, written atomically, and are restored
+when the quiz cell runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .hashing import is_correct, normalize_text, reveal
+from .schema import FORMAT, QUIZ_DIR
+
+ANSWERS_ENV = "AMP_COURSE_ANSWERS_DIR"  # where answer files go (default: the notebook's folder)
+
+
+class AnswerFileError(ValueError):
+    """An answer file cannot be read; it is left untouched (and backed up before any rewrite)."""
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and os.replace: never half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def normalize_answer(entry: dict, value):
+    """A learner's value in the stored form: choice index(es), float or string; clear errors."""
+    qtype, choices = entry["type"], entry.get("choices", [])
+
+    def index_of(item):
+        if isinstance(item, bool):
+            raise ValueError(f"{entry['id']}: expected a choice, got {item!r}")
+        if isinstance(item, int):
+            if 0 <= item < len(choices):
+                return item
+            raise ValueError(
+                f"{entry['id']}: choice index {item} out of range 0..{len(choices) - 1}"
+            )
+        if isinstance(item, str):
+            text = item.strip()
+            if (
+                len(text) == 1
+                and text.isalpha()
+                and text.lower() not in [c.lower() for c in choices]
+            ):
+                number = ord(text.lower()) - ord("a")  # "b" means the second choice
+                if 0 <= number < len(choices):
+                    return number
+            for i, choice in enumerate(choices):
+                if normalize_text(choice) == normalize_text(text):
+                    return i
+        raise ValueError(f"{entry['id']}: {item!r} is not one of the choices {choices}")
+
+    if qtype == "single":
+        return index_of(value)
+    if qtype == "multiple":
+        if isinstance(value, (str, int)):
+            value = [value]
+        return sorted({index_of(v) for v in value})
+    if qtype == "numeric":
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{entry['id']}: expected a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ValueError(f"{entry['id']}: expected a finite number, got {value!r}")
+        return number
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{entry['id']}: expected a non-empty text answer, got {value!r}")
+    return value.strip()
+
+
+def read_answers(path) -> dict:
+    """The answers in ``path`` ({} when absent); AnswerFileError when it is corrupt."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise AnswerFileError(f"{path} is not valid JSON ({error}).") from None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("lessons", {}), dict)
+        or not all(isinstance(v, dict) for v in data.get("lessons", {}).values())
+    ):
+        raise AnswerFileError(f"{path} is not an answer file (expected {{'lessons': {{...}}}}).")
+    return data
+
+
+def write_answers(path, data: dict) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+@dataclass
+class Feedback:
+    qid: str
+    correct: bool | None  # None: graded question, checked by the instructor
+    message: str
+    attempts: int
+
+    def __str__(self):
+        return self.message
+
+
+class Quiz:
+    """One lesson's quiz bound to an answer file; ``answer`` checks, records and explains."""
+
+    def __init__(self, lesson: str, quiz_dir=QUIZ_DIR, answers_path=None):
+        self.path = Path(quiz_dir) / f"{lesson}.yaml"
+        if not self.path.exists():
+            known = ", ".join(p.stem for p in sorted(Path(quiz_dir).glob("*.yaml"))) or "none"
+            raise FileNotFoundError(
+                f"No quiz for lesson {lesson!r} in {quiz_dir} (known: {known})."
+            )
+        self.doc = yaml.safe_load(self.path.read_text(encoding="utf-8"))
+        self.lesson, self.salt = self.doc["lesson"], self.doc["salt"]
+        self.questions = {q["id"]: q for q in self.doc["questions"]}
+        self.answers_path = Path(answers_path) if answers_path else default_answers_path(lesson)
+        self._backup_done = False
+        self.load_error = None
+        try:
+            self._data = read_answers(self.answers_path)
+        except AnswerFileError as error:
+            # Keep going with empty answers; the bad file is copied to .bak before any rewrite.
+            self.load_error = str(error)
+            self._data = {}
+            print(
+                f"⚠ {error} Your answers start empty; the old file is kept as "
+                f"{self.answers_path.name}.bak when you next answer.",
+                file=sys.stderr,
+            )
+
+    @property
+    def records(self) -> dict:
+        return self._data.get("lessons", {}).get(self.lesson, {})
+
+    def entry(self, qid: str) -> dict:
+        if qid not in self.questions:
+            raise KeyError(
+                f"No question {qid!r} in {self.lesson}; ids: {', '.join(self.questions)}"
+            )
+        return self.questions[qid]
+
+    def answer(self, qid: str, value) -> Feedback:
+        """Record ``value`` as the answer to ``qid``, save the answer file, return feedback."""
+        entry = self.entry(qid)
+        stored = normalize_answer(entry, value)
+        previous = self.records.get(qid, {})
+        attempts = int(previous.get("attempts", 0)) + 1
+        correct = (
+            None if entry["graded"] else is_correct(entry, self.lesson, qid, stored, self.salt)
+        )
+        record = {"value": stored, "attempts": attempts}
+        if correct is not None:
+            record["correct"] = correct
+        self._save(qid, record)
+        return Feedback(qid, correct, self.feedback_text(qid, stored, correct), attempts)
+
+    def _save(self, qid, record):
+        if self.load_error and not self._backup_done and self.answers_path.exists():
+            backup = self.answers_path.with_name(self.answers_path.name + ".bak")
+            atomic_write_text(
+                backup, self.answers_path.read_text(encoding="utf-8", errors="replace")
+            )
+            self._backup_done = True
+        self._data.setdefault("format", FORMAT)
+        self._data.setdefault("lessons", {}).setdefault(self.lesson, {})[qid] = record
+        write_answers(self.answers_path, self._data)
+
+    def explanations(self, qid: str) -> dict:
+        entry = self.entry(qid)
+        if "feedback" not in entry:
+            return {"choices": [], "explanation": ""}
+        return json.loads(reveal(entry["feedback"], self.salt, qid))
+
+    def feedback_text(self, qid, stored, correct) -> str:
+        entry = self.entry(qid)
+        if correct is None:
+            return "Answer saved. This question is graded by your instructor."
+        lines = ["✓ Correct." if correct else "✗ Not quite."]
+        notes = self.explanations(qid)
+        chosen = set(stored) if isinstance(stored, list) else {stored}
+        for i, (text, why) in enumerate(
+            zip(entry.get("choices", []), notes["choices"], strict=False)
+        ):
+            lines.append(f"{'→' if i in chosen else ' '} {chr(97 + i)}) {text}: {why}")
+        if notes["explanation"]:
+            lines.append(notes["explanation"])
+        return "\n".join(lines)
+
+    def text(self, ids=None) -> str:
+        """The quiz (or the questions ``ids``) as plain text, with saved answers."""
+        lines = [f"Quiz: {self.doc['title']} ({self.lesson})"]
+        for number, (qid, entry) in enumerate(self.questions.items(), 1):
+            if ids and qid not in ids:
+                continue
+            tag = " [graded]" if entry["graded"] else ""
+            lines.append(f"\n{number}. [{qid}]{tag} ({entry['type']}) {entry['prompt']}")
+            for i, choice in enumerate(entry.get("choices", [])):
+                lines.append(f"   {chr(97 + i)}) {choice}")
+            if qid in self.records:
+                rec = self.records[qid]
+                lines.append(
+                    f"   saved answer: {rec['value']!r} after {rec['attempts']} attempt(s)"
+                )
+        first = ids[0] if ids else next(iter(self.questions))
+        lines.append(
+            f'\nAnswer in code: quiz.answer("{first}", value); '
+            f"answers are saved to {self.answers_path.name}."
+        )
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return self.text()
+
+
+def default_answers_path(lesson: str) -> Path:
+    """``<lesson>.answers.json`` beside the notebook (the kernel's working directory)."""
+    folder = os.environ.get(ANSWERS_ENV)
+    if not folder:
+        session = os.environ.get("JPY_SESSION_NAME", "")  # set by Jupyter Server for notebooks
+        folder = (
+            str(Path(session).parent)
+            if session.endswith(".ipynb") and Path(session).is_absolute()
+            else os.getcwd()
+        )
+    return Path(folder) / f"{lesson}.answers.json"
+
+
+def export(lesson: str | None = None, path=None) -> Path:
+    """Collect answer files into one JSON to hand in; in Colab, also download it."""
+    folder = Path(path).parent if path else default_answers_path("x").parent
+    files = sorted(folder.glob(f"{lesson or '*'}.answers.json"))
+    merged = {"format": FORMAT, "lessons": {}}
+    for file in files:
+        merged["lessons"].update(read_answers(file).get("lessons", {}))
+    if not merged["lessons"]:
+        raise FileNotFoundError(f"No answers to export in {folder}: answer a quiz first.")
+    target = Path(path) if path else folder / "amp-course-answers.json"
+    write_answers(target, merged)
+    if "google.colab" in sys.modules:
+        from google.colab import files  # type: ignore[import-not-found]
+
+        files.download(str(target))
+    print(f"Exported {sum(len(v) for v in merged['lessons'].values())} answer(s) to {target}")
+    return target

@@ -1,0 +1,178 @@
+"""Write the site's sources (index, lesson pages, GPU run pages) and render them with Sphinx."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+
+from . import pages
+from .sources import ROOT, Source, report_record, select_all
+
+SITE = ROOT / "site"  # conf.py and _static/ live here
+BUILD = SITE / "_build"
+
+
+def _write(path: Path, text: str | bytes, written: set[Path]) -> None:
+    """Write only when the content changed, so Sphinx rebuilds only pages that changed."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if not path.exists() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    written.add(path)
+
+
+def readme_section(heading: str, root: Path = ROOT) -> str:
+    """The body of the README's ``## heading`` section."""
+    text = (root / "README.md").read_text(encoding="utf-8")
+    found = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    if not found:
+        raise ValueError(f"README.md has no '## {heading}' section")
+    return found.group(1).strip()
+
+
+def scenario(root: Path = ROOT) -> str:
+    """The scenario, as lesson 00 states it (its first paragraph of prose)."""
+    first = nbformat.read(root / "notebooks" / "00_scenario.ipynb", as_version=4).cells[0].source
+    for paragraph in first.split("\n\n"):
+        if paragraph.strip() and not paragraph.lstrip().startswith(("#", "[![")):
+            return paragraph.strip()
+    raise ValueError("notebooks/00_scenario.ipynb opens with no paragraph of prose")
+
+
+def _gpu_slug(source: Source) -> str:
+    return source.report.name
+
+
+def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
+    """The entry page: the scenario, the lessons, how to run them, where the figures come from."""
+    table = readme_section("Lessons", root)
+    # The course's order is the README table's; lessons it does not list come last.
+    place = {s.lesson: table.find(f"`{s.lesson}.ipynb`") for s in sources}
+    sources = sorted(sources, key=lambda s: (place[s.lesson] < 0, place[s.lesson], s.lesson))
+    for source in sources:  # the notebook names in the table become links to their pages
+        table = table.replace(
+            f"`{source.lesson}.ipynb`", f"[{source.lesson}](lessons/{source.lesson}.ipynb)"
+        )
+    runs = []
+    for source in sources:
+        where = f"[the GPU run](gpu/{_gpu_slug(source)}.md)" if source.on_gpu else "the test run"
+        stamp = source.stamp
+        runs.append(
+            f"| [{source.lesson}](lessons/{source.lesson}.ipynb) | {pages.plain(stamp['device'])} "
+            f"| {pages.plain(stamp['torch'])} | {pages.when(stamp)} | {stamp['mode']}, {where} |"
+        )
+    toc = [f"lessons/{s.lesson}" for s in sources]
+    toc += sorted({f"gpu/{_gpu_slug(s)}" for s in sources if s.on_gpu})
+    return "\n".join(
+        [
+            "# amp-course: mixed precision training in PyTorch, hands on",
+            "",
+            "## The scenario",
+            "",
+            scenario(root),
+            "",
+            "## Lessons",
+            "",
+            table,
+            "",
+            "## Run the course",
+            "",
+            readme_section("Two commands", root),
+            "",
+            "Every lesson page below also has an **Open in Colab** link and a link to download "
+            "its notebook.",
+            "",
+            "## Where the outputs on these pages come from",
+            "",
+            "Each page shows a run of its notebook, stamped with the device, torch version, date "
+            "and mode that produced it: the newest GPU run where one is published, else the "
+            "course's test run in smoke mode (tiny sizes; its timings are not speed figures). "
+            "Exercise blanks are shown as you get them.",
+            "",
+            "| lesson | device | torch | run | mode |",
+            "|---|---|---|---|---|",
+            *runs,
+            "",
+            "```{toctree}",
+            ":hidden:",
+            ":maxdepth: 1",
+            "",
+            *toc,
+            "```",
+            "",
+        ]
+    )
+
+
+def gpu_markdown(folder: Path, lessons: list[str]) -> str:
+    """A GPU run's page: its device and versions, each notebook's result, the benchmark table."""
+    record = report_record(folder)
+    fields = ("device", "compute_capability", "memory_gib", "driver", "cuda", "torch", "date")
+    lines = [f"# GPU run: {pages.plain(record.get('device', folder.name))}", ""]
+    lines += [
+        f"- **{f.replace('_', ' ')}:** {pages.plain(record[f])}" for f in fields if f in record
+    ]
+    lines += ["", "| notebook | status | seconds |", "|---|---|---|"]
+    for run in record.get("notebooks", []):
+        name = Path(run["notebook"]).stem
+        shown = f"[{name}](../lessons/{name}.ipynb)" if name in lessons else pages.plain(name)
+        lines.append(f"| {shown} | {run['status']} | {run.get('seconds', '')} |")
+    nbval, bench_run = record.get("nbval", "not run"), record.get("bench", "not run")
+    lines += ["", f"nbval: {nbval}; benchmark: {bench_run}"]
+    bench = folder / "bench"
+    if (bench / "bench.txt").exists():
+        lines += ["", "## Benchmark", "", "```text", (bench / "bench.txt").read_text(), "```"]
+    if (bench / "bench.png").exists():
+        lines += ["", f"![The benchmark on this GPU]({folder.name}.png)"]
+    return "\n".join(lines) + "\n"
+
+
+def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
+    """Every page's source under ``src`` (and nothing else); returns the lessons' sources."""
+    sources, written = select_all(root), set()
+    lessons = [s.lesson for s in sources]
+    reports = {s.report for s in sources if s.on_gpu}
+    newest = max(reports, key=lambda f: report_record(f).get("date", ""), default=None)
+    for source in sources:
+        committed = root / "notebooks" / f"{source.lesson}.ipynb"
+        _write(src / "notebooks" / committed.name, committed.read_bytes(), written)
+        gpu = source.report or newest
+        page = pages.lesson_page(
+            source,
+            download=f"../notebooks/{committed.name}",
+            gpu_page=f"../gpu/{gpu.name}.md" if gpu else None,
+            root=root,
+        )
+        _write(src / "lessons" / committed.name, nbformat.writes(page) + "\n", written)
+    for folder in reports:
+        _write(src / "gpu" / f"{folder.name}.md", gpu_markdown(folder, lessons), written)
+        plot = folder / "bench" / "bench.png"
+        if plot.exists():
+            _write(src / "gpu" / f"{folder.name}.png", plot.read_bytes(), written)
+    _write(src / "index.md", index_markdown(sources, root), written)
+    for old in [p for p in src.rglob("*") if p.is_file() and p not in written]:
+        old.unlink()  # a page of a lesson or GPU run that is gone
+    return sources
+
+
+def build(out: Path = BUILD, root: Path = ROOT, quiet: bool = True) -> Path:
+    """Build the HTML site into ``out/html``; returns the path of its index.html."""
+    from sphinx.cmd.build import build_main
+
+    start = time.perf_counter()
+    src = out / "src"
+    write_sources(src, root)
+    args = ["-b", "html", "-c", str(SITE), "-d", str(out / "doctrees"), "-W"]
+    args += ["--keep-going", *(["-q"] if quiet else []), str(src), str(out / "html")]
+    if build_main(args) != 0:
+        raise RuntimeError(f"Sphinx could not build the site (see the messages above); {src}")
+    print(f"Site built in {time.perf_counter() - start:.0f} s: {out / 'html' / 'index.html'}")
+    return out / "html" / "index.html"
+
+
+def clean(out: Path = BUILD) -> None:
+    shutil.rmtree(out, ignore_errors=True)

@@ -1,0 +1,94 @@
+"""Which executed copy each lesson page shows: the newest GPU run's, else the tests' smoke run's."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from ..executed import read_stamp
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class MissingExecutedCopy(FileNotFoundError):
+    """A lesson has no usable executed copy; the message says how to make one."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One lesson's executed copy, its stamp, and the GPU report folder it belongs to (if any)."""
+
+    lesson: str
+    path: Path
+    stamp: dict
+    report: Path | None = None
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.report is not None
+
+
+def lessons(root: Path = ROOT) -> list[str]:
+    """The lessons' names, in course order (the committed notebooks' stems)."""
+    notebooks = (root / "notebooks").glob("*.ipynb")
+    return sorted(p.stem for p in notebooks if not p.stem.startswith("."))
+
+
+def gpu_reports(root: Path = ROOT) -> list[Path]:
+    """Folders written by the GPU run (``reports/gpu/<device>/``), newest first by report date."""
+    found = []
+    for report in (root / "reports" / "gpu").glob("*/report.json"):
+        try:
+            date = json.loads(report.read_text(encoding="utf-8")).get("date", "")
+        except ValueError:
+            continue  # an interrupted run: its copies are not trusted
+        found.append((str(date), report.parent))
+    return [folder for _, folder in sorted(found, key=lambda item: item[0], reverse=True)]
+
+
+def report_record(folder: Path) -> dict:
+    """The GPU run's report.json (device, driver, versions, date, each notebook's status)."""
+    return json.loads((folder / "report.json").read_text(encoding="utf-8"))
+
+
+def _stamped(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        return read_stamp(nbformat.read(path, as_version=4))
+    except (ValueError, OSError):
+        return None
+
+
+def _passed(folder: Path, lesson: str) -> bool:
+    runs = report_record(folder).get("notebooks", [])
+    return any(r.get("notebook") == f"{lesson}.ipynb" and r.get("status") == "passed" for r in runs)
+
+
+def select(lesson: str, root: Path = ROOT) -> Source | None:
+    """The executed copy for ``lesson``: the newest stamped GPU copy whose run passed, else the
+    stamped smoke copy in ``executed/``, else None."""
+    for folder in gpu_reports(root):
+        path = folder / "notebooks" / f"{lesson}.ipynb"
+        stamp = _stamped(path)
+        if stamp and stamp["mode"] == "full" and _passed(folder, lesson):
+            return Source(lesson, path, stamp, folder)
+    path = root / "executed" / f"{lesson}.ipynb"
+    stamp = _stamped(path)
+    return Source(lesson, path, stamp) if stamp else None
+
+
+def select_all(root: Path = ROOT) -> list[Source]:
+    """Every lesson's source; MissingExecutedCopy names the lessons that have none."""
+    chosen = {lesson: select(lesson, root) for lesson in lessons(root)}
+    missing = [f"executed/{lesson}.ipynb" for lesson, source in chosen.items() if source is None]
+    if missing:
+        raise MissingExecutedCopy(
+            f"No stamped executed copy of: {', '.join(missing)}. Run `make test` (or only the "
+            "lessons' smoke run, `make executed`) first: it executes every lesson in smoke mode "
+            "and writes the stamped copies the site shows."
+        )
+    return list(chosen.values())

@@ -1,0 +1,30 @@
+"""Sphinx configuration of the course's website (`make site`; amp_course.website writes pages).
+
+The pages are notebooks that already ran (the tests' smoke run or the GPU run): MyST-NB renders
+their outputs and never executes anything. Sphinx rather than Jupyter Book 2: the latter fetches
+its theme template from the web at build time, so it cannot build offline.
+"""
+
+project = "amp-course"
+author = "amp-course"
+copyright = "amp-course contributors"
+
+extensions = ["myst_nb"]
+myst_enable_extensions = ["colon_fence"]
+nb_execution_mode = "off"  # the executed copies are the pages; nothing runs a third time
+nb_merge_streams = True  # one block per stream instead of one per print flush
+exclude_patterns = ["notebooks/*"]  # the learners' notebooks, offered as downloads only
+suppress_warnings = ["mystnb.unknown_mime_type"]
+
+html_theme = "sphinx_book_theme"
+html_title = "amp-course"
+html_static_path = ["_static"]
+html_css_files = ["amp.css"]
+html_show_sourcelink = False
+html_copy_source = False
+html_theme_options = {
+    "use_download_button": False,  # each lesson links the learner's notebook itself
+    "use_fullscreen_button": False,
+    "show_toc_level": 1,
+    "navigation_with_keys": False,
+}

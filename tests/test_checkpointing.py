@@ -1,0 +1,78 @@
+"""Activation checkpointing helpers: same gradients, recompute in the forward's autocast dtype,
+and activation bytes that a probe of one block extends correctly to the whole model."""
+
+import pytest
+import torch
+
+import amp_course as ac
+from amp_course import checkpointing
+
+
+@pytest.fixture(scope="module")
+def block():
+    torch.manual_seed(0)
+    return ac.models.build_vit("tiny").encoder.layers[0]
+
+
+def _grads(module, tokens):
+    module.zero_grad()
+    tokens = tokens.detach().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = module(tokens)
+    out.float().square().mean().backward()
+    return [tokens.grad, *(p.grad for p in module.parameters())]
+
+
+def test_checkpointed_block_gives_the_plain_gradients(block):
+    tokens = torch.randn(2, 17, 64)
+    plain = [g.clone() for g in _grads(block, tokens)]
+    wrapped = _grads(checkpointing.Checkpointed(block), tokens)
+    for a, b in zip(plain, wrapped, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_recompute_runs_in_the_forward_autocast_dtype(block):
+    tokens = torch.randn(2, 17, 64, requires_grad=True)
+    _, plain_backward = checkpointing.trace_step(block, tokens, device="cpu", dtype=torch.bfloat16)
+    forward, backward = checkpointing.trace_step(
+        checkpointing.Checkpointed(block), tokens, device="cpu", dtype=torch.bfloat16
+    )
+    recomputed = checkpointing.recomputed_ops(backward)
+    assert not checkpointing.recomputed_ops(plain_backward)
+    assert {row.op for row in recomputed} >= {"addmm", "native_layer_norm"}
+    assert {row.output_dtype for row in recomputed if row.op == "addmm"} == {torch.bfloat16}
+    assert all(
+        (r.op, r.output_dtype) in {(f.op, f.output_dtype) for f in forward} for r in recomputed
+    )
+
+
+def test_checkpoint_blocks_wraps_every_block_once():
+    model = ac.models.build_vit("tiny")
+    checkpointing.checkpoint_blocks(checkpointing.checkpoint_blocks(model))
+    blocks = list(checkpointing.encoder_blocks(model))
+    assert all(isinstance(b, checkpointing.Checkpointed) for b in blocks)
+    assert not any(isinstance(b.block, checkpointing.Checkpointed) for b in blocks)
+    with pytest.raises(TypeError, match="VisionTransformer"):
+        checkpointing.encoder_blocks(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_probe_of_one_block_matches_the_whole_model(checkpointed):
+    kwargs = dict(device="cpu", autocast_dtype=torch.bfloat16, checkpointed=checkpointed)
+    whole = checkpointing.vit_activation_bytes("tiny", **kwargs)
+    probe = checkpointing.vit_activation_bytes("tiny", probe=True, **kwargs)
+    assert probe.per_image == pytest.approx(whole.per_image)
+    assert probe.weight_copies == whole.weight_copies
+
+
+def test_checkpointing_keeps_only_block_inputs():
+    plain = checkpointing.vit_activation_bytes(
+        "tiny", device="cpu", autocast_dtype=None, probe=True
+    )
+    kept = checkpointing.vit_activation_bytes(
+        "tiny", device="cpu", autocast_dtype=None, checkpointed=True, probe=True
+    )
+    preset = ac.models.VIT_PRESETS["tiny"]
+    tokens = (preset.image_size // preset.patch_size) ** 2 + 1
+    assert kept.per_block == tokens * preset.hidden_dim * 4  # one fp32 (tokens x width) input
+    assert plain.per_block > 5 * kept.per_block

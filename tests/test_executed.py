@@ -1,0 +1,43 @@
+"""Executed copies carry a stamp (device, torch, date, mode) and their figures."""
+
+import datetime as dt
+import os
+
+import nbformat
+import pytest
+import torch
+
+from amp_course import executed
+from amp_course.bench import device_name
+
+
+def test_stamp_names_this_machine_and_round_trips(tmp_path):
+    path = tmp_path / "lesson.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
+    record = executed.stamp(path, "cpu", smoke=True)
+    assert record["device"] == device_name(torch.device("cpu")) and "CPU" in record["device"]
+    assert record["torch"] == torch.__version__ and record["mode"] == "smoke"
+    assert torch.__version__ in record["hardware"]
+    age = dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(record["date"])
+    assert dt.timedelta(0) <= age < dt.timedelta(minutes=5)
+    assert executed.read_stamp(nbformat.read(path, as_version=4)) == record
+    assert executed.stamp_record("cpu", smoke=False)["mode"] == "full"
+
+
+def test_a_copy_without_a_stamp_is_refused():
+    with pytest.raises(ValueError, match="no stamp"):
+        executed.read_stamp(nbformat.v4.new_notebook())
+    partial = nbformat.v4.new_notebook(metadata={executed.STAMP_KEY: {"device": "x"}})
+    with pytest.raises(ValueError, match="torch"):
+        executed.read_stamp(partial)
+
+
+def test_figures_inline_only_inside_the_block(monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    with executed.figures_inline():
+        assert os.environ["MPLBACKEND"] == executed.INLINE_BACKEND
+    assert os.environ["MPLBACKEND"] == "Agg"
+    monkeypatch.delenv("MPLBACKEND")
+    with executed.figures_inline():
+        pass
+    assert "MPLBACKEND" not in os.environ

@@ -1,0 +1,181 @@
+"""The beyond-autocast labs: each symptom is real, each checker accepts the reference fix and
+rejects the notebook's broken code and the usual wrong fixes with a message that says why."""
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import conftest
+import nbformat
+import pytest
+import torch
+from conftest import ROOT
+
+from amp_course import exercises
+from amp_course.exercises import ExerciseFailed
+from amp_course.exercises import lesson_labs_reach as reach
+from amp_course.exercises import lesson_labs_state as state
+from amp_course.exercises.solutions import lesson_labs_state as state_solutions
+
+NOTEBOOK = ROOT / "notebooks" / "labs_beyond_autocast.ipynb"
+LABS = [
+    "labs.checkpoint_autocast",
+    "labs.custom_op_autocast",
+    "labs.bf16_loss_sum",
+    "labs.thread_autocast",
+]
+
+
+def broken_versions():
+    """{lab name: the broken function exactly as the notebook shows it}."""
+    return conftest.broken_versions(NOTEBOOK, {"torch": torch})
+
+
+def test_every_lab_has_a_broken_version_a_blank_and_a_check():
+    assert sorted(broken_versions()) == sorted(LABS)
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    blanks = [
+        c.metadata["exercise"]["name"] for c in cells if "exercise" in c.metadata.get("tags", [])
+    ]
+    checks = [c.source for c in cells if "check" in c.metadata.get("tags", [])]
+    assert blanks == LABS
+    assert [re.search(r'check\("([^"]+)"', c).group(1) for c in checks] == LABS
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_reference_fix_passes(name):
+    assert exercises.check(name, exercises.solution(name))
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_broken_version_from_the_notebook_fails(name):
+    with pytest.raises(ExerciseFailed):
+        exercises.check(name, broken_versions()[name])
+
+
+def test_symptoms_show_on_this_cpu():
+    broken = broken_versions()
+    recompute = state.observe_checkpointed(broken["labs.checkpoint_autocast"], 0)["dtypes"]
+    assert set(recompute["forward"]) == {"torch.bfloat16"}
+    assert set(recompute["backward"]) == {"torch.float32"}
+    op = reach.observe_fused_op(broken["labs.custom_op_autocast"], 0)
+    assert op["autocast"]["output"].dtype == torch.float32
+    losses = reach.lab_losses(0)
+    exact = sum(x.item() for x in losses) / len(losses)
+    assert abs(broken["labs.bf16_loss_sum"](losses) - exact) > 0.5 * exact
+    outputs = state.observe_workers(broken["labs.thread_autocast"], 0)["outputs"]
+    assert {o.dtype for o in outputs} == {torch.float32}
+
+
+def test_real_pure_bf16_losses_are_bf16_tensors():
+    losses = reach.pure_bf16_losses(20)
+    assert len(losses) == 20 and {x.dtype for x in losses} == {torch.bfloat16}
+    assert losses[-1] < losses[0]
+
+
+# ---- typical wrong fixes ------------------------------------------------------------------------
+def _no_checkpoint(block, x):
+    return block(x)
+
+
+def _reentrant_without_autocast_dtype(block, x):
+    """Re-enters autocast with the default dtype instead of the forward's (the pre-#71169 bug)."""
+
+    class Recompute(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            with torch.no_grad():
+                return block(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            x = x.detach().requires_grad_()
+            with torch.enable_grad(), torch.autocast("cpu", dtype=torch.float16):
+                torch.autograd.backward(block(x), grad)
+            return x.grad
+
+    return Recompute.apply(x)
+
+
+def _rule_for_cuda_only(name, kernel):
+    op = torch.library.custom_op(name, kernel, mutates_args=())
+    torch.library.register_autocast(name, "cuda", torch.bfloat16)
+    return op
+
+
+def _cast_inside_the_kernel(name, kernel):
+    def cast(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return kernel(x.bfloat16(), weight.bfloat16(), bias.bfloat16())
+
+    return torch.library.custom_op(name, cast, mutates_args=())
+
+
+def _fp16_sum(losses):
+    total = torch.zeros((), dtype=torch.float16)
+    for loss in losses:
+        total += loss
+    return (total / len(losses)).item()
+
+
+def _tensor_result(losses):
+    return torch.stack(losses).float().mean()
+
+
+def _in_the_calling_thread(model, batches):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return [model(batch) for batch in batches]
+
+
+def _bf16_model(model, batches):
+    model.to(torch.bfloat16)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda batch: model(batch.bfloat16()), batches))
+
+
+def _fp16_in_workers(model, batches):
+    def run(batch):
+        with torch.autocast("cpu", dtype=torch.float16):
+            return model(batch)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, batches))
+
+
+WRONG = {
+    "labs.checkpoint_autocast": [
+        (_no_checkpoint, "nothing was recomputed in backward"),
+        (_reentrant_without_autocast_dtype, "in ['torch.float16']"),
+    ],
+    "labs.custom_op_autocast": [
+        (_rule_for_cuda_only, "inside torch.autocast the kernel received inputs in"),
+        (_cast_inside_the_kernel, "outside autocast the kernel received"),
+    ],
+    "labs.bf16_loss_sum": [
+        (_fp16_sum, "accumulate in float32 or in Python floats"),
+        (_tensor_result, "return a Python float"),
+    ],
+    "labs.thread_autocast": [
+        (_in_the_calling_thread, "ran in the calling thread"),
+        (_bf16_model, "keep them float32"),
+        (_fp16_in_workers, "is torch.float16, expected torch.bfloat16"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "name, wrong, words",
+    [(name, wrong, words) for name, cases in WRONG.items() for wrong, words in cases],
+    ids=[f"{name}-{wrong.__name__}" for name, cases in WRONG.items() for wrong, _ in cases],
+)
+def test_wrong_fix_fails_with_a_reason(name, wrong, words):
+    with pytest.raises(ExerciseFailed, match=re.escape(words)):
+        exercises.check(name, wrong)
+
+
+def test_observations_vary_with_the_seed():
+    workers, checkpointed = state_solutions.forward_in_workers, state_solutions.checkpointed
+    assert len({len(reach.lab_losses(seed)) for seed in range(4)}) > 1
+    assert len({state.observe_workers(workers, s)["count"] for s in range(6)}) > 1
+    widths = {state.observe_checkpointed(checkpointed, s)["output"].shape for s in range(6)}
+    assert len(widths) > 1

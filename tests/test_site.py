@@ -1,0 +1,300 @@
+"""The course's website: each lesson's page rebuilt from an executed copy (the newest passing GPU
+run, else the tests' smoke run) with the learner's blanks and a stamp; the built site in Chromium.
+
+Runs after tests/test_notebooks.py (collection order), whose papermill run writes ``executed/``.
+"""
+
+import functools
+import http.server
+import json
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+from conftest import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, ROOT, free_port, require, require_chromium
+
+from amp_course import website
+from amp_course.executed import STAMP_KEY
+from amp_course.exercises import fill_solutions
+from amp_course.quiz import Quiz
+from amp_course.website import pages
+from amp_course.website.build import write_sources
+
+SCREENSHOT_OF = "05_speed_memory"  # timings and plots: the page a reviewer should look at
+
+
+# ---------------------------------------------------------------- choosing and assembling pages
+
+
+def _course(tmp_path, lessons=("00_scenario", "01_number_formats")) -> Path:
+    """A course checkout holding only ``lessons``, the README and the published quizzes."""
+    root = tmp_path / "course"
+    (root / "notebooks").mkdir(parents=True)
+    for lesson in lessons:
+        shutil.copy(ROOT / "notebooks" / f"{lesson}.ipynb", root / "notebooks")
+    shutil.copy(ROOT / "README.md", root)
+    (root / "quizzes").symlink_to(ROOT / "quizzes")
+    return root
+
+
+def _run_copy(root, lesson, dest, *, mode, device, date):
+    """An executed copy as a run leaves it: solutions in the blanks, outputs, the stamp."""
+    nb = fill_solutions(nbformat.read(root / "notebooks" / f"{lesson}.ipynb", as_version=4))
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            output = nbformat.v4.new_output("stream", name="stdout", text=f"ran on {device}\n")
+            cell.outputs = [output]
+    nb.metadata[STAMP_KEY] = {
+        "device": device,
+        "hardware": f"{device}, as described by the run",
+        "torch": "2.11.0",
+        "date": date,
+        "mode": mode,
+    }
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, dest)
+
+
+def _gpu_run(root, name, device, date, status="passed", lesson="01_number_formats", report=True):
+    folder = root / "reports" / "gpu" / name
+    _run_copy(
+        root,
+        lesson,
+        folder / "notebooks" / f"{lesson}.ipynb",
+        mode="full",
+        device=device,
+        date=date,
+    )
+    if report:
+        runs = [{"notebook": f"{lesson}.ipynb", "status": status, "seconds": 12.5}]
+        record = {"device": device, "torch": "2.11.0", "date": date, "notebooks": runs}
+        (folder / "report.json").write_text(json.dumps(record))
+    return folder
+
+
+def _smoke_copy(root, lesson):
+    dest = root / "executed" / f"{lesson}.ipynb"
+    _run_copy(
+        root, lesson, dest, mode="smoke", device="CPU Test (AVX2)", date="2025-01-05T10:00:00"
+    )
+
+
+def test_without_a_gpu_run_the_smoke_copy_is_shown(tmp_path):
+    root = _course(tmp_path)
+    _smoke_copy(root, "01_number_formats")
+    source = website.select("01_number_formats", root)
+    assert source.path == root / "executed" / "01_number_formats.ipynb" and not source.on_gpu
+    stamp = pages.stamp_markdown(source, "https://colab.example/x", "../x.ipynb", None, 0)
+    assert "CPU Test (AVX2)" in stamp and "2025-01-05 10:00 UTC" in stamp and "smoke" in stamp
+    assert "not speed figures" in stamp and "No GPU run is published" in stamp
+    page = pages.lesson_page(source, "x.ipynb", None, root)
+    assert "has changed since" not in page.cells[1].source
+    # The notebook edited after the run: the page says its code is the code that ran.
+    notebook = root / "notebooks" / "01_number_formats.ipynb"
+    edited = nbformat.read(notebook, as_version=4)
+    edited.cells[-2].source += "\nEdited."
+    nbformat.write(edited, notebook)
+    stamp = pages.lesson_page(source, "x.ipynb", None, root).cells[1].source
+    assert "has changed since this run (1 cell(s) differ)" in stamp
+
+
+def test_the_newest_passing_gpu_copy_wins(tmp_path):
+    root = _course(tmp_path)
+    _smoke_copy(root, "01_number_formats")
+    _gpu_run(root, "nvidia-h100", "NVIDIA H100", "2025-01-01T00:00:00+00:00")
+    _gpu_run(root, "tesla-t4", "Tesla T4", "2025-02-01T00:00:00+00:00")
+    _gpu_run(root, "nvidia-a100", "NVIDIA A100", "2025-03-01T00:00:00+00:00", status="failed")
+    _gpu_run(root, "nvidia-l4", "NVIDIA L4", "2025-04-01T00:00:00+00:00", report=False)
+    source = website.select("01_number_formats", root)
+    assert source.on_gpu and source.report.name == "tesla-t4"
+    assert source.stamp["device"] == "Tesla T4" and source.stamp["mode"] == "full"
+
+
+def test_pages_name_their_run_and_smoke_pages_link_the_gpu_run(tmp_path):
+    root = _course(tmp_path)
+    _smoke_copy(root, "00_scenario")
+    _gpu_run(root, "tesla-t4", "Tesla T4", "2025-02-01T00:00:00+00:00")
+    src = tmp_path / "src"
+    sources = write_sources(src, root)
+    assert [s.on_gpu for s in sources] == [False, True]
+    gpu_page = nbformat.read(src / "lessons" / "01_number_formats.ipynb", as_version=4)
+    assert "Tesla T4" in gpu_page.cells[1].source and "Full mode" in gpu_page.cells[1].source
+    smoke_page = nbformat.read(src / "lessons" / "00_scenario.ipynb", as_version=4)
+    assert "not speed figures" in smoke_page.cells[1].source
+    assert "(../gpu/tesla-t4.md)" in smoke_page.cells[1].source
+    assert "Tesla T4" in (src / "gpu" / "tesla-t4.md").read_text()
+    index = (src / "index.md").read_text()
+    assert "lessons/00_scenario.ipynb" in index and "gpu/tesla-t4" in index
+    # Sphinx renders them (warnings are errors: a broken link or toctree entry fails the build).
+    html = website.build(out=tmp_path, root=root).parent
+    assert 'href="../gpu/tesla-t4.html"' in (html / "lessons" / "00_scenario.html").read_text()
+    assert "Tesla T4" in (html / "gpu" / "tesla-t4.html").read_text()
+
+
+def test_pages_show_the_learners_blank_the_solved_check_and_the_quiz_without_answers(tmp_path):
+    root = _course(tmp_path)
+    _smoke_copy(root, "01_number_formats")
+    source = website.select("01_number_formats", root)
+    page = pages.lesson_page(source, "../notebooks/01_number_formats.ipynb", None, root)
+    committed = nbformat.read(root / "notebooks" / "01_number_formats.ipynb", as_version=4)
+    blanks = [c for c in committed.cells if "exercise" in c.metadata.get("tags", [])]
+    assert blanks
+    assert page.cells[0].source.startswith("# 01") and "amp-stamp" in page.cells[1].source
+    for blank in blanks:
+        at = next(i for i, c in enumerate(page.cells) if c.get("id") == blank.id)
+        assert page.cells[at].source == blank.source and "NotImplementedError" in blank.source
+        assert not page.cells[at].get("outputs")
+        assert "once the exercise is solved" in page.cells[at + 1].source
+        assert "check" in page.cells[at + 2].metadata.get("tags", [])
+        assert page.cells[at + 2].outputs  # what the check prints once solved
+    assert not any("exercises.solution" in c.source for c in page.cells)
+    quiz_cell = next(i for i, c in enumerate(page.cells) if "quiz" in c.metadata.get("tags", []))
+    assert page.cells[quiz_cell].outputs == []
+    box = page.cells[quiz_cell + 1].source
+    quiz = Quiz("01_number_formats", answers_path=tmp_path / "none.json")
+    assert "runs in the notebook" in box
+    for entry in quiz.questions.values():
+        assert pages.plain(entry["prompt"]) in box
+        assert not entry.get("feedback") or entry["feedback"] not in box
+        assert not any(h in box for h in entry.get("hashes", []))
+
+
+def test_missing_executed_copies_are_named(tmp_path):
+    root = _course(tmp_path)
+    _smoke_copy(root, "00_scenario")
+    unstamped = root / "executed" / "01_number_formats.ipynb"
+    shutil.copy(root / "notebooks" / "01_number_formats.ipynb", unstamped)
+    with pytest.raises(website.MissingExecutedCopy, match=r"executed/01_number_formats\.ipynb"):
+        website.select_all(root)
+
+
+# ---------------------------------------------------------------- the built site in Chromium
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site():
+    """The site built from this checkout's executed copies, served on loopback."""
+    require_chromium()
+    missing = [p.name for p in NOTEBOOKS if not (ROOT / "executed" / p.name).exists()]
+    require(not missing, f"executed/ lacks {missing}: run `make executed` or `make test`")
+    try:
+        sources = website.select_all()
+    except website.MissingExecutedCopy as error:
+        require(False, str(error))
+    start = time.perf_counter()
+    html = website.build().parent
+    print(f"site built in {time.perf_counter() - start:.1f} s")
+    handler = functools.partial(_QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", html, sources
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _broken_links(hrefs, base, html, anchors) -> list[str]:
+    """Internal links whose page or anchor does not exist in the built site."""
+    broken = []
+    for href in hrefs:
+        if not href.startswith(base):
+            continue  # Colab and other sites are not part of the build
+        parts = urlsplit(href)
+        target = html / unquote(parts.path).lstrip("/")
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            broken.append(href)
+        elif parts.fragment and target.suffix == ".html":
+            if target not in anchors:
+                anchors[target] = set(re.findall(r'id="([^"]+)"', target.read_text("utf-8")))
+            if unquote(parts.fragment) not in anchors[target]:
+                broken.append(href)
+    return broken
+
+
+STAMP_OPENS_PAGE = """() => {
+  const stamp = document.querySelector('article .amp-stamp');
+  const title = document.querySelector('article h1');
+  const cell = document.querySelector('article div.cell');
+  return !!(stamp && title && cell
+    && (title.compareDocumentPosition(stamp) & Node.DOCUMENT_POSITION_FOLLOWING)
+    && (stamp.compareDocumentPosition(cell) & Node.DOCUMENT_POSITION_FOLLOWING));
+}"""
+FIGURES = "imgs => imgs.map(i => i.complete && i.naturalWidth > 0)"
+
+
+def _has_figure(source) -> bool:
+    nb = nbformat.read(source.path, as_version=4)
+    return any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+def test_every_page_in_chromium(site):
+    from playwright.sync_api import sync_playwright
+
+    base, html, sources = site
+    lessons = {s.lesson: s for s in sources}
+    # Every page; _static/ holds the theme's template macros, which are not pages.
+    every_page = sorted(p for p in html.rglob("*.html") if "_static" not in p.parts)
+    assert len(every_page) > len(lessons)
+    start, anchors, seen_lessons = time.perf_counter(), {}, set()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            failures = []
+            page.on("pageerror", lambda error: failures.append(f"script error: {error}"))
+            page.on("requestfailed", lambda request: failures.append(f"failed: {request.url}"))
+            for path in every_page:
+                url = f"{base}/{path.relative_to(html).as_posix()}"
+                page.goto(url, wait_until="load")
+                text = page.inner_text("body")
+                assert "Traceback (most recent call last)" not in text, url
+                assert not page.query_selector_all(".output.traceback, .output.error"), url
+                hrefs = page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
+                assert not _broken_links(hrefs, base, html, anchors), url
+                figures = page.eval_on_selector_all("article img", FIGURES)
+                assert all(figures), f"{url}: an image does not load"
+                source = lessons.get(path.stem) if path.parent.name == "lessons" else None
+                if source is None:
+                    continue
+                seen_lessons.add(source.lesson)
+                assert page.evaluate(STAMP_OPENS_PAGE), f"{url}: no stamp opens the page"
+                stamp = page.inner_text("article .amp-stamp")
+                run = source.stamp
+                for value in (run["device"], run["torch"], pages.when(run), f"mode: {run['mode']}"):
+                    assert value in stamp, f"{url}: the stamp lacks {value!r}"
+                if run["mode"] == "smoke":
+                    assert "not speed figures" in stamp
+                if source.lesson[:2].isdigit() or _has_figure(source):
+                    assert figures, f"{url}: no figure"
+                committed = nbformat.read(ROOT / "notebooks" / f"{source.lesson}.ipynb", 4)
+                for cell in committed.cells:
+                    if "exercise" in cell.metadata.get("tags", []):
+                        assert cell.source.splitlines()[0] in text, f"{url}: a blank is missing"
+                assert "exercises.solution(" not in text, f"{url}: shows a reference solution"
+                assert page.query_selector_all(".amp-quiz li"), f"{url}: no quiz questions"
+                if source.lesson == SCREENSHOT_OF:
+                    shot = website.BUILD / "screenshots" / f"{source.lesson}.png"
+                    shot.parent.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(shot), full_page=True)
+            assert not failures, failures
+        finally:
+            browser.close()
+    assert seen_lessons == set(lessons), f"pages missing: {set(lessons) - seen_lessons}"
+    assert (website.BUILD / "screenshots" / f"{SCREENSHOT_OF}.png").stat().st_size > 10_000
+    print(f"{len(every_page)} pages checked in {time.perf_counter() - start:.1f} s")
