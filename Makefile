@@ -24,13 +24,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-<<<<<<< HEAD
 	$(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_PIN)
-	$(BIN)/python -m pip install -e ".[course,test]"
-=======
-	$(BIN)/python -m pip install $(TORCH_PIN)
 	$(BIN)/python -m pip install -e ".[course,test,site]"
->>>>>>> main
 	touch $(STAMP)
 
 course: setup
