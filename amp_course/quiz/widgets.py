@@ -42,19 +42,25 @@ def widgets_available() -> bool:
 # ipywidgets draws choice labels on one line and cuts long ones off ("Multiplying the loss by a
 # scale such as..."); inside a quiz they wrap like prose instead. Shipped once per quiz display.
 STYLE = """<style>
+.amp-quiz-question .widget-html, .amp-quiz-question .widget-radio,
+.amp-quiz-question .widget-checkbox { margin-left: 0; margin-right: 0; }
+.amp-quiz-question .widget-html-content { line-height: 1.4; white-space: normal; }
 .amp-quiz-question .widget-radio-box label,
-.amp-quiz-question .widget-checkbox,
-.amp-quiz-question .widget-checkbox label,
-.amp-quiz-question .widget-checkbox .widget-label-basic,
-.amp-quiz-question .widget-checkbox span {
-  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
-  height: auto !important; line-height: 1.4 !important; width: auto !important;
+.amp-quiz-question .widget-checkbox .widget-label-basic {
+  display: flex !important; align-items: flex-start; justify-content: flex-start;
+  gap: 0.4em; margin: 3px 0; width: 100%;
+  height: auto !important; line-height: 1.4 !important; white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important;
 }
-.amp-quiz-question .widget-radio-box label { margin: 2px 0; align-items: flex-start; }
-.amp-quiz-question .widget-radio-box input { flex: none; margin-top: 4px; }
-.amp-quiz-question .widget-checkbox label { align-items: flex-start; }
-.amp-quiz-question .widget-checkbox input { flex: none; margin-top: 4px; }
-.amp-quiz-question .widget-radio-box, .amp-quiz-question .widget-checkbox { max-width: 100%; }
+.amp-quiz-question .widget-radio-box input, .amp-quiz-question .widget-checkbox input {
+  float: none !important; flex: none; order: -1; height: auto !important;
+  margin: 0.2em 0 0 1px !important;
+}
+.amp-quiz-question .widget-checkbox { align-items: flex-start; }
+.amp-quiz-question .widget-checkbox, .amp-quiz-question .widget-checkbox span {
+  height: auto !important; white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important;
+}
 </style>"""
 
 
