@@ -33,7 +33,7 @@ class BitInspector:
             max=high,
             step=0.01,
             description="|value|",
-            readout_format=".3g",
+            readout=False,  # the box shows the value; the slider's grid would round it
         )
         self.buttons = {
             name: widgets.ToggleButton(
@@ -96,6 +96,11 @@ class BitInspector:
         if self._syncing:
             return
         typed = self.value()
+        if typed and math.isfinite(typed):
+            # The browser snaps a typed magnitude to the slider's grid (steps of 10^0.01) and
+            # sends it back: that echo must not overwrite the exact value in the box.
+            if abs(math.log10(change["new"]) - math.log10(abs(typed))) <= self.slider.step / 2:
+                return
         sign = -1.0 if typed is not None and math.copysign(1.0, typed) < 0 else 1.0
         self._syncing = True
         try:

@@ -234,3 +234,27 @@ def test_lesson_00_memory_chart(lab):
         out = ROOT / "executed"
         out.mkdir(exist_ok=True)
         chart.screenshot(path=str(out / "00_memory_chart.png"))
+
+
+def test_bit_inspector_in_jupyterlab(lab):
+    """Where widgets render, the inspector is one widget; a typed value keeps its exact value."""
+    _, _, folder = lab
+    write_notebook(folder / "bits.ipynb", "import amp_course as ac\nac.inspector.show(0.1)")
+    with notebook_page(lab, "bits.ipynb") as page:
+        box = page.locator(".jp-OutputArea-output .widget-text input")
+        box.wait_for(timeout=60_000)
+        assert page.locator(".jp-OutputArea-output").count() == 1  # displayed once
+        box.fill("65504")
+        box.press("Enter")
+        table = page.locator(".jp-OutputArea-output table")
+        page.wait_for_function(
+            "document.querySelector('.jp-OutputArea-output table')"
+            " && document.querySelector('.jp-OutputArea-output table')"
+            ".innerText.includes('largest finite')",
+            timeout=20_000,
+        )
+        page.wait_for_timeout(1000)  # time for the slider's echo to come back, if it would
+        assert box.input_value() == "65504" and "value = 65504.0" in page.inner_text(
+            ".jp-OutputArea-output"
+        )
+        assert "fp16" in table.inner_text()

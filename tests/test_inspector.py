@@ -293,6 +293,15 @@ def test_widget_box_and_slider_follow_each_other():
     assert "is not a number" in w.table.value
 
 
+def test_widget_keeps_a_typed_value_when_the_browser_snaps_the_slider():
+    w = inspector_widget.BitInspector(0.1)
+    w.box.value = "65504"
+    w.slider.value = 10**4.82  # the browser's slider moves in steps of 10^0.01 and echoes back
+    assert w.box.value == "65504" and "value = 65504.0" in w.table.value
+    w.slider.value = 10**4.9  # a real drag, further than one step
+    assert float(w.box.value) == pytest.approx(10**4.9, rel=1e-5)
+
+
 def test_widget_format_buttons_choose_the_rows():
     w = inspector_widget.BitInspector(0.1, formats=("fp16", "bf16"))
     assert w.formats == ["fp16", "bf16"]
