@@ -28,6 +28,7 @@ __all__ = [
     "lesson",
     "memory",
     "models",
+    "paths",
     "precision",
     "quiz",
     "scaling",

@@ -29,14 +29,17 @@ def _info(args) -> int:
 
 
 def _check_data(args) -> int:
-    from .data import DataIntegrityError, load_mnist_subset
+    from .data import SUBSET_FILE, DataIntegrityError, data_dir, load_mnist_subset
 
     try:
-        images, labels = load_mnist_subset(args.path)
+        path = args.path or data_dir() / SUBSET_FILE
+        images, labels = load_mnist_subset(path)
     except DataIntegrityError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"ok: {len(labels)} digits, {images.shape[1]}x{images.shape[2]}, SHA-256 verified")
+    print(
+        f"ok: {len(labels)} digits, {images.shape[1]}x{images.shape[2]}, SHA-256 verified ({path})"
+    )
     return 0
 
 
@@ -104,8 +107,8 @@ def _grade(args) -> int:
 
 
 def _bench(args) -> int:
-    from .bench import BenchConfig, format_report, run, slug, write_report
-    from .device import pick_device
+    from .bench import BenchConfig, format_report, run, write_report
+    from .device import device_slug, pick_device
 
     device = pick_device(args.device)
     smoke = args.smoke if args.smoke is not None else device.type != "cuda"
@@ -123,7 +126,7 @@ def _bench(args) -> int:
         return 2
     report = run(config, device)
     print(format_report(report))
-    out = args.out or f"reports/{slug(report['device'])}{'-smoke' if smoke else ''}"
+    out = args.out or f"reports/{device_slug(report['device'])}{'-smoke' if smoke else ''}"
     paths = write_report(report, out)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from .paths import course_dir
+
 SUBSET_FILE = "mnist_5k.csv.gz"
 SUBSET_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
 SUBSET_TEST_PER_CLASS = 100  # of the 500 digits per class, the last 100 are the test split
@@ -34,23 +36,16 @@ class MnistData:
 
 
 def data_dir() -> Path:
-    """The course's ``data/`` folder: $AMP_COURSE_DATA, else beside the package, else under the
-    current directory or its parent."""
-    candidates = []
-    if os.environ.get("AMP_COURSE_DATA"):
-        candidates.append(Path(os.environ["AMP_COURSE_DATA"]))
-    candidates += [
-        Path(__file__).resolve().parents[1] / "data",
-        Path.cwd() / "data",
-        Path.cwd().parent / "data",
-    ]
+    """The course's data folder: $AMP_COURSE_DATA, else the one shipped with the package."""
+    candidates = [Path(os.environ["AMP_COURSE_DATA"])] if os.environ.get("AMP_COURSE_DATA") else []
+    candidates.append(course_dir("data"))
     for path in candidates:
         if (path / SUBSET_FILE).exists():
             return path
     raise DataIntegrityError(
         f"Cannot find the course's data folder with {SUBSET_FILE} (looked in: "
         + ", ".join(str(p) for p in candidates)
-        + "). Run the notebook's setup cell, or set AMP_COURSE_DATA to the repository's "
+        + "). Reinstall the course (pip install .), or set AMP_COURSE_DATA to the repository's "
         "data/ folder."
     )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
+import re
 import warnings
 from functools import lru_cache
 
@@ -34,24 +36,38 @@ class DeviceFallbackWarning(UserWarning):
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """Return the torch device for ``"auto"``, ``"cpu"`` or ``"cuda"``.
+    """The torch device for ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
 
-    Warns and falls back to the CPU where the device asked for is not there.
+    Without a CUDA GPU, ``"cuda"`` and ``"cuda:N"`` warn and fall back to the CPU (the lessons
+    still run); with one, ``"cuda:N"`` must name a GPU this machine has.
     """
     key = str(name).strip().lower()
+    index = None
     if key.startswith("cuda:"):
-        key, index = "cuda", key.split(":", 1)[1]
-    else:
-        index = None
+        key, number = "cuda", key.removeprefix("cuda:")
+        if not number.isdigit():
+            key = name  # not a GPU number: refused below with the valid choices
+        else:
+            index = int(number)
     if key not in DEVICE_NAMES:
-        raise ValueError(f"Unknown device {name!r}. Valid choices: {', '.join(DEVICE_NAMES)}.")
+        raise ValueError(
+            f"Unknown device {name!r}. Valid choices: {', '.join(DEVICE_NAMES)} or cuda:N."
+        )
     if key == "cpu":
         return torch.device("cpu")
     if torch.cuda.is_available():
-        return torch.device("cuda", int(index)) if index is not None else torch.device("cuda")
+        if index is None:
+            return torch.device("cuda")
+        count = torch.cuda.device_count()
+        if index >= count:
+            raise ValueError(
+                f"DEVICE={name!r} but this machine has {count} CUDA GPU(s), cuda:0 to "
+                f"cuda:{count - 1}."
+            )
+        return torch.device("cuda", index)
     if key == "cuda":
         warnings.warn(
-            "DEVICE='cuda' was requested but no CUDA GPU is visible "
+            f"DEVICE={name!r} was requested but no CUDA GPU is visible "
             "(torch.cuda.is_available() is False). Falling back to DEVICE='cpu': "
             "the lesson runs, but GPU-only figures are explained instead of measured.",
             DeviceFallbackWarning,
@@ -165,23 +181,70 @@ def use_grad_scaler(autocast_dtype: torch.dtype) -> bool:
     return autocast_dtype == torch.float16
 
 
-def describe_hardware(device: torch.device | str) -> str:
-    """One line naming the device, its precision support and the versions, for notebook headers."""
+def device_name(device: torch.device | str) -> str:
+    """The GPU's name, or ``CPU <processor> (<instruction set torch uses>)``."""
     device = torch.device(device)
-    versions = f"torch {torch.__version__}"
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU {cpu_name()} ({torch.backends.cpu.get_cpu_capability()})"
+
+
+def device_slug(name: str) -> str:
+    """A folder name for a device: ``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"``."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def versions() -> dict[str, str | int | None]:
+    """Python, torch, torchvision, CUDA and cuDNN versions: what a reader needs to compare runs."""
     try:
         import torchvision
 
-        versions += f", torchvision {torchvision.__version__}"
+        vision = torchvision.__version__
     except ImportError:
-        pass
+        vision = None
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": vision,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn,
+    }
+
+
+def machine_record(device: torch.device | str) -> dict:
+    """Where a result was measured: the device, its capability and memory, versions and date."""
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    memory = torch.cuda.get_device_properties(device).total_memory if cuda else None
+    return {
+        "device": device_name(device),
+        "device_type": device.type,
+        "capability": list(torch.cuda.get_device_capability(device)) if cuda else None,
+        "memory_gib": round(memory / 2**30, 1) if cuda else None,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "versions": versions(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def describe_hardware(device: torch.device | str) -> str:
+    """One line naming the device, its precision support and the versions, for notebook headers."""
+    device = torch.device(device)
+    record = machine_record(device)
+    found = record["versions"]
+    software = f"torch {found['torch']}"
+    if found["torchvision"]:
+        software += f", torchvision {found['torchvision']}"
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        major, minor = torch.cuda.get_device_capability(device)
-        mem_gib = torch.cuda.get_device_properties(device).total_memory / 2**30
+        major, minor = record["capability"]
         dtype = dtype_name(pick_autocast_dtype(device))
-        return f"{name} (sm_{major}{minor}, {mem_gib:.0f} GiB), autocast {dtype}; {versions}"
-    cpu = cpu_name()
+        return (
+            f"{record['device']} (sm_{major}{minor}, {record['memory_gib']:.0f} GiB), "
+            f"autocast {dtype}; {software}"
+        )
     bf16 = "native bf16 (AVX512-BF16/AMX)" if cpu_has_fast_bf16() else "no native bf16"
     threads = torch.get_num_threads()
-    return f"CPU {cpu}, {os.cpu_count()} cores ({threads} torch threads), {bf16}; {versions}"
+    return (
+        f"{record['device']}, {os.cpu_count()} cores ({threads} torch threads), {bf16}; {software}"
+    )

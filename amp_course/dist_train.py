@@ -27,7 +27,7 @@ from .data import load_mnist
 from .device import parse_dtype
 from .lesson import seed_everything
 from .models import build_vit
-from .training import autocast
+from .training import autocast, step_and_update
 from .training import make_scaler as make_amp_scaler
 
 STRATEGIES = ("ddp", "fsdp")
@@ -78,6 +78,17 @@ def setup() -> tuple[int, int, torch.device]:
     return dist.get_rank(), dist.get_world_size(), device
 
 
+def mixed_precision_policy(amp_dtype: torch.dtype):
+    """FSDP2's MixedPrecisionPolicy for training with autocast dtype ``amp_dtype``."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
+    # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
+    # a bf16 one (not exactly: fp32 rounds too). param_dtype=None: fp32 training, no cast.
+    low = amp_dtype if amp_dtype != torch.float32 else None
+    return MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+
+
 def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, device: torch.device):
     """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype for the loop)."""
     if strategy == "ddp":
@@ -86,18 +97,14 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
         )
         return ddp, amp_dtype
     try:  # FSDP2 is public from torch 2.6; it runs on CPU with gloo as well as on NCCL GPUs
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from torch.distributed.fsdp import fully_shard
     except ImportError as error:
         raise RuntimeError(
             f"FSDP2 (fully_shard) needs torch >= 2.6; this is {torch.__version__}. "
             "Use --strategy ddp."
         ) from error
 
-    # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
-    # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
-    # a bf16 one (not exactly: fp32 rounds too).
-    low = amp_dtype if amp_dtype != torch.float32 else None
-    policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
+    policy = mixed_precision_policy(amp_dtype)
     for layer in model.encoder.layers:
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
@@ -141,6 +148,19 @@ def checksum(state: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
+def train_step(model, optimizer, scaler, images, labels, *, device, autocast_dtype):
+    """One AMP step on one rank: the same code for DDP, FSDP and a single process.
+
+    Returns the loss and whether the scaler skipped the step (inf/NaN gradients in fp16).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    with autocast(device, autocast_dtype):
+        loss = F.cross_entropy(model(images), labels)
+    scaler.scale(loss).backward()  # DDP/FSDP average the (scaled) gradients across ranks here
+    skipped = step_and_update(scaler, optimizer)  # scaler.step(optimizer), then scaler.update()
+    return loss.item(), skipped
+
+
 def make_optimizer(args: argparse.Namespace, model: torch.nn.Module) -> torch.optim.Optimizer:
     if args.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=args.lr)
@@ -168,19 +188,16 @@ def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, 
     seed_everything(args.seed)
     model = build_vit("tiny").to(device)
     optimizer = make_optimizer(args, model)
-    scaler = torch.amp.GradScaler(device.type, enabled=args.amp_dtype == torch.float16)
+    scaler = make_amp_scaler(device, args.amp_dtype)
     train_set = load_mnist().train
     shards = [iter(shard_loader(train_set, args, rank, world_size)) for rank in range(world_size)]
     for _ in range(args.steps):
         batches = [next(shard) for shard in shards]
         images = torch.cat([images for images, _ in batches]).to(device)
         labels = torch.cat([labels for _, labels in batches]).to(device)
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, args.amp_dtype):
-            loss = F.cross_entropy(model(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        train_step(
+            model, optimizer, scaler, images, labels, device=device, autocast_dtype=args.amp_dtype
+        )
     return full_state(model)
 
 
@@ -199,16 +216,17 @@ def train(args: argparse.Namespace) -> dict:
         batches = iter(loader)
         for _ in range(args.steps):
             images, labels = (t.to(device) for t in next(batches))
-            optimizer.zero_grad(set_to_none=True)
-            with autocast(device, autocast_dtype):
-                loss = F.cross_entropy(model(images), labels)
-            scaler.scale(loss).backward()  # DDP/FSDP average the (scaled) gradients across ranks
-            scale_before = scaler.get_scale() if scaler.is_enabled() else None
-            scaler.step(optimizer)
-            scaler.update()
-            if scale_before is not None and scaler.get_scale() < scale_before:
-                skipped += 1
-            losses.append(loss.item())
+            loss, was_skipped = train_step(
+                model,
+                optimizer,
+                scaler,
+                images,
+                labels,
+                device=device,
+                autocast_dtype=autocast_dtype,
+            )
+            losses.append(loss)
+            skipped += was_skipped
 
         state = full_state(model)
         report = {

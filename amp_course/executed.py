@@ -34,8 +34,7 @@ def stamp_record(device, smoke: bool) -> dict:
     """The stamp for a run on ``device`` in smoke or full mode, dated now (UTC)."""
     import torch
 
-    from .bench import device_name
-    from .device import describe_hardware
+    from .device import describe_hardware, device_name
 
     device = torch.device(device)
     return {

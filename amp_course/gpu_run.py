@@ -8,17 +8,16 @@ Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run witho
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from .device import device_slug, machine_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,26 +55,8 @@ def _driver_version() -> str:
 
 
 def environment_record(device: torch.device) -> dict:
-    """Device name, capability, driver, versions and date for the report header."""
-    import torchvision
-
-    major, minor = torch.cuda.get_device_capability(device)
-    return {
-        "device": torch.cuda.get_device_name(device),
-        "compute_capability": f"{major}.{minor}",
-        "memory_gib": round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1),
-        "driver": _driver_version(),
-        "cuda": torch.version.cuda,
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "python": platform.python_version(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def device_slug(name: str) -> str:
-    """``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"``, for folder names."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    """The machine record (device, capability, memory, versions, date) plus the NVIDIA driver."""
+    return {**machine_record(device), "driver": _driver_version()}
 
 
 def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[dict]:
@@ -152,13 +133,9 @@ def run_nbval(executed_dir: Path, out_dir: Path, timeout_s: int) -> int:
 
 
 def run_bench(out_dir: Path) -> str:
-    """The benchmark matrix at full size, if this version of the course has it."""
-    import importlib.util
-
+    """The benchmark matrix at full size, with torch.compile and fused AdamW variants."""
     from . import cli
 
-    if importlib.util.find_spec("amp_course.bench") is None:
-        return "skipped: this version has no `amp-course bench`"
     code = cli.main(["bench", "--full", "--compile", "--fused", "--out", str(out_dir / "bench")])
     return "passed" if code == 0 else f"failed (exit {code})"
 
@@ -187,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = args.notebooks or default_notebooks()
     print(
         f"GPU run on {record['device']} (driver {record['driver']}, "
-        f"torch {record['torch']}) -> {out}"
+        f"torch {record['versions']['torch']}) -> {out}"
     )
     record["notebooks"] = run_notebooks(notebooks, out / "notebooks", args.cell_timeout)
     record["nbval"] = (

@@ -18,6 +18,16 @@ INSPECTED_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2")
 _INT_VIEW = {32: torch.int32, 16: torch.int16, 8: torch.uint8}
 
 
+def int_view(stored: torch.Tensor) -> int:
+    """The bits of a one-element float tensor as an unsigned integer (the sign bit on top).
+
+    ``view`` reinterprets the bits as a (signed) integer of the same width; the mask makes it
+    unsigned.
+    """
+    width = torch.finfo(stored.dtype).bits
+    return stored.view(_INT_VIEW[width]).item() & (2**width - 1)
+
+
 @dataclass(frozen=True)
 class BitFields:
     """One value rounded into one format, split into its bit fields."""
@@ -136,7 +146,7 @@ def _pattern(value: float, fmt: FloatFormat) -> int:
     else:  # round once here; the float32 holding the result converts exactly (or overflows)
         exact = _nearest(value, fmt) if math.isfinite(value) else value
         stored = torch.tensor(exact, dtype=torch.float32).to(fmt.dtype)
-    return stored.view(_INT_VIEW[fmt.bits]).item() & (2**fmt.bits - 1)
+    return int_view(stored)
 
 
 def _fields(pattern: int, fmt: FloatFormat) -> tuple[int, int, int]:

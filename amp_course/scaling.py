@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from .training import step_and_update
+
 FP16 = torch.finfo(torch.float16)
-FP16_SMALLEST_SUBNORMAL = 2.0**-24  # torch.finfo(float16).smallest_normal * 2**-10
 FP16_SMALLEST_NORMAL = FP16.smallest_normal  # 2**-14
 FP16_MAX = FP16.max  # 65504
 
@@ -72,15 +73,14 @@ def mlp(
     seed: int = 0, in_features: int = 784, hidden: int = 64, num_classes: int = 10, device=None
 ):
     """A small two-layer MLP for MNIST, seeded so two calls build identical models."""
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    model = torch.nn.Sequential(
-        torch.nn.Flatten(),
-        torch.nn.Linear(in_features, hidden),
-        torch.nn.ReLU(),
-        torch.nn.Linear(hidden, num_classes),
-    )
-    torch.random.set_rng_state(generator_state)
+    with torch.random.fork_rng(devices=[]):  # seeds a copy of the CPU generator, then restores it
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(
+            torch.nn.Flatten(),
+            torch.nn.Linear(in_features, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(hidden, num_classes),
+        )
     return model.to(device)
 
 
@@ -128,12 +128,8 @@ def run_with_scaler(
         if step in inject_inf_at:
             with torch.no_grad():
                 first_param.grad.view(-1)[0] = float("inf")
-        scale_before = scaler.get_scale()
-        scaler.step(optimizer)
-        scaler.update()
+        run.skipped.append(step_and_update(scaler, optimizer))
         run.scales.append(scaler.get_scale())
-        # A scaler lowers its scale exactly when it found inf/NaN and skipped the step.
-        run.skipped.append(run.scales[-1] < scale_before)
         run.losses.append(loss.item())
     return run
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
 
+@functools.lru_cache(maxsize=256)  # a pure function, and each call integrates a fine grid
 def t_quantile(probability: float, df: int) -> float:
     """The ``probability`` quantile of Student's t with ``df`` degrees of freedom.
 

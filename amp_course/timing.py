@@ -1,14 +1,18 @@
 """Timing: warmed-up, synchronised measurements with median and spread, built on
 torch.utils.benchmark.
 
-Measuring (``measure``), the result (torch's ``Measurement``) and presenting (``summarise``,
-``compare_table``) are kept apart, as torch.utils.benchmark does.
+Measuring (``measure``, and ``round_robin`` for several functions interleaved), the result
+(torch's ``Measurement``) and presenting (``summarise``, ``format_time``) are kept apart, as
+torch.utils.benchmark does. ``SimulatedQueue`` stands in for a GPU's asynchronous stream, so a
+CPU can show why a timer must synchronise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import torch
 from torch.utils import benchmark
@@ -66,14 +70,57 @@ def measure(
     return benchmark.Measurement.merge(runs)[0]
 
 
+def round_robin(
+    fns: dict[str, Callable[[], object]],
+    *,
+    device,
+    rounds: int,
+    min_run_time: float,
+    label: str = "",
+    context: Callable[[str], AbstractContextManager] | None = None,
+) -> tuple[dict[str, benchmark.Measurement], dict[str, str]]:
+    """Time each ``fns[name]`` round-robin (A/B interleaved); a function that raises is dropped.
+
+    Each round measures every function once, so drift in machine load or clocks hits them all
+    alike; ``context(name)``, when given, is entered around each measurement (e.g. a mode's
+    precision flags). Returns ({name: merged Measurement}, {name: why it failed}).
+    """
+    runs: dict[str, list[benchmark.Measurement]] = {name: [] for name in fns}
+    failed: dict[str, str] = {}
+    for round_index in range(rounds):
+        for name, fn in fns.items():
+            if name in failed:
+                continue
+            try:
+                with context(name) if context else contextlib.nullcontext():
+                    runs[name].append(
+                        measure(
+                            fn,
+                            device=device,
+                            warmup=3 if round_index == 0 else 1,
+                            min_run_time=min_run_time,
+                            repeats=3,
+                            label=label,
+                            description=name,
+                        )
+                    )
+            except Exception as error:  # noqa: BLE001 - report the function as failed, never crash
+                failed[name] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    merged = {
+        name: benchmark.Measurement.merge(ms)[0]
+        for name, ms in runs.items()
+        if ms and name not in failed
+    }
+    return merged, failed
+
+
 def summarise(measurement: benchmark.Measurement) -> dict:
-    """Median, IQR and run count of a Measurement, in seconds, as a plain dict."""
+    """Median, IQR, mean and run count of a Measurement, in seconds, as a plain dict."""
     return {
         "median_s": measurement.median,
         "iqr_s": measurement.iqr,
         "mean_s": measurement.mean,
         "runs": len(measurement.times),
-        "label": measurement.description or measurement.sub_label or measurement.label,
     }
 
 
@@ -85,8 +132,28 @@ def format_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def compare_table(measurements: list[benchmark.Measurement]) -> str:
-    """torch.utils.benchmark's comparison table of several Measurements, as text."""
-    compare = benchmark.Compare(measurements)
-    compare.trim_significant_figures()
-    return str(compare)
+class SimulatedQueue:
+    """A stand-in for a GPU's asynchronous stream, so a CPU can show why timers must synchronise.
+
+    ``launch(seconds)`` queues that much work and returns at once, as a CUDA kernel launch does;
+    ``synchronize()`` blocks until the queued work would have finished. Inside ``as_cuda()``,
+    ``torch.cuda.synchronize`` is this queue's, so code written for a GPU can be timed here.
+    """
+
+    def __init__(self):
+        self.busy_until = time.perf_counter()
+
+    def launch(self, seconds: float) -> None:
+        self.busy_until = max(self.busy_until, time.perf_counter()) + seconds
+
+    def synchronize(self, device=None) -> None:
+        delay = self.busy_until - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+    @contextlib.contextmanager
+    def as_cuda(self) -> Iterator[SimulatedQueue]:
+        from unittest import mock
+
+        with mock.patch("torch.cuda.synchronize", self.synchronize):
+            yield self

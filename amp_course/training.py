@@ -28,6 +28,19 @@ def make_scaler(device: torch.device | str, autocast_dtype: torch.dtype | None, 
     return torch.amp.GradScaler(device.type, enabled=enabled, **kwargs)
 
 
+def step_and_update(scaler, optimizer) -> bool:
+    """``scaler.step(optimizer)`` then ``scaler.update()``; returns True when the step was skipped.
+
+    A GradScaler skips ``optimizer.step()`` exactly when it found inf/NaN gradients, and then
+    its ``update()`` lowers the scale (by ``backoff_factor``); otherwise the scale stays or grows.
+    So a lower scale after ``update()`` means a skipped step. A disabled scaler never skips.
+    """
+    scale_before = scaler.get_scale()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale() < scale_before
+
+
 @dataclass
 class EpochResult:
     """What one pass over the data produced."""
@@ -58,14 +71,18 @@ def train_epoch(
 
     scaler: a ``torch.amp.GradScaler`` (use ``make_scaler``); None means a disabled one, so the
     same code runs fp32, bf16 and fp16. Clipping happens after ``scaler.unscale_`` so the
-    threshold applies to true gradients. With ``accumulation_steps`` > 1 the loss is divided by
-    it and the optimizer steps (and the scaler updates) once per group of batches.
+    threshold applies to true gradients. With ``accumulation_steps`` > 1 the optimizer steps
+    (and the scaler updates) once per group of that many batches, and each loss is divided by
+    the number of batches in its group, so a step gets the mean gradient of its group: with
+    equal-size batches, exactly one large batch's. The last group may be shorter (the epoch's
+    batch count need not be a multiple); it is divided by its own length, not by
+    ``accumulation_steps``, so its step is not made smaller.
     """
     device = torch.device(device)
     if accumulation_steps < 1:
         raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}.")
     if scaler is None:
-        scaler = torch.amp.GradScaler(device.type, enabled=False)
+        scaler = make_scaler(device, None)
     result = EpochResult()
     model.train()
     optimizer.zero_grad(set_to_none=True)
@@ -76,20 +93,18 @@ def train_epoch(
         if index >= total:
             break
         inputs, targets = inputs.to(device), targets.to(device)
+        group_start = index - index % accumulation_steps
+        group_size = min(accumulation_steps, total - group_start)
         with autocast(device, autocast_dtype):
             loss = loss_fn(model(inputs), targets)
-        scaler.scale(loss / accumulation_steps).backward()
+        scaler.scale(loss / group_size).backward()
         result.losses.append(loss.item())
         if (index + 1) % accumulation_steps == 0 or index + 1 == total:
             if max_grad_norm is not None:
                 scaler.unscale_(optimizer)
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
                 result.grad_norms.append(norm.item())
-            scale_before = scaler.get_scale()
-            scaler.step(optimizer)
-            scaler.update()
-            # The scaler lowers its scale exactly when it skipped the step for inf/NaN grads.
-            if scaler.is_enabled() and scaler.get_scale() < scale_before:
+            if step_and_update(scaler, optimizer):
                 result.skipped_steps += 1
             result.optimizer_steps += 1
             optimizer.zero_grad(set_to_none=True)

@@ -1,11 +1,10 @@
 import json
 import time
-from unittest import mock
 
 import pytest
 import torch
 
-from amp_course import bench, cli, models, precision, timing
+from amp_course import bench, cli, models, precision
 
 
 def test_vit_b16_training_step_flops_match_the_analytic_count():
@@ -44,33 +43,30 @@ def _flags():
     return state["matmul"], state["conv"]
 
 
-@pytest.mark.parametrize(
-    "fits_up_to, limit, expected",
-    [
-        (300, 4096, 296),
-        (5000, 1024, 1024),
-        (4, 4096, 0),
-        (8, 4096, 8),
-        (2500, 3000, 2496),
-        (5000, 3000, 3000),
-    ],
-)
-def test_largest_batch_bisects_on_out_of_memory(fits_up_to, limit, expected):
-    tried = []
-
-    def try_batch(n):
-        tried.append(n)
-        if n > fits_up_to:
-            raise bench.OutOfMemoryError("CUDA out of memory (simulated)")
-
-    assert bench.largest_batch(try_batch, limit) == expected
-    assert all(n % 8 == 0 for n in tried) and len(tried) < 20
-
-
 def test_unavailable_modes_are_skipped_with_a_reason_on_cpu():
     cpu = torch.device("cpu")
     assert "CUDA" in bench.skip_reason(bench.Mode("tf32"), cpu)
     assert bench.skip_reason(bench.Mode("bf16"), cpu) is None
+
+
+def test_a_mode_that_fails_is_reported_as_skipped_and_the_others_run(monkeypatch):
+    real_mm = torch.mm
+
+    def mm(a, b):  # as if this build had no bf16 matmul kernel
+        if a.dtype == torch.bfloat16:
+            raise RuntimeError("\"addmm\" not implemented for 'BFloat16'")
+        return real_mm(a, b)
+
+    monkeypatch.setattr(torch, "mm", mm)
+    config = bench.BenchConfig.smoke_config(
+        precisions=("fp32", "bf16"), workloads=("matmul",), matmul_sizes=(32,), min_run_time=0.005
+    )
+    report = bench.run(config, "cpu", progress=None)
+    rows = {r["mode"]: r for r in report["results"]["matmul"]}
+    assert rows["fp32"]["tflops"] > 0 and "skipped" not in rows["fp32"]
+    assert rows["bf16"]["skipped"].startswith('RuntimeError: "addmm" not implemented')
+    assert "tflops" not in rows["bf16"]
+    assert "bf16             skipped: RuntimeError" in bench.format_report(report)
 
 
 def test_bad_names_get_clear_errors(capsys):
@@ -78,6 +74,31 @@ def test_bad_names_get_clear_errors(capsys):
         bench.BenchConfig.smoke_config(precisions=("fp8",)).validate()
     assert cli.main(["bench", "--device", "cpu", "--workloads", "resnet"]) == 2
     assert "Unknown workload 'resnet'" in capsys.readouterr().err
+
+
+def reference_work_seconds() -> float:
+    """Seconds that 200 single-threaded steps of a small MLP take on this machine right now.
+
+    A time budget is a ratio to this: a slow or busy machine slows both alike, so the ratio
+    fails only when the measured code itself gets slower.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        x, y = torch.randn(64, 256, generator=generator), torch.randint(0, 10, (64,))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
+        )
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        start = time.perf_counter()
+        for _ in range(200):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        return time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -88,19 +109,23 @@ def smoke_run(tmp_path_factory):
     before = _flags()
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
     threads = torch.get_num_threads()
+    reference = reference_work_seconds()
     start = time.perf_counter()
     try:
         code = cli.main(["bench", "--device", "cpu", "--smoke", "--out", str(out)])
         after = _flags()
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    seconds = time.perf_counter() - start
+    reference = (reference + reference_work_seconds()) / 2  # the load before and after
     return dict(
         code=code,
         out=out,
         flags=flags,
         after=after,
         threads=threads,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
+        reference=reference,
     )
 
 
@@ -133,31 +158,11 @@ def test_smoke_bench_restores_flags_and_threads(smoke_run):
 
 
 def test_smoke_bench_is_quick(smoke_run):
-    assert smoke_run["seconds"] < 60  # CI budget 30 s; this machine may be shared
-
-
-def test_measure_synchronises_a_cuda_device():
-    with mock.patch("torch.cuda.synchronize") as sync:
-        timing.measure(lambda: None, device="cuda", warmup=1, min_run_time=0.01, repeats=2)
-    assert sync.call_count >= 3  # after warm-up and at every clock reading
-    assert all(call.args[0] == torch.device("cuda") for call in sync.call_args_list)
-
-
-def test_an_unsynchronised_timer_lies_and_measure_does_not():
-    queue = bench.SimulatedQueue()
-
-    def step():  # returns at once; its 3 ms of work runs "on the GPU"
-        queue.launch(0.003)
-
-    with queue.as_cuda():
-        start = time.perf_counter()
-        for _ in range(10):
-            step()
-        naive = (time.perf_counter() - start) / 10
-        queue.synchronize()
-        measured = timing.measure(step, device="cuda", warmup=1, min_run_time=0.06, repeats=3)
-    assert naive < 0.001
-    assert measured.median == pytest.approx(0.003, rel=0.3)
+    # 25-35x the reference work on 2 shared cores (11-14 s): a margin of about 2x.
+    ratio = smoke_run["seconds"] / smoke_run["reference"]
+    assert ratio < 70, (
+        f"the smoke bench took {smoke_run['seconds']:.1f} s, {ratio:.0f}x the reference"
+    )
 
 
 @pytest.mark.gpu

@@ -20,7 +20,7 @@ assert package_root == pathlib.Path("amp-course").resolve(), package_root
 images, labels = ac.data.load_mnist_subset()
 print("digits", len(labels))
 print("data", ac.data.data_dir())
-print("quizzes", (package_root / "quizzes").is_dir())
+print("quizzes", ac.quiz.QUIZ_DIR == package_root / "quizzes" and ac.quiz.QUIZ_DIR.is_dir())
 """
 
 

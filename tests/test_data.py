@@ -25,9 +25,8 @@ def test_corrupt_file_is_refused(tmp_path):
 
 def test_missing_data_folder_says_how_to_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("AMP_COURSE_DATA", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(data, "__file__", str(tmp_path / "pkg" / "data.py"))
-    with pytest.raises(data.DataIntegrityError, match="AMP_COURSE_DATA"):
+    monkeypatch.setattr(data, "course_dir", lambda name: tmp_path / "pkg" / name)
+    with pytest.raises(data.DataIntegrityError, match="pip install .*AMP_COURSE_DATA"):
         data.data_dir()
 
 

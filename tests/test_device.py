@@ -21,6 +21,28 @@ def test_cuda_without_gpu_warns_and_names_fallback():
         assert dev.pick_device("cuda") == torch.device("cpu")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU fallback")
+def test_numbered_cuda_without_gpu_falls_back_to_cpu():
+    with pytest.warns(dev.DeviceFallbackWarning, match="DEVICE='cuda:1'.*no CUDA GPU"):
+        assert dev.pick_device("cuda:1") == torch.device("cpu")
+
+
+def test_numbered_cuda_picks_that_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert dev.pick_device("cuda:1") == torch.device("cuda", 1)
+    assert dev.pick_device(" CUDA:0 ") == torch.device("cuda", 0)
+    assert dev.pick_device("cuda") == torch.device("cuda")
+    with pytest.raises(ValueError, match="has 2 CUDA GPU.*cuda:0 to cuda:1"):
+        dev.pick_device("cuda:2")
+
+
+@pytest.mark.parametrize("name", ["cuda:", "cuda:x", "cuda:-1", "cuda:1.5"])
+def test_malformed_cuda_number_lists_valid_choices(name):
+    with pytest.raises(ValueError, match="Valid choices: auto, cpu, cuda or cuda:N"):
+        dev.pick_device(name)
+
+
 @pytest.mark.parametrize(
     "name,dtype",
     [
@@ -106,3 +128,16 @@ def test_describe_hardware_is_one_line_with_versions():
     assert "\n" not in line
     assert torch.__version__ in line
     assert "CPU" in line
+
+
+def test_device_slug():
+    assert dev.device_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert dev.device_slug("Tesla T4") == "tesla-t4"
+    assert dev.device_slug("CPU x86_64 (AVX2)") == "cpu-x86-64-avx2"
+
+
+def test_machine_record_of_a_cpu():
+    record = dev.machine_record("cpu")
+    assert record["device"] == dev.device_name("cpu") and record["device"].startswith("CPU ")
+    assert record["device_type"] == "cpu" and record["capability"] is None
+    assert record["versions"]["torch"] == torch.__version__ and record["date"]

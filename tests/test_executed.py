@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from amp_course import executed
-from amp_course.bench import device_name
+from amp_course.device import device_name
 
 
 def test_stamp_names_this_machine_and_round_trips(tmp_path):

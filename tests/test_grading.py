@@ -314,6 +314,22 @@ def test_bad_key_is_refused(tmp_path):
         )
 
 
+def test_a_previous_gradebook_is_kept_as_bak(tmp_path):
+    key = tmp_path / "key.json"
+    quiz.publish(FIXTURES / "quizzes" / "source", tmp_path / "learner", key, secret="toy-secret")
+    (tmp_path / "subs").mkdir()  # no submissions: nothing to grade, only the files change
+    out, bak = tmp_path / "gradebook.csv", tmp_path / "gradebook.csv.bak"
+    first = "student,item,points,max_points,status,message\nalice,00.quiz,3,3,ok,\n"
+    out.write_text(first)
+    args = ["grade", str(tmp_path / "subs"), "--key", str(key), "--out", str(out)]
+    assert cli.main([*args, "--masters", str(MASTER.parent)]) == 0
+    assert bak.read_text() == first  # the instructor's earlier gradebook survives
+    second = out.read_text()
+    assert "alice" not in second and second.startswith("student")
+    assert cli.main([*args, "--masters", str(MASTER.parent)]) == 0
+    assert bak.read_text() == second  # each run keeps the gradebook it replaces
+
+
 def test_cli_entry_point_runs():
     result = subprocess.run(
         [sys.executable, "-m", "amp_course.cli", "grade", "--help"],

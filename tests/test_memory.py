@@ -63,6 +63,29 @@ def test_peak_cuda_memory_sees_an_allocation():
     assert peak >= 2**28
 
 
+@pytest.mark.parametrize(
+    "fits_up_to, limit, expected",
+    [
+        (300, 4096, 296),
+        (5000, 1024, 1024),
+        (4, 4096, 0),
+        (8, 4096, 8),
+        (2500, 3000, 2496),
+        (5000, 3000, 3000),
+    ],
+)
+def test_largest_batch_bisects_on_out_of_memory(fits_up_to, limit, expected):
+    tried = []
+
+    def try_batch(n):
+        tried.append(n)
+        if n > fits_up_to:
+            raise memory.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    assert memory.largest_batch(try_batch, limit) == expected
+    assert all(n % 8 == 0 for n in tried) and len(tried) < 20
+
+
 def test_gpus_needed_shards_state_across_the_gpus():
     gib = 2**30
     # 100 GiB of AdamW state cannot sit on one 80 GiB GPU; split over the GPUs it fits.

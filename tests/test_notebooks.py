@@ -59,9 +59,13 @@ def test_papermill_smoke(path, tmp_path):
     _executed.stamp(out, pick_device("auto"), smoke=True)  # the device DEVICE="auto" picks
     executed = nbformat.read(out, as_version=4)
     assert not _errors(executed)
-    # The lesson computed and showed something: printed text and at least one figure.
-    outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    # The lesson computed and showed something: printed text, and a figure where it plots.
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    outputs = [o for c in code for o in c.get("outputs", [])]
     assert any(o.get("output_type") == "stream" for o in outputs)
+    if any("matplotlib" in c.source for c in code):
+        figures = [o for o in outputs if "image/png" in o.get("data", {})]
+        assert figures, f"{path.name} imports matplotlib but showed no figure"
     assert elapsed < SMOKE_BUDGET_S, f"{path.name} took {elapsed:.0f} s in smoke mode"
 
 

@@ -1,5 +1,7 @@
+import contextlib
 import statistics
 import time
+from unittest import mock
 
 import torch
 
@@ -35,8 +37,10 @@ def test_measure_agrees_with_torch_benchmark_on_a_matmul():
                 run()
     finally:
         torch.set_num_threads(threads)
+    # A bug (calls miscounted, warm-up timed, the clock read twice per call) is off by a factor;
+    # load on a shared machine moves this ratio by up to about 10-20%.
     ratio = statistics.median(ours) / statistics.median(reference)
-    assert abs(ratio - 1) < 0.05, ratio
+    assert 0.75 < ratio < 1.33, ratio
 
 
 def test_format_time():
@@ -45,11 +49,52 @@ def test_format_time():
     assert timing.format_time(3e-6) == "3 µs"
 
 
-def test_compare_table_names_each_measurement():
-    a = torch.randn(64, 64)
-    ms = [
-        timing.measure(lambda: a @ a, min_run_time=0.05, label="mm", description=d)
-        for d in ("first", "second")
-    ]
-    table = timing.compare_table(ms)
-    assert "first" in table and "second" in table
+def test_measure_synchronises_a_cuda_device():
+    with mock.patch("torch.cuda.synchronize") as sync:
+        timing.measure(lambda: None, device="cuda", warmup=1, min_run_time=0.01, repeats=2)
+    assert sync.call_count >= 3  # after warm-up and at every clock reading
+    assert all(call.args[0] == torch.device("cuda") for call in sync.call_args_list)
+
+
+def test_an_unsynchronised_timer_lies_and_measure_does_not():
+    queue = timing.SimulatedQueue()
+
+    def step():  # returns at once; its 3 ms of work runs "on the GPU"
+        queue.launch(0.003)
+
+    with queue.as_cuda():
+        start = time.perf_counter()
+        for _ in range(10):
+            step()
+        naive = (time.perf_counter() - start) / 10
+        queue.synchronize()
+        measured = timing.measure(step, device="cuda", warmup=1, min_run_time=0.06, repeats=3)
+    # Synchronised clock readings wait for all queued work, so no call can look shorter than its
+    # 3 ms; the naive timer saw only the launches.
+    assert measured.median >= 0.003 * 0.999
+    assert measured.median < 0.006  # not double-counted (queue gaps under load add a little)
+    assert naive < measured.median / 3
+
+
+def test_round_robin_drops_a_function_that_fails_and_keeps_the_others():
+    entered = {"steady": 0, "flaky": 0}
+
+    @contextlib.contextmanager
+    def per_measurement(name):  # what the benchmark uses to set a mode's precision flags
+        entered[name] += 1
+        yield
+
+    def flaky():  # works in the first round, then breaks (as an out-of-memory error would)
+        if entered["flaky"] >= 2:
+            raise RuntimeError("kernel failed\nsecond line of the error")
+
+    measured, failed = timing.round_robin(
+        {"steady": lambda: None, "flaky": flaky},
+        device="cpu",
+        rounds=3,
+        min_run_time=0.003,
+        context=per_measurement,
+    )
+    assert set(measured) == {"steady"} and len(measured["steady"].times) == 9  # 3 rounds x 3
+    assert failed == {"flaky": "RuntimeError: kernel failed"}  # its first round is dropped too
+    assert entered == {"steady": 3, "flaky": 2}  # once failed, it is not run again

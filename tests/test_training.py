@@ -55,24 +55,29 @@ def test_bf16_epoch_runs_under_autocast_and_stays_close_to_fp32():
         torch.testing.assert_close(p, q, atol=0.05, rtol=0.05)
 
 
-def test_accumulation_equals_one_large_batch():
-    model, loader = _setup(n=64, batch=16)
+# 4 batches of 16 with accumulation_steps=4: one step over all 64 samples. 6 batches: groups of
+# 4 and 2 batches, so two steps; the short last group divided by 4 instead of 2 would get half
+# the gradient of the large batch it stands for.
+@pytest.mark.parametrize("num_samples, groups", [(64, [(0, 64)]), (96, [(0, 64), (64, 96)])])
+def test_each_accumulation_group_equals_its_large_batch(num_samples, groups):
+    model, loader = _setup(n=num_samples, batch=16)
     big = copy.deepcopy(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     result = training.train_epoch(
         model,
         loader,
-        opt,
+        torch.optim.SGD(model.parameters(), lr=0.1),
         nn.functional.cross_entropy,
         device="cpu",
         accumulation_steps=4,
         progress=False,
     )
-    assert result.optimizer_steps == 1
+    assert result.optimizer_steps == len(groups) and len(result.losses) == num_samples // 16
     big_opt = torch.optim.SGD(big.parameters(), lr=0.1)
     x, y = loader.dataset.tensors
-    nn.functional.cross_entropy(big(x), y).backward()
-    big_opt.step()
+    for start, stop in groups:
+        big_opt.zero_grad()
+        nn.functional.cross_entropy(big(x[start:stop]), y[start:stop]).backward()
+        big_opt.step()
     for p, q in zip(model.parameters(), big.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
 
@@ -136,10 +141,26 @@ def test_scaler_disabled_for_bf16_and_fp32():
     assert not training.make_scaler("cpu", None).is_enabled()
 
 
-def test_evaluate_accuracy():
-    model, loader = _setup()
-    loss, accuracy = training.evaluate(model, loader, device="cpu", autocast_dtype=torch.bfloat16)
-    assert 0.0 <= accuracy <= 1.0 and loss > 0
+def test_evaluate_counts_every_sample_once():
+    # The model's logits are its inputs, so it predicts argmax(x); 10 of the 50 labels disagree.
+    torch.manual_seed(0)
+    x = torch.randn(50, 3)
+    y = x.argmax(dim=1)
+    y[:10] = (y[:10] + 1) % 3
+    model = nn.Linear(3, 3)
+    with torch.no_grad():
+        model.weight.copy_(torch.eye(3))
+        model.bias.zero_()
+    loader = DataLoader(TensorDataset(x, y), batch_size=16)  # 16, 16, 16 and a last batch of 2
+    loss, accuracy = training.evaluate(model, loader, device="cpu")
+    assert accuracy == 40 / 50
+    # The mean over samples (a mean over batches would weigh the last 2 samples like 16).
+    assert loss == pytest.approx(nn.functional.cross_entropy(x, y).item(), rel=1e-6)
+    loss_bf16, accuracy_bf16 = training.evaluate(
+        model, loader, device="cpu", autocast_dtype=torch.bfloat16
+    )
+    assert accuracy_bf16 == 40 / 50 and loss_bf16 == pytest.approx(loss, rel=0.02)
+    assert model.training  # evaluate puts the model back in training mode
 
 
 def test_bad_accumulation_steps():

@@ -6,20 +6,22 @@ import math
 
 import torch
 
+from ..inspector import int_view
 from . import ExerciseFailed, exercise
 
 # (exponent bits, mantissa bits) of the formats the exercise covers.
 LAYOUTS = {torch.float32: (8, 23), torch.float16: (5, 10), torch.bfloat16: (8, 7)}
-_INT_VIEW = {32: torch.int32, 16: torch.int16}
+
+
+def _bits(value: float, dtype: torch.dtype) -> int:
+    """The unsigned bits of ``value`` cast to ``dtype`` by torch (its integer view, masked)."""
+    return int_view(torch.tensor(value, dtype=torch.float64).to(dtype))
 
 
 def decompose_bits(value: float, dtype: torch.dtype) -> tuple[int, int, int]:
     """Reference: (sign, biased exponent, mantissa) of ``value`` cast to ``dtype``."""
     exponent_bits, mantissa_bits = LAYOUTS[dtype]
-    width = 1 + exponent_bits + mantissa_bits
-    stored = torch.tensor(value, dtype=torch.float64).to(dtype)
-    # view() reinterprets the bits as a signed integer; the mask makes them unsigned.
-    bits = stored.view(_INT_VIEW[width]).item() & ((1 << width) - 1)
+    bits = _bits(value, dtype)
     sign = bits >> (exponent_bits + mantissa_bits)
     exponent = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
     mantissa = bits & ((1 << mantissa_bits) - 1)
@@ -34,13 +36,7 @@ def check_bit_fields(decompose):
     for dtype, (exponent_bits, mantissa_bits) in LAYOUTS.items():
         width = 1 + exponent_bits + mantissa_bits
         for value in CASES:
-            bits = torch.tensor(value, dtype=torch.float64).to(dtype).view(_INT_VIEW[width]).item()
-            bits &= (1 << width) - 1
-            want = (
-                bits >> (width - 1),
-                (bits >> mantissa_bits) & ((1 << exponent_bits) - 1),
-                bits & ((1 << mantissa_bits) - 1),
-            )
+            bits, want = _bits(value, dtype), decompose_bits(value, dtype)
             got = decompose(value, dtype)
             try:
                 got = tuple(int(x) for x in got)

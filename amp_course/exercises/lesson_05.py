@@ -5,20 +5,17 @@ from __future__ import annotations
 import math
 import time
 
-from ..bench import SimulatedQueue
-from ..timing import synchronize
+from ..bench.flops import mfu
+from ..timing import SimulatedQueue, synchronize
 from . import ExerciseFailed, exercise
 
 
-def _mfu(flops_per_step, step_seconds, peak_tflops):
-    return flops_per_step / step_seconds / (peak_tflops * 1e12)
-
-
-@exercise("05.mfu", solution=_mfu)
+# Reference: ac.bench.mfu, the function the benchmark itself uses.
+@exercise("05.mfu", solution=mfu)
 def check_mfu(fn):
     cases = [(106.6e9 * 64, 0.1, 989.4), (371e9 * 32, 0.25, 312.0), (1e12, 1.0, 1.0)]
     for flops, seconds, peak in cases:
-        expected, got = _mfu(flops, seconds, peak), fn(flops, seconds, peak)
+        expected, got = mfu(flops, seconds, peak), fn(flops, seconds, peak)
         if not isinstance(got, (int, float)) or not math.isfinite(got):
             raise ExerciseFailed(f"mfu{(flops, seconds, peak)} should be a number, got {got!r}.")
         if math.isclose(got, 100 * expected, rel_tol=1e-6):

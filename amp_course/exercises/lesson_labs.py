@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from .. import scaling
 from ..data import load_mnist
-from ..training import make_scaler
+from ..training import make_scaler, step_and_update
 from . import ExerciseFailed, exercise
 
 DEVICE = torch.device("cpu")
@@ -235,10 +235,7 @@ def train_scheduled(model, optimizer, scheduler, scaler, batches):
     for images, labels in batches:
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(forward_loss(model, images, labels)).backward()
-        scale_before = scaler.get_scale()
-        scaler.step(optimizer)
-        scaler.update()
-        if scaler.get_scale() >= scale_before:  # a lower scale means the step was skipped
+        if not step_and_update(scaler, optimizer):  # the optimizer really stepped
             scheduler.step()
 
 

@@ -56,7 +56,6 @@ from .publish import (
 from .schema import (
     FORMAT,
     QUIZ_DIR,
-    ROOT,
     SOURCE_DIR,
     TYPES,
     Choice,
@@ -76,7 +75,6 @@ __all__ = [
     "NUMERIC_BUCKETS",
     "PUBLIC_SALT_PREFIX",
     "QUIZ_DIR",
-    "ROOT",
     "SOURCE_DIR",
     "TYPES",
     "AnswerFileError",

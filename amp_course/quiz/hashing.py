@@ -51,7 +51,7 @@ def answer_hashes(question: Question, lesson: str, salt: str) -> list[str]:
     return sorted(_digest(salt, lesson, question.id, form) for form in forms)
 
 
-def canonical_answer(qtype: str, value, n_choices: int = 0, tolerance: float = 0.0) -> str:
+def canonical_answer(qtype: str, value, tolerance: float = 0.0) -> str:
     """The canonical form of a learner's (already normalised) answer, as hashed."""
     if qtype == "single":
         return str(value)
@@ -64,9 +64,7 @@ def canonical_answer(qtype: str, value, n_choices: int = 0, tolerance: float = 0
 
 def is_correct(entry: dict, lesson: str, qid: str, value, salt: str) -> bool:
     """Check ``value`` against a published entry's hashes (learner file or instructor key)."""
-    canonical = canonical_answer(
-        entry["type"], value, len(entry.get("choices", [])), entry.get("tolerance", 0.0)
-    )
+    canonical = canonical_answer(entry["type"], value, entry.get("tolerance", 0.0))
     return _digest(salt, lesson, qid, canonical) in entry["hashes"]
 
 

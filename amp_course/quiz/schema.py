@@ -13,8 +13,9 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-QUIZ_DIR = ROOT / "quizzes"
+from ..paths import course_dir
+
+QUIZ_DIR = course_dir("quizzes")  # the published learner files
 SOURCE_DIR = QUIZ_DIR / "source"
 TYPES = ("single", "multiple", "numeric", "text")
 FORMAT = 1

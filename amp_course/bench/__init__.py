@@ -1,0 +1,46 @@
+"""Benchmark: precision modes (fp32, TF32, fp16, bf16; optionally compiled or fused) x workloads.
+
+Measuring (``run``, in ``matrix``, over the workloads in ``workloads``), the result (a plain dict,
+saved as JSON) and presenting (``format_report``, ``plot_report``, in ``report``) are separate, as
+in torch.utils.benchmark and ``ac.timing``; FLOPs, published peaks and MFU live in ``flops``.
+Modes are timed round-robin, so drift in machine load or clocks hits every mode alike, and each
+mode sets its precision flags on entry and restores them on exit.
+"""
+
+from .config import (
+    AUTOCAST_DTYPES,
+    MATMUL_DTYPES,
+    MNIST_TRAIN_SIZE,
+    PRECISIONS,
+    WORKLOADS,
+    BenchConfig,
+    Mode,
+    skip_reason,
+)
+from .flops import PEAK_TFLOPS, count_step_flops, mfu, peak_tflops
+from .matrix import run
+from .report import format_report, plot_report, write_report
+from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
+
+__all__ = [
+    "AUTOCAST_DTYPES",
+    "MATMUL_DTYPES",
+    "MNIST_TRAIN_SIZE",
+    "PEAK_TFLOPS",
+    "PRECISIONS",
+    "WORKLOADS",
+    "BenchConfig",
+    "Mode",
+    "bench_matmul",
+    "bench_max_batch",
+    "bench_mnist_cnn",
+    "bench_vit",
+    "count_step_flops",
+    "format_report",
+    "mfu",
+    "peak_tflops",
+    "plot_report",
+    "run",
+    "skip_reason",
+    "write_report",
+]

@@ -1,0 +1,133 @@
+"""The matrix's vocabulary: precisions, workloads, modes, sizes, and when a mode cannot run."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass, field, replace
+
+import torch
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch")
+AUTOCAST_DTYPES = {"fp32": None, "tf32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+MATMUL_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+MNIST_TRAIN_SIZE = 60_000  # an epoch of the MNIST tutorial's CNN is one pass over these digits
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One cell of the matrix: a precision, optionally with torch.compile or fused AdamW."""
+
+    precision: str
+    compile: bool = False
+    fused: bool = False
+
+    @property
+    def name(self) -> str:
+        suffix = ("+compile" if self.compile else "") + ("+fused" if self.fused else "")
+        return self.precision + suffix
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        return AUTOCAST_DTYPES[self.precision]
+
+
+@dataclass
+class BenchConfig:
+    """What to run and at which sizes; ``smoke()`` and ``full()`` give the two standard sizes."""
+
+    precisions: tuple[str, ...] = PRECISIONS
+    workloads: tuple[str, ...] = WORKLOADS
+    compile: bool = False  # add a torch.compile variant of every precision
+    fused: bool = False  # add a fused-AdamW variant of every precision
+    rounds: int = 3  # round-robin passes over the modes (A/B interleaving)
+    min_run_time: float = 0.5  # seconds of timed calls per mode per round
+    matmul_sizes: tuple[int, ...] = (1024, 2048, 4095, 4096, 8192)  # 4095: not a multiple of 8
+    mnist_batch_size: int = 128
+    mnist_batches: int = 32  # distinct batches cycled through by the timed steps
+    mnist_width_divisor: int = 1  # 1: the scenario's CNN
+    vit_batch_size: dict = field(default_factory=lambda: {"b16": 64, "l16": 32})
+    vit_overrides: dict = field(default_factory=dict)  # preset -> build_vit overrides
+    max_batch_limit: int = 4096  # the search for the largest batch stops here
+    threads: int | None = None  # CPU threads for the run (None: leave torch's setting)
+    smoke: bool = False
+
+    @classmethod
+    def full(cls, **changes) -> BenchConfig:
+        return replace(cls(), **changes)
+
+    @classmethod
+    def smoke_config(cls, **changes) -> BenchConfig:
+        """Tiny sizes for a CPU: the whole matrix in seconds, nothing meant as a speed figure.
+
+        One thread: at these sizes extra threads only add hand-off overhead, and on a shared
+        machine they fight other processes for cores (steps then take 10x longer and vary).
+        """
+        tiny = dict(image_size=32, patch_size=16, num_heads=2, hidden_dim=32, mlp_dim=64)
+        base = cls(
+            rounds=2,
+            min_run_time=0.02,
+            matmul_sizes=(64, 128),
+            mnist_batch_size=8,
+            mnist_batches=4,
+            mnist_width_divisor=32,
+            vit_batch_size={"b16": 2, "l16": 2},
+            vit_overrides={"b16": {**tiny, "num_layers": 1}, "l16": {**tiny, "num_layers": 2}},
+            max_batch_limit=64,
+            threads=1,
+            smoke=True,
+        )
+        return replace(base, **changes)
+
+    def validate(self) -> None:
+        """Clear errors for unknown names and impossible sizes."""
+        for name in self.precisions:
+            if name not in PRECISIONS:
+                raise ValueError(
+                    f"Unknown precision {name!r}. Valid choices: {', '.join(PRECISIONS)}."
+                )
+        for name in self.workloads:
+            if name not in WORKLOADS:
+                raise ValueError(
+                    f"Unknown workload {name!r}. Valid choices: {', '.join(WORKLOADS)}."
+                )
+        if self.rounds < 1 or self.min_run_time <= 0:
+            raise ValueError("rounds must be >= 1 and min_run_time > 0.")
+        if any(n < 1 for n in self.matmul_sizes):
+            raise ValueError(f"matmul sizes must be positive, got {self.matmul_sizes}.")
+
+    def modes(self) -> list[Mode]:
+        modes = [Mode(p) for p in self.precisions]
+        modes += [Mode(p, compile=True) for p in self.precisions if self.compile]
+        modes += [Mode(p, fused=True) for p in self.precisions if self.fused]
+        return modes
+
+
+def skip_reason(mode: Mode, device: torch.device) -> str | None:
+    """Why ``mode`` cannot run on ``device`` (None: it can). Never raises."""
+    if mode.precision == "tf32":
+        if device.type != "cuda":
+            return "TF32 is a CUDA tensor-core mode; a CPU has none"
+        if torch.cuda.get_device_capability(device) < (8, 0):
+            return "TF32 needs compute capability >= 8.0 (Ampere or later)"
+    if mode.compile:
+        try:
+            dynamo = importlib.import_module("torch._dynamo")
+            if not dynamo.is_dynamo_supported():
+                return f"torch.compile is not supported on Python {sys.version.split()[0]} here"
+        except Exception as error:  # noqa: BLE001 - any import failure means "not available"
+            return f"torch.compile unavailable: {error}"
+    if mode.fused:
+        try:
+            probe = torch.nn.Parameter(torch.zeros(2, device=device))
+            probe.grad = torch.zeros_like(probe)
+            torch.optim.AdamW([probe], fused=True).step()
+        except Exception as error:  # noqa: BLE001 - an unsupported fused kernel raises many types
+            return f"fused AdamW unavailable on {device.type}: {error}"
+    return None

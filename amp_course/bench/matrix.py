@@ -1,0 +1,81 @@
+"""Running the matrix: every available mode on every workload, into one JSON-ready report."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
+import torch
+
+from ..device import machine_record
+from .config import WORKLOADS, BenchConfig, skip_reason
+from .workloads import _skipped, bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
+
+
+def run(
+    config: BenchConfig | None = None,
+    device: torch.device | str = "cpu",
+    progress: Callable[[str], None] | None = print,
+    mnist=None,
+) -> dict:
+    """Run the matrix; returns the report as a JSON-ready dict (see ``format_report``)."""
+    config = config or BenchConfig.full()
+    config.validate()
+    device = torch.device(device)
+    say = progress or (lambda _: None)
+    report = {
+        **machine_record(device),
+        "smoke": config.smoke,
+        "config": asdict(config),
+        "modes": [],
+        "results": {w: [] for w in WORKLOADS},
+        "seconds": {},
+    }
+    runnable, skipped = [], []
+    for mode in config.modes():
+        reason = skip_reason(mode, device)
+        report["modes"].append({"name": mode.name, "available": reason is None, "reason": reason})
+        if reason is None:
+            runnable.append(mode)
+        else:
+            skipped.append((mode, reason))
+            say(f"skip {mode.name}: {reason}")
+    saved_threads = torch.get_num_threads()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    report["threads"] = torch.get_num_threads()
+    try:
+        _run_workloads(report, config, device, runnable, skipped, mnist, say)
+    finally:
+        torch.set_num_threads(saved_threads)
+    return report
+
+
+def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> None:
+    name, ceilings = report["device"], {}
+    for workload in config.workloads:
+        say(f"{workload}: {', '.join(m.name for m in runnable)}")
+        start = time.perf_counter()
+        if workload == "matmul":
+            rows = bench_matmul(runnable, config, device, name)
+            for row in rows:
+                if "tflops" in row:
+                    best = ceilings.get(row["precision"], 0)
+                    ceilings[row["precision"]] = max(best, row["tflops"])
+        elif workload == "mnist_cnn":
+            rows = bench_mnist_cnn(runnable, config, device, mnist)
+        elif workload in ("vit_b16", "vit_l16"):
+            preset = workload.removeprefix("vit_")
+            rows = bench_vit(preset, runnable, config, device, name, ceilings)
+        else:
+            rows = bench_max_batch(runnable, config, device)
+        for mode, reason in skipped:
+            if workload in ("mnist_cnn", "vit_b16", "vit_l16") or not (mode.compile or mode.fused):
+                rows.append(_skipped(workload, mode, reason))
+        report["results"][workload] = rows
+        report["seconds"][workload] = time.perf_counter() - start
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()

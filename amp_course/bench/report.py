@@ -1,0 +1,140 @@
+"""Presenting a bench report: fixed-width tables, a four-panel plot, and the files on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import timing
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_report(report: dict) -> str:
+    """The report as fixed-width text tables, one per workload."""
+    lines = [
+        f"amp-course bench on {report['device']} ({report['date']}; torch "
+        f"{report['versions']['torch']}{'; smoke sizes' if report['smoke'] else ''})"
+    ]
+    columns = {
+        "matmul": [
+            ("size", "size", "d"),
+            ("median", "median_s", "time"),
+            ("TFLOP/s", "tflops", ".3g"),
+            ("peak", "peak_tflops", ".4g"),
+            ("of peak", "fraction_of_peak", ".1%"),
+        ],
+        "mnist_cnn": [
+            ("batch", "batch_size", "d"),
+            ("step", "median_s", "time"),
+            ("img/s", "images_per_s", ".4g"),
+            ("epoch (s)", "epoch_s", ".3g"),
+        ],
+        "vit": [
+            ("batch", "batch_size", "d"),
+            ("step", "median_s", "time"),
+            ("img/s", "images_per_s", ".4g"),
+            ("TFLOP/s", "achieved_tflops", ".3g"),
+            ("MFU", "mfu", ".1%"),
+            ("of matmul", "fraction_of_ceiling", ".1%"),
+            ("peak GiB", "peak_memory_gib", ".2f"),
+        ],
+        "max_batch": [("max batch", "max_batch", "d"), ("limit", "limit", "d")],
+    }
+    for workload, rows in report["results"].items():
+        if not rows:
+            continue
+        cols = columns["vit" if workload.startswith("vit_") else workload]
+        lines += [
+            "",
+            f"== {workload} ==",
+            f"{'mode':<16}" + "".join(f"{title:>11}" for title, _, _ in cols),
+        ]
+        for row in rows:
+            if "skipped" in row:
+                lines.append(f"{row['mode']:<16} skipped: {row['skipped']}")
+                continue
+            row = dict(row)
+            if row.get("peak_memory_bytes") is not None:
+                row["peak_memory_gib"] = row["peak_memory_bytes"] / 2**30
+            cells = []
+            for _, key, spec in cols:
+                value = row.get(key)
+                text = (
+                    timing.format_time(value)
+                    if spec == "time" and value is not None
+                    else _fmt(value, spec if spec != "time" else "")
+                )
+                cells.append(f"{text:>11}")
+            lines.append(f"{row['mode']:<16}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def plot_report(report: dict, path: str | Path | None = None):
+    """Four panels: matmul TFLOP/s by size, MNIST epoch time, ViT images/s, largest batch."""
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    ax = axes[0, 0]
+    done = [r for r in results["matmul"] if "tflops" in r]
+    for mode in dict.fromkeys(r["mode"] for r in done):
+        rows = [r for r in done if r["mode"] == mode]
+        (line,) = ax.plot([r["size"] for r in rows], [r["tflops"] for r in rows], "o-", label=mode)
+        if rows[0]["peak_tflops"]:
+            ax.axhline(rows[0]["peak_tflops"], ls="--", lw=0.8, color=line.get_color())
+    sizes = sorted({r["size"] for r in done})
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="n (n x n matmul)",
+        ylabel="TFLOP/s",
+        title="matmul throughput (dashed: published peak)",
+    )
+    if done:
+        ax.set_xticks(sizes, [str(n) for n in sizes], minor=False)
+        ax.minorticks_off()
+        ax.legend(fontsize=8)
+
+    def bars(ax, rows, key, title, ylabel):
+        rows = [r for r in rows if r.get(key) is not None]
+        ax.bar(range(len(rows)), [r[key] for r in rows])
+        ax.set_xticks(
+            range(len(rows)), [r["mode"] for r in rows], rotation=30, ha="right", fontsize=8
+        )
+        ax.set(title=title, ylabel=ylabel)
+        if not rows:
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, "not run here", ha="center", va="center", transform=ax.transAxes)
+
+    bars(axes[0, 1], results["mnist_cnn"], "epoch_s", "MNIST CNN: seconds per epoch", "s")
+    vit_rows = [
+        {**r, "mode": f"{r['workload'].removeprefix('vit_')} {r['mode']}"}
+        for w in ("vit_b16", "vit_l16")
+        for r in results[w]
+    ]
+    bars(axes[1, 0], vit_rows, "images_per_s", "ViT training step", "images/s")
+    bars(
+        axes[1, 1], results["max_batch"], "max_batch", "largest ViT-B/16 batch that fits", "images"
+    )
+    note = " (smoke sizes: not speed figures)" if report["smoke"] else ""
+    fig.suptitle(f"{report['device']}{note}", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def write_report(report: dict, out_dir: str | Path) -> dict[str, Path]:
+    """Write bench.json, bench.txt and bench.png under ``out_dir``; returns their paths."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "bench.json", "table": out / "bench.txt", "plot": out / "bench.png"}
+    paths["json"].write_text(json.dumps(report, indent=1) + "\n")
+    paths["table"].write_text(format_report(report) + "\n")
+    plt.close(plot_report(report, paths["plot"]))
+    return paths

@@ -1,0 +1,293 @@
+"""The matrix's workloads: a square matmul, the MNIST CNN, ViT training steps, the largest batch.
+
+Each ``bench_*`` returns one row (a plain dict) per mode: numbers, or ``skipped`` with a reason.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import math
+from collections.abc import Callable, Iterator
+
+import torch
+
+from .. import data as _data
+from .. import models, precision, timing
+from ..memory import largest_batch, peak_cuda_memory
+from ..training import autocast, make_scaler
+from .config import MATMUL_DTYPES, MNIST_TRAIN_SIZE, BenchConfig, Mode
+from .flops import count_step_flops, mfu, peak_tflops
+
+
+def _row(workload: str, mode: Mode, **values) -> dict:
+    return {"workload": workload, "mode": mode.name, "precision": mode.precision, **values}
+
+
+def _skipped(workload: str, mode: Mode, reason: str) -> dict:
+    return _row(workload, mode, skipped=reason)
+
+
+def _time_modes(
+    fns: dict[str, Callable[[], object]],
+    modes: list[Mode],
+    config: BenchConfig,
+    device,
+    label: str,
+) -> tuple[dict, dict]:
+    """Time ``fns`` (one per mode) round-robin, each under its mode's precision flags."""
+    by_name = {m.name: m for m in modes}
+    return timing.round_robin(
+        fns,
+        device=device,
+        rounds=config.rounds,
+        min_run_time=config.min_run_time,
+        label=label,
+        context=lambda name: precision.tf32(by_name[name].precision == "tf32"),
+    )
+
+
+def bench_matmul(
+    modes: list[Mode], config: BenchConfig, device: torch.device, name: str
+) -> list[dict]:
+    """Square matmul throughput per precision and size, against the published peak."""
+    base = [m for m in modes if not (m.compile or m.fused)]  # compile/fused do not change a matmul
+    rows = []
+    for size in config.matmul_sizes:
+        fns = {}
+        for mode in base:
+            dtype = MATMUL_DTYPES[mode.precision]
+            a = torch.randn(size, size, device=device, dtype=dtype)
+            b = torch.randn(size, size, device=device, dtype=dtype)
+            fns[mode.name] = lambda a=a, b=b: torch.mm(a, b)
+        measured, failed = _time_modes(fns, base, config, device, f"matmul {size}")
+        for mode in base:
+            if mode.name in failed:
+                rows.append(_row("matmul", mode, size=size, skipped=failed[mode.name]))
+                continue
+            stats = timing.summarise(measured[mode.name])
+            tflops = 2 * size**3 / stats["median_s"] / 1e12
+            peak = peak_tflops(name, mode.precision)
+            rows.append(
+                _row(
+                    "matmul",
+                    mode,
+                    size=size,
+                    **stats,
+                    tflops=tflops,
+                    peak_tflops=peak,
+                    fraction_of_peak=tflops / peak if peak else None,
+                )
+            )
+    return rows
+
+
+def _train_step(model, optimizer, scaler, mode: Mode, device, batches: Iterator):
+    """One AMP training step over the next preloaded batch (data loading stays outside)."""
+
+    def step():
+        inputs, targets = next(batches)
+        with autocast(device, mode.autocast_dtype):
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+class _Trainer:
+    """A model shared by every mode, one compiled wrapper and one AdamW per fused flag.
+
+    Sharing keeps the memory of a 12-mode matrix at one model's; each mode keeps its own scaler.
+    """
+
+    def __init__(self, model: torch.nn.Module, device):
+        self.model = model.to(device)
+        self.device = device
+        self._compiled = None
+        self.optimizers: dict[bool, torch.optim.Optimizer] = {}
+
+    def step_fn(self, mode: Mode, batches: Iterator):
+        if mode.compile and self._compiled is None:
+            self._compiled = torch.compile(self.model)
+        model = self._compiled if mode.compile else self.model
+        if mode.fused not in self.optimizers:
+            self.optimizers[mode.fused] = torch.optim.AdamW(
+                self.model.parameters(), lr=1e-4, fused=mode.fused or None
+            )
+        scaler = make_scaler(self.device, mode.autocast_dtype)
+        return _train_step(model, self.optimizers[mode.fused], scaler, mode, self.device, batches)
+
+    def clear_state(self) -> None:
+        """Drop every optimizer's state and the gradients, so a memory figure holds one mode's."""
+        for optimizer in self.optimizers.values():
+            optimizer.state.clear()
+        self.model.zero_grad(set_to_none=True)
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _time_training(
+    workload: str,
+    trainer: _Trainer,
+    modes: list[Mode],
+    config: BenchConfig,
+    device,
+    make_batches: Callable[[], Iterator],
+) -> tuple[dict, dict]:
+    fns = {m.name: trainer.step_fn(m, make_batches()) for m in modes}
+    return _time_modes(fns, modes, config, device, workload)
+
+
+def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | None:
+    """Peak CUDA bytes of one step of ``mode`` after a warm-up step created its optimizer state."""
+    if device.type != "cuda":
+        return None
+    trainer.clear_state()
+    step = trainer.step_fn(mode, make_batches())
+    with precision.tf32(mode.precision == "tf32"):
+        step()
+        return peak_cuda_memory(step, device)
+
+
+def bench_mnist_cnn(
+    modes: list[Mode],
+    config: BenchConfig,
+    device: torch.device,
+    mnist: _data.MnistData | None = None,
+) -> list[dict]:
+    """The MNIST tutorial's CNN: time per step on preloaded real digits, and per epoch."""
+    batch = config.mnist_batch_size
+    loader, _ = _data.mnist_loaders(batch, num_train=batch * config.mnist_batches, data=mnist)
+    preloaded = [(x.to(device), y.to(device)) for x, y in loader]  # loading stays untimed
+
+    def make_batches():
+        return itertools.cycle(preloaded)
+
+    trainer = _Trainer(models.MnistCNN(width_divisor=config.mnist_width_divisor), device)
+    measured, failed = _time_training("mnist_cnn", trainer, modes, config, device, make_batches)
+    steps_per_epoch = math.ceil(MNIST_TRAIN_SIZE / batch)
+    rows = []
+    for mode in modes:
+        if mode.name in failed:
+            rows.append(_skipped("mnist_cnn", mode, failed[mode.name]))
+            continue
+        stats = timing.summarise(measured[mode.name])
+        rows.append(
+            _row(
+                "mnist_cnn",
+                mode,
+                batch_size=batch,
+                **stats,
+                images_per_s=batch / stats["median_s"],
+                epoch_s=stats["median_s"] * steps_per_epoch,
+                steps_per_epoch=steps_per_epoch,
+            )
+        )
+    return rows
+
+
+def bench_vit(
+    preset: str,
+    modes: list[Mode],
+    config: BenchConfig,
+    device: torch.device,
+    name: str,
+    ceilings: dict[str, float],
+) -> list[dict]:
+    """A ViT training step on synthetic images: time, images/s, peak memory and MFU."""
+    workload = f"vit_{preset}"
+    overrides = config.vit_overrides.get(preset, {})
+    batch = config.vit_batch_size[preset]
+
+    def build():
+        return models.build_vit(preset, **overrides)
+
+    model = build()
+    size, classes = model.image_size, model.num_classes
+    _, flops_per_image = count_step_flops(build, (1, 3, size, size), classes)
+    images, labels = _data.synthetic_images(
+        batch, image_size=size, num_classes=classes, device=device
+    )
+
+    def make_batches():
+        return itertools.repeat((images, labels))
+
+    trainer = _Trainer(model, device)
+    measured, failed = _time_training(workload, trainer, modes, config, device, make_batches)
+    rows = []
+    for mode in modes:
+        if mode.name in failed:
+            rows.append(_skipped(workload, mode, failed[mode.name]))
+            continue
+        stats = timing.summarise(measured[mode.name])
+        flops = flops_per_image * batch
+        peak = peak_tflops(name, mode.precision)
+        ceiling = ceilings.get(mode.precision)
+        try:
+            memory = _peak_memory(trainer, mode, device, make_batches)
+        except Exception as error:  # noqa: BLE001 - a memory figure is optional
+            memory = None
+            stats["memory_error"] = f"{type(error).__name__}: {error}"[:200]
+        rows.append(
+            _row(
+                workload,
+                mode,
+                batch_size=batch,
+                **stats,
+                images_per_s=batch / stats["median_s"],
+                flops_per_step=flops,
+                achieved_tflops=flops / stats["median_s"] / 1e12,
+                peak_tflops=peak,
+                mfu=mfu(flops, stats["median_s"], peak) if peak else None,
+                matmul_ceiling_tflops=ceiling,
+                fraction_of_ceiling=(
+                    flops / stats["median_s"] / 1e12 / ceiling if ceiling else None
+                ),
+                peak_memory_bytes=memory,
+                config={"preset": preset, **overrides},
+            )
+        )
+    return rows
+
+
+def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device) -> list[dict]:
+    """The largest ViT-B/16 training batch that fits per precision (GPU only)."""
+    base = [m for m in modes if not (m.compile or m.fused)]  # recompiling per size is too slow
+    if device.type != "cuda":
+        return [
+            _skipped("max_batch", m, "GPU only: a CPU swaps instead of failing cleanly")
+            for m in base
+        ]
+    overrides = config.vit_overrides.get("b16", {})
+    trainer = _Trainer(models.build_vit("b16", **overrides), device)
+    size = trainer.model.image_size
+    rows = []
+    for mode in base:
+
+        def try_batch(n, mode=mode):
+            trainer.clear_state()
+            images, labels = _data.synthetic_images(n, image_size=size, device=device)
+            with precision.tf32(mode.precision == "tf32"):
+                trainer.step_fn(mode, itertools.repeat((images, labels)))()
+
+        try:
+            best = largest_batch(try_batch, config.max_batch_limit)
+        except Exception as error:  # noqa: BLE001
+            rows.append(_skipped("max_batch", mode, f"{type(error).__name__}: {error}"[:200]))
+            continue
+        rows.append(
+            _row(
+                "max_batch",
+                mode,
+                model="vit_b16",
+                max_batch=best,
+                limit=config.max_batch_limit,
+                hit_limit=best >= config.max_batch_limit,
+            )
+        )
+    trainer.clear_state()
+    return rows

@@ -1,0 +1,132 @@
+"""Lesson 00 exercise: how many data-parallel GPUs a training job needs, from its bytes."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..memory import gpus_needed
+from . import ExerciseFailed, exercise
+from .solutions.lesson_00 import GIB, USABLE, gpus_for
+
+MIB = 2**20
+# The cases a learner's check cell (seed 0) runs: (parameters, activation bytes per image,
+# global batch, GiB per GPU, AMP). The messages below name them.
+SEED0_CASES = [
+    (1_000_000_000, 150 * MIB, 1024, 24, False),
+    (1_500_000_000, 150 * MIB, 1024, 40, True),
+    (25_000_000, 20 * MIB, 256, 24, False),  # fits on one GPU
+    (5_000_000_000, 10 * MIB, 1024, 80, True),  # the static state alone overflows one GPU
+]
+
+
+def _cases(seed: int) -> list[tuple]:
+    if seed == 0:
+        return SEED0_CASES
+    generator = torch.Generator().manual_seed(seed)
+
+    def pick(low, high):
+        return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+    cases = []
+    for _ in range(6):  # sizes where the static state is a large part of each GPU
+        cases.append(
+            (
+                pick(100, 3000) * 1_000_000,
+                pick(20, 320) * MIB,
+                2 ** pick(9, 12),
+                [24, 40, 80][pick(0, 2)],
+                bool(pick(0, 1)),
+            )
+        )
+    return cases
+
+
+def _plain(value):
+    """A learner's return value as plain data: an int (8.0 counts as 8), a float, None, or repr."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, (float, torch.Tensor)) or type(value).__module__ == "numpy":
+        try:
+            number = float(value)
+        except (TypeError, ValueError, RuntimeError):
+            return repr(value)
+        return int(number) if number.is_integer() else number
+    return repr(value)
+
+
+def observe(fn, seed: int) -> dict:
+    """Call ``fn`` on the cases of ``seed``; record the inputs, the result or the error."""
+    rows = []
+    for case in _cases(seed):
+        try:
+            rows.append({"case": list(case), "result": _plain(fn(*case)), "error": None})
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            rows.append(
+                {"case": list(case), "result": None, "error": f"{type(error).__name__}: {error}"}
+            )
+    return {"rows": rows}
+
+
+def _mistakes(num_params, activation, batch, gpu_gib, amp) -> dict[str, object]:
+    """What the usual wrong accountings give for one case, each with what to say about it."""
+    copies = 2 * num_params if amp else 0
+    usable = USABLE * gpu_gib * GIB
+    whole = 16 * num_params + copies + activation * batch
+    return {
+        "divided the whole job's memory by one GPU's, as if the weights, gradients and Adam "
+        "state were split too: with data parallelism every GPU holds all of them, and only the "
+        "batch is split": math.ceil(whole / usable),
+        "counted 4 bytes per parameter (the weights alone): the gradients add 4 and AdamW's two "
+        "moments 8, 16 bytes in all": gpus_needed(
+            4 * num_params + copies, activation, batch, gpu_gib * GIB, USABLE
+        ),
+        "shrank the weights, gradients or Adam state under AMP: they stay fp32 (16 bytes per "
+        "parameter); AMP adds 2-byte weight copies and shrinks only the activations": gpus_needed(
+            8 * num_params + copies, activation, batch, gpu_gib * GIB, USABLE
+        ),
+        "left out the 2-byte weight copies autocast makes under AMP": gpus_needed(
+            16 * num_params, activation, batch, gpu_gib * GIB, USABLE
+        ),
+        "used the whole GPU: keep 10% free for the allocator and workspace": gpus_needed(
+            16 * num_params + copies, activation, batch, gpu_gib * GIB, 1.0
+        ),
+        "counted a GiB as 10**9 bytes; it is 2**30": gpus_needed(
+            16 * num_params + copies, activation, batch, gpu_gib * 1e9, USABLE
+        ),
+    }
+
+
+def compare(mine: dict, reference: dict, seed: int) -> None:
+    """Raise ExerciseFailed, in plain words, at the first case where ``mine`` differs."""
+    for got, want in zip(mine["rows"], reference["rows"], strict=True):
+        num_params, activation, batch, gpu_gib, amp = got["case"]
+        where = (
+            f"gpus_for({num_params:_}, {activation // MIB} * 2**20, {batch}, {gpu_gib}, amp={amp})"
+        )
+        if got["error"]:
+            raise ExerciseFailed(f"{where} raised {got['error']}.")
+        if got["result"] == want["result"]:
+            continue
+        if want["result"] is None:
+            raise ExerciseFailed(
+                f"{where} returned {got['result']!r}, but {16 + 2 * amp} bytes per parameter "
+                f"do not fit in {USABLE:.0%} of a {gpu_gib} GiB GPU even before any activation: "
+                "return None when not even one image per GPU fits."
+            )
+        for mistake, value in _mistakes(num_params, activation, batch, gpu_gib, amp).items():
+            if got["result"] == value:
+                raise ExerciseFailed(
+                    f"{where} returned {got['result']}, expected {want['result']}: you {mistake}."
+                )
+        raise ExerciseFailed(
+            f"{where} returned {got['result']!r}, expected {want['result']}: the fewest GPUs "
+            "whose share of the batch's activations fits next to the whole static state "
+            f"(16 bytes per parameter, +2 under AMP) in {USABLE:.0%} of each GPU."
+        )
+
+
+@exercise("00.gpus_for", solution=gpus_for)
+def check_gpus_for(fn):
+    compare(observe(fn, 0), observe(gpus_for, 0), 0)
