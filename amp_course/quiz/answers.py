@@ -11,7 +11,7 @@ import math
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -126,7 +126,7 @@ class Feedback:
     correct: bool | None  # None: graded question, checked by the instructor
     message: str
     attempts: int
-    view: feedback.FeedbackView | None = None  # what the message says, for the widgets
+    view: feedback.FeedbackView | None = field(default=None, repr=False)  # for the widgets
 
     def __str__(self):
         return self.message
