@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 # Pinned for this course's local and CI installs; the package itself accepts a range
 # (pyproject.toml) because Colab and GPU machines bring their own torch.
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
+# Where pip looks for torch and torchvision. Empty: PyPI, whose Linux torch is the CUDA build
+# (with NVIDIA's CUDA libraries, about 6 GB on disk). A CPU-only machine can take the CPU build:
+# make course TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 STAMP := $(VENV)/.amp-course-installed
 PORT ?= 8888
 # No browser where there is no screen to show one (servers, containers, CI); set HEADLESS=0 to force one.
@@ -20,7 +24,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install $(TORCH_PIN)
+	$(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_PIN)
 	$(BIN)/python -m pip install -e ".[course,test,site]"
 	touch $(STAMP)
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .autocast_trace import _DtypeRecorder
+from .autocast_trace import DtypeRecorder
 from .memory import peak_cuda_memory
 from .timing import measure
 
@@ -52,7 +52,7 @@ def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> Ker
     """Call scaled_dot_product_attention with only ``backend`` allowed; record what ran."""
     run = KernelRun(backend, q.dtype)
     allowed = list(BACKENDS.values()) if backend == "default" else [BACKENDS[backend]]
-    recorder = _DtypeRecorder()
+    recorder = DtypeRecorder()
     enabled = autocast_dtype is not None
     try:
         with warnings.catch_warnings():

@@ -5,15 +5,26 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 
 def _info(args) -> int:
-    from .device import dtype_name, pick_autocast_dtype, pick_device
+    from .device import DeviceFallbackWarning, dtype_name, pick_autocast_dtype, pick_device
     from .lesson import describe_hardware
 
-    device = pick_device(args.device)
+    # The course's notes (no GPU visible, bf16 emulated on this CPU) are part of this report, so
+    # they are printed as plain lines rather than as warnings with a file path and source line.
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always", DeviceFallbackWarning)
+        device = pick_device(args.device)
+        dtype = pick_autocast_dtype(device)
     print(describe_hardware(device))
-    print(f"autocast dtype for this device: {dtype_name(pick_autocast_dtype(device))}")
+    print(f"autocast dtype for this device: {dtype_name(dtype)}")
+    for note in notes:
+        if issubclass(note.category, DeviceFallbackWarning):
+            print(f"note: {note.message}")
+        else:
+            warnings.warn_explicit(note.message, note.category, note.filename, note.lineno)
     return 0
 
 

@@ -219,11 +219,19 @@ def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> 
     return torch.unique(values)  # sorted; drops the duplicate +0/-0
 
 
+def gap_text(fields: BitFields) -> str:
+    """The gap to the next representable value as shown to a reader; at the top of a format,
+    where the next pattern is inf or NaN, there is no gap: the value is the largest finite."""
+    if math.isfinite(fields.stored) and not math.isfinite(fields.next_up):
+        return "largest finite"
+    return f"{fields.gap:.3g}"
+
+
 def describe(fields: BitFields) -> str:
     """One line of text for a BitFields: bits, stored value, error and gap."""
     return (
         f"{fields.format:9s} {fields.bits:>36s}  {fields.kind:9s} stored {fields.stored:<14.8g} "
-        f"error {fields.error:<+11.3g} gap to next {fields.gap:.3g}"
+        f"error {fields.error:<+11.3g} gap to next {gap_text(fields)}"
     )
 
 
@@ -242,7 +250,7 @@ def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
             f"<span style='color:#c0392b'>{sign}</span> "
             f"<span style='color:#2471a3'>{exponent}</span> "
             f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
-            f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{f.gap:.3g}</td></tr>"
+            f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{gap_text(f)}</td></tr>"
         )
     head = (
         "<tr><th>format</th><th>sign exponent mantissa</th><th>kind</th><th>stored</th>"
@@ -251,37 +259,28 @@ def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
     return f"<p>value = {value!r}</p><table>{head}{''.join(rows)}</table>"
 
 
-def show(value: float = 0.1, interactive: bool = True, formats=INSPECTED_FORMATS):
-    """Display the inspector: a widget with a text box and slider, or (``interactive=False``) a
-    fixed rendering as HTML plus printed text, for smoke runs and viewers without widgets."""
-    from IPython.display import HTML, display
+def show(value: float = 0.1, interactive: bool | None = None, formats=INSPECTED_FORMATS) -> None:
+    """Display the inspector once: a widget (value box, log slider, format buttons) where widgets
+    render, else one table, as HTML with a plain-text fallback (papermill, nbval, a terminal).
 
+    ``interactive=None`` decides by the front end, as the quizzes do; True or False forces it.
+    Returns nothing, so a notebook cell ending with ``show(...)`` does not display it twice.
+    """
+    from IPython import get_ipython
+    from IPython.display import display
+
+    from .quiz import widgets_available
+
+    if interactive is None:
+        interactive = widgets_available()
     if interactive:
-        try:
-            import ipywidgets as widgets
-        except ImportError:
-            interactive = False
-    if not interactive:
-        for fields in inspect(value, formats):
-            print(describe(fields))
-        display(HTML(to_html(value, formats)))
-        return None
-    box = widgets.FloatText(value=value, description="value")
-    # A log slider reaches from fp16's subnormals to beyond its max in one drag.
-    slider = widgets.FloatLogSlider(
-        value=abs(value) or 1.0,
-        base=10,
-        min=-9,
-        max=6,
-        step=0.01,
-        description="|value|",
-        readout_format=".3g",
-    )
-    out = widgets.HTML(to_html(value, formats))
-    box.observe(
-        lambda change: setattr(out, "value", to_html(change["new"], formats)), names="value"
-    )
-    slider.observe(lambda change: setattr(box, "value", change["new"]), names="value")
-    ui = widgets.VBox([widgets.HBox([box, slider]), out])
-    display(ui)
-    return ui
+        from .inspector_widget import BitInspector
+
+        display(BitInspector(value, formats).ui)
+        return
+    text = "\n".join(describe(fields) for fields in inspect(value, formats))
+    if get_ipython() is None:  # plain Python: nothing renders HTML
+        print(text)
+        return
+    # One output with two renderings: front ends show the table, text viewers the lines.
+    display({"text/plain": text, "text/html": to_html(value, formats)}, raw=True)

@@ -147,6 +147,31 @@ def saved_tensor_bytes_without_data(
         )
 
 
+def count_saved_bytes(
+    build_model: Callable[[], torch.nn.Module],
+    input_shape: tuple[int, ...],
+    *,
+    device,
+    autocast_dtype: torch.dtype | None = None,
+) -> SavedBytes:
+    """What one training forward of ``build_model()`` saves for backward, counted on ``device``.
+
+    On a CUDA device the model runs a real forward on random inputs (``saved_tensor_bytes``,
+    under CUDA's autocast lists). Anywhere else ``build_model`` runs under
+    ``with torch.device("meta"):`` and the forward is counted without data
+    (``saved_tensor_bytes_without_data``): exactly the bytes of a real CPU forward, in seconds
+    even for a ViT-L/16 whose real forward under emulated bf16 would take minutes.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        model = build_model().to(device)
+        inputs = torch.randn(input_shape, device=device)
+        return saved_tensor_bytes(model, inputs, device=device, autocast_dtype=autocast_dtype)
+    with torch.device("meta"):  # shapes only: no memory, no initialisation
+        meta_model = build_model()
+    return saved_tensor_bytes_without_data(meta_model, input_shape, autocast_dtype=autocast_dtype)
+
+
 def peak_cuda_memory(fn: Callable[[], object], device: torch.device | str = "cuda") -> int:
     """Peak bytes allocated on ``device`` while ``fn()`` runs (CUDA only)."""
     device = torch.device(device)

@@ -1,4 +1,5 @@
-"""A learner's view: JupyterLab in Chromium runs a quiz cell; the checked answer is saved."""
+"""A learner's view in JupyterLab and Chromium: quiz cells (answers saved, long choices wrap,
+feedback after a wrong then a right answer) and lesson 00's memory chart; screenshots: executed/."""
 
 import json
 import os
@@ -8,31 +9,34 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, kill_tree, require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    require_chromium()  # .ci/run installs it: in CI its absence is a failure, not a skip
-    jupyter = Path(sys.executable).with_name("jupyter")
+def write_notebook(path, *sources):
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
         "language": "python",
     }
-    notebook.cells = [
-        nbformat.v4.new_code_cell(
-            'import amp_course as ac\nquiz = ac.quiz.show("00_scenario", "main-benefit")'
-        )
-    ]
-    nbformat.write(notebook, tmp_path / "quiz.ipynb")
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nbformat.write(notebook, path)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a scratch folder; each test writes the notebooks it opens."""
+    require_chromium()  # .ci/run installs it: in CI its absence is a failure, not a skip
+    jupyter = Path(sys.executable).with_name("jupyter")
+    tmp_path = tmp_path_factory.mktemp("lab")
     port, token = free_port(), secrets.token_hex(16)
     home = tmp_path / "home"
     env = {
@@ -42,8 +46,9 @@ def lab(tmp_path):
         "JUPYTER_CONFIG_DIR": str(home / "config"),
         "AMP_COURSE_OFFLINE": "1",
     }
-    env.pop("AMP_COURSE_QUIZ_MODE", None)
-    env.pop("AMP_COURSE_ANSWERS_DIR", None)
+    # A learner's kernel: widgets where they render, inline figures, answers beside the notebook.
+    for name in ("AMP_COURSE_QUIZ_MODE", "AMP_COURSE_ANSWERS_DIR", "MPLBACKEND"):
+        env.pop(name, None)
     cmd = [
         str(jupyter),
         "lab",
@@ -55,6 +60,7 @@ def lab(tmp_path):
         "--LabApp.expose_app_in_browser=True",
         "--ServerApp.disable_check_xsrf=False",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.news_url=None",
     ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
@@ -83,16 +89,17 @@ def lab(tmp_path):
         shutil.rmtree(home, ignore_errors=True)
 
 
-def test_quiz_in_jupyterlab(lab):
+@contextmanager
+def notebook_page(lab, name, width=1000):
+    """Chromium showing notebook ``name`` of the lab's folder, every cell run."""
     from playwright.sync_api import sync_playwright
 
-    base, token, folder = lab
-    start = time.monotonic()
+    base, token, _ = lab
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_page()
-            page.goto(f"{base}/lab/tree/quiz.ipynb?token={token}")
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
             page.wait_for_function(
                 "window.jupyterapp && window.jupyterapp.shell.currentWidget"
@@ -101,17 +108,151 @@ def test_quiz_in_jupyterlab(lab):
                 timeout=60_000,
             )
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            question = page.wait_for_selector(".amp-quiz-question", timeout=60_000)
-            question.query_selector("label:has-text('Reduced memory usage')").click()
-            question.query_selector("button:has-text('Check')").click()
-            page.wait_for_selector(".amp-quiz-question :text('Correct')", timeout=20_000)
-            assert "attempts: 1" in question.inner_text()
+            # JupyterLab's notifications (news, updates) would cover the screenshots.
+            page.add_style_tag(content=".Toastify { display: none !important; }")
+            yield page
         finally:
             browser.close()
+
+
+def published_index(lesson, qid, text):
+    doc = yaml.safe_load((ROOT / "quizzes" / f"{lesson}.yaml").read_text())
+    (entry,) = [q for q in doc["questions"] if q["id"] == qid]
+    return entry["choices"].index(text)
+
+
+def test_quiz_in_jupyterlab(lab):
+    _, _, folder = lab
+    write_notebook(
+        folder / "quiz.ipynb",
+        'import amp_course as ac\nquiz = ac.quiz.show("00_scenario", "main-benefit")',
+    )
+    start = time.monotonic()
+    with notebook_page(lab, "quiz.ipynb") as page:
+        question = page.wait_for_selector(".amp-quiz-question", timeout=60_000)
+        question.query_selector("label:has-text('Reduced memory usage')").click()
+        question.query_selector("button:has-text('Check')").click()
+        page.wait_for_selector(".amp-quiz-question :text('Correct')", timeout=20_000)
+        assert "attempts: 1" in question.inner_text()
     answers = json.loads((folder / "00_scenario.answers.json").read_text())
     assert answers["lessons"]["00_scenario"]["main-benefit"] == {
-        "value": 1,
+        "value": published_index(
+            "00_scenario", "main-benefit", "Reduced memory usage and faster computation"
+        ),
         "attempts": 1,
         "correct": True,
     }
     assert time.monotonic() - start < 120
+
+
+# A single-choice question whose right answer is long, and the checkbox question whose long label
+# ("Multiplying the loss by a scale such as...") was once cut off.
+LONG_SINGLE = ("03_grad_scaler", "why-scale", "So that small gradients land in fp16's range")
+WRONG_SINGLE = "To make the learning rate effectively larger."
+LONG_CHECKBOX = ("01_number_formats", "underflow-1e-8", "Multiplying the loss by a scale")
+
+# For every choice label of the visible quiz: is its text cut off, or outside the question?
+LAYOUT_JS = """
+() => [...document.querySelectorAll(
+    '.jp-NotebookPanel:not(.lm-mod-hidden) .amp-quiz-question')].flatMap(question => {
+  const area = question.closest('.jp-OutputArea-output').getBoundingClientRect();
+  return [...question.querySelectorAll(
+      '.widget-radio-box label, .widget-checkbox .widget-label-basic')]
+    .filter(label => label.innerText.replace(/\u200b/g, '').trim())  // skip empty descriptions
+    .map(label => {
+      const range = document.createRange();
+      range.selectNodeContents(label);
+      const text = range.getBoundingClientRect();  // where the words are drawn
+      const lineHeight = parseFloat(getComputedStyle(label).lineHeight) || 20;
+      return {text: label.innerText, clipped: label.scrollWidth > label.clientWidth + 1,
+              inside: text.left >= area.left - 1 && text.right <= area.right + 1,
+              lines: Math.round(text.height / lineHeight)};
+    });
+})
+"""
+
+
+def test_long_choices_wrap_and_feedback_teaches(lab):
+    _, _, folder = lab
+    write_notebook(
+        folder / "long.ipynb",
+        "import amp_course as ac\n"
+        f"single = ac.quiz.show({LONG_SINGLE[0]!r}, {LONG_SINGLE[1]!r})\n"
+        f"several = ac.quiz.show({LONG_CHECKBOX[0]!r}, {LONG_CHECKBOX[1]!r})",
+    )
+    with notebook_page(lab, "long.ipynb", width=900) as page:
+        page.wait_for_selector(".amp-quiz-question >> nth=1", timeout=60_000)
+        labels = page.evaluate(LAYOUT_JS)
+        assert len(labels) >= 6, labels
+        for label in labels:
+            assert not label["clipped"] and label["inside"], label
+        for prefix in (LONG_SINGLE[2], LONG_CHECKBOX[2]):
+            (long,) = [label for label in labels if prefix in label["text"]]
+            assert long["lines"] >= 2, long  # wrapped onto more lines, not cut off
+        question = page.locator(".amp-quiz-question").nth(0)
+        # A wrong first answer: the verdict and the explanation of that choice, nothing more.
+        question.locator("label", has_text=WRONG_SINGLE).click()
+        question.locator("button", has_text="Check").click()
+        feedback = question.locator(".amp-quiz-feedback")
+        feedback.locator(".amp-quiz-verdict", has_text="Not quite").wait_for(timeout=20_000)
+        assert feedback.locator("li").count() == 1
+        assert "learning rate" in feedback.inner_text() and "Try again" in feedback.inner_text()
+        # Then the right one: every choice explained, the chosen one first and marked right.
+        question.locator("label", has_text=LONG_SINGLE[2]).click()
+        question.locator("button", has_text="Check").click()
+        feedback.locator(".amp-quiz-verdict", has_text="Correct").wait_for(timeout=20_000)
+        items = feedback.locator("li")
+        assert items.count() == 3
+        assert LONG_SINGLE[2] in items.nth(0).inner_text() and "right" in items.nth(0).inner_text()
+        assert "attempts: 2" in question.inner_text()
+        out = ROOT / "executed"
+        out.mkdir(exist_ok=True)
+        question.screenshot(path=str(out / "quiz_long_choice.png"))
+    answers = json.loads((folder / f"{LONG_SINGLE[0]}.answers.json").read_text())
+    record = answers["lessons"][LONG_SINGLE[0]][LONG_SINGLE[1]]
+    assert record["attempts"] == 2 and record["correct"] is True
+
+
+def test_lesson_00_memory_chart(lab):
+    """Lesson 00 up to its memory chart, run in JupyterLab; the chart is kept for review."""
+    _, _, folder = lab
+    lesson = nbformat.read(ROOT / "notebooks" / "00_scenario.ipynb", as_version=4)
+    sources = []
+    for cell in lesson.cells[1:]:  # the setup cell's job is done by PYTHONPATH here
+        if cell.cell_type == "code":
+            sources.append(cell.source)
+        if "memory-chart" in cell.metadata.get("tags", []):
+            break
+    write_notebook(folder / "memory.ipynb", "import amp_course as ac", *sources)
+    with notebook_page(lab, "memory.ipynb") as page:
+        chart = page.locator(".jp-Cell").nth(len(sources)).locator(".jp-OutputArea-output img")
+        chart.wait_for(timeout=150_000)
+        box = chart.bounding_box()
+        assert box["width"] > 300 and box["height"] > 100
+        out = ROOT / "executed"
+        out.mkdir(exist_ok=True)
+        chart.screenshot(path=str(out / "00_memory_chart.png"))
+
+
+def test_bit_inspector_in_jupyterlab(lab):
+    """Where widgets render, the inspector is one widget; a typed value keeps its exact value."""
+    _, _, folder = lab
+    write_notebook(folder / "bits.ipynb", "import amp_course as ac\nac.inspector.show(0.1)")
+    with notebook_page(lab, "bits.ipynb") as page:
+        box = page.locator(".jp-OutputArea-output .widget-text input")
+        box.wait_for(timeout=60_000)
+        assert page.locator(".jp-OutputArea-output").count() == 1  # displayed once
+        box.fill("65504")
+        box.press("Enter")
+        table = page.locator(".jp-OutputArea-output table")
+        page.wait_for_function(
+            "document.querySelector('.jp-OutputArea-output table')"
+            " && document.querySelector('.jp-OutputArea-output table')"
+            ".innerText.includes('largest finite')",
+            timeout=20_000,
+        )
+        page.wait_for_timeout(1000)  # time for the slider's echo to come back, if it would
+        assert box.input_value() == "65504" and "value = 65504.0" in page.inner_text(
+            ".jp-OutputArea-output"
+        )
+        assert "fp16" in table.inner_text()

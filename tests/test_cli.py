@@ -1,6 +1,7 @@
 import shutil
+import warnings
 
-from amp_course import cli, data
+from amp_course import cli, data, device
 
 
 def test_check_data_ok(capsys):
@@ -19,3 +20,26 @@ def test_check_data_refuses_damaged_file(tmp_path, capsys):
 def test_info(capsys):
     assert cli.main(["info", "--device", "cpu"]) == 0
     assert "autocast dtype" in capsys.readouterr().out
+
+
+def test_info_prints_the_cpu_note_as_one_plain_line(monkeypatch, capsys):
+    monkeypatch.setattr(device, "cpu_has_fast_bf16", lambda flags=None: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning escaping the command fails the test
+        assert cli.main(["info", "--device", "cpu"]) == 0
+    captured = capsys.readouterr()
+    notes = [line for line in captured.out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "neither AVX512-BF16 nor AMX" in notes[0]
+    assert "Warning" not in captured.out + captured.err and ".py:" not in captured.err
+
+
+def test_info_without_a_gpu_notes_the_fallback(monkeypatch, capsys):
+    monkeypatch.setattr(device, "cpu_has_fast_bf16", lambda flags=None: True)
+    monkeypatch.setattr(device.torch.cuda, "is_available", lambda: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cli.main(["info", "--device", "cuda"]) == 0
+    out = capsys.readouterr().out
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and notes[0].startswith("note: DEVICE='cuda' was requested")
+    assert "autocast dtype for this device: bf16" in out

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from amp_course import inspector
+from amp_course import inspector, inspector_widget
 from amp_course.formats import get_format
 
 TORCH_FORMATS = ["fp32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2"]
@@ -262,15 +262,85 @@ def test_text_and_html_rendering():
         assert f"<td>{name}</td>" in page
 
 
-def test_widget_updates_when_the_value_changes(capsys):
-    ui = inspector.show(1.0, interactive=True)
-    box, slider = ui.children[0].children
-    page = ui.children[1]
-    assert "value = 1.0" in page.value
-    box.value = 65520.0
-    assert "value = 65520.0" in page.value and "<td>inf</td>" in page.value
-    slider.value = 1e-8
-    assert box.value == slider.value and "<td>zero</td>" in page.value
+def test_top_of_a_format_reads_largest_finite():
+    for value, name in [(65504.0, "fp16"), (448.0, "fp8 e4m3"), (57344.0, "fp8 e5m2")]:
+        fields = inspector.decompose(value, name)
+        assert inspector.gap_text(fields) == "largest finite"
+        assert inspector.describe(fields).endswith("gap to next largest finite")
+        assert "<td>largest finite</td>" in inspector.to_html(value, [name])
+    assert inspector.gap_text(inspector.decompose(1.0, "fp16")) == "0.000977"
+    assert inspector.gap_text(inspector.decompose(-65504.0, "fp16")) == "32"  # towards -inf: finite
+    nan = inspector.decompose(math.nan, "fp16")
+    assert inspector.gap_text(nan) == "nan" and "largest" not in inspector.describe(nan)
+
+
+def test_widget_box_and_slider_follow_each_other():
+    w = inspector_widget.BitInspector(1.0)
+    assert "value = 1.0" in w.table.value and w.slider.value == 1.0
+    w.box.value = "65520"  # typed: the table and the slider follow
+    assert "value = 65520.0" in w.table.value and "<td>inf</td>" in w.table.value
+    assert w.slider.value == pytest.approx(65520.0)
+    w.slider.value = 1e-8  # dragged: the box and the table follow
+    assert float(w.box.value) == pytest.approx(1e-8) and "<td>zero</td>" in w.table.value
+    w.box.value = "-3"
+    assert w.slider.value == pytest.approx(3.0)
+    w.slider.value = 100.0
+    assert w.box.value == "-100"  # the slider sets the magnitude and keeps the sign
+    for beyond in ("1e-40", "inf", "nan", "0"):  # outside the slider: it stays, the box keeps it
+        w.box.value = beyond
+        assert w.box.value == beyond and w.slider.value == pytest.approx(100.0)
+    w.box.value = "a tenth"
+    assert "is not a number" in w.table.value
+
+
+def test_widget_keeps_a_typed_value_when_the_browser_snaps_the_slider():
+    w = inspector_widget.BitInspector(0.1)
+    w.box.value = "65504"
+    w.slider.value = 10**4.82  # the browser's slider moves in steps of 10^0.01 and echoes back
+    assert w.box.value == "65504" and "value = 65504.0" in w.table.value
+    w.slider.value = 10**4.9  # a real drag, further than one step
+    assert float(w.box.value) == pytest.approx(10**4.9, rel=1e-5)
+
+
+def test_widget_format_buttons_choose_the_rows():
+    w = inspector_widget.BitInspector(0.1, formats=("fp16", "bf16"))
+    assert w.formats == ["fp16", "bf16"]
+    assert "<td>fp16</td>" in w.table.value and "<td>fp32</td>" not in w.table.value
+    w.buttons["fp32"].value = True
+    w.buttons["fp16"].value = False
+    assert w.formats == ["fp32", "bf16"]  # always in the inspector's order
+    assert "<td>fp32</td>" in w.table.value and "<td>fp16</td>" not in w.table.value
+    for button in w.buttons.values():
+        button.value = False
+    assert "at least one format" in w.table.value
+
+
+@pytest.fixture
+def displayed(monkeypatch):
+    """What show() hands to IPython's display, one entry per call."""
+    calls = []
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: calls.append((objs, kw)))
+    return calls
+
+
+@pytest.mark.parametrize("front_end_renders_widgets", [True, False])
+def test_show_picks_the_widget_where_widgets_render_and_displays_once(
+    monkeypatch, displayed, front_end_renders_widgets
+):
+    import ipywidgets
+
+    from amp_course import quiz
+
+    monkeypatch.setattr(quiz, "widgets_available", lambda: front_end_renders_widgets)
+    monkeypatch.setattr("IPython.get_ipython", lambda: object())  # as inside a kernel
+    assert inspector.show(0.1) is None  # nothing returned, so a cell does not show it again
+    ((objs, kw),) = displayed
+    if front_end_renders_widgets:
+        assert isinstance(objs[0], ipywidgets.VBox)
+    else:  # one output: an HTML table with the text lines as its plain-text fallback
+        (bundle,) = objs
+        assert kw == {"raw": True} and "<table>" in bundle["text/html"]
+        assert "0 01011 1001100110" in bundle["text/plain"]
 
 
 def test_fixed_rendering_prints_text(capsys):

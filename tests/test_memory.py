@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from amp_course import memory, models
+from amp_course import checkpointing, memory, models
 
 
 def test_adam_state_is_16_bytes_per_parameter_whatever_the_dtype():
@@ -112,3 +112,18 @@ def test_counting_without_data_gives_the_bytes_of_a_real_forward(preset, dtype):
     assert counted == real
     assert counted.activations > 0 and (counted.weight_copies > 0) == (dtype is not None)
     assert all(p.is_meta for p in meta_model.parameters())  # the caller's model is untouched
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16])
+def test_count_saved_bytes_on_a_cpu_gives_the_bytes_of_a_real_forward(checkpointed, dtype):
+    # Lessons 00, 07 and 09 count ViT-L/16 this way; lesson 09 also checkpointed, whose own
+    # saved-tensor hooks run inside the counting ones.
+    def build():
+        model = models.build_vit("l16", num_layers=2, image_size=64)
+        return checkpointing.checkpoint_blocks(model) if checkpointed else model
+
+    model = build()
+    x = models.example_input(model, 2)
+    real = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=dtype)
+    assert memory.count_saved_bytes(build, x.shape, device="cpu", autocast_dtype=dtype) == real

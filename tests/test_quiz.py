@@ -161,14 +161,20 @@ def test_answers_are_restored_when_the_cell_runs_again(toy, monkeypatch, capsys)
     monkeypatch.setenv(quiz.MODE_ENV, "text")
     monkeypatch.setenv(quiz.ANSWERS_ENV, str(toy))
     first = quiz.show("99_toy", quiz_dir=toy / "quizzes")
-    first.answer("pick-b", 1)
-    first.answer("both", ["a", "c"])
+    first.answer("pick-b", 1)  # the second choice on this learner's screen
+    first.answer("both", ["a", "c"])  # these choices' texts are "a", "b", "c": texts win
     first.answer("pi", 3.14)
     saved = json.loads((toy / "99_toy.answers.json").read_text())
+    # Stored by identity (index in the published file), whatever the order on screen.
     assert saved["lessons"]["99_toy"]["both"] == {"value": [0, 2], "attempts": 1}
     again = quiz.show("99_toy", quiz_dir=toy / "quizzes")
-    assert "saved answer: [0, 2] after 1 attempt(s)" in capsys.readouterr().out
-    assert again.records["pick-b"]["value"] == 1
+    assert again.order("both") == first.order("both")  # the same order after a restart
+    shown = again.shown("both", [0, 2])
+    assert sorted(shown.split(", ")) == sorted(
+        f"{chr(97 + again.order('both').index(i))}) {text}" for i, text in [(0, "a"), (2, "c")]
+    )
+    assert f"saved answer: {shown} after 1 attempt(s)" in capsys.readouterr().out
+    assert again.records["pick-b"]["value"] == first.order("pick-b")[1]
     assert again.answer("pick-b", 0).attempts == 2
 
 

@@ -11,12 +11,14 @@ import math
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from .hashing import is_correct, normalize_text, reveal
+from . import feedback
+from .hashing import is_correct, normalize_text, reveal, right_choices
+from .order import SEED_KEY, choice_order, letter, new_seed
 from .schema import FORMAT, QUIZ_DIR
 
 ANSWERS_ENV = "AMP_COURSE_ANSWERS_DIR"  # where answer files go (default: the notebook's folder)
@@ -42,16 +44,22 @@ def atomic_write_text(path, text: str) -> None:
         raise
 
 
-def normalize_answer(entry: dict, value):
-    """A learner's value in the stored form: choice index(es), float or string; clear errors."""
+def normalize_answer(entry: dict, value, order=None):
+    """A learner's value in the stored form: choice index(es), float or string; clear errors.
+
+    Choices are stored by their index in the published file. A letter or an int names a position
+    on screen, which ``order`` (position -> index) translates; without it, positions are indices.
+    Choice text matches whatever the order.
+    """
     qtype, choices = entry["type"], entry.get("choices", [])
+    order = list(order) if order else list(range(len(choices)))
 
     def index_of(item):
         if isinstance(item, bool):
             raise ValueError(f"{entry['id']}: expected a choice, got {item!r}")
         if isinstance(item, int):
             if 0 <= item < len(choices):
-                return item
+                return order[item]
             raise ValueError(
                 f"{entry['id']}: choice index {item} out of range 0..{len(choices) - 1}"
             )
@@ -62,13 +70,14 @@ def normalize_answer(entry: dict, value):
                 and text.isalpha()
                 and text.lower() not in [c.lower() for c in choices]
             ):
-                number = ord(text.lower()) - ord("a")  # "b" means the second choice
+                number = ord(text.lower()) - ord("a")  # "b" means the second choice on screen
                 if 0 <= number < len(choices):
-                    return number
+                    return order[number]
             for i, choice in enumerate(choices):
                 if normalize_text(choice) == normalize_text(text):
                     return i
-        raise ValueError(f"{entry['id']}: {item!r} is not one of the choices {choices}")
+        shown = [choices[i] for i in order]
+        raise ValueError(f"{entry['id']}: {item!r} is not one of the choices {shown}")
 
     if qtype == "single":
         return index_of(value)
@@ -117,6 +126,7 @@ class Feedback:
     correct: bool | None  # None: graded question, checked by the instructor
     message: str
     attempts: int
+    view: feedback.FeedbackView | None = field(default=None, repr=False)  # for the widgets
 
     def __str__(self):
         return self.message
@@ -161,10 +171,45 @@ class Quiz:
             )
         return self.questions[qid]
 
+    def order(self, qid: str) -> list[int]:
+        """This learner's order of the choices of ``qid``: position on screen -> published index."""
+        n_choices = len(self.entry(qid).get("choices", []))
+        return choice_order(self._seed(), self.lesson, qid, n_choices) if n_choices else []
+
+    def choices(self, qid: str) -> list[str]:
+        """The choices of ``qid`` in the order this learner sees them."""
+        choices = self.entry(qid).get("choices", [])
+        return [choices[i] for i in self.order(qid)]
+
+    def _seed(self) -> str:
+        """The answer file's shuffle seed, made and saved the first time a quiz is shown."""
+        if SEED_KEY not in self._data:
+            self._data[SEED_KEY] = new_seed()
+            if not self.load_error:  # a damaged file stays as it is until the first answer
+                try:
+                    self._data.setdefault("format", FORMAT)
+                    write_answers(self.answers_path, self._data)
+                except OSError:
+                    pass  # a read-only folder: the order holds until the kernel restarts
+        return self._data[SEED_KEY]
+
+    def shown(self, qid: str, stored) -> str:
+        """A stored answer as the learner sees it: ``b) text`` for a choice."""
+        if "choices" not in self.entry(qid):
+            return repr(stored)
+        order = self.order(qid)
+        indices = stored if isinstance(stored, list) else [stored]
+        return ", ".join(
+            f"{letter(order.index(i))}) {self.entry(qid)['choices'][i]}" for i in indices
+        )
+
     def answer(self, qid: str, value) -> Feedback:
-        """Record ``value`` as the answer to ``qid``, save the answer file, return feedback."""
+        """Record ``value`` as the answer to ``qid``, save the answer file, return feedback.
+
+        A choice is named by its letter or position (0-based) as shown, or by its text.
+        """
         entry = self.entry(qid)
-        stored = normalize_answer(entry, value)
+        stored = normalize_answer(entry, value, self.order(qid))
         previous = self.records.get(qid, {})
         attempts = int(previous.get("attempts", 0)) + 1
         correct = (
@@ -174,7 +219,8 @@ class Quiz:
         if correct is not None:
             record["correct"] = correct
         self._save(qid, record)
-        return Feedback(qid, correct, self.feedback_text(qid, stored, correct), attempts)
+        view = self.feedback(qid, stored, correct, attempts)
+        return Feedback(qid, correct, feedback.to_text(view), attempts, view)
 
     def _save(self, qid, record):
         if self.load_error and not self._backup_done and self.answers_path.exists():
@@ -193,20 +239,12 @@ class Quiz:
             return {"choices": [], "explanation": ""}
         return json.loads(reveal(entry["feedback"], self.salt, qid))
 
-    def feedback_text(self, qid, stored, correct) -> str:
+    def feedback(self, qid, stored, correct, attempts) -> feedback.FeedbackView:
+        """What to tell the learner about ``stored`` (see ``quiz.feedback``)."""
         entry = self.entry(qid)
-        if correct is None:
-            return "Answer saved. This question is graded by your instructor."
-        lines = ["✓ Correct." if correct else "✗ Not quite."]
+        right = right_choices(entry, self.lesson, qid, self.salt) if "choices" in entry else None
         notes = self.explanations(qid)
-        chosen = set(stored) if isinstance(stored, list) else {stored}
-        for i, (text, why) in enumerate(
-            zip(entry.get("choices", []), notes["choices"], strict=False)
-        ):
-            lines.append(f"{'→' if i in chosen else ' '} {chr(97 + i)}) {text}: {why}")
-        if notes["explanation"]:
-            lines.append(notes["explanation"])
-        return "\n".join(lines)
+        return feedback.build(entry, self.order(qid), notes, stored, correct, attempts, right)
 
     def text(self, ids=None) -> str:
         """The quiz (or the questions ``ids``) as plain text, with saved answers."""
@@ -216,12 +254,13 @@ class Quiz:
                 continue
             tag = " [graded]" if entry["graded"] else ""
             lines.append(f"\n{number}. [{qid}]{tag} ({entry['type']}) {entry['prompt']}")
-            for i, choice in enumerate(entry.get("choices", [])):
-                lines.append(f"   {chr(97 + i)}) {choice}")
+            for position, choice in enumerate(self.choices(qid)):
+                lines.append(f"   {letter(position)}) {choice}")
             if qid in self.records:
                 rec = self.records[qid]
                 lines.append(
-                    f"   saved answer: {rec['value']!r} after {rec['attempts']} attempt(s)"
+                    f"   saved answer: {self.shown(qid, rec['value'])} "
+                    f"after {rec['attempts']} attempt(s)"
                 )
         first = ids[0] if ids else next(iter(self.questions))
         lines.append(

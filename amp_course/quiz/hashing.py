@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import math
 
 from .schema import Question
@@ -65,6 +66,21 @@ def is_correct(entry: dict, lesson: str, qid: str, value, salt: str) -> bool:
     """Check ``value`` against a published entry's hashes (learner file or instructor key)."""
     canonical = canonical_answer(entry["type"], value, entry.get("tolerance", 0.0))
     return _digest(salt, lesson, qid, canonical) in entry["hashes"]
+
+
+def right_choices(entry: dict, lesson: str, qid: str, salt: str) -> set[int] | None:
+    """The indices of a choice question's right choices, found by testing its hashes (what the
+    public salt allows anyone); None for a graded question, which has no hashes."""
+    if "hashes" not in entry:
+        return None
+    indices = range(len(entry["choices"]))
+    sizes = (1,) if entry["type"] == "single" else range(1, len(indices) + 1)
+    for size in sizes:
+        for combo in itertools.combinations(indices, size):
+            value = combo[0] if entry["type"] == "single" else list(combo)
+            if is_correct(entry, lesson, qid, value, salt):
+                return set(combo)
+    return set()
 
 
 def _keystream(salt: str, label: str, length: int) -> bytes:

@@ -6,6 +6,8 @@ import os
 import sys
 
 from .answers import Quiz
+from .feedback import to_html
+from .order import letter
 from .schema import QUIZ_DIR
 
 MODE_ENV = "AMP_COURSE_QUIZ_MODE"  # "text" or "widgets" forces the rendering
@@ -37,24 +39,52 @@ def widgets_available() -> bool:
     return bool(os.environ.get("JPY_SESSION_NAME"))
 
 
+# ipywidgets draws choice labels on one line and cuts long ones off ("Multiplying the loss by a
+# scale such as..."); inside a quiz they wrap like prose instead. Shipped once per quiz display.
+STYLE = """<style>
+.amp-quiz-question .widget-html, .amp-quiz-question .widget-radio,
+.amp-quiz-question .widget-checkbox { margin-left: 0; margin-right: 0; }
+.amp-quiz-question .widget-html-content { line-height: 1.4; white-space: normal; }
+.amp-quiz-question .widget-radio-box label,
+.amp-quiz-question .widget-checkbox .widget-label-basic {
+  display: flex !important; align-items: flex-start; justify-content: flex-start;
+  gap: 0.4em; margin: 3px 0; width: 100%;
+  height: auto !important; line-height: 1.4 !important; white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important;
+}
+.amp-quiz-question .widget-radio-box input, .amp-quiz-question .widget-checkbox input {
+  float: none !important; flex: none; order: -1; height: auto !important;
+  margin: 0.2em 0 0 1px !important;
+}
+.amp-quiz-question .widget-checkbox { align-items: flex-start; }
+.amp-quiz-question .widget-checkbox, .amp-quiz-question .widget-checkbox span {
+  height: auto !important; white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important;
+}
+</style>"""
+
+
 def _question_widget(quiz: Quiz, qid: str):
     import ipywidgets as w
 
     entry = quiz.entry(qid)
     saved = quiz.records.get(qid)
-    options = [(f"{chr(97 + i)}) {c}", i) for i, c in enumerate(entry.get("choices", []))]
+    order = quiz.order(qid)
+    # Options carry their position on screen; quiz.answer translates it to the stored index.
+    options = [(f"{letter(p)}) {text}", p) for p, text in enumerate(quiz.choices(qid))]
+    full_width = w.Layout(width="100%")
     if entry["type"] == "single":
-        field_ = w.RadioButtons(
-            options=options, value=saved["value"] if saved else None, layout=w.Layout(width="auto")
-        )
+        chosen = order.index(saved["value"]) if saved else None
+        field_ = w.RadioButtons(options=options, value=chosen, layout=full_width)
         read = lambda: field_.value  # noqa: E731
     elif entry["type"] == "multiple":
+        chosen = {order.index(i) for i in saved["value"]} if saved else set()
         boxes = [
-            w.Checkbox(value=bool(saved and i in saved["value"]), description=label, indent=False)
-            for label, i in options
+            w.Checkbox(value=p in chosen, description=label, indent=False, layout=full_width)
+            for label, p in options
         ]
-        field_ = w.VBox(boxes)
-        read = lambda: [i for i, box in enumerate(boxes) if box.value]  # noqa: E731
+        field_ = w.VBox(boxes, layout=full_width)
+        read = lambda: [p for p, box in enumerate(boxes) if box.value]  # noqa: E731
     elif entry["type"] == "numeric":
         field_ = w.FloatText(value=saved["value"] if saved else 0.0)
         read = lambda: field_.value  # noqa: E731
@@ -62,15 +92,16 @@ def _question_widget(quiz: Quiz, qid: str):
         field_ = w.Text(value=saved["value"] if saved else "", placeholder="your answer")
         read = lambda: field_.value  # noqa: E731
     button = w.Button(description="Check", button_style="primary")
-    feedback = w.HTML()
+    feedback = w.HTML(layout=full_width)
     attempts = w.HTML()
 
-    def show(message, count):
-        feedback.value = f"<pre style='white-space: pre-wrap'>{_html_escape(message)}</pre>"
+    def show(view, count):
+        feedback.value = to_html(view)
         attempts.value = f"<small>attempts: {count}</small>"
 
     if saved:
-        show(quiz.feedback_text(qid, saved["value"], saved.get("correct")), saved["attempts"])
+        stored, correct = saved["value"], saved.get("correct")
+        show(quiz.feedback(qid, stored, correct, saved["attempts"]), saved["attempts"])
 
     def on_click(_):
         try:
@@ -78,12 +109,12 @@ def _question_widget(quiz: Quiz, qid: str):
         except (ValueError, OSError) as error:
             feedback.value = f"<b>{_html_escape(str(error))}</b>"
             return
-        show(result.message, result.attempts)
+        show(result.view, result.attempts)
 
     button.on_click(on_click)
     tag = " <i>(graded)</i>" if entry["graded"] else ""
-    header = w.HTML(f"<b>{_html_escape(entry['prompt'])}</b>{tag}")
-    box = w.VBox([header, field_, w.HBox([button, attempts]), feedback])
+    header = w.HTML(f"<b>{_html_escape(entry['prompt'])}</b>{tag}", layout=full_width)
+    box = w.VBox([header, field_, w.HBox([button, attempts]), feedback], layout=full_width)
     box.add_class("amp-quiz-question")
     return box
 
@@ -104,7 +135,7 @@ def show(lesson: str, question: str | None = None, *, quiz_dir=QUIZ_DIR, answers
         import ipywidgets as w
         from IPython.display import display
 
-        title = w.HTML(f"<h3>Quiz: {_html_escape(quiz.doc['title'])}</h3>")
+        title = w.HTML(f"{STYLE}<h3>Quiz: {_html_escape(quiz.doc['title'])}</h3>")
         display(w.VBox([title] + [_question_widget(quiz, qid) for qid in ids]))
         if quiz.load_error:
             display(w.HTML(f"<b>⚠ {_html_escape(quiz.load_error)}</b>"))
