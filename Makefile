@@ -16,8 +16,10 @@ PORT ?= 8888
 HEADLESS ?= $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),0,1)
 JUPYTER_ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers: one per logical core (tests/conftest.py gives each its share of threads).
+TEST_WORKERS ?= logical
 
-.PHONY: setup course test executed site gpu lint clean
+.PHONY: setup course test executed bench-smoke site gpu lint clean
 
 setup: $(STAMP)
 
@@ -36,11 +38,17 @@ course: setup
 
 # Lint and format-check first (fast), then every test.
 test: lint
-	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup \
+		$(PYTEST_ARGS)
 
 # Only the lessons' smoke run (part of `make test`): stamped executed copies in executed/.
 executed: setup
 	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m pytest tests/test_notebooks.py -k papermill
+
+# Benchmark: each lesson's smoke-mode time on this CPU, one after another, against the one-minute
+# target; reports/smoke/<device>.json and .md (the tests only guard against hanging cells).
+bench-smoke: setup
+	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m amp_course.smoke_bench
 
 # The website in site/_build/html, from executed/ (and any GPU run under reports/gpu/); run
 # `make test` or `make executed` first. Nothing is executed here.

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -59,8 +58,14 @@ def environment_record(device: torch.device) -> dict:
     return {**machine_record(device), "driver": _driver_version()}
 
 
-def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[dict]:
-    """Execute each notebook in full mode with papermill (solutions filled in); keep the copies."""
+def run_notebooks(
+    notebooks: list[Path], out_dir: Path, timeout_s: int, *, smoke: bool = False, device="cuda"
+) -> list[dict]:
+    """Execute each notebook with papermill (solutions filled in, full mode unless ``smoke``) on
+    ``device``; keep the stamped copies in ``out_dir``. Each result's ``seconds`` is papermill's
+    duration of the run (kernel start included, the copy and the stamp not)."""
+    import tempfile
+
     import nbformat
     import papermill
 
@@ -70,35 +75,32 @@ def run_notebooks(notebooks: list[Path], out_dir: Path, timeout_s: int) -> list[
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for path in notebooks:
-        filled = path.parent / f".gpu-run-{path.name}"
-        nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
-        start = time.perf_counter()
-        status, error = "passed", ""
-        try:
-            with executed.figures_inline():
-                papermill.execute_notebook(
-                    str(filled),
-                    str(out_dir / path.name),
-                    parameters={"SMOKE": False, "DEVICE": "cuda"},
-                    cwd=str(path.parent),
-                    kernel_name="python3",
-                    execution_timeout=timeout_s,
-                    progress_bar=False,
-                )
-            executed.stamp(out_dir / path.name, "cuda", smoke=False)
-        except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
-            status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
-        finally:
-            filled.unlink(missing_ok=True)
+        out = out_dir / path.name
+        status, error, seconds = "passed", "", None
+        with tempfile.TemporaryDirectory() as tmp:
+            filled = Path(tmp) / path.name  # runs in notebooks/, like the original
+            nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
+            try:
+                with executed.figures_inline():
+                    papermill.execute_notebook(
+                        str(filled),
+                        str(out),
+                        parameters={"SMOKE": smoke, "DEVICE": str(device)},
+                        cwd=str(path.parent),
+                        kernel_name="python3",
+                        execution_timeout=timeout_s,
+                        progress_bar=False,
+                    )
+                executed.stamp(out, device, smoke=smoke)
+            except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
+                status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
+        if out.exists():
+            duration = nbformat.read(out, as_version=4).metadata.get("papermill", {})
+            seconds = round(duration.get("duration") or 0.0, 1) or None
         results.append(
-            {
-                "notebook": path.name,
-                "status": status,
-                "seconds": round(time.perf_counter() - start, 1),
-                "error": error,
-            }
+            {"notebook": path.name, "status": status, "seconds": seconds, "error": error}
         )
-        print(f"{path.name}: {status} in {results[-1]['seconds']} s", flush=True)
+        print(f"{path.name}: {status} in {seconds} s", flush=True)
     return results
 
 

@@ -1,14 +1,22 @@
-"""Shared fixtures: repository paths and a GPU marker that skips without CUDA."""
+"""Shared fixtures: repository paths, a GPU marker that skips without CUDA, and the split of the
+suite over pytest-xdist workers."""
 
 import os
 import socket
 from pathlib import Path
 
-import pytest
-import torch
+# Under pytest-xdist every worker (and every kernel or process it starts, which inherit this
+# environment) gets its share of the cores: torch reads OMP_NUM_THREADS when it is imported, and
+# two workers each spinning two threads on two cores run slower than one worker alone.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+
+import pytest  # noqa: E402  (after the thread count, which torch reads at import)
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -24,13 +32,55 @@ CHROMIUM_ARGS = [
 os.environ.setdefault("AMP_COURSE_OFFLINE", "1")
 
 
-def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
+# Test files whose module-scoped fixtures are expensive (a grading run, a JupyterLab server, a
+# built site): their tests stay together on one xdist worker so the fixture runs once.
+SHARED_FIXTURE_FILES = {
+    "test_attention.py",
+    "test_autocast_lists.py",
+    "test_autocast_trace.py",
+    "test_bench.py",
+    "test_browser.py",
+    "test_checkpointing.py",
+    "test_figures.py",
+    "test_grading.py",
+    "test_lesson_00.py",
+    "test_scaling.py",
+    "test_training_loops.py",
+    "test_wheel.py",
+}
+
+
+def pytest_configure(config):
+    """Refuse the pytest and pytest-xdist pair that loses the groups below without a word."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    if Version(pytest.__version__) >= Version("9.2") and Version(version("pytest-xdist")) < Version(
+        "3.9"
+    ):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')} ignores "
+            "--dist loadgroup (pytest-dev/pytest-xdist#1386), and the website test would run "
+            "before the lessons it shows: install the test extra (pytest<9.2) or run with -n 0."
+        )
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    skip = None if torch.cuda.is_available() else pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "gpu" in item.keywords:
+        if skip is not None and "gpu" in item.keywords:
             item.add_marker(skip)
+        name = item.path.name
+        if name == "test_site.py" or "executes_lessons" in item.keywords:
+            # The site is built from the executed copies the papermill run writes: one worker
+            # runs both, in collection order (tests/test_notebooks.py before tests/test_site.py).
+            item.add_marker(pytest.mark.xdist_group("executed"))
+        elif name in SHARED_FIXTURE_FILES:
+            item.add_marker(pytest.mark.xdist_group(name))
 
 
 def require(condition: bool, message: str) -> None:

@@ -7,7 +7,6 @@ the lesson as a learner opens it, blanks untouched (Run All must reach the quiz 
 import os
 import subprocess
 import sys
-import time
 
 import nbformat
 import papermill
@@ -18,7 +17,9 @@ from amp_course import executed as _executed
 from amp_course.device import pick_device
 from amp_course.exercises import fill_solutions
 
-SMOKE_BUDGET_S = 60  # each lesson must run in well under a minute in smoke mode
+# Each lesson must run in well under a minute in smoke mode: a benchmark measures it (make
+# bench-smoke, reports/smoke/); here the budget is only the guard against a hanging cell.
+SMOKE_BUDGET_S = 60
 
 
 def _errors(nb):
@@ -32,34 +33,34 @@ def _errors(nb):
 
 
 def _with_solutions(path, tmp_path):
-    """A copy of the notebook beside the original, its exercise blanks filled with solutions."""
+    """A copy of the notebook in ``tmp_path``, its exercise blanks filled with solutions (it runs
+    with notebooks/ as its working directory, like the original)."""
     nb = fill_solutions(nbformat.read(path, as_version=4))
-    filled = path.parent / f".solved-{tmp_path.name}-{path.name}"
+    filled = tmp_path / f"solved-{path.name}"
     nbformat.write(nb, filled)
     return filled
 
 
 @pytest.mark.notebook
+@pytest.mark.executes_lessons
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_papermill_smoke(path, tmp_path):
+def test_papermill_smoke(path, tmp_path, monkeypatch):
+    # The quiz writes its answer file (with the learner's choice order) when it is shown: keep it
+    # out of notebooks/, where a concurrent run of the same lesson would share it.
+    monkeypatch.setenv("AMP_COURSE_ANSWERS_DIR", str(tmp_path))
     out = ROOT / "executed" / path.name
     out.parent.mkdir(exist_ok=True)
     filled = _with_solutions(path, tmp_path)
-    start = time.perf_counter()
-    try:
-        with _executed.figures_inline():  # the site shows the executed copies' figures
-            papermill.execute_notebook(
-                str(filled),
-                str(out),
-                parameters={"SMOKE": True},
-                cwd=str(path.parent),
-                kernel_name="python3",
-                execution_timeout=2 * SMOKE_BUDGET_S,
-                progress_bar=False,
-            )
-    finally:
-        filled.unlink()
-    elapsed = time.perf_counter() - start
+    with _executed.figures_inline():  # the site shows the executed copies' figures
+        papermill.execute_notebook(
+            str(filled),
+            str(out),
+            parameters={"SMOKE": True},
+            cwd=str(path.parent),
+            kernel_name="python3",
+            execution_timeout=2 * SMOKE_BUDGET_S,
+            progress_bar=False,
+        )
     _executed.stamp(out, pick_device("auto"), smoke=True)  # the device DEVICE="auto" picks
     executed = nbformat.read(out, as_version=4)
     assert not _errors(executed)
@@ -70,14 +71,18 @@ def test_papermill_smoke(path, tmp_path):
     if any("matplotlib" in c.source for c in code):
         figures = [o for o in outputs if "image/png" in o.get("data", {})]
         assert figures, f"{path.name} imports matplotlib but showed no figure"
-    assert elapsed < SMOKE_BUDGET_S, f"{path.name} took {elapsed:.0f} s in smoke mode"
 
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_run_all_with_blanks_untouched(path):
+def test_run_all_with_blanks_untouched(path, tmp_path):
     """Run All before answering: unfinished exercises say so and the lesson reaches its quiz."""
-    env = {**os.environ, "AMP_COURSE_SMOKE": "1", "MPLBACKEND": "Agg"}
+    env = {
+        **os.environ,
+        "AMP_COURSE_SMOKE": "1",
+        "MPLBACKEND": "Agg",
+        "AMP_COURSE_ANSWERS_DIR": str(tmp_path),
+    }
     nb = nbformat.read(path, as_version=4)
     code_cells = sum(c.cell_type == "code" for c in nb.cells)
     assert nb.cells[-1].cell_type == "code" and "ac.quiz.show" in nb.cells[-1].source
