@@ -38,6 +38,7 @@ def call_answer(fn, *args, **kwargs) -> tuple[object, str | None]:
 
 
 def error_text(error: BaseException) -> str:
+    """How an observation records an exception the learner's code raised (500 characters)."""
     return f"{type(error).__name__}: {error}"[:500]
 
 

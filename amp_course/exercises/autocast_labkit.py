@@ -1,6 +1,5 @@
 """What the beyond-autocast labs and lesson 09's exercises share: the device, the autocast dtype,
-seeded inputs and how an exception from the learner's code is recorded. Public: observe functions
-and reference solutions both import it.
+seeded inputs and blocks. Public: observe functions and reference solutions both import it.
 """
 
 from __future__ import annotations
@@ -11,11 +10,6 @@ from torch import nn
 AMAX_EPS = 1e-12  # torchao's floor for amax, so an all-zero tensor gets a finite FP8 scale
 DEVICE_TYPE = "cpu"
 AMP_DTYPE = torch.bfloat16
-
-
-def error_text(error: BaseException) -> str:
-    """How an observe function records an exception the learner's code raised."""
-    return f"{type(error).__name__}: {error}"
 
 
 def seeded(seed: int) -> torch.Generator:

@@ -15,7 +15,8 @@ from ..checkpointing import encoder_blocks
 from ..memory import saved_tensor_bytes
 from ..models import build_vit
 from . import ExerciseFailed, register
-from .autocast_labkit import AMAX_EPS, error_text
+from .answers import error_text
+from .autocast_labkit import AMAX_EPS
 
 # ---- 09.checkpoint_every: checkpoint every k-th encoder block ------------------------------------
 

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from ..data import load_mnist
 from ..scaling import mlp, mnist_batches
 from . import ExerciseFailed, register
-from .autocast_labkit import AMP_DTYPE, DEVICE_TYPE, error_text, seeded
+from .answers import error_text
+from .autocast_labkit import AMP_DTYPE, DEVICE_TYPE, seeded
 
 # ---- Lab 2: a custom op that autocast never casts ------------------------------------------------
 _op_ids = itertools.count()

@@ -16,7 +16,8 @@ from torch import nn
 
 from ..memory import saved_tensor_bytes
 from . import ExerciseFailed, register
-from .autocast_labkit import AMP_DTYPE, DEVICE_TYPE, error_text, lab_block, seeded
+from .answers import error_text
+from .autocast_labkit import AMP_DTYPE, DEVICE_TYPE, lab_block, seeded
 
 
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
