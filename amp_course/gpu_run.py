@@ -76,6 +76,7 @@ def run_notebooks(
     results = []
     for path in notebooks:
         out = out_dir / path.name
+        out.unlink(missing_ok=True)  # a failed run must not report an earlier run's copy
         status, error, seconds = "passed", "", None
         with tempfile.TemporaryDirectory() as tmp:
             filled = Path(tmp) / path.name  # runs in notebooks/, like the original
