@@ -57,6 +57,35 @@ def stamp(path, device, smoke: bool) -> dict:
     return record
 
 
+def run_lesson(path, out, *, smoke: bool, device, timeout_s: int):
+    """Execute the lesson at ``path`` with papermill into ``out``, its exercise blanks filled with
+    the reference solutions, figures inline, on ``device``; stamp the copy and return it (an
+    nbformat node). Papermill's errors propagate; ``timeout_s`` bounds each cell."""
+    import tempfile
+
+    import nbformat
+    import papermill
+
+    from .exercises import fill_solutions
+
+    path, out = Path(path), Path(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        filled = Path(tmp) / path.name  # runs in the lesson's own folder, like the original
+        nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
+        with figures_inline():
+            papermill.execute_notebook(
+                str(filled),
+                str(out),
+                parameters={"SMOKE": smoke, "DEVICE": str(device)},
+                cwd=str(path.parent),
+                kernel_name="python3",
+                execution_timeout=timeout_s,
+                progress_bar=False,
+            )
+    stamp(out, device, smoke=smoke)
+    return nbformat.read(out, as_version=4)
+
+
 def read_stamp(nb) -> dict:
     """The stamp of an executed notebook (nbformat node or dict); ValueError when it has none."""
     record = nb.get("metadata", {}).get(STAMP_KEY) or {}

@@ -64,13 +64,9 @@ def run_notebooks(
     """Execute each notebook with papermill (solutions filled in, full mode unless ``smoke``) on
     ``device``; keep the stamped copies in ``out_dir``. Each result's ``seconds`` is papermill's
     duration of the run (kernel start included, the copy and the stamp not)."""
-    import tempfile
-
     import nbformat
-    import papermill
 
-    from . import executed
-    from .exercises import fill_solutions
+    from .executed import run_lesson
 
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
@@ -78,24 +74,11 @@ def run_notebooks(
         out = out_dir / path.name
         out.unlink(missing_ok=True)  # a failed run must not report an earlier run's copy
         status, error, seconds = "passed", "", None
-        with tempfile.TemporaryDirectory() as tmp:
-            filled = Path(tmp) / path.name  # runs in notebooks/, like the original
-            nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
-            try:
-                with executed.figures_inline():
-                    papermill.execute_notebook(
-                        str(filled),
-                        str(out),
-                        parameters={"SMOKE": smoke, "DEVICE": str(device)},
-                        cwd=str(path.parent),
-                        kernel_name="python3",
-                        execution_timeout=timeout_s,
-                        progress_bar=False,
-                    )
-                executed.stamp(out, device, smoke=smoke)
-            except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
-                status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
-        if out.exists():
+        try:
+            run_lesson(path, out, smoke=smoke, device=device, timeout_s=timeout_s)
+        except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
+            status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
+        if out.exists():  # papermill keeps a failed run's partial copy too
             duration = nbformat.read(out, as_version=4).metadata.get("papermill", {})
             seconds = round(duration.get("duration") or 0.0, 1) or None
         results.append(

@@ -9,13 +9,11 @@ import subprocess
 import sys
 
 import nbformat
-import papermill
 import pytest
 from conftest import NOTEBOOKS, ROOT
 
 from amp_course import executed as _executed
 from amp_course.device import pick_device
-from amp_course.exercises import fill_solutions
 
 # Each lesson must run in well under a minute in smoke mode: a benchmark measures it (make
 # bench-smoke, reports/smoke/); here the budget is only the guard against a hanging cell.
@@ -32,15 +30,6 @@ def _errors(nb):
     ]
 
 
-def _with_solutions(path, tmp_path):
-    """A copy of the notebook in ``tmp_path``, its exercise blanks filled with solutions (it runs
-    with notebooks/ as its working directory, like the original)."""
-    nb = fill_solutions(nbformat.read(path, as_version=4))
-    filled = tmp_path / f"solved-{path.name}"
-    nbformat.write(nb, filled)
-    return filled
-
-
 @pytest.mark.notebook
 @pytest.mark.executes_lessons
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -50,19 +39,10 @@ def test_papermill_smoke(path, tmp_path, monkeypatch):
     monkeypatch.setenv("AMP_COURSE_ANSWERS_DIR", str(tmp_path))
     out = ROOT / "executed" / path.name
     out.parent.mkdir(exist_ok=True)
-    filled = _with_solutions(path, tmp_path)
-    with _executed.figures_inline():  # the site shows the executed copies' figures
-        papermill.execute_notebook(
-            str(filled),
-            str(out),
-            parameters={"SMOKE": True},
-            cwd=str(path.parent),
-            kernel_name="python3",
-            execution_timeout=2 * SMOKE_BUDGET_S,
-            progress_bar=False,
-        )
-    _executed.stamp(out, pick_device("auto"), smoke=True)  # the device DEVICE="auto" picks
-    executed = nbformat.read(out, as_version=4)
+    # The device DEVICE="auto" picks; the site shows the executed copies' figures.
+    executed = _executed.run_lesson(
+        path, out, smoke=True, device=pick_device("auto"), timeout_s=2 * SMOKE_BUDGET_S
+    )
     assert not _errors(executed)
     # The lesson computed and showed something: printed text, and a figure where it plots.
     code = [c for c in executed.cells if c.cell_type == "code"]

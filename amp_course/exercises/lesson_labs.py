@@ -22,12 +22,12 @@ from .labkit import (  # noqa: F401  (the notebook reaches the labs' setup throu
     Outcome,
     RecordingScaler,
     compare_outcomes,
-    compare_params,
     forward_loss,
     lab_batches,
     lab_model,
     lab_setup,
     observe_run,
+    params_close,
     poisoned_for,
     symptom,
     train_steps,
@@ -194,12 +194,9 @@ def compare_resume(mine, reference, seed: int) -> None:
             "after loading your checkpoint the optimizer lost its state (SGD's momentum); "
             "save optimizer.state_dict() too."
         )
-    same = mine["scales"] == reference["scales"]
-    try:
-        compare_params(mine["params"], reference["params"], "weights")
-    except ExerciseFailed:
-        same = False
-    if not same:
+    if mine["scales"] != reference["scales"] or not params_close(
+        mine["params"], reference["params"]
+    ):
         raise ExerciseFailed(
             "the resumed run does not continue exactly like the uninterrupted one: "
             f"loss scale {[f'{s:g}' for s in mine['scales']]} vs "
@@ -240,13 +237,7 @@ def compare_prepare(mine, reference, seed: int) -> None:
         )
     if not mine["scaler"]:
         raise ExerciseFailed("fp16 autocast needs an enabled torch.amp.GradScaler.")
-    same = mine["train_error"] is None
-    if same:
-        try:
-            compare_params(mine["params"], reference["params"], "weights")
-        except ExerciseFailed:
-            same = False
-    if not same:
+    if mine["train_error"] is not None or not params_close(mine["params"], reference["params"]):
         raise ExerciseFailed(
             "training with your (model, optimizer, scaler) gives different weights from "
             f"the reference: use SGD(lr={LR}, momentum=0.9) over model.parameters() and "
