@@ -57,10 +57,11 @@ def stamp(path, device, smoke: bool) -> dict:
     return record
 
 
-def run_lesson(path, out, *, smoke: bool, device, timeout_s: int):
+def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=None):
     """Execute the lesson at ``path`` with papermill into ``out``, its exercise blanks filled with
     the reference solutions, figures inline, on ``device``; stamp the copy and return it (an
-    nbformat node). Papermill's errors propagate; ``timeout_s`` bounds each cell."""
+    nbformat node). ``parameters`` adds lesson parameters (``{"AMP_DTYPE": "fp16"}``).
+    Papermill's errors propagate; ``timeout_s`` bounds each cell."""
     import tempfile
 
     import nbformat
@@ -76,7 +77,7 @@ def run_lesson(path, out, *, smoke: bool, device, timeout_s: int):
             papermill.execute_notebook(
                 str(filled),
                 str(out),
-                parameters={"SMOKE": smoke, "DEVICE": str(device)},
+                parameters={**(parameters or {}), "SMOKE": smoke, "DEVICE": str(device)},
                 cwd=str(path.parent),
                 kernel_name="python3",
                 execution_timeout=timeout_s,

@@ -3,6 +3,9 @@ benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, 
 and date.
 
 Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
+A run can be split into parts (``--notebooks``, ``--skip-nbval``, ``--nbval-only``, ``--tag``,
+which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``), and ``--amp-dtype fp16``
+runs lessons as a GPU without bf16 (a Colab T4) would, into ``<device-name>-fp16/``.
 """
 
 from __future__ import annotations
@@ -59,11 +62,18 @@ def environment_record(device: torch.device) -> dict:
 
 
 def run_notebooks(
-    notebooks: list[Path], out_dir: Path, timeout_s: int, *, smoke: bool = False, device="cuda"
+    notebooks: list[Path],
+    out_dir: Path,
+    timeout_s: int,
+    *,
+    smoke: bool = False,
+    device="cuda",
+    parameters: dict | None = None,
 ) -> list[dict]:
-    """Execute each notebook with papermill (solutions filled in, full mode unless ``smoke``) on
-    ``device``; keep the stamped copies in ``out_dir``. Each result's ``seconds`` is papermill's
-    duration of the run (kernel start included, the copy and the stamp not)."""
+    """Execute each notebook with papermill (solutions filled in, full mode unless ``smoke``,
+    ``parameters`` added) on ``device``; keep the stamped copies in ``out_dir``. Each result's
+    ``seconds`` is papermill's duration of the run (kernel start included, the copy and the stamp
+    not)."""
     import nbformat
 
     from .executed import run_lesson
@@ -75,7 +85,9 @@ def run_notebooks(
         out.unlink(missing_ok=True)  # a failed run must not report an earlier run's copy
         status, error, seconds = "passed", "", None
         try:
-            run_lesson(path, out, smoke=smoke, device=device, timeout_s=timeout_s)
+            run_lesson(
+                path, out, smoke=smoke, device=device, timeout_s=timeout_s, parameters=parameters
+            )
         except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
             status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
         if out.exists():  # papermill keeps a failed run's partial copy too
@@ -93,8 +105,14 @@ def default_notebooks() -> list[Path]:
     return sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
 
 
-def run_nbval(executed_dir: Path, out_dir: Path, timeout_s: int) -> int:
-    """``pytest --nbval-lax`` over the executed copies, in full mode; JUnit XML kept."""
+def part_name(stem: str, tag: str, suffix: str) -> str:
+    """``report.json``, or ``report-<tag>.json`` for a tagged part of the run."""
+    return f"{stem}-{tag}{suffix}" if tag else f"{stem}{suffix}"
+
+
+def run_nbval(executed: list[Path], out_dir: Path, timeout_s: int, tag: str = "") -> int:
+    """``pytest --nbval-lax`` over these executed copies, in full mode; JUnit XML and the log kept
+    in ``out_dir`` (named for ``tag``)."""
     env = {**os.environ, "AMP_COURSE_SMOKE": "0"}
     result = subprocess.run(
         [
@@ -106,15 +124,15 @@ def run_nbval(executed_dir: Path, out_dir: Path, timeout_s: int) -> int:
             "no:cacheprovider",
             "--nbval-lax",
             f"--nbval-cell-timeout={timeout_s}",
-            f"--junitxml={out_dir / 'nbval.xml'}",
-            *sorted(str(p) for p in executed_dir.glob("*.ipynb")),
+            f"--junitxml={out_dir / part_name('nbval', tag, '.xml')}",
+            *sorted(str(p) for p in executed),
         ],
         cwd=ROOT / "notebooks",
         env=env,
         capture_output=True,
         text=True,
     )
-    (out_dir / "nbval.log").write_text(result.stdout + result.stderr)
+    (out_dir / part_name("nbval", tag, ".log")).write_text(result.stdout + result.stderr)
     return result.returncode
 
 
@@ -138,7 +156,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cell-timeout", type=int, default=1800)
     parser.add_argument("--skip-nbval", action="store_true")
+    parser.add_argument(
+        "--nbval-only",
+        action="store_true",
+        help="run nbval over the executed copies an earlier part left (no papermill)",
+    )
     parser.add_argument("--skip-bench", action="store_true")
+    parser.add_argument(
+        "--amp-dtype",
+        choices=["bf16", "fp16"],
+        default=None,
+        help="the lessons' AMP_DTYPE parameter; fp16 is what a GPU without bf16 (T4) runs",
+    )
+    parser.add_argument("--tag", default="", help="names this part's report and nbval files")
     args = parser.parse_args(argv)
     try:
         device = require_gpu()
@@ -146,25 +176,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     record = environment_record(device)
-    out = args.out / device_slug(record["device"])
+    out = args.out / (
+        device_slug(record["device"]) + (f"-{args.amp_dtype}" if args.amp_dtype else "")
+    )
     notebooks = args.notebooks or default_notebooks()
+    executed = [out / "notebooks" / path.name for path in notebooks]
+    record["amp_dtype"] = args.amp_dtype or "lesson default"
     print(
         f"GPU run on {record['device']} (driver {record['driver']}, "
         f"torch {record['versions']['torch']}) -> {out}"
     )
-    record["notebooks"] = run_notebooks(notebooks, out / "notebooks", args.cell_timeout)
-    record["nbval"] = (
-        "skipped"
-        if args.skip_nbval
-        else "passed"
-        if run_nbval(out / "notebooks", out, args.cell_timeout) == 0
-        else "failed"
+    parameters = {"AMP_DTYPE": args.amp_dtype} if args.amp_dtype else None
+    record["notebooks"] = (
+        []
+        if args.nbval_only
+        else run_notebooks(notebooks, out / "notebooks", args.cell_timeout, parameters=parameters)
     )
+    missing = [str(path) for path in executed if not path.exists()]
+    if args.skip_nbval:
+        record["nbval"] = "skipped"
+    elif missing:  # nbval needs a copy that papermill executed, with its solutions filled in
+        record["nbval"] = f"failed: no executed copy of {', '.join(missing)}"
+    else:
+        code = run_nbval(executed, out, args.cell_timeout, args.tag)
+        record["nbval"] = "passed" if code == 0 else "failed"
     record["bench"] = "skipped" if args.skip_bench else run_bench(out)
-    (out / "report.json").write_text(json.dumps(record, indent=2) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / part_name("report", args.tag, ".json")).write_text(json.dumps(record, indent=2) + "\n")
     failed = [r for r in record["notebooks"] if r["status"] != "passed"]
     print(json.dumps({k: v for k, v in record.items() if k != "notebooks"}, indent=2))
-    return 1 if failed or record["nbval"] == "failed" else 0
+    return 1 if failed or record["nbval"].startswith("failed") else 0
 
 
 if __name__ == "__main__":

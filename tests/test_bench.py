@@ -43,6 +43,16 @@ def _flags():
     return state["matmul"], state["conv"]
 
 
+def test_compile_and_fused_together_add_the_combined_recipe():
+    names = [m.name for m in bench.BenchConfig.full(compile=True, fused=True).modes()]
+    assert len(names) == 16 and {"bf16", "bf16+compile", "bf16+fused"} <= set(names)
+    assert "bf16+compile+fused" in names and "fp32+compile+fused" in names
+    assert not any(
+        "+compile+fused" in n
+        for n in (m.name for m in bench.BenchConfig.full(compile=True).modes())
+    )
+
+
 def test_unavailable_modes_are_skipped_with_a_reason_on_cpu():
     cpu = torch.device("cpu")
     assert "CUDA" in bench.skip_reason(bench.Mode("tf32"), cpu)

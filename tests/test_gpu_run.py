@@ -33,3 +33,22 @@ def test_gpu_run_covers_every_notebook_with_gpu_cells():
     names = {p.name for p in gpu_run.default_notebooks()}
     assert {"09_beyond_autocast.ipynb", "labs_beyond_autocast.ipynb"} <= names
     assert names == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+def test_run_notebooks_passes_lesson_parameters(tmp_path):
+    # The fp16 pass (what a Colab T4 runs) reaches the lesson as its AMP_DTYPE parameter.
+    import nbformat
+
+    lesson = ROOT / "notebooks" / "03_grad_scaler.ipynb"
+    results = gpu_run.run_notebooks(
+        [lesson], tmp_path, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
+    )
+    assert results[0]["status"] == "passed", results[0]["error"]
+    nb = nbformat.read(tmp_path / lesson.name, as_version=4)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and 'AMP_DTYPE = "fp16"' in injected[0].source
+
+
+def test_parts_of_the_run_name_their_files():
+    assert gpu_run.part_name("report", "", ".json") == "report.json"
+    assert gpu_run.part_name("nbval", "a", ".xml") == "nbval-a.xml"

@@ -106,6 +106,9 @@ class BenchConfig:
         modes = [Mode(p) for p in self.precisions]
         modes += [Mode(p, compile=True) for p in self.precisions if self.compile]
         modes += [Mode(p, fused=True) for p in self.precisions if self.fused]
+        # Both together: the fastest recipe a learner would use (compiled model, fused AdamW).
+        both = self.compile and self.fused
+        modes += [Mode(p, compile=True, fused=True) for p in self.precisions if both]
         return modes
 
 
