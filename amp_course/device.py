@@ -238,10 +238,12 @@ def describe_hardware(device: torch.device | str) -> str:
         software += f", torchvision {found['torchvision']}"
     if device.type == "cuda":
         major, minor = record["capability"]
-        dtype = dtype_name(pick_autocast_dtype(device))
+        # What the GPU supports, not what a lesson runs: a lesson may choose fp16 on a bf16 GPU.
+        bf16 = pick_autocast_dtype(device, warn=False) == torch.bfloat16
+        support = "bf16 and fp16" if bf16 else "fp16, no bf16"
         return (
-            f"{record['device']} (sm_{major}{minor}, {record['memory_gib']:.0f} GiB), "
-            f"autocast {dtype}; {software}"
+            f"{record['device']} (sm_{major}{minor}, {record['memory_gib']:.0f} GiB, {support}); "
+            f"{software}"
         )
     bf16 = "native bf16 (AVX512-BF16/AMX)" if cpu_has_fast_bf16() else "no native bf16"
     threads = torch.get_num_threads()

@@ -4,8 +4,9 @@ and date.
 
 Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
 A run can be split into parts (``--notebooks``, ``--skip-nbval``, ``--nbval-only``, ``--tag``,
-which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``), and ``--amp-dtype fp16``
-runs lessons as a GPU without bf16 (a Colab T4) would, into ``<device-name>-fp16/``.
+which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``); ``--merge FOLDER`` then
+writes the folder's ``report.json`` from its parts, on any machine. ``--amp-dtype fp16`` runs
+lessons as a GPU without bf16 (a Colab T4) would, into ``<device-name>-fp16/``.
 """
 
 from __future__ import annotations
@@ -144,6 +145,55 @@ def run_bench(out_dir: Path) -> str:
     return "passed" if code == 0 else f"failed (exit {code})"
 
 
+def nbval_results(folder: Path) -> dict[str, str]:
+    """Each notebook's nbval verdict ("passed"/"failed") from the JUnit files of every part; a
+    notebook failing in any part failed."""
+    import xml.etree.ElementTree as ET
+
+    verdicts: dict[str, str] = {}
+    for xml in sorted(folder.glob("nbval*.xml")):
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            # classname: reports.gpu.<device>.notebooks.<lesson>.ipynb
+            name = case.get("classname", "").rsplit(".notebooks.", 1)[-1]
+            failed = any(child.tag in ("failure", "error") for child in case)
+            if failed or verdicts.get(name) != "failed":
+                verdicts[name] = "failed" if failed else "passed"
+    return verdicts
+
+
+def merge_reports(folder: Path) -> dict:
+    """One ``report.json`` for a run made in parts: the newest part's machine record, each
+    notebook's newest papermill result with its nbval verdict, and which checks are missing."""
+    parts = [json.loads(p.read_text()) for p in sorted(folder.glob("report-*.json"))]
+    if not parts:
+        raise FileNotFoundError(f"no report-*.json in {folder}: nothing to merge")
+    parts.sort(key=lambda record: record.get("date", ""))
+    notebooks: dict[str, dict] = {}
+    for record in parts:
+        for run in record.get("notebooks", []):
+            notebooks[run["notebook"]] = dict(run)
+    verdicts = nbval_results(folder)
+    for name, run in notebooks.items():
+        run["nbval"] = verdicts.get(name, "not run")
+    unchecked = {
+        verdict: [name for name, run in sorted(notebooks.items()) if run["nbval"] == verdict]
+        for verdict in ("failed", "not run")
+    }
+    merged = {k: v for k, v in parts[-1].items() if k not in ("notebooks", "nbval", "bench")}
+    merged["parts"] = len(parts)
+    merged["notebooks"] = sorted(notebooks.values(), key=lambda run: run["notebook"])
+    merged["nbval"] = (
+        "; ".join(
+            f"{verdict} for {', '.join(names)}" for verdict, names in unchecked.items() if names
+        )
+        or "passed"
+    )
+    benches = sorted(p.parent.name for p in folder.glob("bench*/bench.json"))
+    merged["bench"] = ", ".join(benches) if benches else "not run"
+    (folder / "report.json").write_text(json.dumps(merged, indent=2) + "\n")
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="amp-course gpu-run", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "gpu")
@@ -169,7 +219,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the lessons' AMP_DTYPE parameter; fp16 is what a GPU without bf16 (T4) runs",
     )
     parser.add_argument("--tag", default="", help="names this part's report and nbval files")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        metavar="FOLDER",
+        help="write FOLDER/report.json from its report-*.json parts (needs no GPU), then stop",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        merged = merge_reports(args.merge)
+        print(
+            f"{args.merge / 'report.json'}: {len(merged['notebooks'])} notebooks, "
+            f"nbval {merged['nbval']}, bench {merged['bench']}"
+        )
+        return 0
     try:
         device = require_gpu()
     except NoGPUError as error:

@@ -199,3 +199,27 @@ def test_gpu_bench_measures_memory_mfu_and_largest_batch():
     # bf16 halves the activations, so strictly more images fit than in fp32.
     assert 8 <= batches["fp32"] < config.max_batch_limit
     assert batches["bf16"] > batches["fp32"]
+
+
+def test_profile_modes_and_kernel_families():
+    from amp_course.bench import profile
+
+    mode = profile.parse_mode("bf16+compile+fused")
+    assert (mode.precision, mode.compile, mode.fused) == ("bf16", True, True)
+    with pytest.raises(ValueError, match="Unknown mode 'bf16\\+foo'"):
+        profile.parse_mode("bf16+foo")
+    assert profile.kernel_family("nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_NNN") == "matmul"
+    assert profile.kernel_family("cudnn_generated_fort_native_sdpa_sm90_flash_bprop") == (
+        "attention"
+    )
+    assert profile.kernel_family("triton_poi_fused_gelu_view_12") == "other"
+
+
+def test_profile_on_a_cpu_times_the_step_and_reports_no_kernels():
+    from amp_course.bench import profile
+
+    result = profile.profile_step(
+        profile.parse_mode("fp32"), "cpu", preset="tiny", batch=2, steps=2, warmup=1
+    )
+    assert result["step_s"] > 0 and result["kernel_s"] is None
+    assert "no device kernels" in profile.format_profile(result)

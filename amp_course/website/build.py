@@ -123,11 +123,17 @@ def gpu_markdown(folder: Path, lessons: list[str]) -> str:
         lines.append(f"| {shown} | {run['status']} | {run.get('seconds', '')} |")
     nbval, bench_run = record.get("nbval", "not run"), record.get("bench", "not run")
     lines += ["", f"nbval: {nbval}; benchmark: {bench_run}"]
-    bench = folder / "bench"
-    if (bench / "bench.txt").exists():
-        lines += ["", "## Benchmark", "", "```text", (bench / "bench.txt").read_text(), "```"]
-    if (bench / "bench.png").exists():
-        lines += ["", f"![The benchmark on this GPU]({folder.name}.png)"]
+    for bench in sorted(p.parent for p in folder.glob("bench*/bench.txt")):
+        lines += [
+            "",
+            f"## Benchmark: {bench.name}",
+            "",
+            "```text",
+            (bench / "bench.txt").read_text(),
+        ]
+        lines += ["```"]
+        if (bench / "bench.png").exists():
+            lines += ["", f"![The benchmark on this GPU]({folder.name}-{bench.name}.png)"]
     return "\n".join(lines) + "\n"
 
 
@@ -150,9 +156,9 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
         _write(src / "lessons" / committed.name, nbformat.writes(page) + "\n", written)
     for folder in reports:
         _write(src / "gpu" / f"{folder.name}.md", gpu_markdown(folder, lessons), written)
-        plot = folder / "bench" / "bench.png"
-        if plot.exists():
-            _write(src / "gpu" / f"{folder.name}.png", plot.read_bytes(), written)
+        for plot in folder.glob("bench*/bench.png"):
+            name = f"{folder.name}-{plot.parent.name}.png"
+            _write(src / "gpu" / name, plot.read_bytes(), written)
     _write(src / "index.md", index_markdown(sources, root), written)
     for old in [p for p in src.rglob("*") if p.is_file() and p not in written]:
         old.unlink()  # a page of a lesson or GPU run that is gone

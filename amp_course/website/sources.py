@@ -38,14 +38,17 @@ def lessons(root: Path = ROOT) -> list[str]:
 
 
 def gpu_reports(root: Path = ROOT) -> list[Path]:
-    """Folders written by the GPU run (``reports/gpu/<device>/``), newest first by report date."""
+    """Folders written by the GPU run (``reports/gpu/<device>/``), newest first by report date,
+    runs with the lessons' own AMP dtype before passes that forced one."""
     found = []
     for report in (root / "reports" / "gpu").glob("*/report.json"):
         try:
-            date = json.loads(report.read_text(encoding="utf-8")).get("date", "")
+            record = json.loads(report.read_text(encoding="utf-8"))
         except ValueError:
             continue  # an interrupted run: its copies are not trusted
-        found.append((str(date), report.parent))
+        # A pass with a forced AMP dtype (the fp16 pass a T4 takes) ranks after the lessons' own.
+        own = record.get("amp_dtype", "lesson default") == "lesson default"
+        found.append(((own, str(record.get("date", ""))), report.parent))
     return [folder for _, folder in sorted(found, key=lambda item: item[0], reverse=True)]
 
 

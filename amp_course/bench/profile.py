@@ -1,0 +1,176 @@
+"""Where a ViT training step's time goes, per precision mode: torch.profiler over the bench's own
+step, with the GPU time split into matrix multiplications, attention and everything else, and the
+share of the step in which the GPU runs no kernel at all (launch overhead, Python, the optimizer's
+host side).
+
+    python -m amp_course.bench.profile --modes fp32,bf16,bf16+compile+fused --out reports/...
+
+It answers the question the bench's MFU column raises: when a step reaches a small fraction of the
+peak, is the GPU busy with non-matmul kernels (element-wise work, layer norms, the optimizer), or
+idle, waiting for the host?
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from .. import data as _data
+from .. import models, precision
+from ..device import pick_device
+from .config import PRECISIONS, Mode
+from .workloads import _Trainer
+
+# Kernel names by family, matched in lower case. cuBLAS/CUTLASS GEMMs on Hopper appear as
+# nvjet_*, sm90_xmma_*, cutlass*gemm*; SDPA's kernels as flash_* / fmha_* / *attention*.
+MATMUL_MARKERS = ("gemm", "nvjet", "xmma", "cutlass", "matmul", "cublas")
+ATTENTION_MARKERS = ("flash", "fmha", "attention", "attn")
+
+
+def parse_mode(name: str) -> Mode:
+    """``"bf16+compile+fused"`` -> Mode; ValueError naming the valid parts otherwise."""
+    precision_name, *flags = name.split("+")
+    if precision_name not in PRECISIONS or not set(flags) <= {"compile", "fused"}:
+        raise ValueError(
+            f"Unknown mode {name!r}: a precision ({', '.join(PRECISIONS)}), optionally followed "
+            "by +compile and/or +fused."
+        )
+    return Mode(precision_name, compile="compile" in flags, fused="fused" in flags)
+
+
+def kernel_family(name: str) -> str:
+    lowered = name.lower()
+    if any(marker in lowered for marker in ATTENTION_MARKERS):
+        return "attention"
+    if any(marker in lowered for marker in MATMUL_MARKERS):
+        return "matmul"
+    return "other"
+
+
+def profile_step(
+    mode: Mode, device, *, preset="b16", batch=64, steps=10, warmup=5, **overrides
+) -> dict:
+    """Profile ``steps`` training steps of ViT ``preset`` in ``mode`` after ``warmup`` steps.
+
+    Returns the step time without the profiler, the kernels' total time per step by family, the
+    GPU's idle share of the step (None on a CPU, which runs no kernels), and the top kernels.
+    """
+    device = torch.device(device)
+    model = models.build_vit(preset, **overrides)
+    images, labels = _data.synthetic_images(
+        batch,
+        image_size=model.image_size,
+        channels=model.conv_proj.in_channels,
+        num_classes=model.num_classes,
+        device=device,
+    )
+    step = _Trainer(model, device).step_fn(mode, itertools.repeat((images, labels)))
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    with precision.tf32(mode.precision == "tf32"):
+        for _ in range(warmup):  # compiles, cuBLAS heuristics, the allocator's pools
+            step()
+        sync()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        step_s = (time.perf_counter() - start) / steps
+        activities = [ProfilerActivity.CPU] + (
+            [ProfilerActivity.CUDA] if device.type == "cuda" else []
+        )
+        with profile(activities=activities) as prof:
+            for _ in range(steps):
+                step()
+            sync()
+
+    # Device-side events are kernels, copies and memsets, plus user annotations (the optimizer's
+    # "Optimizer.step#AdamW.step" range) that span kernels already counted: those are left out.
+    device_events = [
+        event
+        for event in prof.events()
+        if event.device_type == torch.autograd.DeviceType.CUDA
+        and not getattr(event, "is_user_annotation", False)
+        and not event.name.startswith(("Optimizer.", "ProfilerStep"))
+    ]
+    kernels: dict[str, float] = defaultdict(float)
+    for event in device_events:
+        kernels[event.name] += event.time_range.elapsed_us() / 1e6 / steps
+    families: dict[str, float] = defaultdict(float)
+    for name, seconds in kernels.items():
+        families[kernel_family(name)] += seconds
+    busy = sum(kernels.values())
+    top = sorted(kernels.items(), key=lambda item: -item[1])[:12]
+    return {
+        "mode": mode.name,
+        "preset": preset,
+        "batch": batch,
+        "step_s": step_s,
+        "kernel_s": busy if kernels else None,
+        "families_s": dict(families),
+        "gpu_idle_share": max(0.0, 1 - busy / step_s) if kernels else None,
+        "kernel_launches_per_step": len(device_events) / steps,
+        "top_kernels": [{"name": name[:120], "seconds": s} for name, s in top],
+    }
+
+
+def format_profile(result: dict) -> str:
+    """A short Markdown section for one profiled mode."""
+    ms = result["step_s"] * 1e3
+    lines = [f"### {result['mode']} (ViT-{result['preset']}, batch {result['batch']})", ""]
+    if result["kernel_s"] is None:
+        lines.append(f"step {ms:.2f} ms; no device kernels (CPU run)")
+        return "\n".join(lines) + "\n"
+    lines.append(
+        f"step {ms:.2f} ms; kernels {result['kernel_s'] * 1e3:.2f} ms "
+        f"({result['kernel_launches_per_step']:.0f} launches); GPU idle "
+        f"{result['gpu_idle_share']:.0%} of the step"
+    )
+    shares = ", ".join(
+        f"{family} {seconds * 1e3:.2f} ms ({seconds / result['step_s']:.0%})"
+        for family, seconds in sorted(result["families_s"].items(), key=lambda kv: -kv[1])
+    )
+    lines += [f"by family: {shares}", "", "| kernel | ms per step |", "|---|---|"]
+    lines += [f"| `{k['name'][:80]}` | {k['seconds'] * 1e3:.3f} |" for k in result["top_kernels"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m amp_course.bench.profile", description=__doc__)
+    parser.add_argument("--modes", default="fp32,bf16,bf16+compile+fused")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--preset", default="b16")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=None, help="folder for profile.json/.md")
+    args = parser.parse_args(argv)
+    try:
+        modes = [parse_mode(name) for name in args.modes.split(",")]
+    except ValueError as error:
+        parser.error(str(error))
+    device = pick_device(args.device)
+    results = [
+        profile_step(mode, device, preset=args.preset, batch=args.batch, steps=args.steps)
+        for mode in modes
+    ]
+    text = "\n".join(format_profile(r) for r in results)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "profile.json").write_text(json.dumps(results, indent=2) + "\n")
+        (args.out / "profile.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
