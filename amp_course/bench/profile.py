@@ -132,9 +132,10 @@ def format_profile(result: dict) -> str:
         lines.append(f"step {ms:.2f} ms; no device kernels (CPU run)")
         return "\n".join(lines) + "\n"
     lines.append(
-        f"step {ms:.2f} ms; kernels {result['kernel_s'] * 1e3:.2f} ms "
-        f"({result['kernel_launches_per_step']:.0f} launches); GPU idle "
-        f"{result['gpu_idle_share']:.0%} of the step"
+        f"kernels {result['kernel_s'] * 1e3:.2f} ms per step "
+        f"({result['kernel_launches_per_step']:.0f} launches); a short unprofiled loop took "
+        f"{ms:.2f} ms a step, so the GPU ran no kernel for {result['gpu_idle_share']:.0%} of it "
+        "(one loop, no repeats: the bench's medians are the step times to quote)"
     )
     shares = ", ".join(
         f"{family} {seconds * 1e3:.2f} ms ({seconds / result['step_s']:.0%})"
