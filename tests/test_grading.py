@@ -24,6 +24,10 @@ from amp_course.exercises import plain
 from amp_course.exercises.probe import MIME
 from amp_course.grading import sandbox
 
+# A hang guard, not a speed test (the grading run takes about 35 s here): the submissions' own
+# timeouts must end every planted hang, and if they did not, the run's fixture would never return.
+pytestmark = pytest.mark.timeout(900)
+
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 MASTER = FIXTURES / "masters" / "99_toy.ipynb"
 TOKEN = f"amp-grading-straggler-{uuid.uuid4().hex}"  # in the argv of every planted process
@@ -244,18 +248,15 @@ def run(tmp_path_factory):
     watched = [key, MASTER, subs / "alice" / MASTER.name, ROOT / "amp_course" / "exercises"]
     before = _digests(watched)
     previous = out.read_bytes()
-    start = time.perf_counter()
     code = cli.main(
         ["grade", str(subs), "--key", str(key), "--out", str(out), "--masters", str(MASTER.parent)]
         + ["--cell-timeout", "20", "--timeout", "120", "--jobs", "2"]
     )
-    elapsed = time.perf_counter() - start
     stragglers = _processes_with(TOKEN)
     with open(out, newline="") as handle:
         rows = list(csv.DictReader(handle))
     return {
         "code": code,
-        "elapsed": elapsed,
         "rows": rows,
         "root": root,
         "subs": subs,
@@ -302,7 +303,6 @@ def test_every_student_graded_with_the_same_items(run):
     for student in students:
         assert set(_points(run["rows"], student)) == ITEMS, student
     assert {r["isolation"] for r in run["rows"]} == {"bwrap"}
-    assert run["elapsed"] < 240  # about 50 s on an idle 2-core machine
 
 
 def test_right_answers_written_differently_get_full_marks(run):
