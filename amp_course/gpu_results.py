@@ -39,17 +39,22 @@ SHOWN_MODES = ("fp32", "tf32", "fp16", "bf16") + tuple(
 )
 
 
-def printed_bench_tables(notebook: Path) -> dict[str, list[dict]]:
-    """The tables ``amp-course bench`` printed in an executed notebook, by workload: one dict per
-    row, keyed by the header's column names (the report format of ``ac.bench.format_report``)."""
+def printed_text(notebook: Path) -> str:
+    """Everything an executed notebook's code cells printed (their stream outputs), in order."""
     nb = nbformat.read(notebook, as_version=4)
-    text = "".join(
+    return "".join(
         out.get("text", "")
         for cell in nb.cells
         if cell.cell_type == "code"
         for out in cell.get("outputs", [])
         if out.get("output_type") == "stream"
     )
+
+
+def printed_bench_tables(notebook: Path) -> dict[str, list[dict]]:
+    """The tables ``amp-course bench`` printed in an executed notebook, by workload: one dict per
+    row, keyed by the header's column names (the report format of ``ac.bench.format_report``)."""
+    text = printed_text(notebook)
     start = text.find("amp-course bench on ")
     if start < 0:
         raise ValueError(f"{notebook} printed no benchmark table")
@@ -66,6 +71,14 @@ def printed_bench_tables(notebook: Path) -> dict[str, list[dict]]:
             rows.append(dict(zip(header, cells, strict=True)))
         tables[name] = rows
     return tables
+
+
+def printed_mnist_source(notebook: Path) -> str:
+    """The "MNIST source: ..." line a lesson printed (the shipped subset when offline)."""
+    found = re.search(r"MNIST source: (.+)", printed_text(notebook))
+    if found is None:
+        raise ValueError(f"{notebook} printed no MNIST source")
+    return found.group(1).strip()
 
 
 def _number(text: str) -> float:
@@ -105,6 +118,7 @@ def collect(folder: Path) -> dict:
         "profile": profile,
         "batches": batches,
         "measured": measured,
+        "mnist_source": printed_mnist_source(folder / "notebooks" / "00_scenario.ipynb"),
     }
 
 
@@ -138,14 +152,15 @@ def _lesson05_lines(data: dict) -> list[str]:
         "- **Largest ViT-B/16 training batch** (a search up to out-of-memory): "
         + ", ".join(f"{mode} {n}" for mode, n in batches.items())
         + f"; bf16 fits {data['measured']['max_batch']:.2f}x fp32's.",
-        f"- **MNIST CNN** (the scenario's CNN, batch {mnist['fp32']['batch']}, digits from the "
-        f"shipped 5,000-digit subset): fp32 step {mnist['fp32']['step']}, "
+        f"- **MNIST CNN**, the scenario's CNN at batch {mnist['fp32']['batch']}: fp32 step "
+        f"{mnist['fp32']['step']}, "
         + ", ".join(
             f"{mode} {mnist[mode]['step']} ({base / _number(mnist[mode]['step']):.2f}x)"
             for mode in ("tf32", "fp16", "bf16")
         )
         + ". World4AI's tutorial, where the CNN comes from, reports 1.7x with fp16 AMP "
-        "(22.1 s against 13.0 s an epoch, on a GPU it does not name).",
+        "(22.1 s against 13.0 s an epoch, on a GPU it does not name). The digits in this run: "
+        f'"{data["mnist_source"]}", as lesson 00 printed.',
         "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
         "",
         "| n | " + " | ".join(PRECISIONS) + " |",

@@ -227,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.merge:
-        merged = merge_reports(args.merge)
+        try:
+            merged = merge_reports(args.merge)
+        except (OSError, ValueError, KeyError) as error:  # a missing folder, a damaged part
+            print(f"error: cannot merge the parts in {args.merge}: {error}", file=sys.stderr)
+            return 2
         print(
             f"{args.merge / 'report.json'}: {len(merged['notebooks'])} notebooks, "
             f"nbval {merged['nbval']}, bench {merged['bench']}"

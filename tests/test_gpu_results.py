@@ -120,6 +120,15 @@ def test_merge_takes_each_notebooks_newest_run_and_its_nbval_verdict(tmp_path):
     assert json.loads((tmp_path / "report.json").read_text())["nbval"] == "failed for 01.ipynb"
 
 
-def test_merge_without_parts_says_so(tmp_path):
+def test_merge_without_parts_says_so(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="nothing to merge"):
         gpu_run.merge_reports(tmp_path)
+    assert gpu_run.main(["--merge", str(tmp_path / "absent")]) == 2
+    assert "cannot merge the parts" in capsys.readouterr().err
+    (tmp_path / "report-a.json").write_text("{not json")
+    assert gpu_run.main(["--merge", str(tmp_path)]) == 2
+
+
+def test_the_mnist_source_is_read_from_the_run():
+    source = gpu_results.printed_mnist_source(MAIN_RUNS[0] / "notebooks" / "00_scenario.ipynb")
+    assert "MNIST" in source and source in (ROOT / "README.md").read_text()
