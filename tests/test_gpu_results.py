@@ -132,3 +132,15 @@ def test_merge_without_parts_says_so(tmp_path, capsys):
 def test_the_mnist_source_is_read_from_the_run():
     source = gpu_results.printed_mnist_source(MAIN_RUNS[0] / "notebooks" / "00_scenario.ipynb")
     assert "MNIST" in source and source in (ROOT / "README.md").read_text()
+
+
+def test_the_sites_gpu_page_shows_versions_nbval_and_every_bench():
+    from amp_course.website.build import gpu_markdown
+
+    run = MAIN_RUNS[0]
+    report = json.loads((run / "report.json").read_text())
+    page = gpu_markdown(run, ["05_speed_memory"])
+    assert f"**torch:** {report['versions']['torch']}" in page.replace("\\", "")
+    assert "| [05_speed_memory](../lessons/05_speed_memory.ipynb) | passed |" in page
+    assert page.count("| passed | ") >= len(report["notebooks"])  # papermill and nbval columns
+    assert "## Benchmark: bench-vit_b16" in page and "bf16+compile+fused" in page

@@ -110,17 +110,21 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
 
 def gpu_markdown(folder: Path, lessons: list[str]) -> str:
     """A GPU run's page: its device and versions, each notebook's result, the benchmark table."""
-    record = report_record(folder)
-    fields = ("device", "compute_capability", "memory_gib", "driver", "cuda", "torch", "date")
+    report = report_record(folder)
+    record = {**report.get("versions", {}), **report}  # gpu_run keeps torch and CUDA in versions
+    if isinstance(record.get("capability"), list):
+        record["capability"] = ".".join(str(part) for part in record["capability"])
+    fields = ("device", "capability", "memory_gib", "driver", "cuda", "torch", "date")
     lines = [f"# GPU run: {pages.plain(record.get('device', folder.name))}", ""]
     lines += [
         f"- **{f.replace('_', ' ')}:** {pages.plain(record[f])}" for f in fields if f in record
     ]
-    lines += ["", "| notebook | status | seconds |", "|---|---|---|"]
-    for run in record.get("notebooks", []):
+    lines += ["", "| notebook | papermill | seconds | nbval |", "|---|---|---|---|"]
+    for run in report.get("notebooks", []):
         name = Path(run["notebook"]).stem
         shown = f"[{name}](../lessons/{name}.ipynb)" if name in lessons else pages.plain(name)
-        lines.append(f"| {shown} | {run['status']} | {run.get('seconds', '')} |")
+        nbval = run.get("nbval", "")  # per notebook in a report merged from parts
+        lines.append(f"| {shown} | {run['status']} | {run.get('seconds', '')} | {nbval} |")
     nbval, bench_run = record.get("nbval", "not run"), record.get("bench", "not run")
     lines += ["", f"nbval: {nbval}; benchmark: {bench_run}"]
     for bench in sorted(p.parent for p in folder.glob("bench*/bench.txt")):
