@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import sys
 from pathlib import Path
 
 STAMP_KEY = "amp_course"  # notebook metadata key
@@ -85,6 +86,23 @@ def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=Non
             )
     stamp(out, device, smoke=smoke)
     return nbformat.read(out, as_version=4)
+
+
+def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
+    """The command that runs ``pytest --nbval-lax`` over ``notebooks`` in a fresh interpreter
+    (this one), each cell bounded by ``cell_timeout_s``, with JUnit XML at ``junitxml`` if given."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--nbval-lax",
+        f"--nbval-cell-timeout={cell_timeout_s}",
+        *([f"--junitxml={junitxml}"] if junitxml else []),
+        *(str(path) for path in notebooks),
+    ]
 
 
 def read_stamp(nb) -> dict:

@@ -115,19 +115,10 @@ def run_nbval(executed: list[Path], out_dir: Path, timeout_s: int, tag: str = ""
     """``pytest --nbval-lax`` over these executed copies, in full mode; JUnit XML and the log kept
     in ``out_dir`` (named for ``tag``)."""
     env = {**os.environ, "AMP_COURSE_SMOKE": "0"}
+    from .executed import nbval_command
+
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--nbval-lax",
-            f"--nbval-cell-timeout={timeout_s}",
-            f"--junitxml={out_dir / part_name('nbval', tag, '.xml')}",
-            *sorted(str(p) for p in executed),
-        ],
+        nbval_command(sorted(executed), timeout_s, out_dir / part_name("nbval", tag, ".xml")),
         cwd=ROOT / "notebooks",
         env=env,
         capture_output=True,

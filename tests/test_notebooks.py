@@ -6,7 +6,6 @@ the lesson as a learner opens it, blanks untouched (Run All must reach the quiz 
 
 import os
 import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -67,17 +66,7 @@ def test_run_all_with_blanks_untouched(path, tmp_path):
     code_cells = sum(c.cell_type == "code" for c in nb.cells)
     assert nb.cells[-1].cell_type == "code" and "ac.quiz.show" in nb.cells[-1].source
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--nbval-lax",
-            "--nbval-cell-timeout=120",
-            str(path),
-        ],
+        _executed.nbval_command([path], 120),
         cwd=path.parent,
         env=env,
         capture_output=True,
