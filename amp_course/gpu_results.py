@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 
 from .bench.config import PRECISIONS
+from .timing import format_time
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN = "<!-- gpu-results: begin (python -m amp_course.gpu_results writes this section) -->"
@@ -85,10 +86,6 @@ def _number(text: str) -> float:
     return float(text.split()[0].rstrip("%x"))
 
 
-def _ms(row: dict) -> str:
-    return f"{row['median_s'] * 1e3:.3g} ms"
-
-
 def collect(folder: Path) -> dict:
     """Every figure the section quotes, from the run's files."""
     folder = Path(folder)
@@ -135,7 +132,8 @@ def _vit_table(data: dict) -> list[str]:
         if row is None:
             continue
         lines.append(
-            f"| {mode} | {_ms(row)} | {fp32['median_s'] / row['median_s']:.2f}x "
+            f"| {mode} | {format_time(row['median_s'])} "
+            f"| {fp32['median_s'] / row['median_s']:.2f}x "
             f"| {tf32['median_s'] / row['median_s']:.2f}x "
             f"| {row['peak_memory_bytes'] / 2**30:.2f} GiB "
             f"| {row['peak_memory_bytes'] / fp32['peak_memory_bytes']:.2f}x "
