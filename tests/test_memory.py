@@ -127,3 +127,90 @@ def test_count_saved_bytes_on_a_cpu_gives_the_bytes_of_a_real_forward(checkpoint
     x = models.example_input(model, 2)
     real = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=dtype)
     assert memory.count_saved_bytes(build, x.shape, device="cpu", autocast_dtype=dtype) == real
+
+
+class _FakeCuda:
+    """Stands in for torch.cuda's memory counters, so the clean-state logic is tested on a CPU."""
+
+    def __init__(self, monkeypatch, *, allocated, peak, free, total, reserved, fraction=1.0):
+        self.allocated, self.peak = allocated, peak
+        for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
+            monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: self.allocated)
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: self.peak)
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (free, total))
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: reserved)
+        monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda *a: fraction)
+
+
+def test_peak_leaves_out_what_earlier_cells_hold(monkeypatch):
+    gib = 2**30
+    # Earlier cells hold 5 GiB; the measured function takes the peak to 7 GiB.
+    _FakeCuda(monkeypatch, allocated=5 * gib, peak=7 * gib, free=0, total=0, reserved=0)
+    assert memory.peak_cuda_memory(lambda: None, "cuda") == 2 * gib
+    assert memory.peak_cuda_memory(lambda: None, "cuda", count_held=True) == 7 * gib
+
+
+def test_usable_memory_follows_the_per_process_cap(monkeypatch):
+    gib = 2**30
+    # An 80 GiB card with 70 GiB free, capped at 15 GiB (a T4's) with 3 GiB reserved, 1 cached.
+    _FakeCuda(
+        monkeypatch,
+        allocated=2 * gib,
+        peak=0,
+        free=70 * gib,
+        total=80 * gib,
+        reserved=3 * gib,
+        fraction=15 / 80,
+    )
+    assert memory.usable_cuda_bytes("cuda") == 13 * gib  # 15 - 3 reserved + 1 cached
+    _FakeCuda(
+        monkeypatch, allocated=2 * gib, peak=0, free=4 * gib, total=80 * gib, reserved=3 * gib
+    )
+    assert memory.usable_cuda_bytes("cuda") == 5 * gib  # the card's free memory is smaller
+
+
+def test_fit_batch_keeps_a_batch_that_fits_and_shrinks_one_that_does_not():
+    gib = 2**30
+    kept = memory.fit_batch(
+        32, bytes_per_sample=gib // 4, fixed_bytes=gib, available_bytes=40 * gib
+    )
+    assert kept.batch_size == 32 and "fits" in kept.reason
+    # 15 GiB at 85% = 12.75 GiB; minus 1 GiB fixed leaves 11.75 GiB: 47 quarter-GiB samples.
+    assert memory.fit_batch(32, gib // 4, gib, 15 * gib).batch_size == 32
+    assert memory.fit_batch(48, gib // 4, gib, 15 * gib).batch_size == 40
+    tight = memory.fit_batch(
+        64, bytes_per_sample=gib // 2, fixed_bytes=gib, available_bytes=15 * gib
+    )
+    assert tight.batch_size == 16  # 23 samples fit, rounded down to a multiple of 8
+    assert "BATCH_SIZE=64" in tight.reason and "batch 16" in tight.reason
+
+
+def test_fit_batch_names_the_setting_when_nothing_fits():
+    gib = 2**30
+    with pytest.raises(MemoryError, match="GPU_BATCH lower"):
+        memory.fit_batch(8, gib, 14 * gib, 15 * gib, setting="GPU_BATCH")
+
+
+@pytest.mark.gpu
+def test_clean_peaks_on_a_gpu():
+    held = torch.empty(2**30, dtype=torch.uint8, device="cuda")  # an earlier cell's tensor
+    peak = memory.peak_cuda_memory(lambda: torch.empty(2**28, dtype=torch.uint8, device="cuda"))
+    assert 2**28 <= peak < 2**28 + 2**24
+
+    def make_step():
+        model = nn.Linear(1024, 1024).cuda()
+        optimizer = torch.optim.AdamW(model.parameters())
+        x = torch.randn(256, 1024, device="cuda")
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            model(x).sum().backward()
+            optimizer.step()
+
+        return step
+
+    step_bytes = memory.step_peak_memory(make_step)
+    weights = 1024 * 1025 * 4
+    assert 4 * weights <= step_bytes < 2**30  # weights, grads and two Adam moments at least
+    del held

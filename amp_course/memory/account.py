@@ -1,20 +1,17 @@
-"""Memory: where training memory goes (an account that works on CPU) and CUDA peak memory."""
+"""The account of training memory: weights, gradients, optimizer state, activations (any device)."""
 
 from __future__ import annotations
 
 import copy
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .training import autocast
+from ..training import autocast
 
 # Bytes per parameter of optimizer state kept in fp32: Adam/AdamW keep two moments (m and v).
 OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd_momentum": 4, "adam": 8, "adamw": 8}
-
-OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
 @dataclass
@@ -172,19 +169,6 @@ def count_saved_bytes(
     return saved_tensor_bytes_without_data(meta_model, input_shape, autocast_dtype=autocast_dtype)
 
 
-def peak_cuda_memory(fn: Callable[[], object], device: torch.device | str = "cuda") -> int:
-    """Peak bytes allocated on ``device`` while ``fn()`` runs (CUDA only)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        raise RuntimeError("peak_cuda_memory needs a CUDA device; on CPU use training_memory().")
-    torch.cuda.synchronize(device)
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device)
-
-
 def gpus_needed(
     static_bytes: int,
     activation_bytes_per_sample: int,
@@ -208,41 +192,3 @@ def gpus_needed(
         if used <= usable:
             return gpus
     return None
-
-
-def largest_batch(try_batch: Callable[[int], None], limit: int, multiple: int = 8) -> int:
-    """The largest multiple of ``multiple`` (up to ``limit``) for which ``try_batch`` fits.
-
-    ``try_batch(n)`` runs a step at batch ``n`` and raises OutOfMemoryError when it does not fit;
-    we double until it fails, then bisect. Returns 0 when even ``multiple`` does not fit.
-    """
-
-    def fits(n: int) -> bool:
-        try:
-            try_batch(n)
-            return True
-        except OutOfMemoryError:
-            return False
-        finally:
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-
-    good, bad = 0, None
-    n = multiple
-    while n <= limit:
-        if not fits(n):
-            bad = n
-            break
-        good, n = n, n * 2
-    if bad is None:  # every doubling fitted: try the largest multiple within the limit
-        top = limit // multiple * multiple
-        if top <= good:
-            return good
-        if fits(top):
-            return top
-        bad = top  # the maximum lies between the last doubling and the limit: bisect below
-    while bad - good > multiple:  # bisect in steps of ``multiple``
-        middle = (good + bad) // 2 // multiple * multiple
-        good, bad = (middle, bad) if fits(middle) else (good, middle)
-    return good

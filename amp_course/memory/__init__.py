@@ -1,0 +1,40 @@
+"""Memory: where training memory goes (an account that works on any device) and what a CUDA GPU
+measures (clean-state peaks, free memory, batches that fit)."""
+
+from .account import (
+    OPTIMIZER_STATE_BYTES,
+    MemoryBreakdown,
+    SavedBytes,
+    count_saved_bytes,
+    gpus_needed,
+    saved_tensor_bytes,
+    saved_tensor_bytes_without_data,
+    training_memory,
+)
+from .measure import (
+    BatchChoice,
+    OutOfMemoryError,
+    fit_batch,
+    largest_batch,
+    peak_cuda_memory,
+    step_peak_memory,
+    usable_cuda_bytes,
+)
+
+__all__ = [
+    "OPTIMIZER_STATE_BYTES",
+    "BatchChoice",
+    "MemoryBreakdown",
+    "OutOfMemoryError",
+    "SavedBytes",
+    "count_saved_bytes",
+    "fit_batch",
+    "gpus_needed",
+    "largest_batch",
+    "peak_cuda_memory",
+    "saved_tensor_bytes",
+    "saved_tensor_bytes_without_data",
+    "step_peak_memory",
+    "training_memory",
+    "usable_cuda_bytes",
+]
