@@ -11,6 +11,8 @@ from functools import lru_cache
 
 import torch
 
+from . import emulation
+
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 
 # Every spelling a learner might type, mapped to the torch dtype it means.
@@ -161,8 +163,9 @@ def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> tor
     device = torch.device(device)
     if device.type == "cuda":
         # torch.cuda.is_bf16_supported() says True on a T4 because bf16 is emulated there;
-        # only compute capability >= 8.0 has bf16 tensor cores, so decide by capability.
-        return recommended_dtype(torch.cuda.get_device_capability(device))
+        # only compute capability >= 8.0 has bf16 tensor cores, so decide by capability (the
+        # rehearsed GPU's under ac.emulation).
+        return recommended_dtype(emulation.capability(device))
     if device.type == "cpu":
         if warn and recommended_dtype(None) == torch.float32:
             warnings.warn(
@@ -239,7 +242,7 @@ def describe_hardware(device: torch.device | str) -> str:
     if device.type == "cuda":
         major, minor = record["capability"]
         # What the GPU supports, not what a lesson runs: a lesson may choose fp16 on a bf16 GPU.
-        bf16 = pick_autocast_dtype(device, warn=False) == torch.bfloat16
+        bf16 = recommended_dtype((major, minor)) == torch.bfloat16
         support = "bf16 and fp16" if bf16 else "fp16, no bf16"
         return (
             f"{record['device']} (sm_{major}{minor}, {record['memory_gib']:.0f} GiB, {support}); "

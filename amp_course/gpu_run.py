@@ -6,7 +6,9 @@ Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run witho
 A run can be split into parts (``--notebooks``, ``--skip-nbval``, ``--nbval-only``, ``--tag``,
 which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``); ``--merge FOLDER`` then
 writes the folder's ``report.json`` from its parts, on any machine. ``--amp-dtype fp16`` runs
-lessons as a GPU without bf16 (a Colab T4) would, into ``<device-name>-fp16/``.
+lessons with that AMP_DTYPE parameter, into ``<device-name>-fp16/``. ``--emulate t4`` rehearses a
+Colab T4 on this GPU (``ac.emulation``: 15 GiB, fp16 with a GradScaler, no TF32, no flash or cuDNN
+attention) in every lesson kernel, into ``<device-name>-t4-emulated/``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from pathlib import Path
 
 import torch
 
+from . import emulation
 from .device import device_slug, machine_record
+from .paths import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,7 +107,14 @@ def run_notebooks(
 
 def default_notebooks() -> list[Path]:
     """Every lesson and lab in notebooks/ (their GPU-only cells run in full mode)."""
-    return sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
+    return lesson_notebooks(ROOT)
+
+
+def run_folder(device_name: str, amp_dtype: str | None = None, emulate: str | None = None) -> str:
+    """The run's folder name under reports/gpu/: the device, then what the run changed."""
+    suffixes = [f"{emulate}-emulated"] if emulate else []
+    suffixes += [amp_dtype] if amp_dtype else []
+    return "-".join([device_slug(device_name), *suffixes])
 
 
 def part_name(stem: str, tag: str, suffix: str) -> str:
@@ -209,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the lessons' AMP_DTYPE parameter; fp16 is what a GPU without bf16 (T4) runs",
     )
+    parser.add_argument(
+        "--emulate",
+        choices=sorted(emulation.PROFILES),
+        default=None,
+        help="rehearse this smaller GPU in every lesson kernel (memory cap, its dtype, no TF32, "
+        "its attention kernels); implies --skip-bench",
+    )
     parser.add_argument("--tag", default="", help="names this part's report and nbval files")
     parser.add_argument(
         "--merge",
@@ -234,16 +252,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     record = environment_record(device)
-    out = args.out / (
-        device_slug(record["device"]) + (f"-{args.amp_dtype}" if args.amp_dtype else "")
-    )
+    out = args.out / run_folder(record["device"], args.amp_dtype, args.emulate)
     notebooks = args.notebooks or default_notebooks()
     executed = [out / "notebooks" / path.name for path in notebooks]
     record["amp_dtype"] = args.amp_dtype or "lesson default"
+    if args.emulate:  # the kernels papermill and nbval start inherit it; ac.lesson.start applies it
+        os.environ[emulation.ENV] = args.emulate
+        record["emulated"] = emulation.PROFILES[args.emulate].name
     print(
         f"GPU run on {record['device']} (driver {record['driver']}, "
         f"torch {record['versions']['torch']}) -> {out}"
     )
+    if args.emulate:
+        print(emulation.PROFILES[args.emulate].describe())
     parameters = {"AMP_DTYPE": args.amp_dtype} if args.amp_dtype else None
     record["notebooks"] = (
         []
@@ -258,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         code = run_nbval(executed, out, args.cell_timeout, args.tag)
         record["nbval"] = "passed" if code == 0 else "failed"
-    record["bench"] = "skipped" if args.skip_bench else run_bench(out)
+    if args.emulate:
+        record["bench"] = "skipped (an emulated run: the benchmark would time this GPU)"
+    else:
+        record["bench"] = "skipped" if args.skip_bench else run_bench(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / part_name("report", args.tag, ".json")).write_text(json.dumps(record, indent=2) + "\n")
     failed = [r for r in record["notebooks"] if r["status"] != "passed"]

@@ -1,15 +1,25 @@
-"""Lesson settings: turn a notebook's parameters cell into a device, dtype, sizes mode and seed."""
+"""Lesson settings: turn a notebook's parameters cell into a device, dtype, sizes mode and seed, and
+set up the lesson's kernel (an emulated GPU's limits, a readable out-of-memory error)."""
 
 from __future__ import annotations
 
 import os
 import random
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .device import describe_hardware, dtype_name, parse_dtype, pick_autocast_dtype, pick_device
+from . import emulation, oom, precision
+from .device import (
+    DeviceFallbackWarning,
+    describe_hardware,
+    dtype_name,
+    parse_dtype,
+    pick_autocast_dtype,
+    pick_device,
+)
 from .device import use_grad_scaler as _use_grad_scaler
 
 SMOKE_ENV = "AMP_COURSE_SMOKE"
@@ -45,19 +55,40 @@ class LessonSettings:
     use_grad_scaler: bool
     seed: int
     hardware: str
+    tf32: dict[str, bool] | None = None  # TF32 for matmuls and convolutions at start (CUDA only)
+    emulated: emulation.GpuProfile | None = None  # the GPU rehearsed on this one, if any
 
     @property
     def on_gpu(self) -> bool:
         return self.device.type == "cuda"
 
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """The compute capability the course's rules use (the emulated GPU's); None on a CPU."""
+        if not self.on_gpu:
+            return None
+        if self.emulated is not None:
+            return self.emulated.capability
+        return tuple(torch.cuda.get_device_capability(self.device))
+
     def header(self) -> str:
-        """The line a lesson prints under its title: mode, device, dtype, versions."""
+        """What a lesson prints under its title: mode, device, dtype, TF32, seed, emulation."""
         mode = "smoke (tiny sizes)" if self.smoke else "full"
         scaler = "with GradScaler" if self.use_grad_scaler else "no GradScaler needed"
-        return (
+        line = (
             f"Mode: {mode} | device: {self.hardware} | AMP dtype: "
-            f"{dtype_name(self.autocast_dtype)} ({scaler}) | seed {self.seed}"
+            f"{dtype_name(self.autocast_dtype)} ({scaler})"
         )
+        if self.tf32 is not None:
+            state = {True: "on", False: "off"}
+            line += (
+                f" | TF32 at start: matmul {state[self.tf32['matmul']]}, "
+                f"cuDNN conv {state[self.tf32['conv']]}"
+            )
+        line += f" | seed {self.seed}"
+        if self.emulated is not None:
+            line += f"\nT4 rehearsal: {self.emulated.describe()}."
+        return line
 
 
 def resolve_smoke(smoke: bool | None, device: torch.device) -> bool:
@@ -85,13 +116,32 @@ def start(
     seed: int = 0,
     autocast_dtype: str = "auto",
     verbose: bool = True,
+    *,
+    size_settings: tuple[str, ...] = (),
 ) -> LessonSettings:
-    """Derive a lesson's settings from its parameters, seed everything and print the header."""
+    """Derive a lesson's settings from its parameters, seed everything and print the header.
+
+    On a GPU, ``$AMP_COURSE_EMULATE`` (``ac.emulation``) makes the kernel a smaller GPU's
+    rehearsal, and an out-of-memory error in any later cell is shown as a message naming
+    ``size_settings`` (the parameters that set the lesson's batch or model sizes).
+    """
     torch_device = pick_device(device)
+    on_gpu = torch_device.type == "cuda"
+    profile = emulation.active() if on_gpu else None
+    if profile is not None:
+        emulation.apply(profile, torch_device)
+        precision.set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
     if str(autocast_dtype).lower() == "auto":
         dtype = pick_autocast_dtype(torch_device)
     else:
         dtype = parse_dtype(autocast_dtype)
+        if profile is not None and dtype == torch.bfloat16 and profile.capability < (8, 0):
+            warnings.warn(
+                f"This lesson runs bf16, which a {profile.name} has no tensor cores for (it runs "
+                "bf16 emulated, and slowly); here it runs at this GPU's speed.",
+                DeviceFallbackWarning,
+                stacklevel=2,
+            )
     settings = LessonSettings(
         smoke=resolve_smoke(smoke, torch_device),
         device=torch_device,
@@ -99,8 +149,12 @@ def start(
         use_grad_scaler=_use_grad_scaler(dtype),
         seed=int(seed),
         hardware=describe_hardware(torch_device),
+        tf32=precision.tf32_enabled() if on_gpu else None,
+        emulated=profile,
     )
     seed_everything(settings.seed)
+    if on_gpu:
+        oom.register(size_settings, torch_device)
     if verbose:
         print(settings.header())
     return settings

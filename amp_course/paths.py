@@ -1,4 +1,5 @@
-"""Where the files shipped with the course are: the published quizzes and the MNIST subset.
+"""Where the course's files are: the lessons' notebooks, and the files shipped with the course (the
+published quizzes and the MNIST data).
 
 A wheel (``pip install .``) carries them inside the package, in ``amp_course/course_files/``
 (pyproject.toml maps them there); a git checkout, an editable install and the Colab setup cell's
@@ -18,3 +19,10 @@ def course_dir(name: str) -> Path:
     """The shipped folder ``name`` (``"quizzes"`` or ``"data"``): in the wheel, else beside it."""
     bundled = BUNDLED_DIR / name
     return bundled if bundled.is_dir() else PACKAGE_DIR.parent / name
+
+
+def lesson_notebooks(root: Path | None = None) -> list[Path]:
+    """Every lesson and lab, in course order: the notebooks in ``root/notebooks`` (the checkout's
+    by default). The GPU run, the website and the tests all take the list from here."""
+    folder = (PACKAGE_DIR.parent if root is None else Path(root)) / "notebooks"
+    return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))

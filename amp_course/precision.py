@@ -6,7 +6,8 @@ two must not be mixed: once the new settings are written, the legacy getters rai
 mix of the legacy and new APIs" (see the TF32 section of PyTorch's CUDA semantics notes). This
 module uses the new API wherever torch has it and the legacy flags only on older torch, and it
 never reads a legacy getter on a torch that has the new API, so it works after code that used
-either. Every lesson and the benchmark switch TF32 through it.
+either. Every lesson and the benchmark switch TF32 through it. While a GPU without TF32 is
+emulated (``ac.emulation``), TF32 stays off whatever is asked, as the hardware would keep it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
+
+from .emulation import tf32_allowed
 
 # Feature test, not a version test: the per-backend settings are there or they are not.
 NEW_API = hasattr(torch.backends.cuda.matmul, "fp32_precision") and all(
@@ -53,20 +56,36 @@ def tf32_enabled() -> dict[str, bool]:
     return {"matmul": matmul == "tf32", "conv": conv == "tf32"}
 
 
+def set_tf32(enabled: bool) -> None:
+    """Let float32 CUDA matmuls and cuDNN convolutions use TF32 (or strict IEEE fp32) from now on.
+
+    On the new API the matmul setting is written with ``torch.set_float32_matmul_precision``,
+    which keeps the matmul getters of both APIs in agreement: torch's own compiler still reads the
+    legacy one (pytorch/pytorch#166387). That call also writes the CPU (oneDNN) matmul setting,
+    which is put back.
+    """
+    enabled = enabled and tf32_allowed()
+    if not NEW_API:
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+        return
+    mkldnn = torch.backends.mkldnn.matmul
+    cpu = mkldnn.fp32_precision
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    mkldnn.fp32_precision = cpu
+    torch.backends.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
+
+
 @contextlib.contextmanager
 def tf32(enabled: bool) -> Iterator[None]:
     """Inside the block, float32 CUDA matmuls and cuDNN convolutions use TF32 (or strict IEEE fp32).
 
-    Both settings are put back afterwards, also when the block raises. On the new API the matmul
-    setting is written with ``torch.set_float32_matmul_precision``, which keeps the matmul getters
-    of both APIs in agreement: torch's own compiler still reads the legacy one
-    (pytorch/pytorch#166387).
+    Both settings are put back afterwards, also when the block raises.
     """
     if not NEW_API:
         saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
         try:
-            torch.backends.cuda.matmul.allow_tf32 = enabled
-            torch.backends.cudnn.allow_tf32 = enabled
+            set_tf32(enabled)
             yield
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
@@ -78,8 +97,7 @@ def tf32(enabled: bool) -> Iterator[None]:
     cpu = _resolved(mkldnn.fp32_precision, cpu_all, generic)
     level = "medium" if cpu == "bf16" else "high" if tf32_enabled()["matmul"] else "highest"
     try:
-        torch.set_float32_matmul_precision("high" if enabled else "highest")
-        torch.backends.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
+        set_tf32(enabled)
         yield
     finally:
         # set_float32_matmul_precision also wrote the CPU (oneDNN) matmul setting: put back the

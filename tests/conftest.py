@@ -15,8 +15,10 @@ if _WORKERS > 1:
 import pytest  # noqa: E402  (after the thread count, which torch reads at import)
 import torch  # noqa: E402
 
+from amp_course.paths import lesson_notebooks  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
+NOTEBOOKS = lesson_notebooks(ROOT)
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -52,3 +53,40 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
 def test_parts_of_the_run_name_their_files():
     assert gpu_run.part_name("report", "", ".json") == "report.json"
     assert gpu_run.part_name("nbval", "a", ".xml") == "nbval-a.xml"
+
+
+def test_run_folders_say_what_the_run_changed():
+    name = "NVIDIA H100 80GB HBM3"
+    assert gpu_run.run_folder(name) == "nvidia-h100-80gb-hbm3"
+    assert gpu_run.run_folder(name, "fp16") == "nvidia-h100-80gb-hbm3-fp16"
+    assert gpu_run.run_folder(name, None, "t4") == "nvidia-h100-80gb-hbm3-t4-emulated"
+
+
+def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
+    # Simulated GPU: the run's own steps are replaced, its choices are checked.
+    import json
+
+    from amp_course import emulation
+
+    seen = {}
+
+    def fake_run_notebooks(notebooks, out_dir, timeout_s, parameters=None, **kwargs):
+        seen["env"], seen["parameters"] = os.environ.get(emulation.ENV), parameters
+        return [
+            {"notebook": p.name, "status": "passed", "seconds": 1.0, "error": ""} for p in notebooks
+        ]
+
+    monkeypatch.delenv(emulation.ENV, raising=False)
+    monkeypatch.setattr(gpu_run, "require_gpu", lambda: torch.device("cpu"))
+    record = {"device": "NVIDIA H100 80GB HBM3", "driver": "x", "versions": {"torch": "2.11"}}
+    monkeypatch.setattr(gpu_run, "environment_record", lambda device: dict(record))
+    monkeypatch.setattr(gpu_run, "run_notebooks", fake_run_notebooks)
+    monkeypatch.setattr(gpu_run, "run_bench", lambda out: pytest.fail("no bench when emulated"))
+    lesson = ROOT / "notebooks" / "00_scenario.ipynb"
+    args = ["--out", str(tmp_path), "--emulate", "t4", "--skip-nbval", "--notebooks", str(lesson)]
+    assert gpu_run.main(args) == 0
+    assert seen == {"env": "t4", "parameters": None}  # AUTO resolves to fp16 in the kernel itself
+    report = json.loads(
+        (tmp_path / "nvidia-h100-80gb-hbm3-t4-emulated" / "report.json").read_text()
+    )
+    assert report["emulated"] == "Tesla T4" and report["bench"].startswith("skipped")

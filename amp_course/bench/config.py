@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from .. import emulation
+
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch")
 AUTOCAST_DTYPES = {"fp32": None, "tf32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -117,7 +119,7 @@ def skip_reason(mode: Mode, device: torch.device) -> str | None:
     if mode.precision == "tf32":
         if device.type != "cuda":
             return "TF32 is a CUDA tensor-core mode; a CPU has none"
-        if torch.cuda.get_device_capability(device) < (8, 0):
+        if emulation.capability(device) < (8, 0):  # a rehearsed T4's under ac.emulation
             return "TF32 needs compute capability >= 8.0 (Ampere or later)"
     if mode.compile:
         try:

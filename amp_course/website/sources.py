@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 
 from ..executed import read_stamp
+from ..paths import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,19 +34,20 @@ class Source:
 
 def lessons(root: Path = ROOT) -> list[str]:
     """The lessons' names, in course order (the committed notebooks' stems)."""
-    notebooks = (root / "notebooks").glob("*.ipynb")
-    return sorted(p.stem for p in notebooks if not p.stem.startswith("."))
+    return [path.stem for path in lesson_notebooks(root)]
 
 
 def gpu_reports(root: Path = ROOT) -> list[Path]:
     """Folders written by the GPU run (``reports/gpu/<device>/``), newest first by report date,
-    runs with the lessons' own AMP dtype before passes that forced one."""
+    runs with the lessons' own AMP dtype before passes that forced one; emulated runs left out."""
     found = []
     for report in (root / "reports" / "gpu").glob("*/report.json"):
         try:
             record = json.loads(report.read_text(encoding="utf-8"))
         except ValueError:
             continue  # an interrupted run: its copies are not trusted
+        if record.get("emulated"):
+            continue  # a rehearsal of a smaller GPU (ac.emulation): its timings are not that GPU's
         # A pass with a forced AMP dtype (the fp16 pass a T4 takes) ranks after the lessons' own.
         own = record.get("amp_dtype", "lesson default") == "lesson default"
         found.append(((own, str(record.get("date", ""))), report.parent))
