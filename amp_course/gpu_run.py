@@ -8,7 +8,9 @@ which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``); ``--merge 
 writes the folder's ``report.json`` from its parts, on any machine. ``--amp-dtype fp16`` runs
 lessons with that AMP_DTYPE parameter, into ``<device-name>-fp16/``. ``--emulate t4`` rehearses a
 Colab T4 on this GPU (``ac.emulation``: 15 GiB, fp16 with a GradScaler, no TF32, no flash or cuDNN
-attention) in every lesson kernel, into ``<device-name>-t4-emulated/``.
+attention) in every lesson kernel, into ``<device-name>-t4-emulated/``. ``--fetch-wheels .whl``
+(on a machine with an index) fills ``.whl/`` with what the GPU machine lacks and prints the line
+that installs it there (``amp_course.gpu_wheels``); ``--check-wheels .whl`` only checks the set.
 """
 
 from __future__ import annotations
@@ -234,7 +236,28 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FOLDER",
         help="write FOLDER/report.json from its report-*.json parts (needs no GPU), then stop",
     )
+    wheels = parser.add_mutually_exclusive_group()
+    wheels.add_argument(
+        "--fetch-wheels",
+        type=Path,
+        metavar="FOLDER",
+        help="download the wheels the GPU machine lacks into FOLDER, check the set, print the "
+        "line that installs it (needs an index, no GPU), then stop",
+    )
+    wheels.add_argument(
+        "--check-wheels", type=Path, metavar="FOLDER", help="only check the set in FOLDER"
+    )
     args = parser.parse_args(argv)
+    if args.fetch_wheels or args.check_wheels:
+        from . import gpu_wheels
+
+        folder = args.fetch_wheels or args.check_wheels
+        try:
+            problems = gpu_wheels.fetch(folder) if args.fetch_wheels else gpu_wheels.check(folder)
+        except (OSError, RuntimeError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return gpu_wheels.report(folder, problems, gpu_wheels.tree_bytes(ROOT))
     if args.merge:
         try:
             merged = merge_reports(args.merge)

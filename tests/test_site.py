@@ -60,7 +60,9 @@ def _run_copy(root, lesson, dest, *, mode, device, date):
     nbformat.write(nb, dest)
 
 
-def _gpu_run(root, name, device, date, status="passed", lesson="01_number_formats", report=True):
+def _gpu_run(
+    root, name, device, date, status="passed", lesson="01_number_formats", report=True, **extra
+):
     folder = root / "reports" / "gpu" / name
     _run_copy(
         root,
@@ -72,7 +74,7 @@ def _gpu_run(root, name, device, date, status="passed", lesson="01_number_format
     )
     if report:
         runs = [{"notebook": f"{lesson}.ipynb", "status": status, "seconds": 12.5}]
-        record = {"device": device, "torch": "2.11.0", "date": date, "notebooks": runs}
+        record = {"device": device, "torch": "2.11.0", "date": date, "notebooks": runs, **extra}
         (folder / "report.json").write_text(json.dumps(record))
     return folder
 
@@ -110,6 +112,8 @@ def test_the_newest_passing_gpu_copy_wins(tmp_path):
     _gpu_run(root, "tesla-t4", "Tesla T4", "2025-02-01T00:00:00+00:00")
     _gpu_run(root, "nvidia-a100", "NVIDIA A100", "2025-03-01T00:00:00+00:00", status="failed")
     _gpu_run(root, "nvidia-l4", "NVIDIA L4", "2025-04-01T00:00:00+00:00", report=False)
+    # A T4 rehearsed on an H100 (ac.emulation) has the H100's timings: never a lesson's GPU run.
+    _gpu_run(root, "h100-t4", "NVIDIA H100", "2025-05-01T00:00:00+00:00", emulated="Tesla T4")
     source = website.select("01_number_formats", root)
     assert source.on_gpu and source.report.name == "tesla-t4"
     assert source.stamp["device"] == "Tesla T4" and source.stamp["mode"] == "full"
