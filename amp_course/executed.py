@@ -32,19 +32,25 @@ def figures_inline():
 
 
 def stamp_record(device, smoke: bool) -> dict:
-    """The stamp for a run on ``device`` in smoke or full mode, dated now (UTC)."""
+    """The stamp for a run on ``device`` in smoke or full mode, dated now (UTC), naming the GPU it
+    rehearsed if the run was emulated."""
     import torch
 
     from .device import describe_hardware, device_name
+    from .emulation import active
 
     device = torch.device(device)
-    return {
+    record = {
         "device": device_name(device),  # the GPU's name, or the CPU's model and instruction set
         "hardware": describe_hardware(device),
         "torch": torch.__version__,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "mode": "smoke" if smoke else "full",
     }
+    emulated = active() if device.type == "cuda" else None
+    if emulated is not None:  # the lesson kernels rehearsed a smaller GPU (ac.emulation)
+        record["emulated"] = emulated.name
+    return record
 
 
 def stamp(path, device, smoke: bool) -> dict:

@@ -41,3 +41,15 @@ def test_figures_inline_only_inside_the_block(monkeypatch):
     with executed.figures_inline():
         pass
     assert "MPLBACKEND" not in os.environ
+
+
+def test_a_rehearsed_gpu_is_named_in_the_stamp(monkeypatch):
+    from amp_course import emulation
+
+    monkeypatch.setenv(emulation.ENV, "t4")
+    assert "emulated" not in executed.stamp_record("cpu", smoke=True)  # a CPU rehearses nothing
+    import amp_course.device as device_module
+
+    monkeypatch.setattr(device_module, "describe_hardware", lambda d: "NVIDIA H100 (sm_90)")
+    monkeypatch.setattr(device_module, "device_name", lambda d: "NVIDIA H100")
+    assert executed.stamp_record("cuda", smoke=False)["emulated"] == "Tesla T4"

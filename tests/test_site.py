@@ -91,18 +91,47 @@ def test_without_a_gpu_run_the_smoke_copy_is_shown(tmp_path):
     _smoke_copy(root, "01_number_formats")
     source = website.select("01_number_formats", root)
     assert source.path == root / "executed" / "01_number_formats.ipynb" and not source.on_gpu
-    stamp = pages.stamp_markdown(source, "https://colab.example/x", "../x.ipynb", None, 0)
+    stamp = pages.stamp_markdown(source, "https://colab.example/x", "../x.ipynb", None)
     assert "CPU Test (AVX2)" in stamp and "2025-01-05 10:00 UTC" in stamp and "smoke" in stamp
     assert "not speed figures" in stamp and "No GPU run is published" in stamp
-    page = pages.lesson_page(source, "x.ipynb", None, root)
-    assert "has changed since" not in page.cells[1].source
-    # The notebook edited after the run: the page says its code is the code that ran.
-    notebook = root / "notebooks" / "01_number_formats.ipynb"
-    edited = nbformat.read(notebook, as_version=4)
-    edited.cells[-2].source += "\nEdited."
-    nbformat.write(edited, notebook)
-    stamp = pages.lesson_page(source, "x.ipynb", None, root).cells[1].source
-    assert "has changed since this run (1 cell(s) differ)" in stamp
+    assert "Not the GPU run" not in stamp
+    # The notebook edited after the run: its copy is refused, not shown under the new text.
+    _edit(root, "01_number_formats")
+    with pytest.raises(website.MissingExecutedCopy, match=r"older than the notebook \(1 cell"):
+        website.select("01_number_formats", root)
+
+
+def _edit(root, lesson, kind="markdown"):
+    """Change one cell of ``kind`` in the committed notebook, as a later fix to the lesson would."""
+    path = root / "notebooks" / f"{lesson}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in reversed(nb.cells) if c.cell_type == kind)
+    cell.source += "\nA sentence fixed after the run."
+    nbformat.write(nb, path)
+
+
+@pytest.mark.parametrize("kind", ["markdown", "code"])
+def test_a_gpu_copy_older_than_the_lesson_falls_back_to_the_test_run(tmp_path, kind):
+    root = _course(tmp_path)
+    _gpu_run(root, "nvidia-h100", "NVIDIA H100", "2025-01-01T00:00:00+00:00")
+    assert website.select("01_number_formats", root).on_gpu
+    _edit(root, "01_number_formats", kind)
+    _smoke_copy(root, "01_number_formats")  # the test run of the lesson as it is now
+    source = website.select("01_number_formats", root)
+    assert not source.on_gpu and source.path.parent.name == "executed"
+    assert "NVIDIA H100 (2025-01-01) is not shown" in source.note
+    assert "1 cell(s) of markdown or code differ" in source.note
+    stamp = pages.lesson_page(source, "x.ipynb", "../gpu/nvidia-h100.md", root).cells[1].source
+    assert "**Not the GPU run:**" in stamp and "CPU Test (AVX2)" in stamp
+    # The exercise blanks and papermill's injected parameters are not differences.
+    gpu_copy = root / "reports/gpu/nvidia-h100/notebooks/01_number_formats.ipynb"
+    _run_copy(root, "01_number_formats", gpu_copy, mode="full", device="H100", date="2025-02-01")
+    ran = nbformat.read(gpu_copy, as_version=4)
+    injected = nbformat.v4.new_code_cell('DEVICE = "cuda"')
+    injected.metadata["tags"] = ["injected-parameters"]
+    ran.cells.insert(2, injected)
+    nbformat.write(ran, gpu_copy)
+    assert website.select("01_number_formats", root).on_gpu
 
 
 def test_the_newest_passing_gpu_copy_wins(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 
 from . import pages
-from .sources import ROOT, Source, report_record, select_all
+from .sources import ROOT, Source, gpu_reports, report_record, select_all
 
 SITE = ROOT / "site"  # conf.py and _static/ live here
 BUILD = SITE / "_build"
@@ -43,10 +43,6 @@ def scenario(root: Path = ROOT) -> str:
     raise ValueError("notebooks/00_scenario.ipynb opens with no paragraph of prose")
 
 
-def _gpu_slug(source: Source) -> str:
-    return source.report.name
-
-
 def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
     """The entry page: the scenario, the lessons, how to run them, where the figures come from."""
     table = readme_section("Lessons", root)
@@ -59,14 +55,16 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
         )
     runs = []
     for source in sources:
-        where = f"[the GPU run](gpu/{_gpu_slug(source)}.md)" if source.on_gpu else "the test run"
+        where = f"[the GPU run](gpu/{source.report.name}.md)" if source.on_gpu else "the test run"
+        if source.note:
+            where += " (the GPU run predates the lesson)"
         stamp = source.stamp
         runs.append(
             f"| [{source.lesson}](lessons/{source.lesson}.ipynb) | {pages.plain(stamp['device'])} "
             f"| {pages.plain(stamp['torch'])} | {pages.when(stamp)} | {stamp['mode']}, {where} |"
         )
     toc = [f"lessons/{s.lesson}" for s in sources]
-    toc += sorted({f"gpu/{_gpu_slug(s)}" for s in sources if s.on_gpu})
+    toc += [f"gpu/{folder.name}" for folder in sorted(gpu_reports(root))]
     return "\n".join(
         [
             "# amp-course: mixed precision training in PyTorch, hands on",
@@ -145,7 +143,8 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
     """Every page's source under ``src`` (and nothing else); returns the lessons' sources."""
     sources, written = select_all(root), set()
     lessons = [s.lesson for s in sources]
-    reports = {s.report for s in sources if s.on_gpu}
+    # Every GPU run has its page (its benchmark stays true when a lesson changes after it ran).
+    reports = gpu_reports(root)
     newest = max(reports, key=lambda f: report_record(f).get("date", ""), default=None)
     for source in sources:
         committed = root / "notebooks" / f"{source.lesson}.ipynb"

@@ -48,10 +48,9 @@ def when(stamp: dict) -> str:
     return date.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def stamp_markdown(
-    source: Source, colab: str | None, download: str, gpu_page: str | None, changed: int
-) -> str:
-    """The box every lesson page opens with: device, torch version, date and mode, then links."""
+def stamp_markdown(source: Source, colab: str | None, download: str, gpu_page: str | None) -> str:
+    """The box every lesson page opens with: device, torch version, date and mode, why a newer GPU
+    run is not shown (if so), then links."""
     stamp = source.stamp
     lines = [
         ":::{admonition} Where the outputs on this page come from",
@@ -77,12 +76,8 @@ def stamp_markdown(
         )
     else:
         lines.append(f"**Full mode** on the GPU named above. [The GPU run]({gpu_page}).")
-    if changed:
-        lines += [
-            "",
-            f"The lesson has changed since this run ({changed} cell(s) differ): the code shown "
-            "is the code that ran.",
-        ]
+    if source.note:
+        lines += ["", f"**Not the GPU run:** {plain(source.note)}"]
     links = [f"[Open in Colab]({colab})"] if colab else []
     links.append(f"{{download}}`Download the notebook <{download}>`")
     lines += ["", " · ".join(links), ":::"]
@@ -130,17 +125,6 @@ def _blanks(committed) -> tuple[dict, dict]:
     return by_id, by_name
 
 
-def _changed_cells(committed, executed) -> int:
-    """How many of the committed notebook's cells (blanks aside) the executed copy lacks or ran
-    with other code."""
-    ran = {cell.get("id"): cell.source for cell in executed.cells}
-    return sum(
-        1
-        for cell in committed.cells
-        if "exercise" not in _tags(cell) and ran.get(cell.get("id")) != cell.source
-    )
-
-
 SOLVED_NOTE = (
     ":::{note}\nThe output of the check below is what it prints once the exercise is solved: the "
     "run that made this page filled the blank above with the course's reference solution. Run "
@@ -172,9 +156,7 @@ def lesson_page(source: Source, download: str, gpu_page: str | None, root: Path 
         if "quiz" in _tags(cell):
             cell.outputs = []  # its text rendering ends in "answer in code"; the box says more
             cells.append(_markdown(quiz_markdown(source.lesson, root), "site-quiz"))
-    stamp = stamp_markdown(
-        source, colab_url(committed), download, gpu_page, _changed_cells(committed, executed)
-    )
+    stamp = stamp_markdown(source, colab_url(committed), download, gpu_page)
     title, _, rest = cells[0].source.partition("\n") if cells else ("", "", "")
     if cells and cells[0].cell_type == "markdown" and title.startswith("# "):
         cells[0].source = COLAB_BADGE.sub("", rest).lstrip("\n")
