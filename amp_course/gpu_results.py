@@ -206,6 +206,59 @@ def _why_mfu(data: dict) -> str:
     )
 
 
+def checked_output_cells(notebook: Path) -> int:
+    """Cells whose output ``--nbval-lax`` compares: those marked ``# NBVAL_CHECK_OUTPUT`` or
+    tagged ``nbval-check-output`` (nbval's markers); it compares no other output."""
+    nb = nbformat.read(notebook, as_version=4)
+    return sum(
+        "NBVAL_CHECK_OUTPUT" in cell.source
+        or "nbval-check-output" in cell.get("metadata", {}).get("tags", [])
+        for cell in nb.cells
+        if cell.cell_type == "code"
+    )
+
+
+def notebooks_sentence(folder: Path) -> str:
+    """What the run's papermill and nbval results say, exactly, and which lessons it lacks."""
+    from .gpu_run import default_notebooks
+
+    folder = Path(folder)
+    report = json.loads((folder / "report.json").read_text())
+    runs = report["notebooks"]
+    passed = [r for r in runs if r["status"] == "passed"]
+    text = (
+        f"{len(passed)} of {len(runs)} notebooks ran in full mode under papermill without an "
+        "error (exercise blanks holding the course's reference solutions). "
+    )
+    if report["nbval"] == "passed":
+        checked = sum(checked_output_cells(folder / "notebooks" / r["notebook"]) for r in runs)
+        text += (
+            "nbval: each of these executed copies ran again, cell by cell, under `pytest "
+            "--nbval-lax` without an error; `--nbval-lax` compares the output only of cells "
+            f"marked for it, and {checked} cell(s) are marked, so "
+            + ("no output was compared." if checked == 0 else "only theirs were compared.")
+        )
+    else:
+        text += f"nbval (`pytest --nbval-lax`, errors only): {report['nbval']}."
+    missing = sorted({p.name for p in default_notebooks()} - {r["notebook"] for r in runs})
+    if missing:
+        text += f" Not in this run (newer than it): {', '.join(missing)}."
+    return text
+
+
+def timing_sentence(bench: dict) -> str:
+    """What a step time in ``bench.json`` is the median of, from the rows and the config."""
+    runs = sorted(
+        {row["runs"] for rows in bench["results"].values() for row in rows if "runs" in row}
+    )
+    shown = "/".join(str(n) for n in runs)
+    return (
+        f"each step time is the median over {shown} timed blocks of steps per mode, taken in "
+        f"{bench['config']['rounds']} rounds that interleave the modes; a block's time is its "
+        "mean step time"
+    )
+
+
 def section(folder: Path) -> str:
     """The README section for the GPU run in ``folder``."""
     data = collect(folder)
@@ -215,21 +268,17 @@ def section(folder: Path) -> str:
         rel = Path(data["folder"]).resolve().relative_to(ROOT)
     except ValueError:  # a run outside the checkout
         rel = Path(data["folder"])
-    passed = [r for r in report["notebooks"] if r["status"] == "passed"]
     lines = [
         BEGIN,
         f"### Results on an {report['device']}",
         "",
         f"Measured on one {report['device']} (driver {report['driver']}, torch "
         f"{versions['torch']}, CUDA {versions['cuda']}) on {report['date'][:10]}; every figure "
-        f"below comes from the files in `{rel.as_posix()}/`. {len(passed)} of "
-        f"{len(report['notebooks'])} notebooks ran in full mode under papermill without an "
-        f"error; nbval: {report['nbval']}.",
+        f"below comes from the files in `{rel.as_posix()}/`. {notebooks_sentence(data['folder'])}",
         "",
         f"**ViT-B/16 training step, batch {data['vit']['fp32']['batch_size']}** "
-        "(`bench-vit_b16/bench.json`: median of "
-        f"{bench['config']['rounds']} interleaved rounds; MFU against the published dense peak "
-        "of the mode's precision, in TFLOP/s):",
+        f"(`bench-vit_b16/bench.json`: {timing_sentence(bench)}; MFU against the published "
+        "dense peak of the mode's precision, in TFLOP/s):",
         "",
         *_vit_table(data),
         "",
