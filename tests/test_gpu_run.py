@@ -90,3 +90,16 @@ def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
         (tmp_path / "nvidia-h100-80gb-hbm3-t4-emulated" / "report.json").read_text()
     )
     assert report["emulated"] == "Tesla T4" and report["bench"].startswith("skipped")
+
+
+def test_a_new_lesson_joins_the_run_and_the_site_without_a_list_to_edit(tmp_path):
+    from amp_course.paths import lesson_notebooks
+    from amp_course.website import sources
+
+    (tmp_path / "notebooks").mkdir()
+    for name in ("00_scenario", "10_where_time_goes", "labs_bug_hunts", ".hidden"):
+        (tmp_path / "notebooks" / f"{name}.ipynb").write_text("{}")
+    names = [p.stem for p in lesson_notebooks(tmp_path)]
+    assert names == ["00_scenario", "10_where_time_goes", "labs_bug_hunts"]
+    assert sources.lessons(tmp_path) == names
+    assert gpu_run.default_notebooks() == lesson_notebooks(ROOT)
