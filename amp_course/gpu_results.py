@@ -1,26 +1,21 @@
-"""The README's GPU results, computed from a committed GPU run's files, never typed in.
+"""The GPU results, rendered from a committed GPU run's files (``ac.gpu_files``), never typed in:
+the README's section and the body of the website's GPU page.
 
     python -m amp_course.gpu_results reports/gpu/<device>            # print the section
     python -m amp_course.gpu_results reports/gpu/<device> --write    # replace it in README.md
 
-Sources, all under the run's folder: ``bench-vit_b16/bench.json`` (the ViT-B/16 matrix with
-torch.compile and fused AdamW), the benchmark table that lesson 05's executed copy printed
-(matmul sweep, MNIST CNN, largest batch), ``profile-vit_b16/profile.json`` (where the step's time
-goes) and ``report.json`` (the machine, each notebook's papermill and nbval result). The tests
-regenerate the section from the files and compare it with the README.
+The tests regenerate the section from the files and compare it with the README.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
-import nbformat
-
 from .bench.config import PRECISIONS
+from .gpu_files import checked_output_cells, collect
 from .timing import format_time
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,83 +35,16 @@ SHOWN_MODES = ("fp32", "tf32", "fp16", "bf16") + tuple(
 )
 
 
-def printed_text(notebook: Path) -> str:
-    """Everything an executed notebook's code cells printed (their stream outputs), in order."""
-    nb = nbformat.read(notebook, as_version=4)
-    return "".join(
-        out.get("text", "")
-        for cell in nb.cells
-        if cell.cell_type == "code"
-        for out in cell.get("outputs", [])
-        if out.get("output_type") == "stream"
-    )
-
-
-def printed_bench_tables(notebook: Path) -> dict[str, list[dict]]:
-    """The tables ``amp-course bench`` printed in an executed notebook, by workload: one dict per
-    row, keyed by the header's column names (the report format of ``ac.bench.format_report``)."""
-    text = printed_text(notebook)
-    start = text.find("amp-course bench on ")
-    if start < 0:
-        raise ValueError(f"{notebook} printed no benchmark table")
-    tables: dict[str, list[dict]] = {}
-    parts = re.split(r"^== (\w+) ==\n", text[start:], flags=re.M)
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [line for line in body.splitlines() if line.strip()]
-        header = re.split(r"\s{2,}", lines[0].strip())
-        rows = []
-        for line in lines[1:]:
-            cells = re.split(r"\s{2,}", line.strip())
-            if len(cells) != len(header):
-                break  # the table ended (the cell printed something else after it)
-            rows.append(dict(zip(header, cells, strict=True)))
-        tables[name] = rows
-    return tables
-
-
-def printed_mnist_source(notebook: Path) -> str:
-    """The "MNIST source: ..." line a lesson printed (the shipped subset when offline)."""
-    found = re.search(r"MNIST source: (.+)", printed_text(notebook))
-    if found is None:
-        raise ValueError(f"{notebook} printed no MNIST source")
-    return found.group(1).strip()
-
-
-def _number(text: str) -> float:
-    return float(text.split()[0].rstrip("%x"))
-
-
-def collect(folder: Path) -> dict:
-    """Every figure the section quotes, from the run's files."""
-    folder = Path(folder)
-    report = json.loads((folder / "report.json").read_text())
-    bench = json.loads((folder / "bench-vit_b16" / "bench.json").read_text())
-    vit = {row["mode"]: row for row in bench["results"]["vit_b16"] if "median_s" in row}
-    printed = printed_bench_tables(folder / "notebooks" / "05_speed_memory.ipynb")
-    profile = {
-        r["mode"]: r for r in json.loads((folder / "profile-vit_b16/profile.json").read_text())
-    }
-    batches = {row["mode"]: int(row["max batch"]) for row in printed["max_batch"]}
-    fp32, best = vit["fp32"], vit["bf16+compile+fused"]
-    measured = {
-        "bf16_time": vit["bf16"]["median_s"] / fp32["median_s"],
-        "best_time": best["median_s"] / fp32["median_s"],
-        "bf16_mfu": vit["bf16"]["mfu"],
-        "best_mfu": best["mfu"],
-        "bf16_memory": vit["bf16"]["peak_memory_bytes"] / fp32["peak_memory_bytes"],
-        "max_batch": batches["bf16"] / batches["fp32"],
-    }
-    return {
-        "folder": folder,
-        "report": report,
-        "bench": bench,
-        "vit": vit,
-        "printed": printed,
-        "profile": profile,
-        "batches": batches,
-        "measured": measured,
-        "mnist_source": printed_mnist_source(folder / "notebooks" / "00_scenario.ipynb"),
-    }
+def judged(measured: dict) -> list[tuple]:
+    """Each target with its measured value and whether it is met: (key, what, value, bound,
+    at_most, met)."""
+    rows = []
+    for what, key, bound, at_most in TARGETS:
+        value = measured[key]
+        rows.append(
+            (key, what, value, bound, at_most, value <= bound if at_most else value >= bound)
+        )
+    return rows
 
 
 def _vit_table(data: dict) -> list[str]:
@@ -142,18 +70,18 @@ def _vit_table(data: dict) -> list[str]:
     return lines
 
 
-def _lesson05_lines(data: dict) -> list[str]:
-    printed, batches = data["printed"], data["batches"]
-    mnist = {row["mode"]: row for row in printed["mnist_cnn"]}
-    base = _number(mnist["fp32"]["step"])
+def _other_lines(data: dict) -> list[str]:
+    rows, batches = data["rows"], data["batches"]
+    mnist = {row["mode"]: row for row in rows["mnist_cnn"] if "median_s" in row}
+    base = mnist["fp32"]["median_s"]
     lines = [
         "- **Largest ViT-B/16 training batch** (a search up to out-of-memory): "
         + ", ".join(f"{mode} {n}" for mode, n in batches.items())
         + f"; bf16 fits {data['measured']['max_batch']:.2f}x fp32's.",
-        f"- **MNIST CNN**, the scenario's CNN at batch {mnist['fp32']['batch']}: fp32 step "
-        f"{mnist['fp32']['step']}, "
+        f"- **MNIST CNN**, the scenario's CNN at batch {mnist['fp32']['batch_size']}: fp32 step "
+        f"{format_time(base)}, "
         + ", ".join(
-            f"{mode} {mnist[mode]['step']} ({base / _number(mnist[mode]['step']):.2f}x)"
+            f"{mode} {format_time(mnist[mode]['median_s'])} ({base / mnist[mode]['median_s']:.2f}x)"
             for mode in ("tf32", "fp16", "bf16")
         )
         + ". World4AI's tutorial, where the CNN comes from, reports 1.7x with fp16 AMP "
@@ -164,11 +92,16 @@ def _lesson05_lines(data: dict) -> list[str]:
         "| n | " + " | ".join(PRECISIONS) + " |",
         "|---|" + "---|" * len(PRECISIONS),
     ]
-    by_size: dict[str, dict] = {}
-    for row in printed["matmul"]:
-        by_size.setdefault(row["size"], {})[row["mode"]] = row
-    for size, rows in by_size.items():
-        cells = [f"{rows[p]['TFLOP/s']} ({rows[p]['of peak']})" for p in PRECISIONS if p in rows]
+    by_size: dict[int, dict] = {}
+    for row in rows["matmul"]:
+        if "tflops" in row:
+            by_size.setdefault(row["size"], {})[row["mode"]] = row
+    for size, at in by_size.items():
+        cells = [
+            f"{at[p]['tflops']:.3g} ({at[p]['fraction_of_peak']:.1%})"
+            for p in PRECISIONS
+            if p in at
+        ]
         lines.append(f"| {size} | " + " | ".join(cells) + " |")
     return lines
 
@@ -195,26 +128,18 @@ def _why_mfu(data: dict) -> str:
         for mode, result in data["profile"].items()
     }
     fp32, bf16, best = ms["fp32"], ms["bf16"], ms["bf16+compile+fused"]
+    batch = data["vit"]["bf16"]["batch_size"]
+    missed = any(not met for key, *_, met in judged(data["measured"]) if "mfu" in key)
     return (
-        "Where the MFU targets are missed, `torch.profiler` (`profile-vit_b16/`) shows why. In "
+        ("Where the MFU targets are missed" if missed else "Where the step's time goes")
+        + ", `torch.profiler` (`profile-vit_b16/`) shows why. In "
         f"bf16 the matmul kernels take {fp32['matmul'] / bf16['matmul']:.0f}x less time than in "
         f"fp32 ({fp32['matmul']:.1f} -> {bf16['matmul']:.1f} ms a step), while the other "
         "kernels (autocast's casts, layer norms, GELU, the optimizer: memory-bound work that "
         f"tensor cores do not speed up) go only from {fp32['other']:.1f} to {bf16['other']:.1f} "
-        "ms: at batch 64 they take more GPU time than the matmuls. `torch.compile` with fused "
-        f"AdamW cuts them to {best['other']:.1f} ms:"
-    )
-
-
-def checked_output_cells(notebook: Path) -> int:
-    """Cells whose output ``--nbval-lax`` compares: those marked ``# NBVAL_CHECK_OUTPUT`` or
-    tagged ``nbval-check-output`` (nbval's markers); it compares no other output."""
-    nb = nbformat.read(notebook, as_version=4)
-    return sum(
-        "NBVAL_CHECK_OUTPUT" in cell.source
-        or "nbval-check-output" in cell.get("metadata", {}).get("tags", [])
-        for cell in nb.cells
-        if cell.cell_type == "code"
+        f"ms: at batch {batch} they take {'more' if bf16['other'] > bf16['matmul'] else 'less'} "
+        "GPU time than the matmuls. `torch.compile` with fused AdamW takes them to "
+        f"{best['other']:.1f} ms:"
     )
 
 
@@ -246,21 +171,21 @@ def notebooks_sentence(folder: Path) -> str:
     return text
 
 
-def timing_sentence(bench: dict) -> str:
-    """What a step time in ``bench.json`` is the median of, from the rows and the config."""
-    runs = sorted(
-        {row["runs"] for rows in bench["results"].values() for row in rows if "runs" in row}
-    )
+def timing_sentence(rows: list[dict], config: dict) -> str:
+    """What the step times of a bench workload's ``rows`` are the median of (``config``: the
+    bench report's that ran it)."""
+    runs = sorted({row["runs"] for row in rows if "runs" in row})
     shown = "/".join(str(n) for n in runs)
     return (
         f"each step time is the median over {shown} timed blocks of steps per mode, taken in "
-        f"{bench['config']['rounds']} rounds that interleave the modes; a block's time is its "
+        f"{config['rounds']} rounds that interleave the modes; a block's time is its "
         "mean step time"
     )
 
 
-def section(folder: Path) -> str:
-    """The README section for the GPU run in ``folder``."""
+def results_markdown(folder: Path) -> str:
+    """The run's results as Markdown (a ``###`` heading, then text and tables): the README's
+    section and the website's GPU page show it."""
     data = collect(folder)
     report, bench, measured = data["report"], data["bench"], data["measured"]
     versions = report["versions"]
@@ -268,8 +193,8 @@ def section(folder: Path) -> str:
         rel = Path(data["folder"]).resolve().relative_to(ROOT)
     except ValueError:  # a run outside the checkout
         rel = Path(data["folder"])
+    vit_rows = bench["results"]["vit_b16"]
     lines = [
-        BEGIN,
         f"### Results on an {report['device']}",
         "",
         f"Measured on one {report['device']} (driver {report['driver']}, torch "
@@ -277,36 +202,33 @@ def section(folder: Path) -> str:
         f"below comes from the files in `{rel.as_posix()}/`. {notebooks_sentence(data['folder'])}",
         "",
         f"**ViT-B/16 training step, batch {data['vit']['fp32']['batch_size']}** "
-        f"(`bench-vit_b16/bench.json`: {timing_sentence(bench)}; MFU against the published "
-        "dense peak of the mode's precision, in TFLOP/s):",
+        f"(`{bench['sources']['vit_b16']}`: {timing_sentence(vit_rows, data['vit_config'])}; MFU "
+        "against the published dense peak of the mode's precision, in TFLOP/s):",
         "",
         *_vit_table(data),
         "",
-        "**From lesson 05's executed copy** (`notebooks/05_speed_memory.ipynb`, eager modes):",
+        f"**Eager modes, from {data['rows_from']}:**",
         "",
-        *_lesson05_lines(data),
+        *_other_lines(data),
         "",
         "**Against the course's targets** (ViT-B/16, batch 64):",
         "",
         "| target | measured | met |",
         "|---|---|---|",
     ]
-    for what, key, bound, at_most in TARGETS:
-        value = measured[key]
-        met = value <= bound if at_most else value >= bound
+    for key, what, value, bound, at_most, met in judged(measured):
         shown = f"{value:.1%}" if "mfu" in key else f"{value:.3f}x"
         limit = f"{bound:.0%}" if "mfu" in key else f"{bound:.2f}x"
         lines.append(
             f"| {what} {'<=' if at_most else '>='} {limit} | {shown} | {'yes' if met else 'no'} |"
         )
-    lines += [
-        "",
-        _why_mfu(data),
-        "",
-        *_profile_lines(data),
-        END,
-    ]
+    lines += ["", _why_mfu(data), "", *_profile_lines(data)]
     return "\n".join(lines) + "\n"
+
+
+def section(folder: Path) -> str:
+    """The README section for the GPU run in ``folder``: ``results_markdown`` between markers."""
+    return f"{BEGIN}\n{results_markdown(folder)}{END}\n"
 
 
 def replace_section(readme: str, text: str) -> str:
@@ -325,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         text = section(args.folder)
-    except (OSError, KeyError, ValueError) as error:
+    except (OSError, KeyError, ValueError) as error:  # FileNotFoundError is an OSError
         print(f"error: cannot read the GPU run in {args.folder}: {error}", file=sys.stderr)
         return 2
     if args.write:

@@ -1,12 +1,13 @@
 """The committed GPU run: its files are complete and sound, and the README quotes them exactly."""
 
 import json
+import shutil
 
 import nbformat
 import pytest
 from conftest import ROOT
 
-from amp_course import gpu_results, gpu_run
+from amp_course import gpu_files, gpu_results, gpu_run
 from amp_course.executed import read_stamp
 
 RUNS = sorted(p.parent for p in (ROOT / "reports" / "gpu").glob("*/report.json"))
@@ -78,14 +79,13 @@ def test_the_readme_says_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_pa
     text = gpu_results.notebooks_sentence(run)
     assert "1 of 1 notebooks ran" in text and "1 cell(s) are marked" in text
     assert "only theirs were compared" in text and "Not in this run (newer than it): 10_new" in text
-    bench = {"config": {"rounds": 3}, "results": {"vit_b16": [{"runs": 9}, {"error": "x"}]}}
-    assert "median over 9 timed blocks" in gpu_results.timing_sentence(bench)
-    assert "in 3 rounds that interleave the modes" in gpu_results.timing_sentence(bench)
+    said = gpu_results.timing_sentence([{"runs": 9}, {"skipped": "x"}], {"rounds": 3})
+    assert "median over 9 timed blocks" in said and "in 3 rounds that interleave the modes" in said
 
 
 def test_lesson_05s_printed_tables_are_read_back():
     run = MAIN_RUNS[0]
-    tables = gpu_results.printed_bench_tables(run / "notebooks" / "05_speed_memory.ipynb")
+    tables = gpu_files.printed_bench_tables(run / "notebooks" / "05_speed_memory.ipynb")
     assert {"matmul", "mnist_cnn", "vit_b16", "max_batch"} <= set(tables)
     batches = {row["mode"]: int(row["max batch"]) for row in tables["max_batch"]}
     assert batches["bf16"] > batches["fp32"] > 0
@@ -96,7 +96,7 @@ def test_a_notebook_without_a_bench_table_is_refused(tmp_path):
     path = tmp_path / "x.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
     with pytest.raises(ValueError, match="printed no benchmark table"):
-        gpu_results.printed_bench_tables(path)
+        gpu_files.printed_bench_tables(path)
 
 
 def test_replacing_needs_the_markers():
@@ -148,7 +148,7 @@ def test_merge_without_parts_says_so(tmp_path, capsys):
 
 
 def test_the_mnist_source_is_read_from_the_run():
-    source = gpu_results.printed_mnist_source(MAIN_RUNS[0] / "notebooks" / "00_scenario.ipynb")
+    source = gpu_files.printed_mnist_source(MAIN_RUNS[0] / "notebooks" / "00_scenario.ipynb")
     assert "MNIST" in source and source in (ROOT / "README.md").read_text()
 
 
@@ -162,3 +162,31 @@ def test_the_sites_gpu_page_shows_versions_nbval_and_every_bench():
     assert "| [05_speed_memory](../lessons/05_speed_memory.ipynb) | passed |" in page
     assert page.count("| passed | ") >= len(report["notebooks"])  # papermill and nbval columns
     assert "## Benchmark: bench-vit_b16" in page and "bf16+compile+fused" in page
+
+
+def test_the_benchmarks_json_is_preferred_to_what_lesson_05_printed(tmp_path):
+    run = tmp_path / MAIN_RUNS[0].name
+    shutil.copytree(MAIN_RUNS[0], run)
+    rows = {
+        "matmul": [
+            {"mode": p, "size": 8192, "tflops": 100.0 + i, "fraction_of_peak": 0.5}
+            for i, p in enumerate(("fp32", "tf32", "fp16", "bf16"))
+        ],
+        "mnist_cnn": [
+            {"mode": p, "batch_size": 256, "median_s": 0.01 / (1 + i)}
+            for i, p in enumerate(("fp32", "tf32", "fp16", "bf16"))
+        ],
+        "max_batch": [{"mode": "fp32", "max_batch": 500}, {"mode": "bf16", "max_batch": 1000}],
+    }
+    bench = json.loads((run / "bench-vit_b16" / "bench.json").read_text())
+    (run / "bench-other").mkdir()
+    (run / "bench-other" / "bench.json").write_text(json.dumps({**bench, "results": rows}))
+    data = gpu_files.collect(run)
+    assert data["rows_from"] == "`bench-other/bench.json`" and data["batches"]["bf16"] == 1000
+    text = gpu_results.results_markdown(run)
+    assert "fp32 500, bf16 1000; bf16 fits 2.00x fp32's" in text
+    assert "at batch 256: fp32 step 10 ms, tf32 5 ms (2.00x)" in text
+    assert "| 8192 | 100 (50.0%) | 101 (50.0%) | 102 (50.0%) | 103 (50.0%) |" in text
+    # The ViT matrix still comes from its own report, and the section between its markers.
+    assert "(`bench-vit_b16/bench.json`: each step time is the median" in text
+    assert gpu_results.section(run) == f"{gpu_results.BEGIN}\n{text}{gpu_results.END}\n"
