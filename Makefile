@@ -50,8 +50,9 @@ executed: setup
 bench-smoke: setup
 	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m amp_course.smoke_bench
 
-# The website in site/_build/html, from executed/ (and any GPU run under reports/gpu/); run
-# `make test` or `make executed` first. Nothing is executed here.
+# The website in site/_build/html, from any GPU run under reports/gpu/ and the up-to-date smoke
+# copies in executed/ that `make test` (or `make executed` alone) writes; it names the lessons whose
+# copy is missing or older than the notebook. No lesson is executed here.
 site: setup
 	$(BIN)/python -m amp_course.website
 

@@ -152,16 +152,18 @@ def test_the_mnist_source_is_read_from_the_run():
     assert "MNIST" in source and source in (ROOT / "README.md").read_text()
 
 
-def test_the_sites_gpu_page_shows_versions_nbval_and_every_bench():
-    from amp_course.website.build import gpu_markdown
+def test_the_sites_gpu_page_shows_versions_nbval_and_the_readme_results():
+    from amp_course.website.gpu_page import gpu_markdown
+    from amp_course.website.sources import Source
 
     run = MAIN_RUNS[0]
     report = json.loads((run / "report.json").read_text())
-    page = gpu_markdown(run, ["05_speed_memory"])
+    shown = Source("05_speed_memory", run / "notebooks" / "05_speed_memory.ipynb", {}, run)
+    page = gpu_markdown(run, [shown], ROOT)
     assert f"**torch:** {report['versions']['torch']}" in page.replace("\\", "")
-    assert "| [05_speed_memory](../lessons/05_speed_memory.ipynb) | passed |" in page
+    assert "| passed | [yes](../lessons/05_speed_memory.ipynb) |" in page
     assert page.count("| passed | ") >= len(report["notebooks"])  # papermill and nbval columns
-    assert "## Benchmark: bench-vit_b16" in page and "bf16+compile+fused" in page
+    assert gpu_results.results_markdown(run).split("\n", 1)[1].rstrip("\n") in page
 
 
 def test_the_benchmarks_json_is_preferred_to_what_lesson_05_printed(tmp_path):

@@ -19,13 +19,18 @@ import pytest
 from conftest import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, ROOT, free_port, require, require_chromium
 
 from amp_course import website
+from amp_course.bench import plot_report
 from amp_course.executed import STAMP_KEY
 from amp_course.exercises import fill_solutions
 from amp_course.quiz import Quiz
 from amp_course.website import pages
 from amp_course.website.build import write_sources
 
-SCREENSHOT_OF = "05_speed_memory"  # timings and plots: the page a reviewer should look at
+SCREENSHOT_OF = "05_speed_memory"
+# The committed GPU run the README quotes (a benchmark and its profile beside the lessons).
+MAIN_RUN = next(
+    p.parent.parent for p in sorted((ROOT / "reports/gpu").glob("*/bench-vit_b16/bench.json"))
+)  # timings and plots: the page a reviewer should look at
 
 
 # ---------------------------------------------------------------- choosing and assembling pages
@@ -206,6 +211,39 @@ def test_missing_executed_copies_are_named(tmp_path):
         website.select_all(root)
 
 
+def test_a_gpu_page_shows_the_results_and_targets_and_a_figure_of_what_ran(tmp_path):
+    from amp_course.website import gpu_page
+
+    root = _course(tmp_path)
+    run = root / "reports" / "gpu" / MAIN_RUN.name
+    shutil.copytree(MAIN_RUN, run)
+    for lesson in ("00_scenario", "01_number_formats"):
+        _smoke_copy(root, lesson)
+    sources = website.select_all(root)
+    text = gpu_page.gpu_markdown(run, sources, root)
+    report = json.loads((run / "report.json").read_text())
+    assert text.startswith(f"# GPU run: {report['device']}\n")
+    assert "## Results on an" in text and "Against the course's targets" in text
+    fp32 = next(
+        r
+        for r in json.loads((run / "bench-vit_b16/bench.json").read_text())["results"]["vit_b16"]
+        if r["mode"] == "fp32"
+    )
+    assert f"| {fp32['peak_memory_bytes'] / 2**30:.2f} GiB |" in text  # the peak-memory column
+    assert "```text" not in text  # no printed table: it is cut off on a page
+    assert "[no](../lessons/00_scenario.ipynb)" in text or "[yes](../lessons/00_scenario" in text
+    assert f"]({run.name}-bench.png)" in text
+    png = gpu_page.figure_png(run)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    bench = json.loads((run / "bench-vit_b16/bench.json").read_text())
+    figure = plot_report(bench)  # the ViT matrix alone: one panel, no empty ones
+    assert [ax.get_title() for ax in figure.axes if ax.axison] == ["ViT training step"]
+    # A run without the benchmark's files (the fp16 pass) has its page without them.
+    _gpu_run(root, "tesla-t4", "Tesla T4", "2025-02-01T00:00:00+00:00", amp_dtype="fp16")
+    bare = gpu_page.gpu_markdown(root / "reports/gpu/tesla-t4", sources, root)
+    assert "Tesla T4, every lesson with AMP\\_DTYPE=fp16" in bare and "Results" not in bare
+
+
 # ---------------------------------------------------------------- the built site in Chromium
 
 
@@ -267,6 +305,7 @@ STAMP_OPENS_PAGE = """() => {
     && (stamp.compareDocumentPosition(cell) & Node.DOCUMENT_POSITION_FOLLOWING));
 }"""
 FIGURES = "imgs => imgs.map(i => i.complete && i.naturalWidth > 0)"
+TABLES_CUT = "tables => tables.map(t => t.scrollWidth > t.parentElement.clientWidth + 1)"
 
 
 def _has_figure(source) -> bool:
@@ -300,6 +339,9 @@ def test_every_page_in_chromium(site):
                 assert not page.query_selector_all(".output.traceback, .output.error"), url
                 hrefs = page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
                 assert not _broken_links(hrefs, base, html, anchors), url
+                if path.parent.name == "gpu":  # tables of figures, every column in view
+                    wide = page.eval_on_selector_all("article table", TABLES_CUT)
+                    assert not any(wide), f"{url}: a table is wider than the text column"
                 figures = page.eval_on_selector_all("article img", FIGURES)
                 assert all(figures), f"{url}: an image does not load"
                 source = lessons.get(path.stem) if path.parent.name == "lessons" else None

@@ -1,4 +1,5 @@
-"""Presenting a bench report: fixed-width tables, a four-panel plot, and the files on disk."""
+"""Presenting a bench report: fixed-width tables, a plot with a panel per workload that ran, and
+the files on disk."""
 
 from __future__ import annotations
 
@@ -72,14 +73,7 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: dict, path: str | Path | None = None):
-    """Four panels: matmul TFLOP/s by size, MNIST epoch time, ViT images/s, largest batch."""
-    import matplotlib.pyplot as plt
-
-    results = report["results"]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
-    ax = axes[0, 0]
-    done = [r for r in results["matmul"] if "tflops" in r]
+def _matmul_panel(ax, done: list[dict]) -> None:
     for mode in dict.fromkeys(r["mode"] for r in done):
         rows = [r for r in done if r["mode"] == mode]
         (line,) = ax.plot([r["size"] for r in rows], [r["tflops"] for r in rows], "o-", label=mode)
@@ -93,32 +87,52 @@ def plot_report(report: dict, path: str | Path | None = None):
         ylabel="TFLOP/s",
         title="matmul throughput (dashed: published peak)",
     )
-    if done:
-        ax.set_xticks(sizes, [str(n) for n in sizes], minor=False)
-        ax.minorticks_off()
-        ax.legend(fontsize=8)
+    ax.set_xticks(sizes, [str(n) for n in sizes], minor=False)
+    ax.minorticks_off()
+    ax.legend(fontsize=8)
 
-    def bars(ax, rows, key, title, ylabel):
-        rows = [r for r in rows if r.get(key) is not None]
-        ax.bar(range(len(rows)), [r[key] for r in rows])
-        ax.set_xticks(
-            range(len(rows)), [r["mode"] for r in rows], rotation=30, ha="right", fontsize=8
-        )
-        ax.set(title=title, ylabel=ylabel)
-        if not rows:
-            ax.set_yticks([])
-            ax.text(0.5, 0.5, "not run here", ha="center", va="center", transform=ax.transAxes)
 
-    bars(axes[0, 1], results["mnist_cnn"], "epoch_s", "MNIST CNN: seconds per epoch", "s")
-    vit_rows = [
+def _bars(ax, rows: list[dict], key: str, title: str, ylabel: str) -> None:
+    ax.bar(range(len(rows)), [r[key] for r in rows])
+    ax.set_xticks(range(len(rows)), [r["mode"] for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set(title=title, ylabel=ylabel)
+
+
+def plot_report(report: dict, path: str | Path | None = None):
+    """One panel per workload the report has results for: matmul TFLOP/s by size, MNIST epoch
+    time, ViT images/s, largest batch (a report of one workload is one panel)."""
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    matmul = [r for r in results.get("matmul", []) if "tflops" in r]
+    mnist = [r for r in results.get("mnist_cnn", []) if r.get("epoch_s") is not None]
+    vit = [
         {**r, "mode": f"{r['workload'].removeprefix('vit_')} {r['mode']}"}
         for w in ("vit_b16", "vit_l16")
-        for r in results[w]
+        for r in results.get(w, [])
+        if r.get("images_per_s") is not None
     ]
-    bars(axes[1, 0], vit_rows, "images_per_s", "ViT training step", "images/s")
-    bars(
-        axes[1, 1], results["max_batch"], "max_batch", "largest ViT-B/16 batch that fits", "images"
-    )
+    batches = [r for r in results.get("max_batch", []) if r.get("max_batch") is not None]
+    panels = []  # one drawing function per workload with results
+    if matmul:
+        panels.append(lambda ax: _matmul_panel(ax, matmul))
+    if mnist:
+        panels.append(lambda ax: _bars(ax, mnist, "epoch_s", "MNIST CNN: seconds per epoch", "s"))
+    if vit:
+        panels.append(lambda ax: _bars(ax, vit, "images_per_s", "ViT training step", "images/s"))
+    if batches:
+        title = "largest ViT-B/16 batch that fits"
+        panels.append(lambda ax: _bars(ax, batches, "max_batch", title, "images"))
+    columns = 2 if len(panels) > 1 else 1
+    rows = max(1, -(-len(panels) // columns))
+    size = (11, 3.5 * rows) if columns == 2 else (9, 4)
+    fig, axes = plt.subplots(rows, columns, figsize=size, squeeze=False)
+    for ax, draw in zip(axes.flat, panels, strict=False):
+        draw(ax)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")  # an odd panel out, or a report without results
+    if not panels:
+        axes[0, 0].text(0.5, 0.5, "no results in this report", ha="center", va="center")
     note = " (smoke sizes: not speed figures)" if report["smoke"] else ""
     fig.suptitle(f"{report['device']}{note}", fontsize=10)
     fig.tight_layout()

@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 
 from . import pages
+from .gpu_page import figure_png, gpu_markdown
 from .sources import ROOT, Source, gpu_reports, report_record, select_all
 
 SITE = ROOT / "site"  # conf.py and _static/ live here
@@ -106,43 +107,9 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
     )
 
 
-def gpu_markdown(folder: Path, lessons: list[str]) -> str:
-    """A GPU run's page: its device and versions, each notebook's result, the benchmark table."""
-    report = report_record(folder)
-    record = {**report.get("versions", {}), **report}  # gpu_run keeps torch and CUDA in versions
-    if isinstance(record.get("capability"), list):
-        record["capability"] = ".".join(str(part) for part in record["capability"])
-    fields = ("device", "capability", "memory_gib", "driver", "cuda", "torch", "date")
-    lines = [f"# GPU run: {pages.plain(record.get('device', folder.name))}", ""]
-    lines += [
-        f"- **{f.replace('_', ' ')}:** {pages.plain(record[f])}" for f in fields if f in record
-    ]
-    lines += ["", "| notebook | papermill | seconds | nbval |", "|---|---|---|---|"]
-    for run in report.get("notebooks", []):
-        name = Path(run["notebook"]).stem
-        shown = f"[{name}](../lessons/{name}.ipynb)" if name in lessons else pages.plain(name)
-        nbval = run.get("nbval", "")  # per notebook in a report merged from parts
-        lines.append(f"| {shown} | {run['status']} | {run.get('seconds', '')} | {nbval} |")
-    nbval, bench_run = record.get("nbval", "not run"), record.get("bench", "not run")
-    lines += ["", f"nbval: {nbval}; benchmark: {bench_run}"]
-    for bench in sorted(p.parent for p in folder.glob("bench*/bench.txt")):
-        lines += [
-            "",
-            f"## Benchmark: {bench.name}",
-            "",
-            "```text",
-            (bench / "bench.txt").read_text(),
-        ]
-        lines += ["```"]
-        if (bench / "bench.png").exists():
-            lines += ["", f"![The benchmark on this GPU]({folder.name}-{bench.name}.png)"]
-    return "\n".join(lines) + "\n"
-
-
 def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
     """Every page's source under ``src`` (and nothing else); returns the lessons' sources."""
     sources, written = select_all(root), set()
-    lessons = [s.lesson for s in sources]
     # Every GPU run has its page (its benchmark stays true when a lesson changes after it ran).
     reports = gpu_reports(root)
     newest = max(reports, key=lambda f: report_record(f).get("date", ""), default=None)
@@ -158,10 +125,10 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
         )
         _write(src / "lessons" / committed.name, nbformat.writes(page) + "\n", written)
     for folder in reports:
-        _write(src / "gpu" / f"{folder.name}.md", gpu_markdown(folder, lessons), written)
-        for plot in folder.glob("bench*/bench.png"):
-            name = f"{folder.name}-{plot.parent.name}.png"
-            _write(src / "gpu" / name, plot.read_bytes(), written)
+        _write(src / "gpu" / f"{folder.name}.md", gpu_markdown(folder, sources, root), written)
+        figure = figure_png(folder)
+        if figure is not None:
+            _write(src / "gpu" / f"{folder.name}-bench.png", figure, written)
     _write(src / "index.md", index_markdown(sources, root), written)
     for old in [p for p in src.rglob("*") if p.is_file() and p not in written]:
         old.unlink()  # a page of a lesson or GPU run that is gone
