@@ -87,7 +87,7 @@ class LessonSettings:
             )
         line += f" | seed {self.seed}"
         if self.emulated is not None:
-            line += f"\nT4 rehearsal: {self.emulated.describe()}."
+            line += f"\nRehearsal: {self.emulated.describe()}."
         return line
 
 
@@ -137,8 +137,8 @@ def start(
         dtype = parse_dtype(autocast_dtype)
         if profile is not None and dtype == torch.bfloat16 and profile.capability < (8, 0):
             warnings.warn(
-                f"This lesson runs bf16, which a {profile.name} has no tensor cores for (it runs "
-                "bf16 emulated, and slowly); here it runs at this GPU's speed.",
+                f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
+                "bf16 emulated, and slowly), while this GPU runs it at full speed here.",
                 DeviceFallbackWarning,
                 stacklevel=2,
             )

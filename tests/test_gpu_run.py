@@ -76,7 +76,7 @@ def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
             {"notebook": p.name, "status": "passed", "seconds": 1.0, "error": ""} for p in notebooks
         ]
 
-    monkeypatch.delenv(emulation.ENV, raising=False)
+    monkeypatch.setenv(emulation.ENV, "")  # main() sets it; the test puts it back
     monkeypatch.setattr(gpu_run, "require_gpu", lambda: torch.device("cpu"))
     record = {"device": "NVIDIA H100 80GB HBM3", "driver": "x", "versions": {"torch": "2.11"}}
     monkeypatch.setattr(gpu_run, "environment_record", lambda device: dict(record))

@@ -80,7 +80,7 @@ def test_the_t4_rehearsal_caps_memory_and_switches_off_what_a_t4_lacks(
 
 def test_a_lesson_that_forces_bf16_in_the_rehearsal_is_told_what_a_t4_does(monkeypatch, fake_h100):
     monkeypatch.setenv(emulation.ENV, "t4")
-    with pytest.warns(DeviceFallbackWarning, match="no tensor cores for"):
+    with pytest.warns(DeviceFallbackWarning, match="has no bf16 tensor cores"):
         settings = lesson.start(smoke=False, device="cuda", autocast_dtype="bf16", verbose=False)
     assert settings.autocast_dtype is torch.bfloat16  # it still runs, as on a real T4
 
