@@ -251,13 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fetch_wheels or args.check_wheels:
         from . import gpu_wheels
 
-        folder = args.fetch_wheels or args.check_wheels
-        try:
-            problems = gpu_wheels.fetch(folder) if args.fetch_wheels else gpu_wheels.check(folder)
-        except (OSError, RuntimeError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        return gpu_wheels.report(folder, problems, gpu_wheels.tree_bytes(ROOT))
+        return gpu_wheels.main(
+            args.fetch_wheels or args.check_wheels, bool(args.fetch_wheels), ROOT
+        )
     if args.merge:
         try:
             merged = merge_reports(args.merge)

@@ -244,3 +244,13 @@ def tree_bytes(root: Path) -> int:
         return 0
     files = (root / name for name in listed.stdout.split("\0") if name)
     return sum(path.stat().st_size for path in files if path.is_file())
+
+
+def main(folder: Path, download: bool, root: Path) -> int:
+    """Fetch (or only check) the set in ``folder`` for the checkout at ``root``; the exit status."""
+    try:
+        problems = fetch(folder) if download else check(folder)
+    except (OSError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return report(folder, problems, tree_bytes(root))
