@@ -215,22 +215,42 @@ class SimulatedQueue:
     ``launch(seconds)`` queues that much work and returns at once, as a CUDA kernel launch does;
     ``synchronize()`` blocks until the queued work would have finished. Inside ``as_cuda()``,
     ``torch.cuda.synchronize`` is this queue's, so code written for a GPU can be timed here.
+
+    ``virtual=True`` runs on the queue's own clock instead of the machine's: inside ``as_cuda()``
+    ``time.perf_counter`` reads it, and it moves only when ``synchronize`` waits for queued work.
+    Nothing sleeps, and what a timer reports is exact whatever the machine's load.
     """
 
-    def __init__(self):
-        self.busy_until = time.perf_counter()
+    def __init__(self, virtual: bool = False):
+        self.virtual = virtual
+        self._now = 0.0
+        self.clock_reads = 0  # time.perf_counter() calls inside as_cuda() (virtual queues)
+        self.busy_until = self.now()
+
+    def now(self) -> float:
+        return self._now if self.virtual else time.perf_counter()
 
     def launch(self, seconds: float) -> None:
-        self.busy_until = max(self.busy_until, time.perf_counter()) + seconds
+        self.busy_until = max(self.busy_until, self.now()) + seconds
 
     def synchronize(self, device=None) -> None:
+        if self.virtual:
+            self._now = max(self._now, self.busy_until)
+            return
         delay = self.busy_until - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
+
+    def _read_clock(self) -> float:
+        self.clock_reads += 1
+        return self.now()
 
     @contextlib.contextmanager
     def as_cuda(self) -> Iterator[SimulatedQueue]:
         from unittest import mock
 
-        with mock.patch("torch.cuda.synchronize", self.synchronize):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(mock.patch("torch.cuda.synchronize", self.synchronize))
+            if self.virtual:
+                stack.enter_context(mock.patch("time.perf_counter", self._read_clock))
             yield self
