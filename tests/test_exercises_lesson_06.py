@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import amp_course as ac
 from amp_course import device, exercises
 from amp_course.exercises import ExerciseFailed, lesson_06
 
@@ -83,3 +84,50 @@ def ratio_below_one(cc, cpu):  # ignores the spread
 def test_wrong_answers_fail(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(NAME, wrong)
+
+
+# ---- An overflow elsewhere ---------------------------------------------------------------------
+FIX = "06.fix_overflow"
+
+
+def _first(model, images):
+    return ac.debug.find_first_nonfinite(model, images, device="cpu", autocast_dtype=torch.float16)
+
+
+def wrap_culprit_only(model, images):  # the lesson's own move, without widening
+    name = _first(model, images).name
+    model.set_submodule(name, ac.debug.Fp32Region(model.get_submodule(name)))
+    return model
+
+
+def wrap_everything(model, images):
+    return ac.debug.Fp32Region(model)
+
+
+def to_bf16(model, images):
+    return model.to(torch.bfloat16)
+
+
+def test_fix_overflow_reference_passes_and_the_plants_overflow_only_in_fp16():
+    assert exercises.check(FIX, exercises.solution(FIX))
+    model, images = lesson_06.planted_vit("attention", 1, 0)
+    culprit = _first(model, images)
+    assert culprit.name == "encoder.layers.encoder_layer_1.self_attention"  # not in the lesson
+    for dtype in (None, torch.bfloat16):
+        found = ac.debug.find_first_nonfinite(model, images, device="cpu", autocast_dtype=dtype)
+        assert found is None
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda model, images: model, "still overflows at .*self_attention: that is the module"),
+        (wrap_culprit_only, r"still overflows at .*mlp\.3: the region ends too early"),
+        (wrap_everything, "also runs .* in float32"),
+        (to_bf16, "changed the parameters' dtype"),
+        (lambda model, images: None, "return the model"),
+    ],
+)
+def test_fix_overflow_mistakes_are_diagnosed(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        exercises.check(FIX, wrong)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
+
+from ...debug import Fp32Region, find_first_nonfinite
 
 
 def choose_amp_dtype(capability: tuple[int, int] | None, cpu=None) -> torch.dtype:
@@ -13,4 +17,21 @@ def choose_amp_dtype(capability: tuple[int, int] | None, cpu=None) -> torch.dtyp
     return torch.bfloat16 if measured_faster else torch.float32
 
 
-SOLUTIONS = {"06.choose_dtype": choose_amp_dtype}
+def fix_overflow(model, images):
+    """The innermost module around the first fp16 overflow whose fp32 region makes it finite."""
+
+    def first_overflow(net):
+        return find_first_nonfinite(net, images, device=images.device, autocast_dtype=torch.float16)
+
+    found = first_overflow(model)
+    name = found.name if found else ""
+    while name:  # widen from the culprit to its parents until the overflow stays inside
+        candidate = copy.deepcopy(model)
+        candidate.set_submodule(name, Fp32Region(candidate.get_submodule(name)))
+        if first_overflow(candidate) is None:
+            return candidate
+        name = name.rpartition(".")[0]
+    return model
+
+
+SOLUTIONS = {"06.choose_dtype": choose_amp_dtype, "06.fix_overflow": fix_overflow}
