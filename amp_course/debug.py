@@ -144,18 +144,21 @@ def activation_ranges(
 class Fp32Region(nn.Module):
     """Runs ``module`` in float32 with autocast disabled, whatever the surrounding autocast does.
 
-    Inputs are cast to fp32 first: inside a disabled region autocast no longer casts them, and
-    an fp16 input times an fp32 weight would fail.
+    Inputs (positional and keyword) are cast to fp32 first: inside a disabled region autocast no
+    longer casts them, and an fp16 input times an fp32 weight would fail.
     """
 
     def __init__(self, module: nn.Module):
         super().__init__()
         self.module = module
 
-    def forward(self, *args):
-        device_type = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
-        args = [
-            a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
-        ]
+    def forward(self, *args, **kwargs):
+        def to_fp32(a):
+            return a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        device_type = tensors[0].device.type if tensors else "cpu"
+        args = [to_fp32(a) for a in args]
+        kwargs = {name: to_fp32(a) for name, a in kwargs.items()}
         with torch.autocast(device_type=device_type, enabled=False):
-            return self.module(*args)
+            return self.module(*args, **kwargs)

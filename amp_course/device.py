@@ -1,4 +1,8 @@
-"""Device and dtype choice: which device to train on and which autocast dtype suits it."""
+"""Device and dtype choice: which device to train on and which autocast dtype suits it.
+
+Tests make a lesson see another CPU with ``$AMP_COURSE_FAKE_CPU_FLAGS`` (flags as /proc/cpuinfo
+lists them, space- or comma-separated): ``cpu_flags`` returns those instead of this CPU's.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +35,12 @@ DTYPE_ALIASES = {
 
 # bf16 tensor cores arrived with Ampere (compute capability 8.0).
 BF16_MIN_CAPABILITY = (8, 0)
+FAKE_CPU_FLAGS_ENV = "AMP_COURSE_FAKE_CPU_FLAGS"
+# Native bf16 arithmetic (dot products in bf16): AVX512-BF16, AMX-BF16.
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+# What torch's oneDNN fp16 kernels need ("fp16 path needs the cpu support avx_ne_convert or
+# avx512_fp16", mkldnn_fp16_device_check); without it fp16 runs in torch's slower fallbacks.
+FP16_KERNEL_FLAGS = frozenset({"avx512_fp16", "avx_ne_convert"})
 
 
 class DeviceFallbackWarning(UserWarning):
@@ -100,9 +110,19 @@ def dtype_name(dtype: torch.dtype) -> str:
     )
 
 
-@lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
-    """The CPU feature flags Linux reports (empty where /proc/cpuinfo is absent)."""
+    """The CPU feature flags Linux reports (empty where /proc/cpuinfo is absent).
+
+    ``$AMP_COURSE_FAKE_CPU_FLAGS``, when set, replaces them (tests fake another CPU with it).
+    """
+    fake = os.environ.get(FAKE_CPU_FLAGS_ENV)
+    if fake is not None:
+        return frozenset(fake.replace(",", " ").split())
+    return _proc_cpu_flags()
+
+
+@lru_cache(maxsize=1)
+def _proc_cpu_flags() -> frozenset[str]:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -133,32 +153,48 @@ def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
     CPU's flags and counts Apple silicon as native.
     """
     if flags is None:
-        if platform.system() == "Darwin" and platform.machine() == "arm64":
+        if _apple_silicon():
             return True
         flags = cpu_flags()
-    return bool({"avx512_bf16", "amx_bf16"} & flags)
+    return bool(NATIVE_BF16_FLAGS & flags)
 
 
-def recommended_dtype(
-    capability: tuple[int, int] | None, cpu_flags: frozenset[str] | None = None
-) -> torch.dtype:
+def cpu_has_fp16_kernels(flags: frozenset[str] | None = None) -> bool:
+    """True when torch has oneDNN fp16 kernels for this CPU: AVX512-FP16 or AVX-NE-CONVERT.
+
+    ``flags`` as for ``cpu_has_fast_bf16`` (this CPU's by default; Apple silicon is not covered).
+    """
+    return bool(FP16_KERNEL_FLAGS & (cpu_flags() if flags is None else flags))
+
+
+def _apple_silicon() -> bool:
+    faked = os.environ.get(FAKE_CPU_FLAGS_ENV) is not None
+    return not faked and platform.system() == "Darwin" and platform.machine() == "arm64"
+
+
+def recommended_dtype(capability: tuple[int, int] | None, *, cpu_bf16=None) -> torch.dtype:
     """The course's one rule for what to train in: the autocast dtype, or float32 for no autocast.
 
     A GPU, given its compute capability: bf16 from 8.0 (bf16 tensor cores), fp16 with a
-    GradScaler below. A CPU (``capability=None``): bf16 only with native bf16 arithmetic
-    (AVX512-BF16 or AMX in ``cpu_flags``, this CPU's by default); without it autocast emulates
-    bf16, which is slower than fp32, so float32 (autocast off).
+    GradScaler below. A CPU (``capability=None``): bf16 only where it was measured faster than
+    fp32 there: ``cpu_bf16`` is ``ac.timing.compare(fp32_timing, bf16_timing)`` of a training
+    step on that CPU, and only a "faster" verdict (outside the spread of the runs) gives bf16.
+    Unmeasured, or slower, or within the noise: float32 (autocast off). Native bf16 (the flags)
+    explains a speed-up but does not promise one: the course's CPUs with AVX512-BF16 or AMX
+    measured bf16 slower than fp32 for its small models.
     """
     if capability is not None:
         return torch.bfloat16 if tuple(capability) >= BF16_MIN_CAPABILITY else torch.float16
-    return torch.bfloat16 if cpu_has_fast_bf16(cpu_flags) else torch.float32
+    faster = cpu_bf16 is not None and cpu_bf16.verdict == "faster"
+    return torch.bfloat16 if faster else torch.float32
 
 
 def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> torch.dtype:
     """The 16-bit dtype autocast uses on this hardware: by compute capability on CUDA, bf16 on CPU.
 
-    On a CPU without native bf16, ``recommended_dtype`` says to train in fp32; the lessons still
-    run bf16 autocast there to show what it does, and this warns that it is emulated.
+    On a CPU the lessons run bf16 autocast to show what it does, whatever ``recommended_dtype``
+    says to train in there (which takes a measurement); without native bf16 this warns that it
+    is emulated.
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -167,11 +203,11 @@ def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> tor
         # rehearsed GPU's under ac.emulation).
         return recommended_dtype(emulation.capability(device))
     if device.type == "cpu":
-        if warn and recommended_dtype(None) == torch.float32:
+        if warn and not cpu_has_fast_bf16():
             warnings.warn(
-                "This CPU has neither AVX512-BF16 nor AMX, so bf16 autocast is emulated and "
-                "slower than fp32 here: to train, use fp32. The lessons still run bf16 autocast "
-                "to show what it does; speed figures will show the cost.",
+                "This CPU has neither AVX512-BF16 nor AMX, so bf16 autocast runs emulated here. "
+                "The lessons still run it to show what it does; lesson 05 measures what it costs "
+                "on this CPU, and only a measured speed-up makes bf16 the dtype to train in.",
                 DeviceFallbackWarning,
                 stacklevel=2,
             )

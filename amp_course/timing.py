@@ -2,20 +2,39 @@
 torch.utils.benchmark.
 
 Measuring (``measure``, and ``round_robin`` for several functions interleaved), the result
-(torch's ``Measurement``) and presenting (``summarise``, ``format_time``) are kept apart, as
-torch.utils.benchmark does. ``SimulatedQueue`` stands in for a GPU's asynchronous stream, so a
-CPU can show why a timer must synchronise.
+(torch's ``Measurement``; ``Comparison`` of two of them) and presenting (``summarise``,
+``format_time``, ``Comparison.sentence``) are kept apart, as torch.utils.benchmark does.
+``SimulatedQueue`` stands in for a GPU's asynchronous stream, so a CPU can show why a timer must
+synchronise.
+
+Tests make a lesson's timings come out either way with ``$AMP_COURSE_FAKE_TIMES``
+(``"fp32=1e-3,bf16=5e-4"``): a measurement whose ``description`` is named there still calls its
+function once, then reports that many seconds per call for every run (no spread).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 import torch
 from torch.utils import benchmark
+from torch.utils.benchmark.utils.common import TaskSpec
+
+FAKE_TIMES_ENV = "AMP_COURSE_FAKE_TIMES"
+
+
+def fake_seconds(description: str) -> float | None:
+    """Seconds per call ``$AMP_COURSE_FAKE_TIMES`` sets for measurements named ``description``."""
+    for item in os.environ.get(FAKE_TIMES_ENV, "").split(","):
+        name, _, value = item.partition("=")
+        if description and name.strip() == description and value.strip():
+            return float(value)
+    return None
 
 
 def synchronize(device: torch.device | str) -> None:
@@ -47,9 +66,13 @@ def measure(
     ``min_run_time``) and merge them, so the spread is always measured: ``blocked_autorange``
     can return a single block for slow functions.
     """
-    for _ in range(warmup):
+    faked = fake_seconds(description)
+    for _ in range(1 if faked is not None else warmup):
         fn()
     synchronize(device)
+    if faked is not None:
+        spec = TaskSpec("fn()", "pass", label=label, sub_label=sub_label, description=description)
+        return benchmark.Measurement(1, [faked] * repeats, spec)
 
     def clock() -> float:
         synchronize(device)
@@ -114,14 +137,68 @@ def round_robin(
     return merged, failed
 
 
+def quartiles(result: benchmark.Measurement | dict) -> tuple[float, float, float]:
+    """(25th percentile, median, 75th percentile) of a Measurement's runs or of ``summarise``."""
+    if isinstance(result, dict):
+        return result["p25_s"], result["median_s"], result["p75_s"]
+    times = torch.tensor(result.times, dtype=torch.float64)
+    p25, p75 = times.quantile(torch.tensor([0.25, 0.75], dtype=torch.float64)).tolist()
+    return p25, result.median, p75
+
+
 def summarise(measurement: benchmark.Measurement) -> dict:
-    """Median, IQR, mean and run count of a Measurement, in seconds, as a plain dict."""
+    """Median, quartiles, IQR, mean and run count of a Measurement, in seconds, as a plain dict."""
+    p25, median, p75 = quartiles(measurement)
     return {
-        "median_s": measurement.median,
+        "median_s": median,
+        "p25_s": p25,
+        "p75_s": p75,
         "iqr_s": measurement.iqr,
         "mean_s": measurement.mean,
         "runs": len(measurement.times),
     }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How ``other`` compares with ``baseline``: their ratio, and whether the runs tell them apart.
+
+    Two timings are told apart only when their interquartile ranges (the middle half of each one's
+    runs) do not overlap; a ratio inside the noise ranks nothing.
+    """
+
+    baseline: str
+    other: str
+    ratio: float  # other's median time / baseline's
+    distinguishable: bool
+
+    @property
+    def verdict(self) -> str:
+        """ "faster", "slower" or "indistinguishable": ``other`` against ``baseline``."""
+        if not self.distinguishable:
+            return "indistinguishable"
+        return "faster" if self.ratio < 1 else "slower"
+
+    def sentence(self) -> str:
+        """The comparison in words, with the ratio."""
+        ratio = f"{self.other} takes {self.ratio:.2f}x the {self.baseline} time"
+        if not self.distinguishable:
+            return (
+                f"{self.other} and {self.baseline} are not distinguishable here: {ratio}, "
+                "within the spread of the runs (their interquartile ranges overlap)"
+            )
+        return (
+            f"{self.other} is {self.verdict} than {self.baseline} here: {ratio}, outside the "
+            "spread of the runs (their interquartile ranges do not overlap)"
+        )
+
+
+def compare(baseline, other, names: tuple[str, str] = ("baseline", "other")) -> Comparison:
+    """Compare two timings (Measurements or ``summarise`` dicts) by median and quartiles."""
+    low_b, median_b, high_b = quartiles(baseline)
+    low_o, median_o, high_o = quartiles(other)
+    apart = high_o < low_b or low_o > high_b
+    return Comparison(names[0], names[1], median_o / median_b, apart)
 
 
 def format_time(seconds: float) -> str:
@@ -138,22 +215,42 @@ class SimulatedQueue:
     ``launch(seconds)`` queues that much work and returns at once, as a CUDA kernel launch does;
     ``synchronize()`` blocks until the queued work would have finished. Inside ``as_cuda()``,
     ``torch.cuda.synchronize`` is this queue's, so code written for a GPU can be timed here.
+
+    ``virtual=True`` runs on the queue's own clock instead of the machine's: inside ``as_cuda()``
+    ``time.perf_counter`` reads it, and it moves only when ``synchronize`` waits for queued work.
+    Nothing sleeps, and what a timer reports is exact whatever the machine's load.
     """
 
-    def __init__(self):
-        self.busy_until = time.perf_counter()
+    def __init__(self, virtual: bool = False):
+        self.virtual = virtual
+        self._now = 0.0
+        self.clock_reads = 0  # time.perf_counter() calls inside as_cuda() (virtual queues)
+        self.busy_until = self.now()
+
+    def now(self) -> float:
+        return self._now if self.virtual else time.perf_counter()
 
     def launch(self, seconds: float) -> None:
-        self.busy_until = max(self.busy_until, time.perf_counter()) + seconds
+        self.busy_until = max(self.busy_until, self.now()) + seconds
 
     def synchronize(self, device=None) -> None:
+        if self.virtual:
+            self._now = max(self._now, self.busy_until)
+            return
         delay = self.busy_until - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
+
+    def _read_clock(self) -> float:
+        self.clock_reads += 1
+        return self.now()
 
     @contextlib.contextmanager
     def as_cuda(self) -> Iterator[SimulatedQueue]:
         from unittest import mock
 
-        with mock.patch("torch.cuda.synchronize", self.synchronize):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(mock.patch("torch.cuda.synchronize", self.synchronize))
+            if self.virtual:
+                stack.enter_context(mock.patch("time.perf_counter", self._read_clock))
             yield self

@@ -1,5 +1,4 @@
-"""Traced op dtypes inside a real ViT encoder block agree with PyTorch's documented autocast
-lists."""
+"""Traced op dtypes inside a real ViT encoder block agree with the lists autocast applies."""
 
 import pytest
 import torch
@@ -20,13 +19,13 @@ def _ops(rows):
 
 @pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("train", [True, False])
-def test_cpu_trace_agrees_with_documented_cpu_lists(block, autocast_dtype, train):
+def test_cpu_trace_agrees_with_the_cpu_lists(block, autocast_dtype, train):
     module, x = block
     module.train(train)
     rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", dtype=autocast_dtype)
-    assert autocast_trace.compare_with_docs(rows, "cpu", autocast_dtype) == []
+    assert autocast_trace.compare_with_lists(rows, "cpu", autocast_dtype) == []
     # The block really exercised both kinds of op: matmuls in low precision, layer norm in fp32.
-    low = [r for r in rows if autocast_trace.documented_policy(r.documented_name, "cpu") == "lower"]
+    low = [r for r in rows if autocast_trace.autocast_policy(r.documented_name, "cpu") == "lower"]
     assert low and all(r.output_dtype == autocast_dtype for r in low)
     norms = [r for r in rows if r.documented_name == "layer_norm"]
     assert len(norms) == 2 and all(r.output_dtype == torch.float32 for r in norms)
@@ -34,21 +33,23 @@ def test_cpu_trace_agrees_with_documented_cpu_lists(block, autocast_dtype, train
 
 
 def test_a_trace_without_autocast_is_flagged(block):
-    # The comparison can fail: an fp32 run disagrees with what the docs promise under bf16.
+    # The comparison can fail: an fp32 run disagrees with what the lists promise under bf16.
     module, x = block
     rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", dtype=None)
-    problems = autocast_trace.compare_with_docs(rows, "cpu", torch.bfloat16)
+    problems = autocast_trace.compare_with_lists(rows, "cpu", torch.bfloat16)
     assert problems and any(p.startswith(("addmm", "mm")) for p in problems)
     assert not any(r.is_cast for r in rows)
 
 
-def test_documented_lists_differ_between_cpu_and_cuda():
-    policy = autocast_trace.documented_policy
+def test_the_lists_differ_between_cpu_and_cuda():
+    policy = autocast_trace.autocast_policy
     assert policy("layer_norm", "cuda") == "float32" and policy("layer_norm", "cpu") is None
     assert policy("softmax", "cuda") == "float32" and policy("softmax", "cpu") is None
     assert policy("binary_cross_entropy", "cpu") == "float32"
     assert policy("linear", "cpu") == policy("linear", "cuda") == "lower"
     assert policy("scaled_dot_product_attention", "cpu") == "lower"
+    assert policy("scaled_dot_product_attention", "cuda") == "lower"  # the docs page omits it
+    assert policy("binary_cross_entropy", "cuda") == "refused"
     assert policy("add", "cuda") is None
     with pytest.raises(ValueError, match="known: cuda, cpu"):
         policy("mm", "tpu")
@@ -64,7 +65,7 @@ def test_loss_and_softmax_ops_follow_the_cpu_lists():
         )
 
     rows = autocast_trace.trace_op_dtypes(head, logits, device="cpu", dtype=torch.bfloat16)
-    assert autocast_trace.compare_with_docs(rows, "cpu", torch.bfloat16) == []
+    assert autocast_trace.compare_with_lists(rows, "cpu", torch.bfloat16) == []
     by_op = {r.documented_name: r for r in rows}
     assert by_op["mm"].output_dtype == torch.bfloat16
     assert by_op["nll_loss"].output_dtype == torch.float32  # a documented fp32 loss
@@ -74,19 +75,19 @@ def test_summary_rows_hide_views_and_name_the_list(block):
     module, x = block
     rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", dtype=torch.bfloat16)
     table = autocast_trace.summarise(rows, "cpu", torch.bfloat16)
-    assert {"lower", "unlisted", "cast"} <= {r["docs list"] for r in table}
+    assert {"lower", "unlisted", "cast"} <= {r["list"] for r in table}
     assert not any(r["op"].startswith(("view", "transpose")) for r in table)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("autocast_dtype", [torch.float16, torch.bfloat16])
-def test_cuda_trace_agrees_with_documented_cuda_lists(block, autocast_dtype):
+def test_cuda_trace_agrees_with_the_cuda_lists(block, autocast_dtype):
     if autocast_dtype is torch.bfloat16 and torch.cuda.get_device_capability()[0] < 8:
         pytest.skip("bf16 needs compute capability >= 8.0")
     module, x = block
     module = module.to("cuda")
     rows = autocast_trace.trace_op_dtypes(module, x.to("cuda"), device="cuda", dtype=autocast_dtype)
-    assert autocast_trace.compare_with_docs(rows, "cuda", autocast_dtype) == []
+    assert autocast_trace.compare_with_lists(rows, "cuda", autocast_dtype) == []
     norms = [r for r in rows if r.documented_name == "layer_norm"]
     assert norms and all(r.output_dtype == torch.float32 for r in norms)
 
@@ -97,3 +98,27 @@ def test_summary_markdown_has_a_row_per_shown_op(block):
     text = autocast_trace.summary_markdown(rows, "cpu", torch.bfloat16)
     assert text.count("\n") == len(autocast_trace.summarise(rows, "cpu", torch.bfloat16)) + 1
     assert "`addmm`" in text and "| lower |" in text
+
+
+def test_the_dispatcher_answers_for_both_devices_without_a_gpu():
+    # This torch is a CUDA build: its dispatcher holds the CUDA autocast kernels without a GPU.
+    assert autocast_trace.autocast_keys("scaled_dot_product_attention") == ["cpu", "cuda"]
+    assert autocast_trace.autocast_keys("einsum") == ["cuda"]
+    assert autocast_trace.autocast_keys("add") == []
+    if torch.__version__.startswith("2.14"):
+        for device in ("cuda", "cpu"):
+            drift = autocast_trace.drift_from_lists(device)
+            assert drift == {"registered, not listed": [], "listed, not registered": []}
+
+
+def test_drift_and_keys_say_none_where_the_dispatcher_cannot_be_asked(monkeypatch):
+    from amp_course.autocast_trace import registry
+
+    monkeypatch.delattr(torch._C, "_dispatch_get_all_op_names")
+    registry.registered_ops.cache_clear()
+    try:
+        assert autocast_trace.autocast_keys("mm") is None
+        assert autocast_trace.drift_from_lists("cuda") is None
+    finally:
+        monkeypatch.undo()
+        registry.registered_ops.cache_clear()

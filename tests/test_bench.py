@@ -223,3 +223,28 @@ def test_profile_on_a_cpu_times_the_step_and_reports_no_kernels():
     )
     assert result["step_s"] > 0 and result["kernel_s"] is None
     assert "no device kernels" in profile.format_profile(result)
+
+
+def test_vit_peak_memory_leaves_out_what_the_process_held_before(monkeypatch):
+    """Lesson 05 runs the bench after cells that hold GPU memory: that memory is not the step's."""
+    from amp_course.bench import config, workloads
+
+    gib = 2**30
+    for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
+    # Earlier cells hold 0.66 GiB; with the model, its state and one step the peak is 9.37 GiB.
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: int(0.66 * gib))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: int(9.37 * gib))
+    cuda = torch.device("cuda")
+    held = workloads._held_cuda_bytes(cuda)
+
+    class Trainer:  # stands in for the bench's trainer: no GPU here
+        def clear_state(self):
+            pass
+
+        def step_fn(self, mode, batches):
+            return lambda: None
+
+    peak = workloads._peak_memory(Trainer(), config.Mode("bf16"), cuda, lambda: None, held)
+    assert peak == int(9.37 * gib) - int(0.66 * gib)
+    assert workloads._held_cuda_bytes(torch.device("cpu")) == 0

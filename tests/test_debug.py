@@ -89,3 +89,13 @@ def test_fp32_region_prevents_the_overflow_and_matches_fp32():
 def test_bad_input_is_explained():
     with pytest.raises(TypeError, match="nn.Module"):
         debug.ActivationWatch(lambda x: x)
+
+
+def test_fp32_region_passes_keyword_arguments_and_casts_them():
+    # torchvision's encoder block calls its attention as self_attention(x, x, x, need_weights=False)
+    attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    region = debug.Fp32Region(attention)
+    x = torch.randn(2, 3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, weights = region(x.bfloat16(), key=x.bfloat16(), value=x, need_weights=False)
+    assert out.dtype == torch.float32 and weights is None

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from amp_course import device as dev
+from amp_course import timing
 
 
 def test_cpu_is_cpu():
@@ -89,7 +90,7 @@ def test_cuda_dtype_follows_compute_capability(monkeypatch, capability, expected
 
 def test_cpu_dtype_is_bf16_and_warns_without_native_support(monkeypatch):
     monkeypatch.setattr(dev, "cpu_has_fast_bf16", lambda flags=None: False)
-    with pytest.warns(dev.DeviceFallbackWarning, match="AVX512-BF16 nor AMX"):
+    with pytest.warns(dev.DeviceFallbackWarning, match="AVX512-BF16 nor AMX.*emulated"):
         assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
     monkeypatch.setattr(dev, "cpu_has_fast_bf16", lambda flags=None: True)
     with warnings.catch_warnings():
@@ -101,20 +102,42 @@ def test_cpu_bf16_flags_decide_when_given():
     assert dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512_bf16"}))
     assert dev.cpu_has_fast_bf16(frozenset({"amx_bf16"}))
     assert not dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512f"}))
+    assert not dev.cpu_has_fast_bf16(frozenset({"amx_tile", "amx_int8"}))  # AMX without bf16
+    assert dev.cpu_has_fp16_kernels(frozenset({"avx512_fp16"}))
+    assert not dev.cpu_has_fp16_kernels(frozenset({"avx512_bf16", "amx_bf16"}))
+
+
+def test_fake_cpu_flags_replace_this_cpus(monkeypatch):
+    monkeypatch.setenv(dev.FAKE_CPU_FLAGS_ENV, "avx2,avx512_bf16 fma")
+    assert dev.cpu_flags() == {"avx2", "avx512_bf16", "fma"} and dev.cpu_has_fast_bf16()
+    monkeypatch.setenv(dev.FAKE_CPU_FLAGS_ENV, "avx2")
+    assert not dev.cpu_has_fast_bf16()
+    assert "no native bf16" in dev.describe_hardware("cpu")
+
+
+def _measured(ratio, apart):
+    return timing.Comparison("fp32", "bf16", ratio, apart)
 
 
 @pytest.mark.parametrize(
-    "capability, flags, expected",
+    "capability, cpu_bf16, expected",
     [
-        ((7, 5), frozenset(), torch.float16),
-        ((8, 0), frozenset(), torch.bfloat16),
-        (None, frozenset({"avx2", "amx_bf16"}), torch.bfloat16),
-        (None, frozenset({"avx2", "avx512_bf16"}), torch.bfloat16),
-        (None, frozenset({"avx2", "avx512f"}), torch.float32),  # emulated bf16: train in fp32
+        ((7, 5), None, torch.float16),
+        ((8, 0), None, torch.bfloat16),
+        ((6, 0), None, torch.float16),
+        (None, None, torch.float32),  # not measured: fp32, whatever the flags
+        (None, _measured(0.5, True), torch.bfloat16),  # measured faster
+        (None, _measured(1.6, True), torch.float32),  # measured slower (a native-bf16 CPU)
+        (None, _measured(0.95, False), torch.float32),  # within the noise
     ],
 )
-def test_recommended_dtype_is_one_rule_by_hardware(capability, flags, expected):
-    assert dev.recommended_dtype(capability, flags) is expected
+def test_recommended_dtype_is_one_rule_by_hardware_and_measurement(capability, cpu_bf16, expected):
+    assert dev.recommended_dtype(capability, cpu_bf16=cpu_bf16) is expected
+
+
+def test_recommended_dtype_takes_no_flags_on_a_cpu():
+    with pytest.raises(TypeError):
+        dev.recommended_dtype(None, frozenset({"amx_bf16"}))  # flags alone never decide
 
 
 def test_grad_scaler_only_for_fp16():

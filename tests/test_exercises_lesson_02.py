@@ -1,14 +1,56 @@
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from amp_course import exercises
 from amp_course.exercises import lesson_02
-from amp_course.exercises.solutions.lesson_02 import PREDICTIONS, observed_dtypes
+from amp_course.exercises.solutions.lesson_02 import (
+    CUDA_PREDICTIONS,
+    PREDICTIONS,
+    observed_dtypes,
+)
+
+CPU, CUDA = "02.predict_dtypes", "02.predict_cuda_dtypes"
 
 
 def test_solution_passes_and_matches_torch():
-    assert exercises.check("02.predict_dtypes", exercises.solution("02.predict_dtypes"))
+    assert exercises.check(CPU, exercises.solution(CPU))
     assert observed_dtypes() == PREDICTIONS
+
+
+def cuda_observed_dtypes() -> dict[str, torch.dtype]:
+    """What CUDA fp16 autocast gives for each expression: fake CUDA tensors, no GPU needed.
+
+    Fake tensors carry shapes and dtypes through the same dispatcher, CUDA autocast kernels
+    included; torch.autocast refuses "cuda" without a GPU, so autocast is switched on below it.
+    """
+    fake = FakeTensorMode()
+    with fake:
+        a, b = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+        q = k = v = torch.randn(1, 2, 4, 8, device="cuda")
+    before = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
+    torch.set_autocast_enabled("cuda", True)
+    torch.set_autocast_dtype("cuda", torch.float16)
+    try:
+        with fake:
+            return {t: fn(a, b, q, k, v).dtype for t, fn in lesson_02.CUDA_EXPRESSIONS.items()}
+    finally:
+        torch.set_autocast_enabled("cuda", before[0])
+        torch.set_autocast_dtype("cuda", before[1])
+
+
+def test_cuda_solution_passes_and_matches_torchs_cuda_autocast():
+    assert exercises.check(CUDA, exercises.solution(CUDA))
+    assert cuda_observed_dtypes() == CUDA_PREDICTIONS
+
+
+@pytest.mark.gpu
+def test_cuda_solution_matches_a_real_gpu():
+    a, b = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+    q = k = v = torch.randn(1, 2, 4, 8, device="cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        got = {t: fn(a, b, q, k, v).dtype for t, fn in lesson_02.CUDA_EXPRESSIONS.items()}
+    assert got == CUDA_PREDICTIONS
 
 
 def cuda_thinking():
@@ -28,19 +70,54 @@ def cuda_thinking():
 )
 def test_wrong_answers_fail(wrong):
     with pytest.raises(exercises.ExerciseFailed):
-        exercises.check("02.predict_dtypes", wrong)
+        exercises.check(CPU, wrong)
 
 
-def test_messages_name_the_wrong_and_missing_predictions(capsys):
-    with pytest.raises(
-        exercises.ExerciseFailed, match=r"1 of 8 wrong: torch.softmax.*gives torch.bfloat16"
-    ):
-        exercises.check("02.predict_dtypes", cuda_thinking())
+def test_messages_name_the_wrong_and_missing_predictions_but_not_the_answers(capsys):
+    with pytest.raises(exercises.ExerciseFailed) as failure:
+        exercises.check(CPU, cuda_thinking())
+    message = str(failure.value)
+    assert "1 of 8 wrong under CPU autocast: torch.softmax(a @ b, dim=-1) (softmax is" in message
+    assert "torch.bfloat16" not in message and "torch.float32" not in message  # no answers
     with pytest.raises(exercises.ExerciseFailed, match="no prediction yet for: F.linear"):
-        exercises.check("02.predict_dtypes", {"a @ b": torch.bfloat16})
+        exercises.check(CPU, {"a @ b": torch.bfloat16})
+
+
+def cpu_thinking_on_cuda():
+    """The CPU's lists applied to CUDA: softmax, layer_norm and sum follow their input."""
+    return {
+        **CUDA_PREDICTIONS,
+        "torch.softmax(a @ b, dim=-1)": torch.float16,
+        "(a @ b).sum()": torch.float16,
+    }
+
+
+@pytest.mark.parametrize(
+    "wrong, named",
+    [
+        (cpu_thinking_on_cuda(), ["torch.softmax", "(a @ b).sum()"]),
+        # Trusting the documentation page: SDPA and einsum unlisted, so fp32 from fp32 inputs.
+        (
+            {
+                **CUDA_PREDICTIONS,
+                "F.scaled_dot_product_attention(q, k, v)": torch.float32,
+                "torch.einsum('ij,jk->ik', a, b)": torch.float32,
+            },
+            ["scaled_dot_product_attention", "einsum"],
+        ),
+        ({**CUDA_PREDICTIONS, "torch.cat([a @ b, a])": torch.float16}, ["torch.cat"]),
+    ],
+)
+def test_cuda_mistakes_are_named_with_where_to_look(wrong, named):
+    with pytest.raises(exercises.ExerciseFailed) as failure:
+        exercises.check(CUDA, wrong)
+    message = str(failure.value)
+    assert f"{len(named)} of 8 wrong under CUDA autocast" in message
+    assert all(text in message for text in named) and "torch.float" not in message
 
 
 def test_the_untouched_blank_is_not_done_yet(capsys):
-    blank = dict.fromkeys(lesson_02.EXPRESSIONS)  # every prediction still None
-    assert exercises.check("02.predict_dtypes", blank) is False
-    assert "Not done yet" in capsys.readouterr().out
+    for name, expressions in ((CPU, lesson_02.EXPRESSIONS), (CUDA, lesson_02.CUDA_EXPRESSIONS)):
+        blank = dict.fromkeys(expressions)  # every prediction still None
+        assert exercises.check(name, blank) is False
+        assert "Not done yet" in capsys.readouterr().out

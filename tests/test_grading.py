@@ -37,8 +37,9 @@ RIGHT = {"pick-b": 1, "pi": 3.14, "both": [0, 2]}
 WRONG = {"pick-b": 0, "pi": 2.72, "both": [1]}
 # Right answers, written differently from the course's references.
 CHOOSE = """
-    if capability is None:
-        return torch.bfloat16 if {"avx512_bf16", "amx_bf16"} & set(cpu_flags) else torch.float32
+    if capability is None:  # the second argument holds the CPU's flags and its bf16 timing
+        measured_slower_or_same = cpu_flags.bf16.ratio >= 1 or not cpu_flags.bf16.distinguishable
+        return torch.float32 if measured_slower_or_same else torch.bfloat16
     return torch.bfloat16 if capability[0] >= 8 else torch.float16"""
 MFU = "    return flops_per_step / (step_seconds * peak_tflops * 1e12)"
 WRONG_CHOOSE = "    return torch.float16"

@@ -3,6 +3,7 @@ import statistics
 import time
 from unittest import mock
 
+import pytest
 import torch
 
 from amp_course import timing
@@ -98,3 +99,35 @@ def test_round_robin_drops_a_function_that_fails_and_keeps_the_others():
     assert set(measured) == {"steady"} and len(measured["steady"].times) == 9  # 3 rounds x 3
     assert failed == {"flaky": "RuntimeError: kernel failed"}  # its first round is dropped too
     assert entered == {"steady": 3, "flaky": 2}  # once failed, it is not run again
+
+
+def _runs(*seconds):
+    spec = torch.utils.benchmark.utils.common.TaskSpec("fn()", "pass")
+    return torch.utils.benchmark.Measurement(1, list(seconds), spec)
+
+
+def test_compare_ranks_only_outside_the_spread():
+    base = _runs(1.0, 1.1, 1.2, 1.3, 1.4)
+    faster = timing.compare(base, _runs(0.5, 0.55, 0.6, 0.65, 0.7), ("fp32", "bf16"))
+    assert faster.verdict == "faster" and faster.ratio == pytest.approx(0.6 / 1.2)
+    assert "bf16 is faster than fp32" in faster.sentence() and "0.50x" in faster.sentence()
+    close = timing.compare(base, _runs(1.05, 1.15, 1.2, 1.25, 1.35))
+    assert close.verdict == "indistinguishable" and "not distinguishable" in close.sentence()
+    slower = timing.compare(timing.summarise(base), timing.summarise(_runs(2, 2.1, 2.2, 2.3, 2.4)))
+    assert slower.verdict == "slower" and slower.distinguishable
+
+
+def test_summarise_reports_the_quartiles():
+    s = timing.summarise(_runs(1.0, 2.0, 3.0, 4.0, 5.0))
+    assert (s["p25_s"], s["median_s"], s["p75_s"]) == (2.0, 3.0, 4.0) and s["iqr_s"] == 2.0
+
+
+def test_fake_times_replace_the_measured_ones_but_still_call_the_function(monkeypatch):
+    monkeypatch.setenv(timing.FAKE_TIMES_ENV, "fp32=2e-3, bf16=1e-3")
+    calls = []
+    m = timing.measure(lambda: calls.append(1), warmup=2, description="bf16", repeats=4)
+    assert m.times == [1e-3] * 4 and len(calls) == 1
+    measured, _ = timing.round_robin(
+        {"fp32": lambda: None, "fp16": lambda: None}, device="cpu", rounds=2, min_run_time=0.002
+    )
+    assert measured["fp32"].median == 2e-3 and measured["fp16"].median < 1e-3  # fp16: real

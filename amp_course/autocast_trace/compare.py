@@ -1,24 +1,25 @@
-"""Compare traced op dtypes with the documented lists; present them as a table."""
+"""Compare traced op dtypes with the lists autocast applies; present them as a table."""
 
 from __future__ import annotations
 
 import torch
 
-from .op_lists import documented_policy
+from .op_lists import autocast_policy
 from .recorder import TracedOp
 
 
 def expected_dtype(
     row: TracedOp, device_type: str, autocast_dtype: torch.dtype
 ) -> torch.dtype | None:
-    """The dtype the docs say ``row`` should compute in; None for casts and non-float ops.
+    """The dtype autocast's lists say ``row`` computes in; None for casts and non-float ops.
 
-    Unlisted ops "run in the type defined by their inputs": the promotion of their float inputs.
+    Unlisted ops "run in the type defined by their inputs" (PyTorch's docs): the promotion of
+    their float inputs.
     """
     floats = [d for d in row.input_dtypes if d.is_floating_point]
     if row.is_cast or not floats or row.output_dtype is None:
         return None
-    policy = documented_policy(row.documented_name, device_type)
+    policy = autocast_policy(row.documented_name, device_type)
     if policy == "lower":
         return autocast_dtype
     if policy == "float32":
@@ -29,10 +30,10 @@ def expected_dtype(
     return widest
 
 
-def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> list[str]:
-    """Ops whose traced dtype disagrees with the documented lists, as sentences (empty: all agree).
+def compare_with_lists(rows, device_type: str, autocast_dtype: torch.dtype) -> list[str]:
+    """Ops whose traced dtype disagrees with autocast's lists, as sentences (empty: all agree).
 
-    A listed op must both take its inputs in and produce the documented dtype; an unlisted one
+    A listed op must both take its inputs in and produce the listed dtype; an unlisted one
     must produce the promotion of its inputs.
     """
     problems = []
@@ -40,7 +41,7 @@ def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> li
         want = expected_dtype(row, device_type, autocast_dtype)
         if want is None:
             continue
-        policy = documented_policy(row.documented_name, device_type)
+        policy = autocast_policy(row.documented_name, device_type)
         got = (
             {row.output_dtype}
             if policy is None
@@ -48,7 +49,7 @@ def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> li
         )
         if got != {want}:
             problems.append(
-                f"{row.name}: ran in {sorted(map(str, got))}, the docs "
+                f"{row.name}: ran in {sorted(map(str, got))}, the lists "
                 f"({policy or 'unlisted'} on {device_type}) say {want}"
             )
     return problems
@@ -57,7 +58,7 @@ def compare_with_docs(rows, device_type: str, autocast_dtype: torch.dtype) -> li
 def summarise(
     rows, device_type: str, autocast_dtype: torch.dtype, include_views: bool = False
 ) -> list[dict]:
-    """Table rows for display: op, documented name and list, input/output dtypes, expected dtype."""
+    """Table rows for display: op, listed name and list, input/output dtypes, expected dtype."""
     views = {
         "view",
         "t",
@@ -83,12 +84,12 @@ def summarise(
         if not include_views and row.op in views:
             continue
         want = expected_dtype(row, device_type, autocast_dtype)
-        listed = documented_policy(row.documented_name, device_type) or "unlisted"
+        listed = autocast_policy(row.documented_name, device_type) or "unlisted"
         table.append(
             {
                 "op": row.name,
-                "documented as": row.documented_name,
-                "docs list": "cast" if row.is_cast else listed,
+                "listed as": row.documented_name,
+                "list": "cast" if row.is_cast else listed,
                 "inputs": ", ".join(short(d) for d in row.input_dtypes),
                 "output": short(row.output_dtype),
                 "expected": "" if want is None else short(want),

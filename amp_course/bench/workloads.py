@@ -142,16 +142,27 @@ def _time_training(
     return _time_modes(fns, modes, config, device, workload)
 
 
-def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | None:
-    """Peak CUDA bytes of one step of ``mode`` after a warm-up step created its optimizer state."""
+def _held_cuda_bytes(device) -> int:
+    """What the process holds on the GPU before a workload builds its model (0 on a CPU)."""
+    if device.type != "cuda":
+        return 0
+    gc.collect()
+    return torch.cuda.memory_allocated(device)
+
+
+def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches, held: int) -> int | None:
+    """Peak CUDA bytes of one step of ``mode`` after a warm-up step created its optimizer state.
+
+    The trainer's model and this mode's state count; ``held``, what the process held before the
+    workload built its model (a lesson's earlier cells), does not.
+    """
     if device.type != "cuda":
         return None
     trainer.clear_state()
     step = trainer.step_fn(mode, make_batches())
     with precision.tf32(mode.precision == "tf32"):
         step()
-        # The bench process holds only this trainer: its model and this mode's state count.
-        return peak_cuda_memory(step, device, count_held=True)
+        return peak_cuda_memory(step, device, count_held=True) - held
 
 
 def bench_mnist_cnn(
@@ -207,6 +218,7 @@ def bench_vit(
     def build():
         return models.build_vit(preset, **overrides)
 
+    held = _held_cuda_bytes(device)
     model = build()
     size, classes = model.image_size, model.num_classes
     _, flops_per_image = count_step_flops(build, (1, 3, size, size), classes)
@@ -229,7 +241,7 @@ def bench_vit(
         peak = peak_tflops(name, mode.precision)
         ceiling = ceilings.get(mode.precision)
         try:
-            memory = _peak_memory(trainer, mode, device, make_batches)
+            memory = _peak_memory(trainer, mode, device, make_batches, held)
         except Exception as error:  # noqa: BLE001 - a memory figure is optional
             memory = None
             stats["memory_error"] = f"{type(error).__name__}: {error}"[:200]

@@ -1,4 +1,4 @@
-"""Lesson 02 exercises: predicting output dtypes under CPU autocast."""
+"""Lesson 02 exercises: predicting output dtypes under CPU autocast, then under CUDA autocast."""
 
 from __future__ import annotations
 
@@ -18,42 +18,84 @@ EXPRESSIONS = {
     "torch.cat([a @ b, a])": lambda a, b: torch.cat([a @ b, a]),
     "(a @ b).float()": lambda a, b: (a @ b).float(),
 }
+# Where to look, for a wrong prediction: never the answer itself.
+HINTS = {
+    "a @ b": "find matmul on the CPU's lists",
+    "F.linear(a, b)": "find linear on the CPU's lists",
+    "a + b": "add is on no list: what do its inputs define?",
+    "(a @ b) + a": "add is on no list and promotes its inputs: what are their dtypes?",
+    "torch.softmax(a @ b, dim=-1)": "softmax is on CUDA's float32 list; is it on the CPU's?",
+    "F.mse_loss(a @ b, b)": "look for mse_loss on the CPU's lists",
+    "torch.cat([a @ b, a])": "cat is on the CPU's widest-input-type list: which input is wider?",
+    "(a @ b).float()": "an explicit cast comes after autocast chose the matmul's dtype",
+}
+
+# Under torch.autocast("cuda", torch.float16): a, b float32 (4 x 4), q, k, v float32 (1, 2, 4, 8).
+CUDA_EXPRESSIONS = {
+    "a @ b": lambda a, b, q, k, v: a @ b,
+    "torch.softmax(a @ b, dim=-1)": lambda a, b, q, k, v: torch.softmax(a @ b, dim=-1),
+    "F.layer_norm(a @ b, (4,))": lambda a, b, q, k, v: F.layer_norm(a @ b, (4,)),
+    "F.scaled_dot_product_attention(q, k, v)": (
+        lambda a, b, q, k, v: F.scaled_dot_product_attention(q, k, v)
+    ),
+    "torch.einsum('ij,jk->ik', a, b)": lambda a, b, q, k, v: torch.einsum("ij,jk->ik", a, b),
+    "(a @ b).sum()": lambda a, b, q, k, v: (a @ b).sum(),
+    "F.gelu(a @ b)": lambda a, b, q, k, v: F.gelu(a @ b),
+    "torch.cat([a @ b, a])": lambda a, b, q, k, v: torch.cat([a @ b, a]),
+}
+CUDA_HINTS = {
+    "a @ b": "find matmul on CUDA's lists",
+    "torch.softmax(a @ b, dim=-1)": "find softmax on CUDA's lists (they differ from the CPU's)",
+    "F.layer_norm(a @ b, (4,))": "find layer_norm on CUDA's lists",
+    "F.scaled_dot_product_attention(q, k, v)": (
+        "the documentation page does not list it; torch's CUDA lists do (section 2.1)"
+    ),
+    "torch.einsum('ij,jk->ik', a, b)": "section 2.1 prints the CUDA ops the page leaves out",
+    "(a @ b).sum()": "find sum on CUDA's lists",
+    "F.gelu(a @ b)": "gelu is on no list: what does its input define?",
+    "torch.cat([a @ b, a])": (
+        "cat is on no CUDA list, and it promotes mixed inputs by itself, as add does"
+    ),
+}
 
 
-def observe(predictions, seed: int) -> dict:
-    """Each prediction as a dtype's name (None where still None).
+def _predictions(expressions: dict, hints: dict, device: str):
+    """observe and compare for a dict of dtype predictions, one per expression."""
 
-    The seed changes nothing: the answer is a fact about torch, the same for every input.
-    """
-    if not isinstance(predictions, dict):
-        return {"type": type(predictions).__name__}
-    names = {}
-    for text in EXPRESSIONS:
-        value = predictions.get(text)
-        names[text] = str(value) if isinstance(value, torch.dtype) else repr(value)
-    return {
-        "predictions": {text: (None if name == "None" else name) for text, name in names.items()}
-    }
+    def observe(predictions, seed: int) -> dict:
+        """Each prediction as a dtype's name (None where still None).
+
+        The seed changes nothing: the answer is a fact about torch, the same for every input.
+        """
+        if not isinstance(predictions, dict):
+            return {"type": type(predictions).__name__}
+        names = {}
+        for text in expressions:
+            value = predictions.get(text)
+            names[text] = str(value) if isinstance(value, torch.dtype) else repr(value)
+        return {"predictions": {text: None if n == "None" else n for text, n in names.items()}}
+
+    def compare(mine, reference, seed: int) -> None:
+        if "predictions" not in mine:
+            raise ExerciseFailed(
+                f"predictions should be a dict from expression to torch dtype, got {mine['type']}."
+            )
+        predicted, actual = mine["predictions"], reference["predictions"]
+        missing = [text for text in actual if predicted.get(text) is None]
+        if len(missing) == len(actual):
+            raise ExerciseNotDone("no predictions yet: replace each None with a torch dtype.")
+        if missing:
+            raise ExerciseFailed(f"no prediction yet for: {', '.join(missing)}.")
+        wrong = [text for text, dtype in actual.items() if predicted[text] != dtype]
+        if wrong:
+            raise ExerciseFailed(
+                f"{len(wrong)} of {len(actual)} wrong under {device} autocast: "
+                + "; ".join(f"{text} ({hints[text]})" for text in wrong)
+                + "."
+            )
+
+    return observe, compare
 
 
-def compare(mine, reference, seed: int) -> None:
-    if "predictions" not in mine:
-        raise ExerciseFailed(
-            f"predictions should be a dict from expression to torch dtype, got {mine['type']}."
-        )
-    predicted, actual = mine["predictions"], reference["predictions"]
-    missing = [text for text in actual if predicted.get(text) is None]
-    if len(missing) == len(actual):
-        raise ExerciseNotDone("no predictions yet: replace each None with a torch dtype.")
-    if missing:
-        raise ExerciseFailed(f"no prediction yet for: {', '.join(missing)}.")
-    wrong = [
-        f"{text} gives {dtype}, not {predicted[text]}"
-        for text, dtype in actual.items()
-        if predicted[text] != dtype
-    ]
-    if wrong:
-        raise ExerciseFailed(f"{len(wrong)} of {len(actual)} wrong: " + "; ".join(wrong) + ".")
-
-
-register("02.predict_dtypes", observe, compare)
+register("02.predict_dtypes", *_predictions(EXPRESSIONS, HINTS, "CPU"))
+register("02.predict_cuda_dtypes", *_predictions(CUDA_EXPRESSIONS, CUDA_HINTS, "CUDA"))

@@ -2,52 +2,54 @@
 
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
 
+import torch
+from torch import nn
+
+from ..debug import ActivationWatch, find_first_nonfinite
+from ..models import build_vit
+from ..timing import Comparison
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
-NO_FLAGS = frozenset()
-AMX_CPU = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
-AVX2_CPU = frozenset({"avx", "avx2", "fma"})
-AVX512_CPU = frozenset({"avx2", "avx512f", "avx512bw"})
 
-# (device, compute capability or None for a CPU, the CPU's flags, why its dtype is the better one)
+@dataclass(frozen=True)
+class CpuTiming:
+    """What ``choose`` learns about a CPU: its flags, and bf16 autocast timed against fp32 there.
+
+    ``bf16`` is ``ac.timing.compare(fp32, bf16)`` of a training step on that CPU: ``bf16.ratio``
+    (bf16's time over fp32's), ``bf16.distinguishable`` and ``bf16.verdict``.
+    """
+
+    flags: frozenset[str]
+    bf16: Comparison
+
+
+def _cpu(flags: str, ratio: float, distinguishable: bool) -> CpuTiming:
+    return CpuTiming(frozenset(flags.split()), Comparison("fp32", "bf16", ratio, distinguishable))
+
+
+AMX = "avx2 avx512f avx512bw avx512_bf16 amx_tile amx_bf16"
+# (device, compute capability or None for a CPU, the CPU's timing, why a GPU's dtype is the better)
 DEVICES = [
-    ("V100", (7, 0), NO_FLAGS, "Volta's tensor cores do fp16 only."),
+    ("V100", (7, 0), None, "Volta's tensor cores do fp16 only."),
     (
         "T4",
         (7, 5),
-        NO_FLAGS,
+        None,
         "Turing's tensor cores do fp16 only; torch.cuda.is_bf16_supported() says True on a T4 "
         "because it counts emulation, so decide by compute capability.",
     ),
-    ("A100", (8, 0), NO_FLAGS, "Ampere has bf16 tensor cores: fp32's range, no GradScaler."),
-    ("H100", (9, 0), NO_FLAGS, "Hopper has bf16 tensor cores: fp32's range, no GradScaler."),
-    ("RTX 3090", (8, 6), NO_FLAGS, "Every Ampere-or-later part (>= 8.0) has bf16 tensor cores."),
-    (
-        "a Sapphire Rapids CPU",
-        None,
-        AMX_CPU,
-        "With AMX (or AVX512-BF16) the CPU computes in bf16 natively: bf16 autocast is faster.",
-    ),
-    (
-        "an AVX2 CPU",
-        None,
-        AVX2_CPU,
-        "Without AVX512-BF16 or AMX, CPU autocast emulates bf16 and is slower than fp32: "
-        "train in fp32 (torch.float32, autocast off).",
-    ),
-    (
-        "an AVX-512 CPU without BF16 (Skylake-SP)",
-        None,
-        AVX512_CPU,
-        "AVX-512 alone has no bf16 arithmetic (that is the avx512_bf16 flag): bf16 would be "
-        "emulated and slower than fp32.",
-    ),
+    ("A100", (8, 0), None, "Ampere has bf16 tensor cores: fp32's range, no GradScaler."),
+    ("H100", (9, 0), None, "Hopper has bf16 tensor cores: fp32's range, no GradScaler."),
+    ("RTX 3090", (8, 6), None, "Every Ampere-or-later part (>= 8.0) has bf16 tensor cores."),
+    ("a Sapphire Rapids CPU (AMX)", None, _cpu(AMX, 0.45, True), ""),
+    ("an AMD Zen 4 CPU (AVX512-BF16)", None, _cpu("avx2 avx512f avx512_bf16", 1.61, True), ""),
+    ("an AVX2 CPU", None, _cpu("avx avx2 fma", 3.5, True), ""),
+    ("another AMX CPU", None, _cpu(AMX, 0.96, False), ""),
 ]
 GPU_RULE = "bf16 tensor cores came with compute capability 8.0 (Ampere); below it, fp16."
-CPU_RULE = "A CPU computes bf16 natively only with the avx512_bf16 or amx_bf16 flag."
-CPU_FLAGS = ["avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_bf16", "amx_tile"]
+CPU_FLAGS = ["avx", "avx2", "avx512f", "avx512bw", "avx512_bf16", "amx_tile", "amx_bf16"]
 
 
 def devices(seed: int) -> list[tuple]:
@@ -55,14 +57,16 @@ def devices(seed: int) -> list[tuple]:
     if seed == 0:
         return list(DEVICES)
     generator = torch.Generator().manual_seed(seed)
-    majors = torch.randint(5, 13, (6,), generator=generator).tolist()
+    majors = torch.randint(7, 13, (6,), generator=generator).tolist()
     minors = torch.randint(0, 10, (6,), generator=generator).tolist()
     pairs = zip(majors, minors, strict=True)
-    extra = [(f"a GPU of capability {m}.{n}", (m, n), NO_FLAGS, GPU_RULE) for m, n in pairs]
+    extra = [(f"a GPU of capability {m}.{n}", (m, n), None, GPU_RULE) for m, n in pairs]
     for number in range(4):
         picked = torch.rand(len(CPU_FLAGS), generator=generator) < 0.5
-        flags = frozenset(f for f, keep in zip(CPU_FLAGS, picked.tolist(), strict=True) if keep)
-        extra.append((f"CPU {number + 1} with flags {sorted(flags)}", None, flags, CPU_RULE))
+        flags = " ".join(f for f, keep in zip(CPU_FLAGS, picked.tolist(), strict=True) if keep)
+        ratio = round(0.3 + 2.7 * torch.rand(1, generator=generator).item(), 2)
+        apart = bool(torch.rand(1, generator=generator).item() < 0.7)
+        extra.append((f"CPU {number + 1}", None, _cpu(flags, ratio, apart), ""))
     every = DEVICES + extra
     order = torch.randperm(len(every), generator=generator).tolist()
     return [every[i] for i in order]
@@ -70,13 +74,15 @@ def devices(seed: int) -> list[tuple]:
 
 def observe(choose, seed: int) -> list[dict]:
     results = []
-    for name, capability, flags, why in devices(seed):
-        got, error = call_answer(choose, capability, flags)
+    for name, capability, cpu, why in devices(seed):
+        got, error = call_answer(choose, capability, cpu)
         results.append(
             {
                 "device": name,
                 "capability": list(capability) if capability else None,
-                "flags": sorted(flags),
+                "flags": sorted(cpu.flags) if cpu else None,
+                "ratio": cpu.bf16.ratio if cpu else None,
+                "distinguishable": cpu.bf16.distinguishable if cpu else None,
                 "why": why,
                 "error": error,
                 "dtype": str(got) if isinstance(got, torch.dtype) else None,
@@ -86,26 +92,182 @@ def observe(choose, seed: int) -> list[dict]:
     return results
 
 
+def _cpu_reason(want: dict, chose: str) -> str:
+    """Why the measurement on a CPU calls for ``want["dtype"]`` rather than ``chose``."""
+    ratio, apart, flags = want["ratio"], want["distinguishable"], set(want["flags"])
+    measured = f"bf16 autocast measured {ratio:.2f}x the fp32 time"
+    if chose == "torch.float16":
+        return "On a CPU the rule picks bf16 (where it measured faster than fp32) or fp32."
+    if want["dtype"] == "torch.bfloat16":
+        return f"{measured}, outside the spread of the runs: bf16 is faster there, so train in it."
+    if not apart:
+        return (
+            f"{measured}, but within the spread of the runs (not distinguishable): no evidence "
+            "that bf16 is faster, so fp32."
+        )
+    native = {"avx512_bf16", "amx_bf16"} & flags
+    flags_note = f"its flags say native bf16 ({', '.join(sorted(native))}), but " if native else ""
+    return f"{flags_note}{measured} (slower): bf16 only where it measured faster."
+
+
 def compare(mine, reference, seed: int) -> None:
     for got, want in zip(mine, reference, strict=True):
         name, capability = want["device"], want["capability"]
-        where = tuple(capability) if capability else None
-        fail_on_error(got["error"], f"choose({where}, {set(want['flags']) or 'frozenset()'})")
+        where = f"compute capability {tuple(capability)}" if capability else "a CPU"
+        fail_on_error(got["error"], f"choose(...) for {name} ({where})")
         if got["dtype"] is None:
             raise ExerciseFailed(
                 f"For {name} you returned {got['returned']}; return a torch dtype such as "
                 "torch.float16, torch.bfloat16 or torch.float32."
             )
         if got["dtype"] != want["dtype"]:
-            where = (
-                f"a CPU with flags {want['flags']}"
-                if capability is None
-                else f"compute capability {tuple(capability)}"
-            )
+            why = want["why"] if capability else _cpu_reason(want, got["dtype"])
             raise ExerciseFailed(
                 f"{name} ({where}): you chose {got['dtype']}, the better choice is "
-                f"{want['dtype']}. {want['why']}"
+                f"{want['dtype']}. {why}"
             )
 
 
 register("06.choose_dtype", observe, compare)
+
+
+# ---- An overflow elsewhere: fix it with the smallest fp32 region ---------------------------------
+FP16_MAX = 65504.0
+# (what is planted, encoder layer): seed 0 holds an attention the lesson has not shown, and an MLP.
+OVERFLOW_CASES = [("attention", 1), ("mlp", 3)]
+
+
+def overflow_cases(seed: int) -> list[tuple[str, int]]:
+    """Seed 0: OVERFLOW_CASES. Other seeds: two plants at random layers."""
+    if seed == 0:
+        return list(OVERFLOW_CASES)
+    generator = torch.Generator().manual_seed(seed)
+    layers = torch.randperm(4, generator=generator)[:2].tolist()
+    return [("attention", layers[0]), ("mlp", layers[1])]
+
+
+def planted_vit(kind: str, layer: int, seed: int) -> tuple[nn.Module, torch.Tensor]:
+    """The tiny ViT with one region's activations scaled to 1.5 x 65504, and its input batch.
+
+    "attention": the value projection scaled up by k and the output projection down by k (the
+    same function, since attention is linear in the values); "mlp": the first Linear up by k,
+    the second down by k. fp32 and bf16 stay finite; fp16 overflows inside that region.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = build_vit("tiny").eval()
+    nn.init.normal_(model.heads.head.weight, std=0.1)
+    images = torch.randn(4, 1, 28, 28, generator=generator)
+    block = model.encoder.layers[layer]
+    scaled = {}
+
+    def record(module, inputs, output):
+        scaled["x"] = inputs[0]  # the input of the first scaled Linear (or of the attention)
+
+    where = block.self_attention if kind == "attention" else block.mlp[0]
+    handle = where.register_forward_hook(record)
+    with torch.no_grad():
+        model(images)
+        handle.remove()
+        if kind == "attention":
+            attention, width = block.self_attention, block.self_attention.embed_dim
+            value_weight = attention.in_proj_weight[2 * width :]
+            value_bias = attention.in_proj_bias[2 * width :]
+            peak = (scaled["x"] @ value_weight.T + value_bias).abs().max().item()
+            k = 1.5 * FP16_MAX / peak
+            value_weight.mul_(k), value_bias.mul_(k), attention.out_proj.weight.div_(k)
+        else:
+            first, second = block.mlp[0], block.mlp[3]
+            k = 1.5 * FP16_MAX / first(scaled["x"]).abs().max().item()
+            first.weight.mul_(k), first.bias.mul_(k), second.weight.div_(k)
+    return model, images
+
+
+def observe_overflow(fix_overflow, seed: int) -> list[dict]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny forward passes: more threads only wait on each other
+    try:
+        return [
+            _observe_one(fix_overflow, kind, layer, seed) for kind, layer in overflow_cases(seed)
+        ]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _observe_one(fix_overflow, kind: str, layer: int, seed: int) -> dict:
+    model, images = planted_vit(kind, layer, seed)
+    with torch.no_grad():
+        reference = model(images)
+    culprit = find_first_nonfinite(model, images, device="cpu", autocast_dtype=torch.float16)
+    entry = {"plant": kind, "layer": f"encoder.layers.encoder_layer_{layer}"}
+    entry["culprit"] = culprit.name if culprit else None
+    fixed, entry["error"] = call_answer(fix_overflow, model, images)
+    entry["returned"] = None if isinstance(fixed, nn.Module) else repr(fixed)[:80]
+    if entry["error"] is None and isinstance(fixed, nn.Module):
+        entry.update(_judge_fix(fixed, images, reference, entry["layer"]))
+    return entry
+
+
+def _judge_fix(fixed: nn.Module, images, reference, layer: str) -> dict:
+    """The fixed model under fp16 autocast: still overflowing? fp32 elsewhere? same logits?"""
+    if not all(p.dtype == torch.float32 for p in fixed.parameters()):
+        return {"params_fp32": False}  # a converted model; its forward would not say more
+    with ActivationWatch(fixed) as watch, torch.no_grad(), torch.autocast("cpu", torch.float16):
+        logits = fixed(images)
+    first = watch.first_nonfinite
+    outside = sorted(
+        {
+            r.name
+            for r in watch.ranges
+            if r.module_type in ("Linear", "Conv2d")
+            and not r.name.startswith(layer + ".")
+            and r.dtype != torch.float16
+        }
+    )
+    finite = first is None and bool(torch.isfinite(logits).all())
+    return {
+        "first_nonfinite": first.name if first else None,
+        "finite": finite,
+        "fp32_outside": outside,
+        "params_fp32": True,
+        "max_diff": (logits.float() - reference).abs().max().item() if finite else None,
+    }
+
+
+def compare_overflow(mine, reference, seed: int) -> None:
+    for got, want in zip(mine, reference, strict=True):
+        where = f"the model with an overflow planted in {want['layer']}'s {want['plant']}"
+        fail_on_error(got["error"], f"fix_overflow({where}, images)")
+        if got["returned"] is not None:
+            raise ExerciseFailed(f"For {where} you returned {got['returned']}; return the model.")
+        if not got["params_fp32"]:
+            raise ExerciseFailed(
+                f"For {where} your fix changed the parameters' dtype: keep the model fp32 and "
+                "wrap the region that overflows in ac.debug.Fp32Region."
+            )
+        if not got["finite"]:
+            culprit, first = want["culprit"], got["first_nonfinite"]
+            if first == culprit:
+                advice = (
+                    "that is the module find_first_nonfinite names first: run it in an fp32 "
+                    "region (ac.debug.Fp32Region), or its parent if that is not enough"
+                )
+            else:
+                advice = (
+                    "the region ends too early: values beyond 65504 leave it and are cast back "
+                    "to fp16 by the next op; widen it to the module that brings them back in range"
+                )
+            raise ExerciseFailed(f"For {where} fp16 still overflows at {first}: {advice}.")
+        if got["fp32_outside"]:
+            raise ExerciseFailed(
+                f"For {where} your fix also runs {', '.join(got['fp32_outside'])} in float32: "
+                f"keep the fp32 region inside {want['layer']}, so the rest keeps fp16's speed."
+            )
+        if got["max_diff"] > 0.05:
+            raise ExerciseFailed(
+                f"For {where} the fixed model's logits differ from the fp32 ones by up to "
+                f"{got['max_diff']:.3g}: a fix must compute the same function."
+            )
+
+
+register("06.fix_overflow", observe_overflow, compare_overflow)

@@ -1,4 +1,4 @@
-"""Reference for lesson 02's dtype predictions (tests check them against torch itself)."""
+"""References for lesson 02's dtype predictions (tests check them against torch itself)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,24 @@ PREDICTIONS = {
     "(a @ b).float()": torch.float32,  # an explicit cast wins
 }
 
+CUDA_PREDICTIONS = {
+    "a @ b": torch.float16,  # matmul: on CUDA's lower-precision list
+    "torch.softmax(a @ b, dim=-1)": torch.float32,  # on CUDA's float32 list
+    "F.layer_norm(a @ b, (4,))": torch.float32,  # on CUDA's float32 list
+    "F.scaled_dot_product_attention(q, k, v)": torch.float16,  # registered lower; not on the page
+    "torch.einsum('ij,jk->ik', a, b)": torch.float16,  # registered lower; not on the page
+    "(a @ b).sum()": torch.float32,  # on CUDA's float32 list
+    "F.gelu(a @ b)": torch.float16,  # unlisted: follows its fp16 input
+    "torch.cat([a @ b, a])": torch.float32,  # unlisted on CUDA, but cat promotes by itself
+}
+
 
 def observed_dtypes(device="cpu") -> dict[str, torch.dtype]:
-    """What torch actually gives for each expression under bf16 autocast on ``device``."""
+    """What torch actually gives for each CPU expression under bf16 autocast on ``device``."""
     a = torch.randn(4, 4, device=device)
     b = torch.randn(4, 4, device=device)
     with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
         return {text: fn(a, b).dtype for text, fn in EXPRESSIONS.items()}
 
 
-SOLUTIONS = {"02.predict_dtypes": PREDICTIONS}
+SOLUTIONS = {"02.predict_dtypes": PREDICTIONS, "02.predict_cuda_dtypes": CUDA_PREDICTIONS}
