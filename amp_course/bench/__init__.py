@@ -17,7 +17,14 @@ from .config import (
     Mode,
     skip_reason,
 )
-from .flops import PEAK_TFLOPS, count_step_flops, mfu, peak_tflops
+from .flops import (
+    PEAK_BANDWIDTH_TBS,
+    PEAK_TFLOPS,
+    count_step_flops,
+    mfu,
+    peak_bandwidth_tbs,
+    peak_tflops,
+)
 from .matrix import run
 from .report import format_report, plot_report, write_report
 from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
@@ -26,6 +33,7 @@ __all__ = [
     "AUTOCAST_DTYPES",
     "MATMUL_DTYPES",
     "MNIST_TRAIN_SIZE",
+    "PEAK_BANDWIDTH_TBS",
     "PEAK_TFLOPS",
     "PRECISIONS",
     "WORKLOADS",
@@ -38,6 +46,7 @@ __all__ = [
     "count_step_flops",
     "format_report",
     "mfu",
+    "peak_bandwidth_tbs",
     "peak_tflops",
     "plot_report",
     "run",
