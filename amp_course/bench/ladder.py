@@ -12,6 +12,7 @@ charts from them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import itertools
 from dataclasses import dataclass, field, replace
@@ -166,8 +167,9 @@ def skip_reason(rung: Rung, config: LadderConfig, device: torch.device) -> str |
     return None
 
 
+@functools.lru_cache(maxsize=8)
 def fused_adamw_unavailable(device: torch.device) -> str | None:
-    """Why fused AdamW cannot run on ``device``, or None."""
+    """Why fused AdamW cannot run on ``device``, or None (probed once per device)."""
     return bench_skip_reason(Mode("fp32", fused=True), device)
 
 
