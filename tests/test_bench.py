@@ -223,3 +223,8 @@ def test_profile_on_a_cpu_times_the_step_and_reports_no_kernels():
     )
     assert result["step_s"] > 0 and result["kernel_s"] is None
     assert "no device kernels" in profile.format_profile(result)
+    # On a CPU the split is of the ATen operators' own time, and the rest of the profiled step.
+    parts = profile.split(result)
+    assert parts["matmul"] > 0 and parts["attention"] > 0 and parts["outside operators"] >= 0
+    assert sum(parts.values()) == pytest.approx(result["profiled_step_s"])
+    assert profile.cpu_op_family("aten::convolution_backward") == "matmul"

@@ -164,6 +164,7 @@ def profile_step(
         "gpu_idle_share": max(0.0, 1 - busy / step_s) if kernels else None,
         "kernel_launches_per_step": len(device_events) / steps,
         "top_kernels": [{"name": name[:120], "seconds": s} for name, s in top],
+        "profiled_step_s": profiled_step_s,
         "cpu_families_s": None if kernels else _cpu_families(prof, steps, profiled_step_s),
     }
 
