@@ -72,6 +72,7 @@ class OpCost:
     bytes_written: int
     dtype: str  # "fp32", "bf16", ...: the dtype of its first floating-point input or output
     elements_written: int
+    shapes: tuple = ()  # the shapes of the tensors it read
 
     @property
     def bytes(self) -> int:
@@ -151,6 +152,7 @@ class OpRecorder(TorchDispatchMode):
                 bytes_written=_nbytes(written),
                 dtype=_compute_dtype(inputs + written),
                 elements_written=sum(t.numel() for t in written),
+                shapes=tuple(tuple(t.shape) for t in read),
             )
         )
         return out

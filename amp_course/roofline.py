@@ -119,14 +119,18 @@ def plot(roofline: Roofline, ops: list[OpCost], ax=None, title: str | None = Non
         _, ax = plt.subplots(figsize=(7, 4.2))
     lowest = min([0.05] + [op.elements_written / op.bytes for op in ops if op.bytes])
     x = np.logspace(np.log10(lowest) - 0.3, 4, 200)
-    for dtype, peak in sorted(roofline.peak_flops.items(), key=lambda kv: kv[1]):
-        ax.plot(x, np.minimum(peak, roofline.bandwidth * x), lw=1.2, label=f"{dtype} roof")
-        ax.annotate(
-            f"{dtype} ridge {roofline.ridge(dtype):.3g} FLOP/B",
-            (roofline.ridge(dtype), peak),
-            fontsize=7,
-            xytext=(4, 3),
-            textcoords="offset points",
+    styles = ["-", "--", ":", "-."]
+    for index, (dtype, peak) in enumerate(
+        sorted(roofline.peak_flops.items(), key=lambda kv: kv[1])
+    ):
+        ridge = roofline.ridge(dtype)
+        ax.plot(
+            x,
+            np.minimum(peak, roofline.bandwidth * x),
+            color="0.35",
+            ls=styles[index % len(styles)],
+            lw=1.2,
+            label=f"{dtype} roof (ridge {ridge:.3g} FLOP/B)",
         )
     moving = [op for op in ops if op.bytes]
     floors = {id(op): max(roofline.op_seconds(op)) for op in moving}

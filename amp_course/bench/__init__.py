@@ -7,6 +7,7 @@ Modes are timed round-robin, so drift in machine load or clocks hits every mode 
 mode sets its precision flags on entry and restores them on exit.
 """
 
+from . import ladder, ladder_report, profile, timm_vit
 from .config import (
     AUTOCAST_DTYPES,
     MATMUL_DTYPES,
@@ -43,6 +44,10 @@ __all__ = [
     "bench_max_batch",
     "bench_mnist_cnn",
     "bench_vit",
+    "ladder",
+    "ladder_report",
+    "profile",
+    "timm_vit",
     "count_step_flops",
     "format_report",
     "mfu",

@@ -11,24 +11,19 @@ charts from them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
-import itertools
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from .. import data as _data
-from .. import models, timing
+from .. import timing
 from ..device import device_name, dtype_name, pick_autocast_dtype
 from ..memory import step_peak_memory
-from ..training import make_scaler
 from .config import Mode
 from .config import skip_reason as bench_skip_reason
 from .flops import count_step_flops, measure_matmul_flops, mfu, peak_tflops
-from .timm_vit import build_timm_vit, unavailable
-from .workloads import _train_step
+from .ladder_steps import LadderModels, model_image_size
+from .timm_vit import unavailable
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that use CUDA graphs
 
@@ -173,83 +168,6 @@ def fused_adamw_unavailable(device: torch.device) -> str | None:
     return bench_skip_reason(Mode("fp32", fused=True), device)
 
 
-def _sdpa_context(backend: str | None):
-    if backend is None:
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    names = {
-        "flash": SDPBackend.FLASH_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION,
-        "cudnn": SDPBackend.CUDNN_ATTENTION,
-        "math": SDPBackend.MATH,
-    }
-    return sdpa_kernel(names[backend])
-
-
-class _Models:
-    """One model per kind, one compiled wrapper per compile mode, one AdamW per fused flag."""
-
-    def __init__(self, config: LadderConfig, device: torch.device):
-        self.config, self.device = config, device
-        self.models: dict[str, torch.nn.Module] = {}
-        self.compiled: dict[tuple, torch.nn.Module] = {}
-        self.optimizers: dict[tuple[str, bool], torch.optim.Optimizer] = {}
-
-    def build(self, kind: str) -> torch.nn.Module:
-        overrides = self.config.vit_overrides
-        if kind == "timm":
-            return build_timm_vit("b16", **overrides)
-        return models.build_vit("b16", **overrides)
-
-    def step(self, rung: Rung):
-        if rung.model not in self.models:
-            self.models[rung.model] = self.build(rung.model).to(self.device)
-        model = self.models[rung.model]
-        if rung.compile:
-            key = (rung.model, rung.compile, rung.attention)
-            if key not in self.compiled:
-                # Static shapes: a rung at another batch compiles its own graph, never a
-                # dynamic-shape one.
-                self.compiled[key] = torch.compile(model, mode=rung.compile, dynamic=False)
-            model_fn = self.compiled[key]
-        else:
-            model_fn = model
-        key = (rung.model, rung.fused)
-        if key not in self.optimizers:
-            self.optimizers[key] = torch.optim.AdamW(
-                model.parameters(), lr=1e-4, fused=rung.fused or None
-            )
-        size = model_image_size(model)
-        images, labels = _data.synthetic_images(rung.batch, image_size=size, device=self.device)
-        mode = Mode(self.config.precision)
-        scaler = make_scaler(self.device, mode.autocast_dtype)
-        batches = itertools.repeat((images, labels))
-        inner = _train_step(model_fn, self.optimizers[key], scaler, mode, self.device, batches)
-
-        def step():
-            with _sdpa_context(rung.attention):
-                inner()
-
-        return step
-
-    def clear_state(self) -> None:
-        for optimizer in self.optimizers.values():
-            optimizer.state.clear()
-        for model in self.models.values():
-            model.zero_grad(set_to_none=True)
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-
-
-def model_image_size(model: torch.nn.Module) -> int:
-    """The input side of a torchvision or timm ViT."""
-    if hasattr(model, "image_size"):
-        return model.image_size
-    return model.patch_embed.img_size[0]
-
-
 def _flops_per_image(build, size: int) -> int:
     return count_step_flops(build, (1, 3, size, size), 1000)[1]
 
@@ -259,7 +177,7 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
     round-robin, so drift in clocks or load hits every rung alike."""
     device = torch.device(device)
     say = progress or (lambda _: None)
-    built = _Models(config, device)
+    built = LadderModels(config, device)
     matmul = config.matmul_peak_tflops
     if matmul is None:
         matmul = measure_matmul_flops(device, config.precision, config.matmul_size) / 1e12
@@ -312,14 +230,15 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
     return list(rows.values())
 
 
-def _warm(built: _Models, rung: Rung, steps: int = 3):
+def _warm(built: LadderModels, rung: Rung):
     step = built.step(rung)
-    for _ in range(steps):  # compiles; CUDA graphs are recorded on a later call than the first
+    # Compiling happens on the first call; CUDA graphs are recorded on a later one.
+    for _ in range(3 if rung.compile else 1):
         step()
     return step
 
 
-def _peak_memory(built: _Models, rung: Rung, step, device) -> int | None:
+def _peak_memory(built: LadderModels, rung: Rung, step, device) -> int | None:
     """Parameters plus one step's peak from a clean state (optimizer state, gradients,
     activations, workspaces); what a rung's CUDA graphs hold between steps is not in it."""
     if device.type != "cuda":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -39,7 +39,7 @@ class MemoryTimeline:
     phases: dict[str, float]
     source: str
     x_label: str
-    notes: list[str] = field(default_factory=list)
+    step: str | None = "post"  # how to draw between points: held ("post"), or None (a ramp)
 
     def totals(self) -> list[int]:
         return [sum(values) for values in zip(*self.bytes.values(), strict=True)]
@@ -71,7 +71,8 @@ def account_timeline(
         bytes=points,
         phases={name: index + 1 for index, name in enumerate(PHASES)},
         source="an account (counted, not measured; temporaries not included)",
-        x_label="phase of the step",
+        x_label="phase of the step (drawn as ramps between the counted states)",
+        step=None,
     )
 
 
@@ -207,7 +208,7 @@ def plot(timeline: MemoryTimeline, ax=None, title: str = ""):
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.4))
+        _, ax = plt.subplots(figsize=(9, 3.4), layout="constrained")
     scale, unit = (2**30, "GiB") if max(timeline.totals()) >= 2**30 else (2**20, "MiB")
     names = list(timeline.bytes)
     ax.stackplot(
@@ -215,7 +216,7 @@ def plot(timeline: MemoryTimeline, ax=None, title: str = ""):
         [[b / scale for b in timeline.bytes[n]] for n in names],
         labels=names,
         colors=[COLOURS[n] for n in names],
-        step="post",
+        step=timeline.step,
         alpha=0.8,
     )
     top = max(timeline.totals()) / scale
@@ -223,5 +224,5 @@ def plot(timeline: MemoryTimeline, ax=None, title: str = ""):
         ax.axvline(x, color="k", lw=0.6, ls=":")
         ax.text(x, top * 1.02, name, rotation=90, fontsize=7, va="bottom", ha="right")
     ax.set(xlabel=timeline.x_label, ylabel=unit, ylim=(0, top * 1.35), title=title)
-    ax.legend(fontsize=7, loc="upper left", ncols=3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
