@@ -20,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 
+from .bench import ladder_report
 from .bench.config import PRECISIONS
 from .timing import format_time
 
@@ -255,8 +256,11 @@ def section(folder: Path) -> str:
         _why_mfu(data),
         "",
         *_profile_lines(data),
-        END,
     ]
+    ladder = Path(data["folder"]) / "bench-ladder" / "bench.json"
+    if ladder.exists():  # lesson 10's ladder: amp-course bench --workloads ladder
+        lines += ["", *ladder_report.readme_lines(ladder)]
+    lines.append(END)
     return "\n".join(lines) + "\n"
 
 

@@ -57,11 +57,17 @@ def test_every_committed_copy_ran_in_full_mode_without_an_error(run):
         assert not errors, f"{entry['notebook']} has an error output"
 
 
+# Lessons newer than the committed run: the next GPU run executes them, and then each must leave
+# this set (the test fails while a run that has it is still listed).
+NOT_YET_RUN_ON_A_GPU = {"10_where_time_goes.ipynb"}
+
+
 @pytest.mark.parametrize("run", MAIN_RUNS, ids=lambda p: p.name)
 def test_the_main_run_passed_nbval_for_every_lesson(run):
     report = json.loads((run / "report.json").read_text())
     names = {r["notebook"] for r in report["notebooks"]}
-    assert names == {p.name for p in gpu_run.default_notebooks()}
+    assert not names & NOT_YET_RUN_ON_A_GPU, "the run has it now: drop it from the set"
+    assert names | NOT_YET_RUN_ON_A_GPU == {p.name for p in gpu_run.default_notebooks()}
     assert report["nbval"] == "passed"
 
 

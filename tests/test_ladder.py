@@ -86,6 +86,14 @@ def test_the_bench_writes_the_ladder_as_typed_rows(cli_run):
         assert "not installed" in rows[1].skipped
 
 
+def test_the_readme_renders_a_committed_ladder_from_its_json(cli_run):
+    _, out = cli_run
+    lines = ladder_report.readme_lines(out / "bench.json")
+    assert lines[0].startswith("**MFU ladder of a bf16 ViT-B/16 training step**")
+    assert lines[2] == "| rung | batch | step | images/s | MFU | of matmul | peak memory |"
+    assert lines[4].startswith("| eager | 8 | ") and lines[4].endswith("| - | - |"[-3:])
+
+
 def test_without_timm_its_rungs_say_how_to_install_it(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "timm", None)  # import timm now fails
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)

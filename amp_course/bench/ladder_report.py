@@ -71,6 +71,35 @@ def format_table(rows: list[LadderRow]) -> str:
     return "\n".join(lines)
 
 
+def readme_lines(path: Path) -> list[str]:
+    """The README's lines for a committed ladder run (``<run>/bench-ladder/bench.json``)."""
+    report = json.loads(Path(path).read_text())
+    rows = rows_from_report(report)
+    done = [r for r in rows if r.median_s]
+    precision = rows[0].precision if rows else "-"
+    lines = [
+        f"**MFU ladder of a {precision} ViT-B/16 training step** "
+        f"(`{Path(path).parent.name}/bench.json`, {report['config']['rounds']} interleaved rounds; "
+        'MFU against the dense peak, "of matmul" against this run\'s measured matmul peak):',
+        "",
+        "| rung | batch | step | images/s | MFU | of matmul | peak memory |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if not r.median_s:
+            lines.append(f"| {r.rung} | {r.batch} | skipped: {r.skipped} | | | | |")
+            continue
+        memory = "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**30:.2f} GiB"
+        mfu = "-" if r.mfu is None else f"{r.mfu:.1%}"
+        lines.append(
+            f"| {r.rung} | {r.batch} | {timing.format_time(r.median_s)} | "
+            f"{r.images_per_s:.0f} | {mfu} | {r.mfu_of_matmul:.1%} | {memory} |"
+        )
+    for rung, ratio in timm_ratios(done):
+        lines += ["", f"timm's ViT-B/16 at the rung {rung!r}: {ratio:.2f}x the course's step time."]
+    return lines
+
+
 def plot(rows: list[LadderRow], title: str = "", path: str | Path | None = None):
     """Two panels per rung: utilisation (of the dense peak where known, else of the measured
     matmul peak) and images/s; skipped rungs are named and left empty."""
