@@ -49,6 +49,10 @@ def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
     assert (twin.model, twin.compile, twin.fused, twin.batch) == ("timm", "default", True, 64)
     chosen = LadderConfig(rungs=("eager", "timm: eager")).rungs_for(torch.device("cuda"))
     assert [r.name for r, _ in chosen] == ["eager", "timm: eager"]
+    # A rung left out adds nothing: here the larger batch builds on CUDA graphs, not max-autotune.
+    lighter = [n for n, _ in LadderConfig().changes() if n != "+ max-autotune"]
+    rungs = _by_name(LadderConfig(rungs=tuple(lighter)).rungs_for(torch.device("cuda")))
+    assert "+ max-autotune" not in rungs and rungs["+ batch 256"][0].compile == "reduce-overhead"
     with pytest.raises(ValueError, match="Unknown rung"):
         LadderConfig(rungs=("warp speed",)).rungs_for(torch.device("cuda"))
 

@@ -21,8 +21,10 @@ PEAK_TFLOPS = {
 }
 
 
-# Peak memory bandwidth in TB/s from the same datasheets (HBM or GDDR to the SMs). "A100" is the
-# 40 GB card; torch names the 80 GB SXM card "A100-SXM4-80GB" and the PCIe one "A100 80GB PCIe".
+# Peak memory bandwidth in TB/s from NVIDIA's datasheets (HBM or GDDR to the SMs): H100
+# https://www.nvidia.com/en-us/data-center/h100/, H200 https://www.nvidia.com/en-us/data-center/h200/,
+# A100 https://www.nvidia.com/en-us/data-center/a100/, T4 (320 GB/s) in the T4 datasheet. "A100" is
+# the 40 GB card; torch names the 80 GB SXM card "A100-SXM4-80GB", the PCIe one "A100 80GB PCIe".
 PEAK_BANDWIDTH_TBS = {
     "H100 PCIe": 2.0,
     "H100": 3.35,

@@ -121,26 +121,27 @@ class LadderConfig:
     def rungs_for(self, device: torch.device) -> list[tuple[Rung, str | None]]:
         """Every chosen rung with why it cannot run here (None: it can).
 
-        Each rung adds its change to the last rung that can run, so on a CPU, where nothing is
-        compiled, "+ batch N" is the eager step with fused AdamW at the larger batch.
+        Each rung adds its change to the last chosen rung that can run, so on a CPU, where
+        nothing is compiled, "+ batch N" is the eager step with fused AdamW at the larger batch.
         """
         device = torch.device(device)
         names = [name for name, _ in self.changes()]
-        unknown = set(self.rungs or ()) - set(names) - {f"timm: {n}" for n in names}
+        unknown = set(self.rungs or ()) - set(names) - {f"timm: {n}" for n in TIMM_TWINS}
         if unknown:
             raise ValueError(f"Unknown rung(s) {sorted(unknown)}. Valid: {', '.join(names)}.")
         current, chosen = Rung("eager", self.batch), []
         for name, change in self.changes():
             rung = replace(current, name=name, **change)
             reason = skip_reason(rung, self, device)
-            current = current if reason else rung
-            chosen.append((rung, reason))
+            if self.rungs is None or name in self.rungs:
+                current = current if reason else rung
+                chosen.append((rung, reason))
         if self.timm:
-            twins = [pair for pair in chosen if pair[0].name in TIMM_TWINS]
-            for rung, reason in twins:
+            for rung, reason in [pair for pair in chosen if pair[0].name in TIMM_TWINS]:
                 twin = replace(rung, name=f"timm: {rung.name}", model="timm")
-                chosen.append((twin, reason or skip_reason(twin, self, device)))
-        return [(r, why) for r, why in chosen if self.rungs is None or r.name in self.rungs]
+                if self.rungs is None or twin.name in self.rungs:
+                    chosen.append((twin, reason or skip_reason(twin, self, device)))
+        return chosen
 
 
 # The rungs timed with timm's ViT too: eager, and compiled with fused AdamW.

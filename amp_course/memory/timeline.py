@@ -171,7 +171,8 @@ def record_cuda_step(
     def mark():
         markers.append(torch.empty(1, device=device))
 
-    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    # The history of allocations and frees, without stack traces (context=None): only the order.
+    torch.cuda.memory._record_memory_history(context=None, max_entries=1_000_000)
     try:
         mark()
         loss = forward()
