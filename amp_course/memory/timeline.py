@@ -221,9 +221,10 @@ def plot(timeline: MemoryTimeline, ax=None, title: str = ""):
         alpha=0.8,
     )
     top = max(timeline.totals()) / scale
-    for name, x in timeline.phases.items():
+    for x in timeline.phases.values():
         ax.axvline(x, color="k", lw=0.6, ls=":")
-        ax.text(x, top * 1.02, name, rotation=90, fontsize=7, va="bottom", ha="right")
-    ax.set(xlabel=timeline.x_label, ylabel=unit, ylim=(0, top * 1.35), title=title)
+    phases = ax.secondary_xaxis("top")
+    phases.set_xticks(list(timeline.phases.values()), list(timeline.phases), fontsize=7)
+    ax.set(xlabel=timeline.x_label, ylabel=unit, ylim=(0, top * 1.1), title=title)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
