@@ -126,6 +126,8 @@ def _bench(args) -> int:
             changes[key] = tuple(getattr(args, key).split(","))
     if args.rounds is not None:
         changes["rounds"] = args.rounds
+    if args.rungs:
+        changes["ladder_rungs"] = tuple(name.strip() for name in args.rungs.split(","))
     config = (BenchConfig.smoke_config if smoke else BenchConfig.full)(**changes)
     try:
         config.validate()
@@ -230,7 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--full", dest="smoke", action="store_false", help="full sizes (GPU default)")
     bench.add_argument("--precisions", help="comma-separated subset of fp32,tf32,fp16,bf16")
     bench.add_argument(
-        "--workloads", help="comma-separated subset of matmul,mnist_cnn,vit_b16,vit_l16,max_batch"
+        "--workloads",
+        help="comma-separated subset of matmul,mnist_cnn,vit_b16,vit_l16,max_batch (the default), "
+        "or ladder: lesson 10's MFU ladder of a ViT-B/16 step, with timm's beside it",
+    )
+    bench.add_argument(
+        "--rungs", help="the ladder's rungs to run, comma-separated (default: all), e.g. 'eager'"
     )
     bench.add_argument(
         "--compile", action="store_true", help="add a torch.compile variant per precision"

@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from .bench import ladder_report
 from .bench.config import PRECISIONS
 from .gpu_files import checked_output_cells, collect
 from .timing import format_time
@@ -223,6 +224,9 @@ def results_markdown(folder: Path) -> str:
             f"| {what} {'<=' if at_most else '>='} {limit} | {shown} | {'yes' if met else 'no'} |"
         )
     lines += ["", _why_mfu(data), "", *_profile_lines(data)]
+    ladder = Path(data["folder"]) / "bench-ladder" / "bench.json"
+    if ladder.exists():  # lesson 10's ladder: amp-course bench --workloads ladder
+        lines += ["", *ladder_report.readme_lines(ladder)]
     return "\n".join(lines) + "\n"
 
 

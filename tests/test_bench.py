@@ -223,6 +223,24 @@ def test_profile_on_a_cpu_times_the_step_and_reports_no_kernels():
     )
     assert result["step_s"] > 0 and result["kernel_s"] is None
     assert "no device kernels" in profile.format_profile(result)
+    # On a CPU the split is of the ATen operators' own time, and the rest of the profiled step.
+    parts = profile.split(result)
+    assert parts["matmul"] > 0 and parts["attention"] > 0 and parts["outside operators"] >= 0
+    assert sum(parts.values()) == pytest.approx(result["profiled_step_s"])
+    assert profile.cpu_op_family("aten::convolution_backward") == "matmul"
+
+
+def test_profile_split_of_a_gpu_result_adds_up_to_the_step():
+    """The split of a GPU profile (the committed H100 run's): kernel families and idle time."""
+    from conftest import ROOT
+
+    from amp_course.bench import profile
+
+    path = ROOT / "reports" / "gpu" / "nvidia-h100-80gb-hbm3" / "profile-vit_b16" / "profile.json"
+    for result in json.loads(path.read_text()):
+        parts = profile.split(result)
+        assert set(parts) == {"matmul", "attention", "other", "GPU idle"}
+        assert sum(parts.values()) == pytest.approx(max(result["step_s"], result["kernel_s"]))
 
 
 def test_vit_peak_memory_leaves_out_what_the_process_held_before(monkeypatch):

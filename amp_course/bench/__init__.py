@@ -7,6 +7,7 @@ Modes are timed round-robin, so drift in machine load or clocks hits every mode 
 mode sets its precision flags on entry and restores them on exit.
 """
 
+from . import ladder, ladder_report, profile, timm_vit
 from .config import (
     AUTOCAST_DTYPES,
     MATMUL_DTYPES,
@@ -17,7 +18,14 @@ from .config import (
     Mode,
     skip_reason,
 )
-from .flops import PEAK_TFLOPS, count_step_flops, mfu, peak_tflops
+from .flops import (
+    PEAK_BANDWIDTH_TBS,
+    PEAK_TFLOPS,
+    count_step_flops,
+    mfu,
+    peak_bandwidth_tbs,
+    peak_tflops,
+)
 from .matrix import run
 from .report import format_report, plot_report, write_report
 from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
@@ -26,6 +34,7 @@ __all__ = [
     "AUTOCAST_DTYPES",
     "MATMUL_DTYPES",
     "MNIST_TRAIN_SIZE",
+    "PEAK_BANDWIDTH_TBS",
     "PEAK_TFLOPS",
     "PRECISIONS",
     "WORKLOADS",
@@ -35,9 +44,14 @@ __all__ = [
     "bench_max_batch",
     "bench_mnist_cnn",
     "bench_vit",
+    "ladder",
+    "ladder_report",
+    "profile",
+    "timm_vit",
     "count_step_flops",
     "format_report",
     "mfu",
+    "peak_bandwidth_tbs",
     "peak_tflops",
     "plot_report",
     "run",

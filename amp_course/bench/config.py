@@ -11,7 +11,9 @@ import torch
 from .. import emulation
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch")
+WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch", "ladder")
+# The default run: the precision matrix. The MFU ladder (lesson 10) runs when named.
+MATRIX_WORKLOADS = WORKLOADS[:-1]
 AUTOCAST_DTYPES = {"fp32": None, "tf32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 MATMUL_DTYPES = {
     "fp32": torch.float32,
@@ -45,7 +47,7 @@ class BenchConfig:
     """What to run and at which sizes; ``smoke()`` and ``full()`` give the two standard sizes."""
 
     precisions: tuple[str, ...] = PRECISIONS
-    workloads: tuple[str, ...] = WORKLOADS
+    workloads: tuple[str, ...] = MATRIX_WORKLOADS
     compile: bool = False  # add a torch.compile variant of every precision
     fused: bool = False  # add a fused-AdamW variant of every precision
     rounds: int = 3  # round-robin passes over the modes (A/B interleaving)
@@ -58,6 +60,7 @@ class BenchConfig:
     vit_overrides: dict = field(default_factory=dict)  # preset -> build_vit overrides
     max_batch_limit: int = 4096  # the search for the largest batch stops here
     threads: int | None = None  # CPU threads for the run (None: leave torch's setting)
+    ladder_rungs: tuple[str, ...] | None = None  # the ladder's rungs to run (None: all)
     smoke: bool = False
 
     @classmethod

@@ -10,6 +10,7 @@ from dataclasses import asdict
 import torch
 
 from ..device import machine_record
+from . import ladder, ladder_report
 from .config import WORKLOADS, BenchConfig, skip_reason
 from .workloads import _skipped, bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
@@ -56,7 +57,8 @@ def run(
 def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> None:
     name, ceilings = report["device"], {}
     for workload in config.workloads:
-        say(f"{workload}: {', '.join(m.name for m in runnable)}")
+        names = ", ".join(m.name for m in runnable) if workload != "ladder" else "its own rungs"
+        say(f"{workload}: {names}")
         start = time.perf_counter()
         if workload == "matmul":
             rows = bench_matmul(runnable, config, device, name)
@@ -69,9 +71,13 @@ def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> Non
         elif workload in ("vit_b16", "vit_l16"):
             preset = workload.removeprefix("vit_")
             rows = bench_vit(preset, runnable, config, device, name, ceilings)
+        elif workload == "ladder":  # its own rungs, in the device's AMP dtype: not the modes
+            rows = ladder_report.as_dicts(
+                ladder.run(ladder.LadderConfig.from_bench(config, device), device, say)
+            )
         else:
             rows = bench_max_batch(runnable, config, device)
-        for mode, reason in skipped:
+        for mode, reason in skipped if workload != "ladder" else ():
             if workload in ("mnist_cnn", "vit_b16", "vit_l16") or not (mode.compile or mode.fused):
                 rows.append(_skipped(workload, mode, reason))
         report["results"][workload] = rows

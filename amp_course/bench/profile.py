@@ -45,6 +45,10 @@ def parse_mode(name: str) -> Mode:
     return Mode(precision_name, compile="compile" in flags, fused="fused" in flags)
 
 
+# On a CPU the profiler records ATen operators, not kernels: these do the matrix products.
+CPU_MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul")
+
+
 def kernel_family(name: str) -> str:
     lowered = name.lower()
     if any(marker in lowered for marker in ATTENTION_MARKERS):
@@ -52,6 +56,43 @@ def kernel_family(name: str) -> str:
     if any(marker in lowered for marker in MATMUL_MARKERS):
         return "matmul"
     return "other"
+
+
+def cpu_op_family(name: str) -> str:
+    """The family of a CPU ATen operator: attention, matmul (convolutions too) or other."""
+    lowered = name.lower()
+    if any(marker in lowered for marker in ATTENTION_MARKERS):
+        return "attention"
+    if name in CPU_MATMUL_OPS or "conv" in lowered:
+        return "matmul"
+    return "other"
+
+
+def _cpu_families(prof, steps: int, profiled_step_s: float) -> dict[str, float]:
+    """Seconds per step by family of the ATen operators' own CPU time, and the rest of the step.
+
+    Self times do not overlap (a parent's excludes its children's), so they add up; what the
+    step took beyond them ran outside ATen operators: Python, the dispatcher, autograd's engine,
+    the optimizer's bookkeeping, and the profiler's own cost.
+    """
+    families: dict[str, float] = defaultdict(float)
+    for event in prof.key_averages():
+        if event.key.startswith("aten::"):
+            families[cpu_op_family(event.key)] += event.self_cpu_time_total / 1e6 / steps
+    families["outside operators"] = max(0.0, profiled_step_s - sum(families.values()))
+    return dict(families)
+
+
+def split(result: dict) -> dict[str, float]:
+    """One profiled step's seconds by part, adding up to the step: the families and idle time.
+
+    On a GPU the parts are the kernels' families and the time no kernel ran (against the
+    unprofiled step time); on a CPU the operators' families and the time outside them.
+    """
+    if result["kernel_s"] is None:
+        return dict(result["cpu_families_s"])
+    idle = max(0.0, result["step_s"] - result["kernel_s"])
+    return {**result["families_s"], "GPU idle": idle}
 
 
 def profile_step(
@@ -89,10 +130,12 @@ def profile_step(
         activities = [ProfilerActivity.CPU] + (
             [ProfilerActivity.CUDA] if device.type == "cuda" else []
         )
+        start = time.perf_counter()
         with profile(activities=activities) as prof:
             for _ in range(steps):
                 step()
             sync()
+        profiled_step_s = (time.perf_counter() - start) / steps
 
     # Device-side events are kernels, copies and memsets, plus user annotations (the optimizer's
     # "Optimizer.step#AdamW.step" range) that span kernels already counted: those are left out.
@@ -121,6 +164,8 @@ def profile_step(
         "gpu_idle_share": max(0.0, 1 - busy / step_s) if kernels else None,
         "kernel_launches_per_step": len(device_events) / steps,
         "top_kernels": [{"name": name[:120], "seconds": s} for name, s in top],
+        "profiled_step_s": profiled_step_s,
+        "cpu_families_s": None if kernels else _cpu_families(prof, steps, profiled_step_s),
     }
 
 
@@ -129,7 +174,8 @@ def format_profile(result: dict) -> str:
     ms = result["step_s"] * 1e3
     lines = [f"### {result['mode']} (ViT-{result['preset']}, batch {result['batch']})", ""]
     if result["kernel_s"] is None:
-        lines.append(f"step {ms:.2f} ms; no device kernels (CPU run)")
+        parts = ", ".join(f"{name} {s * 1e3:.2f} ms" for name, s in split(result).items())
+        lines.append(f"step {ms:.2f} ms; no device kernels (CPU run); profiled step: {parts}")
         return "\n".join(lines) + "\n"
     lines.append(
         f"kernels {result['kernel_s'] * 1e3:.2f} ms per step "

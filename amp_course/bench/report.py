@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from .. import timing
+from . import ladder_report
 
 
 def _fmt(value, spec: str) -> str:
@@ -46,6 +47,11 @@ def format_report(report: dict) -> str:
     }
     for workload, rows in report["results"].items():
         if not rows:
+            continue
+        if workload == "ladder":
+            ladder_rows = ladder_report.rows_from_report(report)
+            precision = ladder_rows[0].precision
+            lines += ["", f"== ladder ({precision}) ==", ladder_report.format_table(ladder_rows)]
             continue
         cols = columns["vit" if workload.startswith("vit_") else workload]
         lines += [
@@ -151,4 +157,9 @@ def write_report(report: dict, out_dir: str | Path) -> dict[str, Path]:
     paths["json"].write_text(json.dumps(report, indent=1) + "\n")
     paths["table"].write_text(format_report(report) + "\n")
     plt.close(plot_report(report, paths["plot"]))
+    if report["results"].get("ladder"):
+        paths["ladder_plot"] = out / "ladder.png"
+        title = f"MFU ladder on {report['device']}" + (" (smoke sizes)" if report["smoke"] else "")
+        rows = ladder_report.rows_from_report(report)
+        plt.close(ladder_report.plot(rows, title, paths["ladder_plot"]))
     return paths

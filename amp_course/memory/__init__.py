@@ -1,6 +1,8 @@
-"""Memory: where training memory goes (an account that works on any device) and what a CUDA GPU
-measures (clean-state peaks, free memory, batches that fit)."""
+"""Memory: where training memory goes (an account that works on any device), what a CUDA GPU
+measures (clean-state peaks, free memory, batches that fit), and a step's memory over time
+(``timeline``)."""
 
+from . import timeline
 from .account import (
     OPTIMIZER_STATE_BYTES,
     MemoryBreakdown,
@@ -35,6 +37,7 @@ __all__ = [
     "saved_tensor_bytes",
     "saved_tensor_bytes_without_data",
     "step_peak_memory",
+    "timeline",
     "training_memory",
     "usable_cuda_bytes",
 ]

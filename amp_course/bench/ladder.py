@@ -1,0 +1,250 @@
+"""The MFU ladder: one ViT-B/16 training step in the device's AMP dtype, made faster rung by rung
+(fused AdamW, torch.compile, CUDA graphs, max-autotune, a larger batch, another attention kernel),
+with timm's ViT-B/16 under the same settings timed in the same round-robin.
+
+Each rung is a ``Rung`` (what it changes) and gives a ``LadderRow`` (what it measured): step time,
+images/s, MFU against the published dense peak and against this run's measured matmul peak, and
+peak memory. Rows are dataclasses, saved as JSON by ``amp-course bench --workloads ladder``
+(``results["ladder"]`` of bench.json); ``ladder_report`` reads them back and renders tables and
+charts from them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from .. import timing
+from ..device import device_name, dtype_name, pick_autocast_dtype
+from ..memory import step_peak_memory
+from .config import Mode
+from .config import skip_reason as bench_skip_reason
+from .flops import count_step_flops, measure_matmul_flops, mfu, peak_tflops
+from .ladder_steps import LadderModels, model_image_size
+from .timm_vit import unavailable
+
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that use CUDA graphs
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One configuration of the step: what it adds to the rung before it."""
+
+    name: str
+    batch: int
+    fused: bool = False  # fused AdamW (one kernel for every parameter's update)
+    compile: str | None = None  # a torch.compile mode; None: eager
+    attention: str | None = None  # an SDPA backend ("flash", "efficient", "cudnn", "math")
+    model: str = "course"  # "course" (torchvision's ViT) or "timm"
+
+
+@dataclass
+class LadderRow:
+    """What one rung measured (times in seconds, memory in bytes); ``skipped`` says why not."""
+
+    rung: str
+    model: str
+    batch: int
+    compile: str | None
+    fused: bool
+    attention: str | None
+    precision: str
+    median_s: float | None = None
+    iqr_s: float | None = None
+    runs: int | None = None
+    images_per_s: float | None = None
+    flops_per_step: float | None = None
+    achieved_tflops: float | None = None
+    dense_peak_tflops: float | None = None
+    mfu: float | None = None
+    matmul_peak_tflops: float | None = None
+    mfu_of_matmul: float | None = None
+    peak_memory_bytes: int | None = None
+    skipped: str | None = None
+
+
+@dataclass
+class LadderConfig:
+    """The ladder's sizes; ``smoke()`` shrinks the ViT for a CPU (say so wherever it is shown)."""
+
+    precision: str = "bf16"
+    batch: int = 64
+    big_batch: int = 256
+    vit_overrides: dict = field(default_factory=dict)  # build_vit("b16", **overrides)
+    timm: bool = True  # time timm's ViT beside the course's eager and compiled rungs
+    rungs: tuple[str, ...] | None = None  # names to run; None: all
+    rounds: int = 3
+    min_run_time: float = 0.5
+    matmul_size: int = 8192  # the square matmul whose FLOP/s is the measured peak
+    matmul_peak_tflops: float | None = None  # a peak measured already (None: measure it)
+    smoke: bool = False
+
+    @classmethod
+    def smoke_config(cls, **changes) -> LadderConfig:
+        tiny = dict(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64)
+        base = cls(
+            batch=8,
+            big_batch=32,
+            vit_overrides={**tiny, "mlp_dim": 128},
+            rounds=2,
+            min_run_time=0.02,
+            matmul_size=256,
+            smoke=True,
+        )
+        return replace(base, **changes)
+
+    @classmethod
+    def from_bench(cls, config, device) -> LadderConfig:
+        """The ladder's sizes for a bench run (``amp-course bench --workloads ladder``)."""
+        make = cls.smoke_config if config.smoke else cls
+        return make(
+            precision=dtype_name(pick_autocast_dtype(device, warn=False)),
+            rounds=config.rounds,
+            min_run_time=config.min_run_time,
+            rungs=config.ladder_rungs,
+        )
+
+    def changes(self) -> list[tuple[str, dict]]:
+        """Each rung's name and what it changes in the rung it builds on."""
+        return [
+            ("eager", {}),
+            ("+ fused AdamW", {"fused": True}),
+            ("+ torch.compile", {"compile": "default"}),
+            ("+ CUDA graphs", {"compile": "reduce-overhead"}),
+            ("+ max-autotune", {"compile": "max-autotune"}),
+            (f"+ batch {self.big_batch}", {"batch": self.big_batch}),
+            ("+ flash attention", {"attention": "flash"}),
+        ]
+
+    def rungs_for(self, device: torch.device) -> list[tuple[Rung, str | None]]:
+        """Every chosen rung with why it cannot run here (None: it can).
+
+        Each rung adds its change to the last chosen rung that can run, so on a CPU, where
+        nothing is compiled, "+ batch N" is the eager step with fused AdamW at the larger batch.
+        """
+        device = torch.device(device)
+        names = [name for name, _ in self.changes()]
+        unknown = set(self.rungs or ()) - set(names) - {f"timm: {n}" for n in TIMM_TWINS}
+        if unknown:
+            raise ValueError(f"Unknown rung(s) {sorted(unknown)}. Valid: {', '.join(names)}.")
+        current, chosen = Rung("eager", self.batch), []
+        for name, change in self.changes():
+            rung = replace(current, name=name, **change)
+            reason = skip_reason(rung, self, device)
+            if self.rungs is None or name in self.rungs:
+                current = current if reason else rung
+                chosen.append((rung, reason))
+        if self.timm:
+            for rung, reason in [pair for pair in chosen if pair[0].name in TIMM_TWINS]:
+                twin = replace(rung, name=f"timm: {rung.name}", model="timm")
+                if self.rungs is None or twin.name in self.rungs:
+                    chosen.append((twin, reason or skip_reason(twin, self, device)))
+        return chosen
+
+
+# The rungs timed with timm's ViT too: eager, and compiled with fused AdamW.
+TIMM_TWINS = ("eager", "+ torch.compile")
+
+
+def skip_reason(rung: Rung, config: LadderConfig, device: torch.device) -> str | None:
+    """Why ``rung`` cannot run here (None: it can)."""
+    if rung.model == "timm" and unavailable():
+        return unavailable()
+    if rung.compile in CUDA_GRAPH_MODES and device.type != "cuda":
+        return "CUDA graphs need a CUDA GPU"
+    if rung.compile and device.type != "cuda" and config.smoke:
+        return "smoke mode on a CPU: compiling takes minutes here (full mode runs it)"
+    if rung.attention in ("efficient", "cudnn") and device.type != "cuda":
+        return f"the {rung.attention} attention kernel is CUDA only"
+    if rung.fused and fused_adamw_unavailable(device):
+        return fused_adamw_unavailable(device)
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def fused_adamw_unavailable(device: torch.device) -> str | None:
+    """Why fused AdamW cannot run on ``device``, or None (probed once per device)."""
+    return bench_skip_reason(Mode("fp32", fused=True), device)
+
+
+def _flops_per_image(build, size: int) -> int:
+    return count_step_flops(build, (1, 3, size, size), 1000)[1]
+
+
+def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
+    """Build every rung, warm each up (compiling), measure its peak memory, then time them all
+    round-robin, so drift in clocks or load hits every rung alike."""
+    device = torch.device(device)
+    say = progress or (lambda _: None)
+    built = LadderModels(config, device)
+    matmul = config.matmul_peak_tflops
+    if matmul is None:
+        matmul = measure_matmul_flops(device, config.precision, config.matmul_size) / 1e12
+    dense = peak_tflops(device_name(device), config.precision)
+    rows, steps, flops = {}, {}, {}
+    for rung, reason in config.rungs_for(device):
+        row = LadderRow(
+            rung.name,
+            rung.model,
+            rung.batch,
+            rung.compile,
+            rung.fused,
+            rung.attention,
+            config.precision,
+            dense_peak_tflops=dense,
+            matmul_peak_tflops=matmul,
+            skipped=reason,
+        )
+        rows[rung.name] = row
+        if reason:
+            say(f"skip {rung.name}: {reason}")
+            continue
+        say(f"warm up {rung.name}")
+        try:
+            steps[rung.name] = _warm(built, rung)
+            if rung.model not in flops:
+                model = built.models[rung.model]
+                flops[rung.model] = _flops_per_image(
+                    lambda kind=rung.model: built.build(kind), model_image_size(model)
+                )
+            row.peak_memory_bytes = _peak_memory(built, rung, steps[rung.name], device)
+        except Exception as error:  # noqa: BLE001 - one rung failing must not stop the ladder
+            row.skipped = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            steps.pop(rung.name, None)
+    measured, failed = timing.round_robin(
+        steps, device=device, rounds=config.rounds, min_run_time=config.min_run_time, label="ladder"
+    )
+    for name, row in rows.items():
+        if name in failed:
+            row.skipped = failed[name]
+        if name not in measured:
+            continue
+        stats = timing.summarise(measured[name])
+        row.median_s, row.iqr_s, row.runs = stats["median_s"], stats["iqr_s"], stats["runs"]
+        row.images_per_s = row.batch / row.median_s
+        row.flops_per_step = flops[row.model] * row.batch
+        row.achieved_tflops = row.flops_per_step / row.median_s / 1e12
+        row.mfu = mfu(row.flops_per_step, row.median_s, dense) if dense else None
+        row.mfu_of_matmul = mfu(row.flops_per_step, row.median_s, matmul)
+    return list(rows.values())
+
+
+def _warm(built: LadderModels, rung: Rung):
+    step = built.step(rung)
+    # Compiling happens on the first call; CUDA graphs are recorded on a later one.
+    for _ in range(3 if rung.compile else 1):
+        step()
+    return step
+
+
+def _peak_memory(built: LadderModels, rung: Rung, step, device) -> int | None:
+    """Parameters plus one step's peak from a clean state (optimizer state, gradients,
+    activations, workspaces); what a rung's CUDA graphs hold between steps is not in it."""
+    if device.type != "cuda":
+        return None
+    built.clear_state()
+    model = built.models[rung.model]
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    return parameters + step_peak_memory(lambda: step, device, warmup=1)

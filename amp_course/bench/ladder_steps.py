@@ -1,0 +1,96 @@
+"""Building the ladder's steps: one model per kind (the course's ViT or timm's), one compiled
+wrapper per compile mode and attention kernel, one AdamW per fused flag, shared by the rungs."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+
+import torch
+
+from .. import data as _data
+from .. import models
+from ..training import make_scaler
+from .config import Mode
+from .timm_vit import build_timm_vit
+from .workloads import _train_step
+
+
+def sdpa_context(backend: str | None):
+    """SDPA restricted to one kernel ("flash", "efficient", "cudnn", "math"); None: no limit."""
+    if backend is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    names = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+    return sdpa_kernel(names[backend])
+
+
+class LadderModels:
+    """One model per kind, one compiled wrapper per compile mode (and attention kernel), one
+    AdamW per fused flag: ``step(rung)`` returns the step of a ``ladder.Rung``."""
+
+    def __init__(self, config, device: torch.device):
+        self.config, self.device = config, device
+        self.models: dict[str, torch.nn.Module] = {}
+        self.compiled: dict[tuple, torch.nn.Module] = {}
+        self.optimizers: dict[tuple[str, bool], torch.optim.Optimizer] = {}
+
+    def build(self, kind: str) -> torch.nn.Module:
+        overrides = self.config.vit_overrides
+        if kind == "timm":
+            return build_timm_vit("b16", **overrides)
+        return models.build_vit("b16", **overrides)
+
+    def step(self, rung):
+        if rung.model not in self.models:
+            self.models[rung.model] = self.build(rung.model).to(self.device)
+        model = self.models[rung.model]
+        if rung.compile:
+            key = (rung.model, rung.compile, rung.attention)
+            if key not in self.compiled:
+                # Static shapes: a rung at another batch compiles its own graph, never a
+                # dynamic-shape one.
+                self.compiled[key] = torch.compile(model, mode=rung.compile, dynamic=False)
+            model_fn = self.compiled[key]
+        else:
+            model_fn = model
+        key = (rung.model, rung.fused)
+        if key not in self.optimizers:
+            self.optimizers[key] = torch.optim.AdamW(
+                model.parameters(), lr=1e-4, fused=rung.fused or None
+            )
+        size = model_image_size(model)
+        images, labels = _data.synthetic_images(rung.batch, image_size=size, device=self.device)
+        mode = Mode(self.config.precision)
+        scaler = make_scaler(self.device, mode.autocast_dtype)
+        batches = itertools.repeat((images, labels))
+        inner = _train_step(model_fn, self.optimizers[key], scaler, mode, self.device, batches)
+
+        def step():
+            with sdpa_context(rung.attention):
+                inner()
+
+        return step
+
+    def clear_state(self) -> None:
+        for optimizer in self.optimizers.values():
+            optimizer.state.clear()
+        for model in self.models.values():
+            model.zero_grad(set_to_none=True)
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def model_image_size(model: torch.nn.Module) -> int:
+    """The input side of a torchvision or timm ViT."""
+    if hasattr(model, "image_size"):
+        return model.image_size
+    return model.patch_embed.img_size[0]

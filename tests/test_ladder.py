@@ -1,0 +1,134 @@
+"""The MFU ladder: which rungs run where and what each one changes, a real CPU run through
+``amp-course bench --workloads ladder`` and its JSON, and timm beside the course's ViT."""
+
+import importlib.util
+import json
+
+import matplotlib
+import pytest
+import torch
+
+from amp_course import bench, cli, models
+from amp_course.bench import ladder, ladder_report, timm_vit
+from amp_course.bench.ladder import LadderConfig, LadderRow
+
+matplotlib.use("Agg")
+HAS_TIMM = importlib.util.find_spec("timm") is not None
+
+
+def _by_name(pairs):
+    return {rung.name: (rung, reason) for rung, reason in pairs}
+
+
+def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
+    rungs = _by_name(LadderConfig.smoke_config(timm=False).rungs_for(torch.device("cpu")))
+    assert list(rungs)[:2] == ["eager", "+ fused AdamW"]
+    assert "minutes" in rungs["+ torch.compile"][1]
+    assert rungs["+ CUDA graphs"][1] == "CUDA graphs need a CUDA GPU"
+    big, reason = rungs["+ batch 32"]
+    assert reason is None and (big.batch, big.fused, big.compile) == (32, True, None)
+    flash, reason = rungs["+ flash attention"]
+    assert reason is None and (flash.batch, flash.attention) == (32, "flash")
+
+
+def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
+    monkeypatch.setattr(ladder, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(ladder, "unavailable", lambda: None)  # as if timm were installed
+    pairs = LadderConfig().rungs_for(torch.device("cuda"))
+    rungs = _by_name(pairs)
+    assert all(reason is None for _, reason in pairs)
+    last, _ = rungs["+ flash attention"]
+    assert (last.batch, last.fused, last.compile, last.attention) == (
+        256,
+        True,
+        "max-autotune",
+        "flash",
+    )
+    assert rungs["+ CUDA graphs"][0].compile == "reduce-overhead"
+    twin, _ = rungs["timm: + torch.compile"]
+    assert (twin.model, twin.compile, twin.fused, twin.batch) == ("timm", "default", True, 64)
+    chosen = LadderConfig(rungs=("eager", "timm: eager")).rungs_for(torch.device("cuda"))
+    assert [r.name for r, _ in chosen] == ["eager", "timm: eager"]
+    # A rung left out adds nothing: here the larger batch builds on CUDA graphs, not max-autotune.
+    lighter = [n for n, _ in LadderConfig().changes() if n != "+ max-autotune"]
+    rungs = _by_name(LadderConfig(rungs=tuple(lighter)).rungs_for(torch.device("cuda")))
+    assert "+ max-autotune" not in rungs and rungs["+ batch 256"][0].compile == "reduce-overhead"
+    with pytest.raises(ValueError, match="Unknown rung"):
+        LadderConfig(rungs=("warp speed",)).rungs_for(torch.device("cuda"))
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ladder")
+    rungs = "eager,timm: eager"
+    code = cli.main(
+        ["bench", "--device", "cpu", "--smoke", "--workloads", "ladder", "--rungs", rungs]
+        + ["--rounds", "1", "--out", str(out)]
+    )
+    return code, out
+
+
+def test_the_bench_writes_the_ladder_as_typed_rows(cli_run):
+    code, out = cli_run
+    assert code == 0
+    report = json.loads((out / "bench.json").read_text())
+    rows = ladder_report.rows_from_report(out / "bench.json")
+    assert [r.rung for r in rows] == ["eager", "timm: eager"]
+    assert all(isinstance(r, LadderRow) for r in rows)
+    assert report["results"]["ladder"][0]["mode"] == "eager"
+    eager = rows[0]
+    assert eager.precision == "bf16" and eager.mfu is None  # no published peak for a CPU
+    assert eager.median_s > 0 and eager.images_per_s == pytest.approx(8 / eager.median_s)
+    assert eager.achieved_tflops == pytest.approx(eager.flops_per_step / eager.median_s / 1e12)
+    assert eager.mfu_of_matmul == pytest.approx(eager.achieved_tflops / eager.matmul_peak_tflops)
+    assert "== ladder (bf16) ==" in (out / "bench.txt").read_text()
+    assert (out / "ladder.png").read_bytes()[:4] == b"\x89PNG"
+    if HAS_TIMM:
+        assert rows[1].median_s > 0 and rows[1].flops_per_step == eager.flops_per_step
+        assert [name for name, _ in ladder_report.timm_ratios(rows)] == ["eager"]
+    else:
+        assert "not installed" in rows[1].skipped
+
+
+def test_the_readme_renders_a_committed_ladder_from_its_json(cli_run):
+    _, out = cli_run
+    lines = ladder_report.readme_lines(out / "bench.json")
+    assert lines[0].startswith("**MFU ladder of a bf16 ViT-B/16 training step**")
+    assert lines[2] == "| rung | batch | step | images/s | MFU | of matmul | peak memory |"
+    assert lines[4].startswith("| eager | 8 | ") and lines[4].endswith("| - | - |"[-3:])
+
+
+def test_without_timm_its_rungs_say_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "timm", None)  # import timm now fails
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert timm_vit.unavailable() == 'timm is not installed (pip install -e ".[bench]")'
+    rungs = _by_name(LadderConfig.smoke_config().rungs_for(torch.device("cpu")))
+    assert rungs["timm: eager"][1] == timm_vit.unavailable()
+
+
+@pytest.mark.skipif(not HAS_TIMM, reason="timm is optional")
+def test_timms_vit_has_the_course_vits_parameters_and_flops():
+    shape = dict(num_layers=2, image_size=64)  # ViT-B/16's blocks; fewer of them, fewer tokens
+    with torch.device("meta"):
+        course = models.build_vit("b16", **shape)
+        theirs = timm_vit.build_timm_vit("b16", **shape)
+    assert models.count_parameters(course) == models.count_parameters(theirs)
+    inputs = (1, 3, 64, 64)
+    assert bench.count_step_flops(
+        lambda: timm_vit.build_timm_vit("b16", **shape), inputs, 1000
+    ) == bench.count_step_flops(lambda: models.build_vit("b16", **shape), inputs, 1000)
+
+
+def test_table_chart_and_ratios_from_rows():
+    common = dict(model="course", compile=None, fused=False, attention=None, precision="bf16")
+    rows = [
+        LadderRow("eager", batch=64, median_s=0.04, images_per_s=1600, mfu=0.2, **common),
+        LadderRow("+ torch.compile", batch=64, skipped="no compiler here", **common),
+        LadderRow("timm: eager", batch=64, median_s=0.05, **{**common, "model": "timm"}),
+    ]
+    assert ladder_report.timm_ratios(rows) == [("eager", pytest.approx(1.25))]
+    table = ladder_report.format_table(rows)
+    assert "20.0%" in table and "skipped: no compiler here" in table
+    fig = ladder_report.plot(rows)
+    assert len(fig.axes) == 2
+    assert json.loads(json.dumps(ladder_report.as_dicts(rows)))[0]["rung"] == "eager"
