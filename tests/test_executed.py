@@ -7,8 +7,8 @@ import nbformat
 import pytest
 import torch
 
-from amp_course import executed
 from amp_course.device import device_name
+from amp_course.runs import executed
 
 
 def test_stamp_names_this_machine_and_round_trips(tmp_path):

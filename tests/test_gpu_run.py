@@ -7,6 +7,7 @@ import torch
 from conftest import ROOT
 
 from amp_course import gpu_run
+from amp_course.runs import executed, gpu, parts
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
@@ -25,13 +26,13 @@ def test_gpu_run_fails_fast_without_gpu(tmp_path):
 
 @pytest.mark.gpu
 def test_environment_record_names_the_device():
-    record = gpu_run.environment_record(torch.device("cuda"))
+    record = gpu.environment_record(torch.device("cuda"))
     assert record["device"] and record["versions"]["torch"] == torch.__version__
     assert record["date"] and record["driver"] and record["capability"][0] >= 3
 
 
 def test_gpu_run_covers_every_notebook_with_gpu_cells():
-    names = {p.name for p in gpu_run.default_notebooks()}
+    names = {p.name for p in gpu.GpuRun().lessons}
     assert {"09_beyond_autocast.ipynb", "labs_beyond_autocast.ipynb"} <= names
     assert names == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
 
@@ -41,7 +42,7 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
     import nbformat
 
     lesson = ROOT / "notebooks" / "03_grad_scaler.ipynb"
-    results = gpu_run.run_notebooks(
+    results = executed.run_notebooks(
         [lesson], tmp_path, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
     )
     assert results[0]["status"] == "passed", results[0]["error"]
@@ -51,15 +52,15 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
 
 
 def test_parts_of_the_run_name_their_files():
-    assert gpu_run.part_name("report", "", ".json") == "report.json"
-    assert gpu_run.part_name("nbval", "a", ".xml") == "nbval-a.xml"
+    assert parts.part_name("report", "", ".json") == "report.json"
+    assert parts.part_name("nbval", "a", ".xml") == "nbval-a.xml"
 
 
 def test_run_folders_say_what_the_run_changed():
     name = "NVIDIA H100 80GB HBM3"
-    assert gpu_run.run_folder(name) == "nvidia-h100-80gb-hbm3"
-    assert gpu_run.run_folder(name, "fp16") == "nvidia-h100-80gb-hbm3-fp16"
-    assert gpu_run.run_folder(name, None, "t4") == "nvidia-h100-80gb-hbm3-t4-emulated"
+    assert gpu.run_folder(name) == "nvidia-h100-80gb-hbm3"
+    assert gpu.run_folder(name, "fp16") == "nvidia-h100-80gb-hbm3-fp16"
+    assert gpu.run_folder(name, None, "t4") == "nvidia-h100-80gb-hbm3-t4-emulated"
 
 
 def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
@@ -77,11 +78,11 @@ def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
         ]
 
     monkeypatch.setenv(emulation.ENV, "")  # main() sets it; the test puts it back
-    monkeypatch.setattr(gpu_run, "require_gpu", lambda: torch.device("cpu"))
+    monkeypatch.setattr(gpu, "require_gpu", lambda: torch.device("cpu"))
     record = {"device": "NVIDIA H100 80GB HBM3", "driver": "x", "versions": {"torch": "2.11"}}
-    monkeypatch.setattr(gpu_run, "environment_record", lambda device: dict(record))
-    monkeypatch.setattr(gpu_run, "run_notebooks", fake_run_notebooks)
-    monkeypatch.setattr(gpu_run, "run_bench", lambda out: pytest.fail("no bench when emulated"))
+    monkeypatch.setattr(gpu, "environment_record", lambda device: dict(record))
+    monkeypatch.setattr(gpu, "run_notebooks", fake_run_notebooks)
+    monkeypatch.setattr(gpu, "run_bench", lambda *args: pytest.fail("no bench when emulated"))
     lesson = ROOT / "notebooks" / "00_scenario.ipynb"
     args = ["--out", str(tmp_path), "--emulate", "t4", "--skip-nbval", "--notebooks", str(lesson)]
     assert gpu_run.main(args) == 0
@@ -102,4 +103,4 @@ def test_a_new_lesson_joins_the_run_and_the_site_without_a_list_to_edit(tmp_path
     names = [p.stem for p in lesson_notebooks(tmp_path)]
     assert names == ["00_scenario", "10_where_time_goes", "labs_bug_hunts"]
     assert sources.lessons(tmp_path) == names
-    assert gpu_run.default_notebooks() == lesson_notebooks(ROOT)
+    assert gpu.GpuRun().lessons == lesson_notebooks(ROOT)

@@ -1,6 +1,7 @@
-"""Executed copies of the lessons (the tests' smoke run, the GPU run): what they must carry for a
-reader: their figures, and a stamp saying which device and torch version produced the outputs,
-when, and in which mode, kept in the notebook's metadata."""
+"""Executed copies of the lessons (the tests' smoke run, the smoke benchmark, the GPU run): how a
+lesson is executed (papermill, its exercise blanks holding the reference solutions), what the copy
+must carry for a reader (its figures, and a stamp in the notebook's metadata saying which device
+and torch version produced the outputs, when, and in which mode), and nbval's command."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ def stamp_record(device, smoke: bool) -> dict:
     rehearsed if the run was emulated."""
     import torch
 
-    from .device import describe_hardware, device_name
-    from .emulation import active
+    from ..device import describe_hardware, device_name
+    from ..emulation import active
 
     device = torch.device(device)
     record = {
@@ -74,7 +75,7 @@ def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=Non
     import nbformat
     import papermill
 
-    from .exercises import fill_solutions
+    from ..exercises import fill_solutions
 
     path, out = Path(path), Path(out)
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,6 +93,44 @@ def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=Non
             )
     stamp(out, device, smoke=smoke)
     return nbformat.read(out, as_version=4)
+
+
+def run_notebooks(
+    notebooks: list[Path],
+    out_dir: Path,
+    timeout_s: int,
+    *,
+    smoke: bool = False,
+    device="cuda",
+    parameters: dict | None = None,
+) -> list[dict]:
+    """Execute each notebook with ``run_lesson`` (full mode unless ``smoke``, ``parameters``
+    added) on ``device``, one after another; keep the stamped copies in ``out_dir``. One result per
+    notebook: its name, ``status`` ("passed"/"failed"), ``error`` and ``seconds``, papermill's
+    duration of the run (kernel start included, the copy and the stamp not)."""
+    import nbformat
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for path in notebooks:
+        out = out_dir / path.name
+        out.unlink(missing_ok=True)  # a failed run must not report an earlier run's copy
+        status, error, seconds = "passed", "", None
+        try:
+            run_lesson(
+                path, out, smoke=smoke, device=device, timeout_s=timeout_s, parameters=parameters
+            )
+        except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
+            status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
+        if out.exists():  # papermill keeps a failed run's partial copy too
+            duration = nbformat.read(out, as_version=4).metadata.get("papermill", {})
+            seconds = round(duration.get("duration") or 0.0, 1) or None
+        results.append(
+            {"notebook": path.name, "status": status, "seconds": seconds, "error": error}
+        )
+        print(f"{path.name}: {status} in {seconds} s", flush=True)
+    return results
 
 
 def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
