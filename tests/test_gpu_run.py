@@ -87,6 +87,7 @@ def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
     args = ["--out", str(tmp_path), "--emulate", "t4", "--skip-nbval", "--notebooks", str(lesson)]
     assert gpu_run.main(args) == 0
     assert seen == {"env": "t4", "parameters": None}  # AUTO resolves to fp16 in the kernel itself
+    assert os.environ[emulation.ENV] == ""  # put back after the run: later kernels rehearse nothing
     report = json.loads(
         (tmp_path / "nvidia-h100-80gb-hbm3-t4-emulated" / "report.json").read_text()
     )
@@ -104,3 +105,32 @@ def test_a_new_lesson_joins_the_run_and_the_site_without_a_list_to_edit(tmp_path
     assert names == ["00_scenario", "10_where_time_goes", "labs_bug_hunts"]
     assert sources.lessons(tmp_path) == names
     assert gpu.GpuRun().lessons == lesson_notebooks(ROOT)
+
+
+def test_the_benchmark_is_called_as_a_library_and_a_failure_is_recorded(tmp_path, monkeypatch):
+    # Simulated GPU and benchmark: the run's choices are checked, not the timings.
+    import json
+
+    from amp_course import bench
+
+    calls = []
+
+    def fake_run(config, device):
+        calls.append((config, device))
+        if len(calls) > 1:
+            raise RuntimeError("CUDA error: an illegal memory access")
+        return {"results": {}}
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    monkeypatch.setattr(bench, "format_report", lambda report: "table")
+    monkeypatch.setattr(bench, "write_report", lambda report, out: {"json": out / "bench.json"})
+    assert gpu.run_bench(tmp_path, torch.device("cpu")) == "passed"
+    config, device = calls[0]
+    assert config == bench.BenchConfig.full(compile=True, fused=True) and device.type == "cpu"
+    monkeypatch.setattr(gpu, "require_gpu", lambda: torch.device("cpu"))
+    record = {"device": "NVIDIA H100 80GB HBM3", "driver": "x", "versions": {"torch": "2.11"}}
+    monkeypatch.setattr(gpu, "environment_record", lambda device: dict(record))
+    # No lesson runs (nbval only, and nbval skipped): only the benchmark, which fails.
+    assert gpu_run.main(["--out", str(tmp_path), "--nbval-only", "--skip-nbval"]) == 1
+    report = json.loads((tmp_path / "nvidia-h100-80gb-hbm3" / "report.json").read_text())
+    assert report["bench"] == "failed (RuntimeError: CUDA error: an illegal memory access)"
