@@ -1,5 +1,5 @@
 import os
-import subprocess
+import runpy
 import sys
 
 import pytest
@@ -11,16 +11,15 @@ from amp_course.runs import executed, gpu, parts
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
-def test_gpu_run_fails_fast_without_gpu(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "amp_course.gpu_run", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2
-    assert "needs a CUDA GPU" in result.stderr and "make test" in result.stderr
+def test_gpu_run_fails_fast_without_gpu(tmp_path, monkeypatch, capsys):
+    # The command line itself (the module's __main__ block), run in this interpreter.
+    monkeypatch.setattr(sys, "argv", ["gpu_run", "--out", str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "amp_course.gpu_run")  # run it afresh, as `python -m` does
+    with pytest.raises(SystemExit) as exit_status:
+        runpy.run_module("amp_course.gpu_run", run_name="__main__")
+    assert exit_status.value.code == 2
+    stderr = capsys.readouterr().err
+    assert "needs a CUDA GPU" in stderr and "make test" in stderr
     assert not any(tmp_path.iterdir()), "nothing is written without a GPU"
 
 
@@ -38,17 +37,36 @@ def test_gpu_run_covers_every_notebook_with_gpu_cells():
 
 
 def test_run_notebooks_passes_lesson_parameters(tmp_path):
-    # The fp16 pass (what a Colab T4 runs) reaches the lesson as its AMP_DTYPE parameter.
+    # The fp16 pass (what a Colab T4 runs) reaches the lesson as its AMP_DTYPE parameter; a lesson
+    # that fails is reported and does not stop the next. Two small lessons stand in for the course's
+    # (tests/test_notebooks.py executes those).
     import nbformat
 
-    lesson = ROOT / "notebooks" / "03_grad_scaler.ipynb"
+    from amp_course.runs.executed import read_stamp
+
+    parameters = nbformat.v4.new_code_cell('SMOKE = False\nDEVICE = "auto"\nAMP_DTYPE = "auto"')
+    parameters.metadata["tags"] = ["parameters"]
+    broken, lesson = tmp_path / "00_broken.ipynb", tmp_path / "01_lesson.ipynb"
+    sources = {
+        broken: "raise ValueError('a broken cell')",
+        lesson: "print(AMP_DTYPE, SMOKE, DEVICE)",
+    }
+    python = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
+    for path, source in sources.items():
+        cells = [parameters, nbformat.v4.new_code_cell(source)]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=python), path)
+    out = tmp_path / "out"
     results = executed.run_notebooks(
-        [lesson], tmp_path, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
+        [broken, lesson], out, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
     )
-    assert results[0]["status"] == "passed", results[0]["error"]
-    nb = nbformat.read(tmp_path / lesson.name, as_version=4)
+    assert results[0]["status"] == "failed" and "a broken cell" in results[0]["error"]
+    assert results[1]["status"] == "passed", results[1]["error"]
+    assert results[1]["seconds"] > 0
+    nb = nbformat.read(out / lesson.name, as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and 'AMP_DTYPE = "fp16"' in injected[0].source
+    assert nb.cells[-1].outputs[0]["text"] == "fp16 True cpu\n"
+    assert read_stamp(nb)["mode"] == "smoke"
 
 
 def test_parts_of_the_run_name_their_files():
