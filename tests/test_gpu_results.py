@@ -8,9 +8,9 @@ import pytest
 from conftest import ROOT
 
 from amp_course import gpu_run
+from amp_course.executed import read_stamp
 from amp_course.paths import lesson_notebooks
 from amp_course.runs import files, parts, results
-from amp_course.runs.executed import read_stamp
 
 RUNS = sorted(p.parent for p in (ROOT / "reports" / "gpu").glob("*/report.json"))
 MAIN_RUNS = [run for run in RUNS if (run / "bench-vit_b16" / "bench.json").exists()]

@@ -7,7 +7,7 @@ import torch
 from conftest import ROOT
 
 from amp_course import gpu_run
-from amp_course.runs import executed, gpu, parts
+from amp_course.runs import execute, gpu, parts
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
@@ -42,7 +42,7 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
     # (tests/test_notebooks.py executes those).
     import nbformat
 
-    from amp_course.runs.executed import read_stamp
+    from amp_course.executed import read_stamp
 
     parameters = nbformat.v4.new_code_cell('SMOKE = False\nDEVICE = "auto"\nAMP_DTYPE = "auto"')
     parameters.metadata["tags"] = ["parameters"]
@@ -56,7 +56,7 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
         cells = [parameters, nbformat.v4.new_code_cell(source)]
         nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=python), path)
     out = tmp_path / "out"
-    results = executed.run_notebooks(
+    results = execute.run_notebooks(
         [broken, lesson], out, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
     )
     assert results[0]["status"] == "failed" and "a broken cell" in results[0]["error"]

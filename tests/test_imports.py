@@ -103,7 +103,7 @@ def test_only_the_website_and_command_lines_import_the_runs():
     }
     below = {name for name in importers if not name.startswith(ABOVE_RUNS)}
     assert below == set(), f"modules below amp_course.runs import it: {sorted(below)}"
-    assert {"amp_course.gpu_run", "amp_course.website.sources"} <= importers
+    assert {"amp_course.gpu_run", "amp_course.website.gpu_page"} <= importers
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,9 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, ROOT, free_port, requir
 
 from amp_course import website
 from amp_course.bench import plot_report
+from amp_course.executed import STAMP_KEY
 from amp_course.exercises import fill_solutions
 from amp_course.quiz import Quiz
-from amp_course.runs.executed import STAMP_KEY
 from amp_course.website import pages
 from amp_course.website.build import write_sources
 

@@ -30,7 +30,7 @@ from .. import emulation
 from ..device import device_slug, machine_record
 from ..lesson import SMOKE_ENV
 from ..paths import ROOT, lesson_notebooks
-from .executed import nbval_command, run_notebooks
+from .execute import nbval_command, run_notebooks
 from .parts import merge_reports, part_name
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..device import device_slug, machine_record
 from ..paths import ROOT, lesson_notebooks
-from .executed import run_notebooks
+from .execute import run_notebooks
 
 TARGET_S = 60.0  # "well under a minute": the table marks a lesson at or over it
 HANG_GUARD_S = 300  # a cell running longer than this is stopped and its lesson marked failed

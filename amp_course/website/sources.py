@@ -12,8 +12,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..executed import read_stamp
 from ..paths import ROOT, lesson_notebooks
-from ..runs.executed import read_stamp
 
 
 class MissingExecutedCopy(FileNotFoundError):

@@ -1,18 +1,16 @@
-"""Executed copies of the lessons (the tests' smoke run, the smoke benchmark, the GPU run): how a
-lesson is executed (papermill, its exercise blanks holding the reference solutions), what the copy
-must carry for a reader (its figures, and a stamp in the notebook's metadata saying which device
-and torch version produced the outputs, when, and in which mode), and nbval's command."""
+"""Executing the lessons (the tests' smoke run, the smoke benchmark, the GPU run): papermill with
+the exercise blanks holding the reference solutions and the figures inline, the copy stamped
+(``ac.executed``), a list of lessons run in turn, and nbval's command."""
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import sys
 from pathlib import Path
 
-STAMP_KEY = "amp_course"  # notebook metadata key
-STAMP_FIELDS = ("device", "hardware", "torch", "date", "mode")
+from ..executed import stamp
+
 # ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
 # tests, `make gpu`) would otherwise leave the executed copies without their figures.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
@@ -30,39 +28,6 @@ def figures_inline():
             os.environ.pop("MPLBACKEND", None)
         else:
             os.environ["MPLBACKEND"] = old
-
-
-def stamp_record(device, smoke: bool) -> dict:
-    """The stamp for a run on ``device`` in smoke or full mode, dated now (UTC), naming the GPU it
-    rehearsed if the run was emulated."""
-    import torch
-
-    from ..device import describe_hardware, device_name
-    from ..emulation import active
-
-    device = torch.device(device)
-    record = {
-        "device": device_name(device),  # the GPU's name, or the CPU's model and instruction set
-        "hardware": describe_hardware(device),
-        "torch": torch.__version__,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "mode": "smoke" if smoke else "full",
-    }
-    emulated = active() if device.type == "cuda" else None
-    if emulated is not None:  # the lesson kernels rehearsed a smaller GPU (ac.emulation)
-        record["emulated"] = emulated.name
-    return record
-
-
-def stamp(path, device, smoke: bool) -> dict:
-    """Stamp the executed notebook at ``path`` in place; returns the stamp."""
-    import nbformat
-
-    path = Path(path)
-    nb = nbformat.read(path, as_version=4)
-    nb.metadata[STAMP_KEY] = record = stamp_record(device, smoke)
-    nbformat.write(nb, path)
-    return record
 
 
 def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=None):
@@ -148,15 +113,3 @@ def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
         *([f"--junitxml={junitxml}"] if junitxml else []),
         *(str(path) for path in notebooks),
     ]
-
-
-def read_stamp(nb) -> dict:
-    """The stamp of an executed notebook (nbformat node or dict); ValueError when it has none."""
-    record = nb.get("metadata", {}).get(STAMP_KEY) or {}
-    missing = [f for f in STAMP_FIELDS if not record.get(f)]
-    if missing:
-        raise ValueError(
-            f"the executed notebook has no stamp (metadata.{STAMP_KEY} lacks "
-            f"{', '.join(missing)}): it was not made by the course's test run or GPU run"
-        )
-    return dict(record)

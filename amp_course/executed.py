@@ -1,0 +1,56 @@
+"""An executed copy's stamp: which device and torch version produced its outputs, when, and in
+which mode, kept in the notebook's metadata. ``ac.runs.execute`` stamps every copy it makes; the
+website, and whatever shows a committed run's outputs, reads it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+STAMP_KEY = "amp_course"  # notebook metadata key
+STAMP_FIELDS = ("device", "hardware", "torch", "date", "mode")
+
+
+def stamp_record(device, smoke: bool) -> dict:
+    """The stamp for a run on ``device`` in smoke or full mode, dated now (UTC), naming the GPU it
+    rehearsed if the run was emulated."""
+    import torch
+
+    from .device import describe_hardware, device_name
+    from .emulation import active
+
+    device = torch.device(device)
+    record = {
+        "device": device_name(device),  # the GPU's name, or the CPU's model and instruction set
+        "hardware": describe_hardware(device),
+        "torch": torch.__version__,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "mode": "smoke" if smoke else "full",
+    }
+    emulated = active() if device.type == "cuda" else None
+    if emulated is not None:  # the lesson kernels rehearsed a smaller GPU (ac.emulation)
+        record["emulated"] = emulated.name
+    return record
+
+
+def stamp(path, device, smoke: bool) -> dict:
+    """Stamp the executed notebook at ``path`` in place; returns the stamp."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata[STAMP_KEY] = record = stamp_record(device, smoke)
+    nbformat.write(nb, path)
+    return record
+
+
+def read_stamp(nb) -> dict:
+    """The stamp of an executed notebook (nbformat node or dict); ValueError when it has none."""
+    record = nb.get("metadata", {}).get(STAMP_KEY) or {}
+    missing = [f for f in STAMP_FIELDS if not record.get(f)]
+    if missing:
+        raise ValueError(
+            f"the executed notebook has no stamp (metadata.{STAMP_KEY} lacks "
+            f"{', '.join(missing)}): it was not made by the course's test run or GPU run"
+        )
+    return dict(record)
