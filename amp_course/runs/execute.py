@@ -17,17 +17,24 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 
 @contextlib.contextmanager
-def figures_inline():
-    """Kernels started inside this block put their figures into the notebook."""
-    old = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = INLINE_BACKEND
+def environment(**values: str | None):
+    """These environment variables set inside the block (a None value leaves one as it is), then
+    put back; kernels and commands started inside inherit them."""
+    old = {name: os.environ.get(name) for name in values}
+    os.environ.update({name: value for name, value in values.items() if value is not None})
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop("MPLBACKEND", None)
-        else:
-            os.environ["MPLBACKEND"] = old
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def figures_inline():
+    """Kernels started inside this block put their figures into the notebook."""
+    return environment(MPLBACKEND=INLINE_BACKEND)
 
 
 def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=None):

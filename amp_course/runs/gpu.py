@@ -16,7 +16,6 @@ that installs it there (``ac.runs.wheels``); ``--check-wheels .whl`` only checks
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -30,7 +29,7 @@ from .. import emulation
 from ..device import device_slug, machine_record
 from ..lesson import SMOKE_ENV
 from ..paths import ROOT, lesson_notebooks
-from .execute import nbval_command, run_notebooks
+from .execute import environment, nbval_command, run_notebooks
 from .parts import merge_reports, part_name
 
 
@@ -135,22 +134,6 @@ def run_bench(out_dir: Path, device) -> str:
     return "passed"
 
 
-@contextlib.contextmanager
-def _rehearsing(profile: str | None):
-    """Every kernel started inside the block rehearses ``profile`` (``ac.lesson.start`` applies
-    it); the variable is restored after."""
-    old = os.environ.get(emulation.ENV)
-    if profile:
-        os.environ[emulation.ENV] = profile
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(emulation.ENV, None)
-        else:
-            os.environ[emulation.ENV] = old
-
-
 def execute(run: GpuRun, device: torch.device) -> dict:
     """Run ``run`` on ``device``: the lessons with papermill, nbval over their copies, then the
     benchmark; writes the part's report (``report.json`` or ``report-<tag>.json``) in the run's
@@ -167,7 +150,8 @@ def execute(run: GpuRun, device: torch.device) -> dict:
     )
     if run.emulate:
         print(emulation.PROFILES[run.emulate].describe())
-    with _rehearsing(run.emulate):  # the kernels papermill and nbval start inherit it
+    # The kernels papermill and nbval start inherit it; ac.lesson.start applies it.
+    with environment(**{emulation.ENV: run.emulate}):
         record["notebooks"] = (
             []
             if run.nbval_only
