@@ -1,6 +1,6 @@
 """An executed copy's stamp: which device and torch version produced its outputs, when, and in
-which mode, kept in the notebook's metadata. ``ac.runs.execute`` stamps every copy it makes; the
-website, and whatever shows a committed run's outputs, reads it."""
+which mode, kept in the notebook's metadata. ``amp_course.runs.execute`` stamps every copy it
+makes; the website, and whatever shows a committed run's outputs, reads it."""
 
 from __future__ import annotations
 

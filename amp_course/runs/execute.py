@@ -1,6 +1,6 @@
 """Executing the lessons (the tests' smoke run, the smoke benchmark, the GPU run): papermill with
 the exercise blanks holding the reference solutions and the figures inline, the copy stamped
-(``ac.executed``), a list of lessons run in turn, and nbval's command."""
+(``amp_course.executed``), a list of lessons run in turn, and nbval's command."""
 
 from __future__ import annotations
 

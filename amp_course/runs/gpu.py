@@ -10,7 +10,7 @@ lessons with that AMP_DTYPE parameter, into ``<device-name>-fp16/``. ``--emulate
 Colab T4 on this GPU (``ac.emulation``: 15 GiB, fp16 with a GradScaler, no TF32, no flash or cuDNN
 attention) in every lesson kernel, into ``<device-name>-t4-emulated/``. ``--fetch-wheels .whl``
 (on a machine with an index) fills ``.whl/`` with what the GPU machine lacks and prints the line
-that installs it there (``ac.runs.wheels``); ``--check-wheels .whl`` only checks the set.
+that installs it there (``amp_course.runs.wheels``); ``--check-wheels .whl`` only checks the set.
 """
 
 from __future__ import annotations

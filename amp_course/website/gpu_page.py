@@ -1,6 +1,6 @@
 """A GPU run's page: the machine, each notebook's result and whether its page shows this run, the
 results and targets the README quotes, and the benchmark's figure, all rendered from the run's
-JSON files (``ac.runs.files``), never from a printed table."""
+JSON files (``amp_course.runs.files``), never from a printed table."""
 
 from __future__ import annotations
 
