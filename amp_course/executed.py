@@ -1,34 +1,14 @@
-"""Executed copies of the lessons (the tests' smoke run, the GPU run): what they must carry for a
-reader: their figures, and a stamp saying which device and torch version produced the outputs,
-when, and in which mode, kept in the notebook's metadata."""
+"""An executed copy's stamp: which device and torch version produced its outputs, when, and in
+which mode, kept in the notebook's metadata. ``amp_course.runs.execute`` stamps every copy it
+makes; the website, and whatever shows a committed run's outputs, reads it."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import os
-import sys
 from pathlib import Path
 
 STAMP_KEY = "amp_course"  # notebook metadata key
 STAMP_FIELDS = ("device", "hardware", "torch", "date", "mode")
-# ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
-# tests, `make gpu`) would otherwise leave the executed copies without their figures.
-INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
-
-
-@contextlib.contextmanager
-def figures_inline():
-    """Kernels started inside this block put their figures into the notebook."""
-    old = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = INLINE_BACKEND
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("MPLBACKEND", None)
-        else:
-            os.environ["MPLBACKEND"] = old
 
 
 def stamp_record(device, smoke: bool) -> dict:
@@ -62,53 +42,6 @@ def stamp(path, device, smoke: bool) -> dict:
     nb.metadata[STAMP_KEY] = record = stamp_record(device, smoke)
     nbformat.write(nb, path)
     return record
-
-
-def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=None):
-    """Execute the lesson at ``path`` with papermill into ``out``, its exercise blanks filled with
-    the reference solutions, figures inline, on ``device``; stamp the copy and return it (an
-    nbformat node). ``parameters`` adds lesson parameters (``{"AMP_DTYPE": "fp16"}``).
-    Papermill's errors propagate; ``timeout_s`` bounds each cell."""
-    import tempfile
-
-    import nbformat
-    import papermill
-
-    from .exercises import fill_solutions
-
-    path, out = Path(path), Path(out)
-    with tempfile.TemporaryDirectory() as tmp:
-        filled = Path(tmp) / path.name  # runs in the lesson's own folder, like the original
-        nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
-        with figures_inline():
-            papermill.execute_notebook(
-                str(filled),
-                str(out),
-                parameters={**(parameters or {}), "SMOKE": smoke, "DEVICE": str(device)},
-                cwd=str(path.parent),
-                kernel_name="python3",
-                execution_timeout=timeout_s,
-                progress_bar=False,
-            )
-    stamp(out, device, smoke=smoke)
-    return nbformat.read(out, as_version=4)
-
-
-def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
-    """The command that runs ``pytest --nbval-lax`` over ``notebooks`` in a fresh interpreter
-    (this one), each cell bounded by ``cell_timeout_s``, with JUnit XML at ``junitxml`` if given."""
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--nbval-lax",
-        f"--nbval-cell-timeout={cell_timeout_s}",
-        *([f"--junitxml={junitxml}"] if junitxml else []),
-        *(str(path) for path in notebooks),
-    ]
 
 
 def read_stamp(nb) -> dict:

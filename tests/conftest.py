@@ -15,9 +15,13 @@ if _WORKERS > 1:
 import pytest  # noqa: E402  (after the thread count, which torch reads at import)
 import torch  # noqa: E402
 
-from amp_course.paths import lesson_notebooks  # noqa: E402
+from amp_course.paths import ROOT, lesson_notebooks  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+if ROOT != Path(__file__).resolve().parents[1]:
+    raise pytest.UsageError(
+        f"The tests in {Path(__file__).parent} import amp_course from {ROOT}, another checkout: "
+        "run `python -m pytest` from this checkout's root."
+    )
 NOTEBOOKS = lesson_notebooks(ROOT)
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 CHROMIUM = "/usr/bin/chromium"

@@ -9,6 +9,7 @@ import torch
 
 from amp_course import executed
 from amp_course.device import device_name
+from amp_course.runs import execute
 
 
 def test_stamp_names_this_machine_and_round_trips(tmp_path):
@@ -34,11 +35,11 @@ def test_a_copy_without_a_stamp_is_refused():
 
 def test_figures_inline_only_inside_the_block(monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    with executed.figures_inline():
-        assert os.environ["MPLBACKEND"] == executed.INLINE_BACKEND
+    with execute.figures_inline():
+        assert os.environ["MPLBACKEND"] == execute.INLINE_BACKEND
     assert os.environ["MPLBACKEND"] == "Agg"
     monkeypatch.delenv("MPLBACKEND")
-    with executed.figures_inline():
+    with execute.figures_inline():
         pass
     assert "MPLBACKEND" not in os.environ
 

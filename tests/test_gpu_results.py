@@ -7,8 +7,10 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from amp_course import gpu_files, gpu_results, gpu_run
+from amp_course import gpu_run
 from amp_course.executed import read_stamp
+from amp_course.paths import lesson_notebooks
+from amp_course.runs import files, parts, results
 
 RUNS = sorted(p.parent for p in (ROOT / "reports" / "gpu").glob("*/report.json"))
 MAIN_RUNS = [run for run in RUNS if (run / "bench-vit_b16" / "bench.json").exists()]
@@ -21,7 +23,7 @@ def test_a_gpu_run_is_committed():
 @pytest.mark.parametrize("run", MAIN_RUNS, ids=lambda p: p.name)
 def test_readme_quotes_the_committed_run_number_for_number(run):
     readme = (ROOT / "README.md").read_text()
-    assert gpu_results.section(run).rstrip("\n") in readme, (
+    assert results.section(run).rstrip("\n") in readme, (
         "README.md's GPU results differ from the files: run "
         f"`python -m amp_course.gpu_results {run.relative_to(ROOT)} --write`"
     )
@@ -37,7 +39,7 @@ def test_the_committed_report_is_the_merge_of_its_parts(run, tmp_path):
     for bench in run.glob("bench*/bench.json"):
         (copy / bench.parent.name).mkdir()
         (copy / bench.parent.name / "bench.json").write_bytes(bench.read_bytes())
-    assert gpu_run.merge_reports(copy) == committed
+    assert parts.merge_reports(copy) == committed
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
@@ -63,11 +65,11 @@ def test_the_main_run_passed_nbval_for_every_lesson_it_ran(run):
     # Lessons newer than the run are named in its README section (notebooks_sentence).
     report = json.loads((run / "report.json").read_text())
     names = {r["notebook"] for r in report["notebooks"]}
-    assert names <= {p.name for p in gpu_run.default_notebooks()}, "a lesson the course lost"
+    assert names <= {p.name for p in lesson_notebooks()}, "a lesson the course lost"
     assert report["nbval"] == "passed"
 
 
-def test_the_readme_says_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_path, monkeypatch):
+def test_the_readme_says_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_path):
     run = tmp_path / "run"
     (run / "notebooks").mkdir(parents=True)
     marked = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)")
@@ -75,17 +77,16 @@ def test_the_readme_says_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_pa
     runs = [{"notebook": "00.ipynb", "status": "passed"}]
     (run / "report.json").write_text(json.dumps({"notebooks": runs, "nbval": "passed"}))
     lessons = [tmp_path / "00.ipynb", tmp_path / "10_new.ipynb"]
-    monkeypatch.setattr(gpu_run, "default_notebooks", lambda: lessons)
-    text = gpu_results.notebooks_sentence(run)
+    text = results.notebooks_sentence(run, lessons)
     assert "1 of 1 notebooks ran" in text and "1 cell(s) are marked" in text
     assert "only theirs were compared" in text and "Not in this run (newer than it): 10_new" in text
-    said = gpu_results.timing_sentence([{"runs": 9}, {"skipped": "x"}], {"rounds": 3})
+    said = results.timing_sentence([{"runs": 9}, {"skipped": "x"}], {"rounds": 3})
     assert "median over 9 timed blocks" in said and "in 3 rounds that interleave the modes" in said
 
 
 def test_lesson_05s_printed_tables_are_read_back():
     run = MAIN_RUNS[0]
-    tables = gpu_files.printed_bench_tables(run / "notebooks" / "05_speed_memory.ipynb")
+    tables = files.printed_bench_tables(run / "notebooks" / "05_speed_memory.ipynb")
     assert {"matmul", "mnist_cnn", "vit_b16", "max_batch"} <= set(tables)
     batches = {row["mode"]: int(row["max batch"]) for row in tables["max_batch"]}
     assert batches["bf16"] > batches["fp32"] > 0
@@ -96,15 +97,15 @@ def test_a_notebook_without_a_bench_table_is_refused(tmp_path):
     path = tmp_path / "x.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
     with pytest.raises(ValueError, match="printed no benchmark table"):
-        gpu_files.printed_bench_tables(path)
+        files.printed_bench_tables(path)
 
 
 def test_replacing_needs_the_markers():
     with pytest.raises(ValueError, match="markers"):
-        gpu_results.replace_section("# README\n", "text")
-    readme = f"a\n{gpu_results.BEGIN}\nold\n{gpu_results.END}\nb\n"
-    new = gpu_results.replace_section(readme, f"{gpu_results.BEGIN}\nnew\n{gpu_results.END}\n")
-    assert new == f"a\n{gpu_results.BEGIN}\nnew\n{gpu_results.END}\nb\n"
+        results.replace_section("# README\n", "text")
+    readme = f"a\n{results.BEGIN}\nold\n{results.END}\nb\n"
+    new = results.replace_section(readme, f"{results.BEGIN}\nnew\n{results.END}\n")
+    assert new == f"a\n{results.BEGIN}\nnew\n{results.END}\nb\n"
 
 
 def _junit(path, lesson, failed=False):
@@ -126,7 +127,7 @@ def test_merge_takes_each_notebooks_newest_run_and_its_nbval_verdict(tmp_path):
     part("b", "2026-01-02", [{"notebook": "00.ipynb", "status": "passed", "seconds": 2}])
     part("c", "2026-01-03", [{"notebook": "01.ipynb", "status": "passed", "seconds": 3}])
     _junit(tmp_path / "nbval-a.xml", "00.ipynb")
-    merged = gpu_run.merge_reports(tmp_path)
+    merged = parts.merge_reports(tmp_path)
     assert merged["parts"] == 3 and merged["date"] == "2026-01-03"
     assert [(r["notebook"], r["status"], r["nbval"]) for r in merged["notebooks"]] == [
         ("00.ipynb", "passed", "passed"),
@@ -134,13 +135,13 @@ def test_merge_takes_each_notebooks_newest_run_and_its_nbval_verdict(tmp_path):
     ]
     assert merged["nbval"] == "not run for 01.ipynb" and merged["bench"] == "not run"
     _junit(tmp_path / "nbval-b.xml", "01.ipynb", failed=True)
-    assert gpu_run.merge_reports(tmp_path)["nbval"] == "failed for 01.ipynb"
+    assert parts.merge_reports(tmp_path)["nbval"] == "failed for 01.ipynb"
     assert json.loads((tmp_path / "report.json").read_text())["nbval"] == "failed for 01.ipynb"
 
 
 def test_merge_without_parts_says_so(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="nothing to merge"):
-        gpu_run.merge_reports(tmp_path)
+        parts.merge_reports(tmp_path)
     assert gpu_run.main(["--merge", str(tmp_path / "absent")]) == 2
     assert "cannot merge the parts" in capsys.readouterr().err
     (tmp_path / "report-a.json").write_text("{not json")
@@ -148,7 +149,7 @@ def test_merge_without_parts_says_so(tmp_path, capsys):
 
 
 def test_the_mnist_source_is_read_from_the_run():
-    source = gpu_files.printed_mnist_source(MAIN_RUNS[0] / "notebooks" / "00_scenario.ipynb")
+    source = files.printed_mnist_source(MAIN_RUNS[0] / "notebooks" / "00_scenario.ipynb")
     assert "MNIST" in source and source in (ROOT / "README.md").read_text()
 
 
@@ -163,7 +164,7 @@ def test_the_sites_gpu_page_shows_versions_nbval_and_the_readme_results():
     assert f"**torch:** {report['versions']['torch']}" in page.replace("\\", "")
     assert "| passed | [yes](../lessons/05_speed_memory.ipynb) |" in page
     assert page.count("| passed | ") >= len(report["notebooks"])  # papermill and nbval columns
-    assert gpu_results.results_markdown(run).split("\n", 1)[1].rstrip("\n") in page
+    assert results.results_markdown(run).split("\n", 1)[1].rstrip("\n") in page
 
 
 def test_the_benchmarks_json_is_preferred_to_what_lesson_05_printed(tmp_path):
@@ -183,12 +184,12 @@ def test_the_benchmarks_json_is_preferred_to_what_lesson_05_printed(tmp_path):
     bench = json.loads((run / "bench-vit_b16" / "bench.json").read_text())
     (run / "bench-other").mkdir()
     (run / "bench-other" / "bench.json").write_text(json.dumps({**bench, "results": rows}))
-    data = gpu_files.collect(run)
+    data = files.collect(run)
     assert data["rows_from"] == "`bench-other/bench.json`" and data["batches"]["bf16"] == 1000
-    text = gpu_results.results_markdown(run)
+    text = results.results_markdown(run)
     assert "fp32 500, bf16 1000; bf16 fits 2.00x fp32's" in text
     assert "at batch 256: fp32 step 10 ms, tf32 5 ms (2.00x)" in text
     assert "| 8192 | 100 (50.0%) | 101 (50.0%) | 102 (50.0%) | 103 (50.0%) |" in text
     # The ViT matrix still comes from its own report, and the section between its markers.
     assert "(`bench-vit_b16/bench.json`: each step time is the median" in text
-    assert gpu_results.section(run) == f"{gpu_results.BEGIN}\n{text}{gpu_results.END}\n"
+    assert results.section(run) == f"{results.BEGIN}\n{text}{results.END}\n"

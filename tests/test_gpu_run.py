@@ -1,5 +1,5 @@
 import os
-import subprocess
+import runpy
 import sys
 
 import pytest
@@ -7,59 +7,78 @@ import torch
 from conftest import ROOT
 
 from amp_course import gpu_run
+from amp_course.runs import execute, gpu, parts
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
-def test_gpu_run_fails_fast_without_gpu(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "amp_course.gpu_run", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2
-    assert "needs a CUDA GPU" in result.stderr and "make test" in result.stderr
+def test_gpu_run_fails_fast_without_gpu(tmp_path, monkeypatch, capsys):
+    # The command line itself (the module's __main__ block), run in this interpreter.
+    monkeypatch.setattr(sys, "argv", ["gpu_run", "--out", str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "amp_course.gpu_run")  # run it afresh, as `python -m` does
+    with pytest.raises(SystemExit) as exit_status:
+        runpy.run_module("amp_course.gpu_run", run_name="__main__")
+    assert exit_status.value.code == 2
+    stderr = capsys.readouterr().err
+    assert "needs a CUDA GPU" in stderr and "make test" in stderr
     assert not any(tmp_path.iterdir()), "nothing is written without a GPU"
 
 
 @pytest.mark.gpu
 def test_environment_record_names_the_device():
-    record = gpu_run.environment_record(torch.device("cuda"))
+    record = gpu.environment_record(torch.device("cuda"))
     assert record["device"] and record["versions"]["torch"] == torch.__version__
     assert record["date"] and record["driver"] and record["capability"][0] >= 3
 
 
 def test_gpu_run_covers_every_notebook_with_gpu_cells():
-    names = {p.name for p in gpu_run.default_notebooks()}
+    names = {p.name for p in gpu.GpuRun().lessons}
     assert {"09_beyond_autocast.ipynb", "labs_beyond_autocast.ipynb"} <= names
     assert names == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
 
 
 def test_run_notebooks_passes_lesson_parameters(tmp_path):
-    # The fp16 pass (what a Colab T4 runs) reaches the lesson as its AMP_DTYPE parameter.
+    # The fp16 pass (what a Colab T4 runs) reaches the lesson as its AMP_DTYPE parameter; a lesson
+    # that fails is reported and does not stop the next. Two small lessons stand in for the course's
+    # (tests/test_notebooks.py executes those).
     import nbformat
 
-    lesson = ROOT / "notebooks" / "03_grad_scaler.ipynb"
-    results = gpu_run.run_notebooks(
-        [lesson], tmp_path, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
+    from amp_course.executed import read_stamp
+
+    parameters = nbformat.v4.new_code_cell('SMOKE = False\nDEVICE = "auto"\nAMP_DTYPE = "auto"')
+    parameters.metadata["tags"] = ["parameters"]
+    broken, lesson = tmp_path / "00_broken.ipynb", tmp_path / "01_lesson.ipynb"
+    sources = {
+        broken: "raise ValueError('a broken cell')",
+        lesson: "print(AMP_DTYPE, SMOKE, DEVICE)",
+    }
+    python = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
+    for path, source in sources.items():
+        cells = [parameters, nbformat.v4.new_code_cell(source)]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=python), path)
+    out = tmp_path / "out"
+    results = execute.run_notebooks(
+        [broken, lesson], out, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
     )
-    assert results[0]["status"] == "passed", results[0]["error"]
-    nb = nbformat.read(tmp_path / lesson.name, as_version=4)
+    assert results[0]["status"] == "failed" and "a broken cell" in results[0]["error"]
+    assert results[1]["status"] == "passed", results[1]["error"]
+    assert results[1]["seconds"] > 0
+    nb = nbformat.read(out / lesson.name, as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and 'AMP_DTYPE = "fp16"' in injected[0].source
+    assert nb.cells[-1].outputs[0]["text"] == "fp16 True cpu\n"
+    assert read_stamp(nb)["mode"] == "smoke"
 
 
 def test_parts_of_the_run_name_their_files():
-    assert gpu_run.part_name("report", "", ".json") == "report.json"
-    assert gpu_run.part_name("nbval", "a", ".xml") == "nbval-a.xml"
+    assert parts.part_name("report", "", ".json") == "report.json"
+    assert parts.part_name("nbval", "a", ".xml") == "nbval-a.xml"
 
 
 def test_run_folders_say_what_the_run_changed():
     name = "NVIDIA H100 80GB HBM3"
-    assert gpu_run.run_folder(name) == "nvidia-h100-80gb-hbm3"
-    assert gpu_run.run_folder(name, "fp16") == "nvidia-h100-80gb-hbm3-fp16"
-    assert gpu_run.run_folder(name, None, "t4") == "nvidia-h100-80gb-hbm3-t4-emulated"
+    assert gpu.run_folder(name) == "nvidia-h100-80gb-hbm3"
+    assert gpu.run_folder(name, "fp16") == "nvidia-h100-80gb-hbm3-fp16"
+    assert gpu.run_folder(name, None, "t4") == "nvidia-h100-80gb-hbm3-t4-emulated"
 
 
 def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
@@ -77,15 +96,16 @@ def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
         ]
 
     monkeypatch.setenv(emulation.ENV, "")  # main() sets it; the test puts it back
-    monkeypatch.setattr(gpu_run, "require_gpu", lambda: torch.device("cpu"))
+    monkeypatch.setattr(gpu, "require_gpu", lambda: torch.device("cpu"))
     record = {"device": "NVIDIA H100 80GB HBM3", "driver": "x", "versions": {"torch": "2.11"}}
-    monkeypatch.setattr(gpu_run, "environment_record", lambda device: dict(record))
-    monkeypatch.setattr(gpu_run, "run_notebooks", fake_run_notebooks)
-    monkeypatch.setattr(gpu_run, "run_bench", lambda out: pytest.fail("no bench when emulated"))
+    monkeypatch.setattr(gpu, "environment_record", lambda device: dict(record))
+    monkeypatch.setattr(gpu, "run_notebooks", fake_run_notebooks)
+    monkeypatch.setattr(gpu, "run_bench", lambda *args: pytest.fail("no bench when emulated"))
     lesson = ROOT / "notebooks" / "00_scenario.ipynb"
     args = ["--out", str(tmp_path), "--emulate", "t4", "--skip-nbval", "--notebooks", str(lesson)]
     assert gpu_run.main(args) == 0
     assert seen == {"env": "t4", "parameters": None}  # AUTO resolves to fp16 in the kernel itself
+    assert os.environ[emulation.ENV] == ""  # put back after the run: later kernels rehearse nothing
     report = json.loads(
         (tmp_path / "nvidia-h100-80gb-hbm3-t4-emulated" / "report.json").read_text()
     )
@@ -102,4 +122,33 @@ def test_a_new_lesson_joins_the_run_and_the_site_without_a_list_to_edit(tmp_path
     names = [p.stem for p in lesson_notebooks(tmp_path)]
     assert names == ["00_scenario", "10_where_time_goes", "labs_bug_hunts"]
     assert sources.lessons(tmp_path) == names
-    assert gpu_run.default_notebooks() == lesson_notebooks(ROOT)
+    assert gpu.GpuRun().lessons == lesson_notebooks(ROOT)
+
+
+def test_the_benchmark_is_called_as_a_library_and_a_failure_is_recorded(tmp_path, monkeypatch):
+    # Simulated GPU and benchmark: the run's choices are checked, not the timings.
+    import json
+
+    from amp_course import bench
+
+    calls = []
+
+    def fake_run(config, device):
+        calls.append((config, device))
+        if len(calls) > 1:
+            raise RuntimeError("CUDA error: an illegal memory access")
+        return {"results": {}}
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    monkeypatch.setattr(bench, "format_report", lambda report: "table")
+    monkeypatch.setattr(bench, "write_report", lambda report, out: {"json": out / "bench.json"})
+    assert gpu.run_bench(tmp_path, torch.device("cpu")) == "passed"
+    config, device = calls[0]
+    assert config == bench.BenchConfig.full(compile=True, fused=True) and device.type == "cpu"
+    monkeypatch.setattr(gpu, "require_gpu", lambda: torch.device("cpu"))
+    record = {"device": "NVIDIA H100 80GB HBM3", "driver": "x", "versions": {"torch": "2.11"}}
+    monkeypatch.setattr(gpu, "environment_record", lambda device: dict(record))
+    # No lesson runs (nbval only, and nbval skipped): only the benchmark, which fails.
+    assert gpu_run.main(["--out", str(tmp_path), "--nbval-only", "--skip-nbval"]) == 1
+    report = json.loads((tmp_path / "nvidia-h100-80gb-hbm3" / "report.json").read_text())
+    assert report["bench"] == "failed (RuntimeError: CUDA error: an illegal memory access)"

@@ -4,7 +4,8 @@ import zipfile
 
 import pytest
 
-from amp_course import gpu_run, gpu_wheels
+from amp_course import gpu_run
+from amp_course.runs import wheels
 
 
 def _wheel(folder, name, version, *requires):
@@ -22,7 +23,7 @@ def test_a_closed_set_passes_and_markers_are_read_for_the_machine(tmp_path):
     _wheel(tmp_path, "nbval", "0.11.0", "pytest>=7", "ipykernel", 'coverage; extra == "cov"')
     _wheel(tmp_path, "ipykernel", "7.4.0", "traitlets>=5.4", 'appnope; sys_platform == "darwin"')
     _wheel(tmp_path, "traitlets", "5.16.1", 'typing-extensions; python_version < "3.11"')
-    assert gpu_wheels.check(tmp_path) == []
+    assert wheels.check(tmp_path) == []
 
 
 def test_every_way_a_set_can_fail_to_close_is_named(tmp_path):
@@ -31,7 +32,7 @@ def test_every_way_a_set_can_fail_to_close_is_named(tmp_path):
     _wheel(tmp_path, "ipykernel", "7.4.0", "traitlets>=5.4")
     _wheel(tmp_path, "traitlets", "5.3.0")
     _wheel(tmp_path, "Tqdm", "4.67.1")  # the machine has tqdm: a second copy would shadow it
-    problems = gpu_wheels.check(tmp_path)
+    problems = wheels.check(tmp_path)
     assert any("huggingface_hub: neither in the set nor on the machine" in p for p in problems)
     assert any("needs traitlets>=5.4; the set has 5.3.0" in p for p in problems)
     assert any("the machine has tqdm" in p for p in problems)
@@ -40,7 +41,7 @@ def test_every_way_a_set_can_fail_to_close_is_named(tmp_path):
     (tmp_path / "two" / "traitlets-5.16.1-py3-none-any.whl").write_bytes(
         _wheel(tmp_path / "other", "traitlets", "5.16.1").read_bytes()
     )
-    assert gpu_wheels.check(tmp_path / "two") == ["two wheels of traitlets: 5.16.1 and 5.3.0"]
+    assert wheels.check(tmp_path / "two") == ["two wheels of traitlets: 5.16.1 and 5.3.0"]
 
 
 def test_the_command_checks_offline_and_prints_the_install_line(tmp_path, capsys):
@@ -57,4 +58,4 @@ def test_the_command_checks_offline_and_prints_the_install_line(tmp_path, capsys
 
 @pytest.mark.parametrize("name", ["torchao", "timm", "huggingface-hub", "safetensors"])
 def test_what_this_environment_lacks_has_a_pin(name):
-    assert gpu_wheels.pinned_version(name)
+    assert wheels.pinned_version(name)

@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from conftest import NOTEBOOKS, ROOT
 
-from amp_course import executed as _executed
 from amp_course.device import pick_device
+from amp_course.runs import execute as _executed
 
 # Each lesson must run in well under a minute in smoke mode: a benchmark measures it (make
 # bench-smoke, reports/smoke/); here the budget is only the guard against a hanging cell.

@@ -5,8 +5,9 @@ import json
 
 from conftest import ROOT
 
-from amp_course import smoke_bench
 from amp_course.device import machine_record
+from amp_course.paths import lesson_notebooks
+from amp_course.runs import smoke
 
 
 def _row(name, status, seconds):
@@ -19,11 +20,11 @@ def test_report_marks_slow_and_failed_lessons():
         _row("slow", "passed", 75.0),
         _row("broken", "failed", 3.0),
     ]
-    bench = smoke_bench.report(rows, machine_record("cpu"), target_s=60)
+    bench = smoke.report(rows, machine_record("cpu"), target_s=60)
     assert [r["met"] for r in bench["notebooks"]] == [True, False, False]
     assert not bench["all_met"]
     assert bench["total_s"] == 90.0 and bench["slowest_s"] == 75.0
-    table = smoke_bench.markdown(bench)
+    table = smoke.markdown(bench)
     assert "| fast | 12.0 | yes |" in table
     assert "| slow | 75.0 | **no** (passed) |" in table
     assert "| broken | 3.0 | **no** (failed) |" in table
@@ -34,7 +35,7 @@ def test_committed_result_covers_every_lesson():
     """The committed benchmark names its machine and times every lesson in notebooks/."""
     (result,) = sorted((ROOT / "reports" / "smoke").glob("*.json"))
     bench = json.loads(result.read_text())
-    lessons = {p.name for p in smoke_bench.default_notebooks()}
+    lessons = {p.name for p in lesson_notebooks()}
     assert {r["notebook"] for r in bench["notebooks"]} == lessons
     assert bench["device"] and bench["versions"]["torch"] and bench["date"]
     assert all(r["status"] == "passed" and r["seconds"] > 0 for r in bench["notebooks"])

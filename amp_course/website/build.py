@@ -9,9 +9,10 @@ from pathlib import Path
 
 import nbformat
 
+from ..paths import ROOT
 from . import pages
 from .gpu_page import figure_png, gpu_markdown
-from .sources import ROOT, Source, gpu_reports, report_record, select_all
+from .sources import Source, gpu_reports, report_record, select_all
 
 SITE = ROOT / "site"  # conf.py and _static/ live here
 BUILD = SITE / "_build"

@@ -1,6 +1,6 @@
 """A GPU run's page: the machine, each notebook's result and whether its page shows this run, the
 results and targets the README quotes, and the benchmark's figure, all rendered from the run's
-JSON files (``ac.gpu_files``), never from a printed table."""
+JSON files (``amp_course.runs.files``), never from a printed table."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import nbformat
 
-from ..gpu_files import bench_report
-from ..gpu_results import results_markdown
+from ..paths import ROOT
+from ..runs.files import bench_report
+from ..runs.results import results_markdown
 from . import pages
-from .sources import ROOT, Source, cells_differing, report_record
+from .sources import Source, cells_differing, report_record
 
 
 def _on_its_page(run: dict, folder: Path, sources: dict[str, Source], root: Path) -> str:

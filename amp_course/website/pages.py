@@ -9,7 +9,8 @@ from pathlib import Path
 
 import nbformat
 
-from .sources import ROOT, Source
+from ..paths import ROOT
+from .sources import Source
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 COLAB_URL = re.compile(r"https://colab\.research\.google\.com/github/[^)\s\"']+")

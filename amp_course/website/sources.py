@@ -13,9 +13,7 @@ from pathlib import Path
 import nbformat
 
 from ..executed import read_stamp
-from ..paths import lesson_notebooks
-
-ROOT = Path(__file__).resolve().parents[2]
+from ..paths import ROOT, lesson_notebooks
 
 
 class MissingExecutedCopy(FileNotFoundError):

@@ -23,6 +23,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..paths import ROOT
+
 # What the GPU run and the lessons import on the machine that it does not have.
 NEEDED = (
     "papermill",
@@ -246,8 +248,9 @@ def tree_bytes(root: Path) -> int:
     return sum(path.stat().st_size for path in files if path.is_file())
 
 
-def main(folder: Path, download: bool, root: Path) -> int:
-    """Fetch (or only check) the set in ``folder`` for the checkout at ``root``; the exit status."""
+def bootstrap(folder: Path, download: bool, root: Path = ROOT) -> int:
+    """Fetch (or only check) the set in ``folder`` for the checkout at ``root``, print what
+    ``report`` prints; the exit status (``gpu_run --fetch-wheels`` / ``--check-wheels``)."""
     try:
         problems = fetch(folder) if download else check(folder)
     except (OSError, RuntimeError) as error:

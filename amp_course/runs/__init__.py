@@ -1,0 +1,19 @@
+"""Running the course and reporting what it did: one home, above the lessons' library.
+
+- ``execute``: a lesson executed with papermill (solutions filled in, figures inline) and its copy
+  stamped (``amp_course.executed``: device, torch, date, mode), a list of lessons run in turn,
+  nbval's command;
+- ``gpu``: the GPU run (every lesson in full mode, nbval, the benchmark matrix) under
+  ``reports/gpu/<device>/``; ``parts``: a run made in parts merged into one report;
+- ``smoke``: each lesson's smoke-mode time on this CPU (``reports/smoke/``);
+- ``files``: a committed GPU run's files read as typed figures; ``results``: those figures
+  rendered as the README's section and the website's GPU page;
+- ``wheels``: the offline GPU machine's bootstrap.
+
+Each module is a library of functions; the command lines are thin shells
+(``python -m amp_course.gpu_run``, ``amp_course.gpu_results``, ``amp_course.smoke_bench``) over
+their ``main``. The library calls the benchmark as ``ac.bench.run(config, device)``, never through
+a command line, and takes the checkout's root and the lessons from ``ac.paths``. Nothing below
+this package imports it; the website, which renders its reports, does. The stamp stays below
+(``amp_course.executed``): the website and any lesson that shows a committed run's output read it.
+"""

@@ -1,0 +1,122 @@
+"""Executing the lessons (the tests' smoke run, the smoke benchmark, the GPU run): papermill with
+the exercise blanks holding the reference solutions and the figures inline, the copy stamped
+(``amp_course.executed``), a list of lessons run in turn, and nbval's command."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from ..executed import stamp
+
+# ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
+# tests, `make gpu`) would otherwise leave the executed copies without their figures.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+@contextlib.contextmanager
+def environment(**values: str | None):
+    """These environment variables set inside the block (a None value leaves one as it is), then
+    put back; kernels and commands started inside inherit them."""
+    old = {name: os.environ.get(name) for name in values}
+    os.environ.update({name: value for name, value in values.items() if value is not None})
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def figures_inline():
+    """Kernels started inside this block put their figures into the notebook."""
+    return environment(MPLBACKEND=INLINE_BACKEND)
+
+
+def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=None):
+    """Execute the lesson at ``path`` with papermill into ``out``, its exercise blanks filled with
+    the reference solutions, figures inline, on ``device``; stamp the copy and return it (an
+    nbformat node). ``parameters`` adds lesson parameters (``{"AMP_DTYPE": "fp16"}``).
+    Papermill's errors propagate; ``timeout_s`` bounds each cell."""
+    import tempfile
+
+    import nbformat
+    import papermill
+
+    from ..exercises import fill_solutions
+
+    path, out = Path(path), Path(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        filled = Path(tmp) / path.name  # runs in the lesson's own folder, like the original
+        nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
+        with figures_inline():
+            papermill.execute_notebook(
+                str(filled),
+                str(out),
+                parameters={**(parameters or {}), "SMOKE": smoke, "DEVICE": str(device)},
+                cwd=str(path.parent),
+                kernel_name="python3",
+                execution_timeout=timeout_s,
+                progress_bar=False,
+            )
+    stamp(out, device, smoke=smoke)
+    return nbformat.read(out, as_version=4)
+
+
+def run_notebooks(
+    notebooks: list[Path],
+    out_dir: Path,
+    timeout_s: int,
+    *,
+    smoke: bool = False,
+    device="cuda",
+    parameters: dict | None = None,
+) -> list[dict]:
+    """Execute each notebook with ``run_lesson`` (full mode unless ``smoke``, ``parameters``
+    added) on ``device``, one after another; keep the stamped copies in ``out_dir``. One result per
+    notebook: its name, ``status`` ("passed"/"failed"), ``error`` and ``seconds``, papermill's
+    duration of the run (kernel start included, the copy and the stamp not)."""
+    import nbformat
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for path in notebooks:
+        out = out_dir / path.name
+        out.unlink(missing_ok=True)  # a failed run must not report an earlier run's copy
+        status, error, seconds = "passed", "", None
+        try:
+            run_lesson(
+                path, out, smoke=smoke, device=device, timeout_s=timeout_s, parameters=parameters
+            )
+        except Exception as exc:  # noqa: BLE001 - one failing lesson must not stop the others
+            status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
+        if out.exists():  # papermill keeps a failed run's partial copy too
+            duration = nbformat.read(out, as_version=4).metadata.get("papermill", {})
+            seconds = round(duration.get("duration") or 0.0, 1) or None
+        results.append(
+            {"notebook": path.name, "status": status, "seconds": seconds, "error": error}
+        )
+        print(f"{path.name}: {status} in {seconds} s", flush=True)
+    return results
+
+
+def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
+    """The command that runs ``pytest --nbval-lax`` over ``notebooks`` in a fresh interpreter
+    (this one), each cell bounded by ``cell_timeout_s``, with JUnit XML at ``junitxml`` if given."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--nbval-lax",
+        f"--nbval-cell-timeout={cell_timeout_s}",
+        *([f"--junitxml={junitxml}"] if junitxml else []),
+        *(str(path) for path in notebooks),
+    ]
