@@ -102,51 +102,38 @@ def compose(sign: int, exponent: int, mantissa: int, fmt: str | FloatFormat) -> 
     return (-1) ** sign * math.ldexp(2**m_bits + mantissa, exponent - bias - m_bits)
 
 
-def _round_to_tf32(value: float) -> tuple[int, float]:
-    """fp32 bits of ``value`` with the low 13 mantissa bits rounded off (nearest, ties to even).
-
-    torch has no tf32 dtype (tensor cores round fp32 inputs inside the matmul), so the rounding
-    is done here on fp32's bit pattern.
-    """
-    bits = torch.tensor(value, dtype=torch.float64).to(torch.float32).view(torch.int32).item()
-    bits &= 0xFFFFFFFF
-    if (bits >> 23) & 0xFF == 0xFF:  # inf and nan pass through
-        return bits, torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(
-            torch.float32
-        ).item()
-    dropped = 13
-    half, keep_lsb = 1 << (dropped - 1), (bits >> dropped) & 1
-    bits = (bits + half - 1 + keep_lsb) >> dropped << dropped
-    signed = bits - 2**32 if bits >= 2**31 else bits
-    return bits, torch.tensor(signed, dtype=torch.int32).view(torch.float32).item()
-
-
 def _nearest(value: float, fmt: FloatFormat) -> float:
     """Finite ``value`` rounded once, from its exact binary value, to ``fmt``'s grid (ties to even).
 
-    torch casts a float64 to a 16- or 8-bit type through float32, so a double just above a
-    rounding tie is rounded twice and can land on the wrong neighbour; this rounds it once. Above
-    the largest finite value the grid goes on: the caller's cast of the result then overflows to
-    inf, or saturates, exactly as torch does.
+    torch casts a float64 to a 16- or 8-bit type through float32, and TF32 is fp32 rounded again,
+    so a double just above a rounding tie would be rounded twice and could land on the wrong
+    neighbour; this rounds it once. Above the largest finite value the grid goes on: the caller's
+    cast of the result then overflows to inf, or saturates, exactly as torch does.
     """
     if value == 0:
         return value  # keeps the sign of -0.0
     bias = 2 ** (fmt.exponent_bits - 1) - 1
     binade = max(math.frexp(value)[1] - 1, 1 - bias)  # subnormals share the lowest normal binade
     step = Fraction(2) ** (binade - fmt.mantissa_bits)
-    return math.copysign(float(round(abs(Fraction(value)) / step) * step), value)  # half to even
+    nearest = round(abs(Fraction(value)) / step) * step  # round() on a Fraction: half to even
+    try:
+        return math.copysign(float(nearest), value)
+    except OverflowError:  # rounded up past the largest double: far beyond every format
+        return math.copysign(math.inf, value)
 
 
 def _pattern(value: float, fmt: FloatFormat) -> int:
-    """The unsigned bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout)."""
-    if fmt.dtype is None:  # tf32: keep the top 19 bits of the rounded fp32 pattern
-        return _round_to_tf32(value)[0] >> 13
-    if fmt.bits == 32:  # float64 to float32 is a single rounding in torch
-        stored = torch.tensor(value, dtype=torch.float64).to(fmt.dtype)
-    else:  # round once here; the float32 holding the result converts exactly (or overflows)
-        exact = _nearest(value, fmt) if math.isfinite(value) else value
-        stored = torch.tensor(exact, dtype=torch.float32).to(fmt.dtype)
-    return int_view(stored)
+    """The unsigned bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout).
+
+    Finite values are rounded once here; the float32 holding the result converts to the format
+    exactly (or overflows: inf, or e4m3's saturation, as torch casts it). TF32 has no torch
+    dtype: its pattern is the top 19 bits of that exactly representable float32.
+    """
+    exact = _nearest(value, fmt) if math.isfinite(value) else value
+    as_fp32 = torch.tensor(exact, dtype=torch.float64).to(torch.float32)  # exact, or inf
+    if fmt.dtype is None:  # tf32
+        return int_view(as_fp32) >> (23 - fmt.mantissa_bits)
+    return int_view(as_fp32.to(fmt.dtype))
 
 
 def _fields(pattern: int, fmt: FloatFormat) -> tuple[int, int, int]:

@@ -3,6 +3,7 @@
 import bisect
 import functools
 import math
+import struct
 from fractions import Fraction
 
 import pytest
@@ -220,19 +221,75 @@ def test_e4m3fn_has_no_inf():
     assert inspector.decompose(1e6, "fp8 e5m2").kind == "inf"  # e5m2 keeps IEEE inf
 
 
-def test_tf32_rounds_fp32_to_ten_mantissa_bits():
-    for value in [0.1, 1 / 3, 1.0 + 2**-11, 1.0 + 3 * 2**-11, -7.77, 1e-30]:
+def wide_neighbours(value, mantissa_bits):
+    """The two values of fp32's exponent range with ``mantissa_bits`` bits around normal
+    ``value``, found by masking the float64 bit pattern (an oracle apart from the inspector's
+    rational rounding): (the one towards zero, the next one away from zero)."""
+    dropped = 52 - mantissa_bits
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    toward_zero = bits >> dropped << dropped
+    down = struct.unpack("<d", struct.pack("<Q", toward_zero))[0]
+    up = struct.unpack("<d", struct.pack("<Q", toward_zero + (1 << dropped)))[0]
+    return down, up, (toward_zero >> dropped) & 1  # the last kept bit of the lower one
+
+
+def nearest_wide(value, mantissa_bits):
+    """Nearest value with ``mantissa_bits`` bits by exact distance; a tie to the even mantissa."""
+    down, up, odd = wide_neighbours(value, mantissa_bits)
+    below, above = abs(Fraction(value) - Fraction(down)), abs(Fraction(up) - Fraction(value))
+    if below != above:
+        return down if below < above else up
+    return up if odd else down
+
+
+WIDE = {"fp32": 23, "tf32": 10}
+
+
+def wide_ties(name):
+    """(lower, tie, upper) triples of fp32 or TF32 values near 1, a large and a small number."""
+    bits = WIDE[name]
+    triples = []
+    for lower in (1.0, 1.5, -3.0, 2.0**100 * 1.25, 2.0**-100 * 1.75):
+        step = math.ldexp(1.0, math.frexp(abs(lower))[1] - 1 - bits)
+        upper = lower + math.copysign(step, lower)
+        triples.append((lower, (lower + upper) / 2, upper))
+    return triples
+
+
+@pytest.mark.parametrize("name", ["fp32", "tf32"])
+def test_fp32_and_tf32_ties_and_near_ties_round_once_to_nearest_even(name):
+    for lower, tie, upper in wide_ties(name):
+        even = lower if nearest_wide(tie, WIDE[name]) == lower else upper
+        assert inspector.decompose(tie, name).stored == even, (name, tie)
+        assert inspector.decompose(tie, name).mantissa % 2 == 0  # ties go to the even mantissa
+        for value, nearest in [
+            (math.nextafter(tie, math.copysign(math.inf, upper)), upper),
+            (math.nextafter(tie, math.copysign(math.inf, -upper)), lower),
+        ]:
+            assert nearest_wide(value, WIDE[name]) == nearest  # the oracle agrees
+            assert inspector.decompose(value, name).stored == nearest, (name, value)
+
+
+def test_tf32_rounds_once_from_the_exact_value():
+    # Just above the tie between 1.0 and 1 + 2^-10: the nearest TF32 value is the upper one.
+    # Rounding to fp32 first (1 + 2^-11, exactly the tie) and then to TF32 would give 1.0.
+    value = 1.0004882812509095
+    assert 1 + 2**-11 < value < 1 + 2**-11 + 2**-23
+    assert torch.tensor(value, dtype=torch.float64).to(torch.float32).item() == 1 + 2**-11
+    assert inspector.decompose(value, "tf32").stored == 1 + 2**-10
+    for value in [0.1, 1 / 3, 1.0 + 3 * 2**-11, -7.77, 1e-30, 3e38]:
         fields = inspector.decompose(value, "tf32")
-        fp32 = torch.tensor(value, dtype=torch.float64).to(torch.float32).item()
-        mantissa, exponent = math.frexp(fp32)
-        # Round the 24-bit significand to 11 bits, ties to even (Python's round does that).
-        expected = math.ldexp(round(mantissa * 2**11), exponent - 11)
-        assert fields.stored == expected, (value, fields.stored, expected)
-        assert (
-            fields.exponent == inspector.decompose(value, "fp32").exponent or fields.mantissa == 0
-        )
+        assert fields.stored == nearest_wide(value, 10), value
+        # TF32 keeps fp32's exponent: the same field unless rounding carried into it.
+        fp32_exponent = inspector.decompose(value, "fp32").exponent
+        assert fields.exponent == fp32_exponent or fields.mantissa == 0
     assert inspector.decompose(1.0 + 2**-11, "tf32").stored == 1.0  # a tie goes to even
     assert inspector.decompose(1.0, "tf32").gap == 2.0**-10
+    assert inspector.decompose(2.0**128 - 2.0**116, "tf32").kind == "inf"  # the overflow tie
+    assert (
+        inspector.decompose(math.nextafter(2.0**128 - 2.0**116, 0), "tf32").stored
+        == (2 - 2**-10) * 2.0**127
+    )
 
 
 def test_representable_values_count_and_order():
