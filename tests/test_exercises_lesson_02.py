@@ -42,5 +42,5 @@ def test_messages_name_the_wrong_and_missing_predictions(capsys):
 
 def test_the_untouched_blank_is_not_done_yet(capsys):
     blank = dict.fromkeys(lesson_02.EXPRESSIONS)  # every prediction still None
-    assert exercises.check("02.predict_dtypes", blank) is False
+    assert exercises.check("02.predict_dtypes", blank) == exercises.Verdict("not done")
     assert "Not done yet" in capsys.readouterr().out
