@@ -42,6 +42,7 @@ class BitFields:
     mantissa_bits: int
     kind: str  # "zero", "subnormal", "normal", "inf" or "nan"
     next_up: float  # the next representable value towards +inf (nan where there is none)
+    outcome: str = ""  # what rounding did, in words, where it lost the value: overflow...
 
     @property
     def bits(self) -> str:
@@ -185,7 +186,26 @@ def decompose(value: float, fmt: str | FloatFormat) -> BitFields:
         fmt.mantissa_bits,
         kind,
         _next_up(pattern, fmt),
+        _outcome(value, stored, fmt),
     )
+
+
+def _outcome(value: float, stored: float, fmt: FloatFormat) -> str:
+    """Overflow, saturation or underflow in words; "" where the value landed on a neighbour."""
+    if math.isnan(value) or value == 0 or (math.isinf(value) and value == stored):
+        return ""
+    beyond = math.isinf(value) or abs(_nearest(value, fmt)) > fmt.max
+    top = f"the largest finite {fmt.name} value is {fmt.max:g}"
+    if beyond and math.isinf(stored):
+        return f"overflow: rounds to {stored:+g} ({top})"
+    if beyond and math.isnan(stored):
+        return f"overflow: {fmt.name} has no inf, this torch gives NaN ({top})"
+    if beyond:
+        return f"saturated: clamped to {stored:g}, {fmt.name} has no inf"
+    if stored == 0:
+        half = fmt.smallest_subnormal / 2
+        return f"underflow: rounds to 0 (at or below {half:.3g}, half the smallest subnormal)"
+    return ""
 
 
 def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> torch.Tensor:
@@ -207,19 +227,27 @@ def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> 
 
 
 def gap_text(fields: BitFields) -> str:
-    """The gap to the next representable value as shown to a reader; at the top of a format,
-    where the next pattern is inf or NaN, there is no gap: the value is the largest finite."""
-    if math.isfinite(fields.stored) and not math.isfinite(fields.next_up):
+    """The gap to the next representable value as shown to a reader: "largest finite" at the top
+    of a format (the next pattern is inf or NaN), "-" where the value stored is inf or NaN."""
+    if not math.isfinite(fields.stored):
+        return "-"
+    if not math.isfinite(fields.next_up):
         return "largest finite"
     return f"{fields.gap:.3g}"
 
 
+def error_text(fields: BitFields) -> str:
+    """The rounding error as shown to a reader; "-" where it is not a number (inf, NaN)."""
+    return f"{fields.error:+.3g}" if math.isfinite(fields.error) else "-"
+
+
 def describe(fields: BitFields) -> str:
-    """One line of text for a BitFields: bits, stored value, error and gap."""
-    return (
+    """One line of text for a BitFields: bits, stored value, error, gap, and what went wrong."""
+    line = (
         f"{fields.format:9s} {fields.bits:>36s}  {fields.kind:9s} stored {fields.stored:<14.8g} "
-        f"error {fields.error:<+11.3g} gap to next {gap_text(fields)}"
+        f"error {error_text(fields):<11s} gap to next {gap_text(fields)}"
     )
+    return f"{line}  <- {fields.outcome}" if fields.outcome else line
 
 
 def inspect(value: float, formats=INSPECTED_FORMATS) -> list[BitFields]:
@@ -237,11 +265,12 @@ def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
             f"<span style='color:#c0392b'>{sign}</span> "
             f"<span style='color:#2471a3'>{exponent}</span> "
             f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
-            f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{gap_text(f)}</td></tr>"
+            f"<td>{f.stored:.8g}</td><td>{error_text(f)}</td><td>{gap_text(f)}</td>"
+            f"<td style='color:#b02a37'>{html.escape(f.outcome)}</td></tr>"
         )
     head = (
         "<tr><th>format</th><th>sign exponent mantissa</th><th>kind</th><th>stored</th>"
-        "<th>error</th><th>gap to next</th></tr>"
+        "<th>error</th><th>gap to next</th><th>lost</th></tr>"
     )
     return f"<p>value = {value!r}</p><table>{head}{''.join(rows)}</table>"
 

@@ -234,17 +234,24 @@ def test_lesson_00_memory_chart(lab):
         chart.screenshot(path=str(out / "00_memory_chart.png"))
 
 
-def test_bit_inspector_in_jupyterlab(lab):
-    """Where widgets render, the inspector is one widget; a typed value keeps its exact value."""
+def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
+    """Where widgets render, the inspector is one widget: a typed value keeps its exact value, an
+    overflow is named, the slider shows a readout. A wrong exercise answer shows its ✗ line and
+    no traceback."""
     _, _, folder = lab
-    write_notebook(folder / "bits.ipynb", "import amp_course as ac\nac.inspector.show(0.1)")
+    write_notebook(
+        folder / "bits.ipynb",
+        "import amp_course as ac\nac.inspector.show(0.1)",
+        'ac.exercises.check("01.bit_fields", lambda value, dtype: (0, 0, 0))',
+    )
     with notebook_page(lab, "bits.ipynb") as page:
         box = page.locator(".jp-OutputArea-output .widget-text input")
         box.wait_for(timeout=60_000)
-        assert page.locator(".jp-OutputArea-output").count() == 1  # displayed once
+        inspector = page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea-output")
+        assert inspector.count() == 1  # displayed once
         box.fill("65504")
         box.press("Enter")
-        table = page.locator(".jp-OutputArea-output table")
+        table = inspector.locator("table")
         page.wait_for_function(
             "document.querySelector('.jp-OutputArea-output table')"
             " && document.querySelector('.jp-OutputArea-output table')"
@@ -252,7 +259,21 @@ def test_bit_inspector_in_jupyterlab(lab):
             timeout=20_000,
         )
         page.wait_for_timeout(1000)  # time for the slider's echo to come back, if it would
-        assert box.input_value() == "65504" and "value = 65504.0" in page.inner_text(
-            ".jp-OutputArea-output"
-        )
+        assert box.input_value() == "65504" and "value = 65504.0" in inspector.inner_text()
         assert "fp16" in table.inner_text()
+        readout = inspector.locator(".widget-readout")
+        assert readout.inner_text().strip() == "6.55e+4", readout.inner_text()
+        box.fill("65520")
+        box.press("Enter")
+        page.wait_for_function(
+            "document.querySelector('.jp-OutputArea-output table')"
+            ".innerText.includes('overflow: rounds to +inf')",
+            timeout=20_000,
+        )
+        assert "saturated: clamped to 448" in table.inner_text() or "NaN" in table.inner_text()
+        # The check cell: the verdict line, no traceback through the course's code, no Out[ ].
+        check = page.locator(".jp-Cell").nth(1)
+        check.locator(".jp-OutputArea-output", has_text="01.bit_fields").wait_for(timeout=60_000)
+        shown = check.inner_text()
+        assert "✗ 01.bit_fields: decompose(1.0, torch.float32) returned" in shown, shown
+        assert "Traceback" not in shown and ".py" not in shown and "ExerciseFailed" not in shown

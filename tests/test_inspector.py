@@ -328,7 +328,26 @@ def test_top_of_a_format_reads_largest_finite():
     assert inspector.gap_text(inspector.decompose(1.0, "fp16")) == "0.000977"
     assert inspector.gap_text(inspector.decompose(-65504.0, "fp16")) == "32"  # towards -inf: finite
     nan = inspector.decompose(math.nan, "fp16")
-    assert inspector.gap_text(nan) == "nan" and "largest" not in inspector.describe(nan)
+    assert inspector.gap_text(nan) == "-" and "largest" not in inspector.describe(nan)
+
+
+def test_lost_values_are_named():
+    overflow = inspector.decompose(65520.0, "fp16")
+    assert overflow.outcome == "overflow: rounds to +inf (the largest finite fp16 value is 65504)"
+    line = inspector.describe(overflow)
+    assert "nan" not in line and line.endswith(overflow.outcome)  # no "+nan", no "gap ... nan"
+    assert inspector.error_text(overflow) == "-" and inspector.gap_text(overflow) == "-"
+    assert "overflow" in inspector.decompose(-1e39, "fp32").outcome
+    saturated = inspector.decompose(65520.0, "fp8 e4m3")
+    if saturated.stored == 448.0:  # this torch saturates (the lesson prints which)
+        assert saturated.outcome.startswith("saturated: clamped to 448")
+    underflow = inspector.decompose(1e-8, "fp16")
+    assert underflow.outcome.startswith("underflow: rounds to 0 (at or below 2.98e-08")
+    # Nothing is said where nothing was lost beyond ordinary rounding.
+    for value, name in [(449.0, "fp8 e4m3"), (0.1, "fp16"), (0.0, "fp16"), (math.inf, "fp16")]:
+        assert inspector.decompose(value, name).outcome == "", (value, name)
+    page = inspector.to_html(65520.0, ["fp16"])
+    assert "<th>lost</th>" in page and "overflow: rounds to +inf" in page
 
 
 def test_widget_box_and_slider_follow_each_other():
@@ -337,6 +356,8 @@ def test_widget_box_and_slider_follow_each_other():
     w.box.value = "65520"  # typed: the table and the slider follow
     assert "value = 65520.0" in w.table.value and "<td>inf</td>" in w.table.value
     assert w.slider.value == pytest.approx(65520.0)
+    assert "overflow" in w.table.value
+    assert w.slider.readout and w.slider.readout_format == ".3g"  # the slider shows its position
     w.slider.value = 1e-8  # dragged: the box and the table follow
     assert float(w.box.value) == pytest.approx(1e-8) and "<td>zero</td>" in w.table.value
     w.box.value = "-3"
@@ -353,7 +374,7 @@ def test_widget_box_and_slider_follow_each_other():
 def test_widget_keeps_a_typed_value_when_the_browser_snaps_the_slider():
     w = inspector_widget.BitInspector(0.1)
     w.box.value = "65504"
-    w.slider.value = 10**4.82  # the browser's slider moves in steps of 10^0.01 and echoes back
+    w.slider.value = 10**4.816  # the browser's slider moves in steps of 10^0.001, echoes back
     assert w.box.value == "65504" and "value = 65504.0" in w.table.value
     w.slider.value = 10**4.9  # a real drag, further than one step
     assert float(w.box.value) == pytest.approx(10**4.9, rel=1e-5)
@@ -366,6 +387,11 @@ def test_widget_format_buttons_choose_the_rows():
     w.buttons["fp32"].value = True
     w.buttons["fp16"].value = False
     assert w.formats == ["fp32", "bf16"]  # always in the inspector's order
+    on, off = w.buttons["fp32"], w.buttons["fp16"]
+    assert (on.button_style, on.icon) == ("info", "check") and (off.button_style, off.icon) == (
+        "",
+        "",
+    )
     assert "<td>fp32</td>" in w.table.value and "<td>fp16</td>" not in w.table.value
     for button in w.buttons.values():
         button.value = False
