@@ -90,8 +90,8 @@ def lab(tmp_path_factory):
 
 
 @contextmanager
-def notebook_page(lab, name, width=1000):
-    """Chromium showing notebook ``name`` of the lab's folder, every cell run."""
+def notebook_page(lab, name, width=1000, run_all=True):
+    """Chromium showing notebook ``name`` of the lab's folder, every cell run (if ``run_all``)."""
     from playwright.sync_api import sync_playwright
 
     base, token, _ = lab
@@ -107,7 +107,8 @@ def notebook_page(lab, name, width=1000):
                 " && window.jupyterapp.shell.currentWidget.sessionContext.session",
                 timeout=60_000,
             )
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            if run_all:
+                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             # JupyterLab's notifications (news, updates) would cover the screenshots.
             page.add_style_tag(content=".Toastify { display: none !important; }")
             yield page
@@ -277,3 +278,28 @@ def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
         shown = check.inner_text()
         assert "✗ 01.bit_fields: decompose(1.0, torch.float32) returned" in shown, shown
         assert "Traceback" not in shown and ".py" not in shown and "ExerciseFailed" not in shown
+
+
+DIRTY_JS = "window.jupyterapp.shell.currentWidget.context.model.dirty"
+
+
+def test_a_lesson_opens_unmodified(lab):
+    """Opening a lesson, before anything runs, leaves it unmodified (no unsaved-changes dot).
+
+    JupyterLab writes the kernel's language_info into the notebook, Python version included; the
+    lessons store one version (tests/test_notebook_files.py), so on another Python this test
+    gives the copy this interpreter's version and checks everything else.
+    """
+    _, _, folder = lab
+    lesson = nbformat.read(ROOT / "notebooks" / "01_number_formats.ipynb", as_version=4)
+    lesson.metadata["language_info"]["version"] = sys.version.split()[0]
+    nbformat.write(lesson, folder / "opened.ipynb")
+    with notebook_page(lab, "opened.ipynb", run_all=False) as page:
+        page.wait_for_function(
+            "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+            " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status"
+            " === 'idle'",
+            timeout=60_000,
+        )
+        page.wait_for_timeout(2000)  # time for kernel info to reach the notebook's metadata
+        assert page.evaluate(DIRTY_JS) is False
