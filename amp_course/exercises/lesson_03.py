@@ -39,9 +39,9 @@ def cases(seed: int) -> list[tuple]:
     return drawn
 
 
-def scaler_log(init_scale, growth_factor, backoff_factor, growth_interval, overflows, steps):
+def run_scaler(init_scale, growth_factor, backoff_factor, growth_interval, overflows, steps):
     """Run a real torch.amp.GradScaler for ``steps`` steps, with an inf in the gradients at the
-    steps in ``overflows``; returns its scale after every update() (its log)."""
+    steps in ``overflows``; returns (its scale after every update(), the scaler)."""
     scaler = torch.amp.GradScaler(
         "cpu",
         init_scale=init_scale,
@@ -60,7 +60,12 @@ def scaler_log(init_scale, growth_factor, backoff_factor, growth_interval, overf
         scaler.step(optimizer)
         scaler.update()
         log.append(scaler.get_scale())
-    return log
+    return log, scaler
+
+
+def scaler_log(*case) -> list[float]:
+    """The log of ``run_scaler(*case)``: what a training run would have recorded."""
+    return run_scaler(*case)[0]
 
 
 def observe(read_scale_log, seed: int) -> list[dict]:
