@@ -235,17 +235,37 @@ def test_lesson_00_memory_chart(lab):
         chart.screenshot(path=str(out / "00_memory_chart.png"))
 
 
+DIRTY_JS = "window.jupyterapp.shell.currentWidget.context.model.dirty"
+KERNEL_IDLE_JS = (
+    "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+    " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'"
+)
+
+
 def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
-    """Where widgets render, the inspector is one widget: a typed value keeps its exact value, an
-    overflow is named, the slider shows a readout. A wrong exercise answer shows its ✗ line and
-    no traceback."""
+    """A notebook with a lesson's metadata opens unmodified (no unsaved-changes dot). Where
+    widgets render, the inspector is one widget: a typed value keeps its exact value, an overflow
+    is named, the slider shows a readout. A wrong exercise answer shows its ✗ line, no traceback.
+
+    JupyterLab writes the kernel's language_info into a notebook as it opens, Python version
+    included; the lessons store one version (tests/test_notebook_files.py), so on another Python
+    the copy gets this interpreter's version and everything else is checked.
+    """
     _, _, folder = lab
     write_notebook(
         folder / "bits.ipynb",
         "import amp_course as ac\nac.inspector.show(0.1)",
         'ac.exercises.check("01.bit_fields", lambda value, dtype: (0, 0, 0))',
     )
-    with notebook_page(lab, "bits.ipynb") as page:
+    bits = nbformat.read(folder / "bits.ipynb", as_version=4)
+    bits.metadata = nbformat.read(ROOT / "notebooks" / "01_number_formats.ipynb", 4).metadata
+    bits.metadata["language_info"]["version"] = sys.version.split()[0]
+    nbformat.write(bits, folder / "bits.ipynb")
+    with notebook_page(lab, "bits.ipynb", run_all=False) as page:
+        page.wait_for_function(KERNEL_IDLE_JS, timeout=60_000)
+        page.wait_for_timeout(2000)  # time for kernel info to reach the notebook's metadata
+        assert page.evaluate(DIRTY_JS) is False  # opened, nothing run: not marked unsaved
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         box = page.locator(".jp-OutputArea-output .widget-text input")
         box.wait_for(timeout=60_000)
         inspector = page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea-output")
@@ -278,28 +298,3 @@ def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
         shown = check.inner_text()
         assert "✗ 01.bit_fields: decompose(1.0, torch.float32) returned" in shown, shown
         assert "Traceback" not in shown and ".py" not in shown and "ExerciseFailed" not in shown
-
-
-DIRTY_JS = "window.jupyterapp.shell.currentWidget.context.model.dirty"
-
-
-def test_a_lesson_opens_unmodified(lab):
-    """Opening a lesson, before anything runs, leaves it unmodified (no unsaved-changes dot).
-
-    JupyterLab writes the kernel's language_info into the notebook, Python version included; the
-    lessons store one version (tests/test_notebook_files.py), so on another Python this test
-    gives the copy this interpreter's version and checks everything else.
-    """
-    _, _, folder = lab
-    lesson = nbformat.read(ROOT / "notebooks" / "01_number_formats.ipynb", as_version=4)
-    lesson.metadata["language_info"]["version"] = sys.version.split()[0]
-    nbformat.write(lesson, folder / "opened.ipynb")
-    with notebook_page(lab, "opened.ipynb", run_all=False) as page:
-        page.wait_for_function(
-            "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
-            " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status"
-            " === 'idle'",
-            timeout=60_000,
-        )
-        page.wait_for_timeout(2000)  # time for kernel info to reach the notebook's metadata
-        assert page.evaluate(DIRTY_JS) is False
