@@ -30,8 +30,8 @@ _LAYOUTS = [
     ("tf32", None, 8, 10, "fp32 storage, 10-bit mantissa inside Ampere+ matmuls"),
     ("fp16", "float16", 5, 10, "narrow range: needs GradScaler"),
     ("bf16", "bfloat16", 8, 7, "fp32's range, coarse precision"),
-    ("fp8 e4m3", "float8_e4m3fn", 4, 3, "Hopper+ forward pass; no inf"),
-    ("fp8 e5m2", "float8_e5m2", 5, 2, "Hopper+ gradients"),
+    ("fp8 e4m3", "float8_e4m3fn", 4, 3, "fp8 tensor cores (Ada, Hopper+): forward pass; no inf"),
+    ("fp8 e5m2", "float8_e5m2", 5, 2, "fp8 tensor cores (Ada, Hopper+): gradients"),
 ]
 
 

@@ -42,6 +42,7 @@ class BitFields:
     mantissa_bits: int
     kind: str  # "zero", "subnormal", "normal", "inf" or "nan"
     next_up: float  # the next representable value towards +inf (nan where there is none)
+    outcome: str = ""  # what rounding did, in words, where it lost the value: overflow...
 
     @property
     def bits(self) -> str:
@@ -102,51 +103,38 @@ def compose(sign: int, exponent: int, mantissa: int, fmt: str | FloatFormat) -> 
     return (-1) ** sign * math.ldexp(2**m_bits + mantissa, exponent - bias - m_bits)
 
 
-def _round_to_tf32(value: float) -> tuple[int, float]:
-    """fp32 bits of ``value`` with the low 13 mantissa bits rounded off (nearest, ties to even).
-
-    torch has no tf32 dtype (tensor cores round fp32 inputs inside the matmul), so the rounding
-    is done here on fp32's bit pattern.
-    """
-    bits = torch.tensor(value, dtype=torch.float64).to(torch.float32).view(torch.int32).item()
-    bits &= 0xFFFFFFFF
-    if (bits >> 23) & 0xFF == 0xFF:  # inf and nan pass through
-        return bits, torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(
-            torch.float32
-        ).item()
-    dropped = 13
-    half, keep_lsb = 1 << (dropped - 1), (bits >> dropped) & 1
-    bits = (bits + half - 1 + keep_lsb) >> dropped << dropped
-    signed = bits - 2**32 if bits >= 2**31 else bits
-    return bits, torch.tensor(signed, dtype=torch.int32).view(torch.float32).item()
-
-
 def _nearest(value: float, fmt: FloatFormat) -> float:
     """Finite ``value`` rounded once, from its exact binary value, to ``fmt``'s grid (ties to even).
 
-    torch casts a float64 to a 16- or 8-bit type through float32, so a double just above a
-    rounding tie is rounded twice and can land on the wrong neighbour; this rounds it once. Above
-    the largest finite value the grid goes on: the caller's cast of the result then overflows to
-    inf, or saturates, exactly as torch does.
+    torch casts a float64 to a 16- or 8-bit type through float32, and TF32 is fp32 rounded again,
+    so a double just above a rounding tie would be rounded twice and could land on the wrong
+    neighbour; this rounds it once. Above the largest finite value the grid goes on: the caller's
+    cast of the result then overflows to inf, or saturates, exactly as torch does.
     """
     if value == 0:
         return value  # keeps the sign of -0.0
     bias = 2 ** (fmt.exponent_bits - 1) - 1
     binade = max(math.frexp(value)[1] - 1, 1 - bias)  # subnormals share the lowest normal binade
     step = Fraction(2) ** (binade - fmt.mantissa_bits)
-    return math.copysign(float(round(abs(Fraction(value)) / step) * step), value)  # half to even
+    nearest = round(abs(Fraction(value)) / step) * step  # round() on a Fraction: half to even
+    try:
+        return math.copysign(float(nearest), value)
+    except OverflowError:  # rounded up past the largest double: far beyond every format
+        return math.copysign(math.inf, value)
 
 
 def _pattern(value: float, fmt: FloatFormat) -> int:
-    """The unsigned bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout)."""
-    if fmt.dtype is None:  # tf32: keep the top 19 bits of the rounded fp32 pattern
-        return _round_to_tf32(value)[0] >> 13
-    if fmt.bits == 32:  # float64 to float32 is a single rounding in torch
-        stored = torch.tensor(value, dtype=torch.float64).to(fmt.dtype)
-    else:  # round once here; the float32 holding the result converts exactly (or overflows)
-        exact = _nearest(value, fmt) if math.isfinite(value) else value
-        stored = torch.tensor(exact, dtype=torch.float32).to(fmt.dtype)
-    return int_view(stored)
+    """The unsigned bit pattern of ``value`` rounded into ``fmt`` (TF32 in fp32's layout).
+
+    Finite values are rounded once here; the float32 holding the result converts to the format
+    exactly (or overflows: inf, or e4m3's saturation, as torch casts it). TF32 has no torch
+    dtype: its pattern is the top 19 bits of that exactly representable float32.
+    """
+    exact = _nearest(value, fmt) if math.isfinite(value) else value
+    as_fp32 = torch.tensor(exact, dtype=torch.float64).to(torch.float32)  # exact, or inf
+    if fmt.dtype is None:  # tf32
+        return int_view(as_fp32) >> (23 - fmt.mantissa_bits)
+    return int_view(as_fp32.to(fmt.dtype))
 
 
 def _fields(pattern: int, fmt: FloatFormat) -> tuple[int, int, int]:
@@ -198,7 +186,26 @@ def decompose(value: float, fmt: str | FloatFormat) -> BitFields:
         fmt.mantissa_bits,
         kind,
         _next_up(pattern, fmt),
+        _outcome(value, stored, fmt),
     )
+
+
+def _outcome(value: float, stored: float, fmt: FloatFormat) -> str:
+    """Overflow, saturation or underflow in words; "" where the value landed on a neighbour."""
+    if math.isnan(value) or value == 0 or (math.isinf(value) and value == stored):
+        return ""
+    beyond = math.isinf(value) or abs(_nearest(value, fmt)) > fmt.max
+    top = f"the largest finite {fmt.name} value is {fmt.max:g}"
+    if beyond and math.isinf(stored):
+        return f"overflow: rounds to {stored:+g} ({top})"
+    if beyond and math.isnan(stored):
+        return f"overflow: {fmt.name} has no inf, this torch gives NaN ({top})"
+    if beyond:
+        return f"saturated: clamped to {stored:g}, {fmt.name} has no inf"
+    if stored == 0:
+        half = fmt.smallest_subnormal / 2
+        return f"underflow: rounds to 0 (at or below {half:.3g}, half the smallest subnormal)"
+    return ""
 
 
 def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> torch.Tensor:
@@ -220,19 +227,27 @@ def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> 
 
 
 def gap_text(fields: BitFields) -> str:
-    """The gap to the next representable value as shown to a reader; at the top of a format,
-    where the next pattern is inf or NaN, there is no gap: the value is the largest finite."""
-    if math.isfinite(fields.stored) and not math.isfinite(fields.next_up):
+    """The gap to the next representable value as shown to a reader: "largest finite" at the top
+    of a format (the next pattern is inf or NaN), "-" where the value stored is inf or NaN."""
+    if not math.isfinite(fields.stored):
+        return "-"
+    if not math.isfinite(fields.next_up):
         return "largest finite"
     return f"{fields.gap:.3g}"
 
 
+def error_text(fields: BitFields) -> str:
+    """The rounding error as shown to a reader; "-" where it is not a number (inf, NaN)."""
+    return f"{fields.error:+.3g}" if math.isfinite(fields.error) else "-"
+
+
 def describe(fields: BitFields) -> str:
-    """One line of text for a BitFields: bits, stored value, error and gap."""
-    return (
+    """One line of text for a BitFields: bits, stored value, error, gap, and what went wrong."""
+    line = (
         f"{fields.format:9s} {fields.bits:>36s}  {fields.kind:9s} stored {fields.stored:<14.8g} "
-        f"error {fields.error:<+11.3g} gap to next {gap_text(fields)}"
+        f"error {error_text(fields):<11s} gap to next {gap_text(fields)}"
     )
+    return f"{line}  <- {fields.outcome}" if fields.outcome else line
 
 
 def inspect(value: float, formats=INSPECTED_FORMATS) -> list[BitFields]:
@@ -250,11 +265,12 @@ def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
             f"<span style='color:#c0392b'>{sign}</span> "
             f"<span style='color:#2471a3'>{exponent}</span> "
             f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
-            f"<td>{f.stored:.8g}</td><td>{f.error:+.3g}</td><td>{gap_text(f)}</td></tr>"
+            f"<td>{f.stored:.8g}</td><td>{error_text(f)}</td><td>{gap_text(f)}</td>"
+            f"<td style='color:#b02a37'>{html.escape(f.outcome)}</td></tr>"
         )
     head = (
         "<tr><th>format</th><th>sign exponent mantissa</th><th>kind</th><th>stored</th>"
-        "<th>error</th><th>gap to next</th></tr>"
+        "<th>error</th><th>gap to next</th><th>lost</th></tr>"
     )
     return f"<p>value = {value!r}</p><table>{head}{''.join(rows)}</table>"
 

@@ -31,16 +31,21 @@ class BitInspector:
             base=10,
             min=low,
             max=high,
-            step=0.01,
+            step=0.001,  # fine enough that the readout (3 digits) matches the box
             description="|value|",
-            readout=False,  # the box shows the value; the slider's grid would round it
+            readout_format=".3g",  # the slider's position; the box holds the exact value
         )
         self.buttons = {
             name: widgets.ToggleButton(
-                value=name in formats, description=name, layout=widgets.Layout(width="auto")
+                value=name in formats,
+                description=name,
+                tooltip=f"show or hide {name}",
+                layout=widgets.Layout(width="auto"),
             )
             for name in INSPECTED_FORMATS
         }
+        for button in self.buttons.values():
+            self._mark(button)
         self.table = widgets.HTML()
         self.ui = widgets.VBox(
             [
@@ -53,8 +58,18 @@ class BitInspector:
         self.box.observe(self._typed, names="value")
         self.slider.observe(self._dragged, names="value")
         for button in self.buttons.values():
-            button.observe(lambda _: self.render(), names="value")
+            button.observe(self._toggled, names="value")
         self._typed({"new": self.box.value})
+
+    @staticmethod
+    def _mark(button) -> None:
+        """An on button is filled and ticked, an off one plain: the state reads at a glance."""
+        button.button_style = "info" if button.value else ""
+        button.icon = "check" if button.value else ""
+
+    def _toggled(self, change) -> None:
+        self._mark(change["owner"])
+        self.render()
 
     @property
     def formats(self) -> list[str]:
@@ -97,7 +112,7 @@ class BitInspector:
             return
         typed = self.value()
         if typed and math.isfinite(typed):
-            # The browser snaps a typed magnitude to the slider's grid (steps of 10^0.01) and
+            # The browser snaps a typed magnitude to the slider's grid (steps of 10^0.001) and
             # sends it back: that echo must not overwrite the exact value in the box.
             if abs(math.log10(change["new"]) - math.log10(abs(typed))) <= self.slider.step / 2:
                 return

@@ -90,8 +90,8 @@ def lab(tmp_path_factory):
 
 
 @contextmanager
-def notebook_page(lab, name, width=1000):
-    """Chromium showing notebook ``name`` of the lab's folder, every cell run."""
+def notebook_page(lab, name, width=1000, run_all=True):
+    """Chromium showing notebook ``name`` of the lab's folder, every cell run (if ``run_all``)."""
     from playwright.sync_api import sync_playwright
 
     base, token, _ = lab
@@ -107,7 +107,8 @@ def notebook_page(lab, name, width=1000):
                 " && window.jupyterapp.shell.currentWidget.sessionContext.session",
                 timeout=60_000,
             )
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            if run_all:
+                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             # JupyterLab's notifications (news, updates) would cover the screenshots.
             page.add_style_tag(content=".Toastify { display: none !important; }")
             yield page
@@ -234,17 +235,44 @@ def test_lesson_00_memory_chart(lab):
         chart.screenshot(path=str(out / "00_memory_chart.png"))
 
 
-def test_bit_inspector_in_jupyterlab(lab):
-    """Where widgets render, the inspector is one widget; a typed value keeps its exact value."""
+DIRTY_JS = "window.jupyterapp.shell.currentWidget.context.model.dirty"
+KERNEL_IDLE_JS = (
+    "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+    " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'"
+)
+
+
+def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
+    """A notebook with a lesson's metadata opens unmodified (no unsaved-changes dot). Where
+    widgets render, the inspector is one widget: a typed value keeps its exact value, an overflow
+    is named, the slider shows a readout. A wrong exercise answer shows its ✗ line, no traceback.
+
+    JupyterLab writes the kernel's language_info into a notebook as it opens, Python version
+    included; the lessons store one version (tests/test_notebook_files.py), so on another Python
+    the copy gets this interpreter's version and everything else is checked.
+    """
     _, _, folder = lab
-    write_notebook(folder / "bits.ipynb", "import amp_course as ac\nac.inspector.show(0.1)")
-    with notebook_page(lab, "bits.ipynb") as page:
+    write_notebook(
+        folder / "bits.ipynb",
+        "import amp_course as ac\nac.inspector.show(0.1)",
+        'ac.exercises.check("01.bit_fields", lambda value, dtype: (0, 0, 0))',
+    )
+    bits = nbformat.read(folder / "bits.ipynb", as_version=4)
+    bits.metadata = nbformat.read(ROOT / "notebooks" / "01_number_formats.ipynb", 4).metadata
+    bits.metadata["language_info"]["version"] = sys.version.split()[0]
+    nbformat.write(bits, folder / "bits.ipynb")
+    with notebook_page(lab, "bits.ipynb", run_all=False) as page:
+        page.wait_for_function(KERNEL_IDLE_JS, timeout=60_000)
+        page.wait_for_timeout(2000)  # time for kernel info to reach the notebook's metadata
+        assert page.evaluate(DIRTY_JS) is False  # opened, nothing run: not marked unsaved
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         box = page.locator(".jp-OutputArea-output .widget-text input")
         box.wait_for(timeout=60_000)
-        assert page.locator(".jp-OutputArea-output").count() == 1  # displayed once
+        inspector = page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea-output")
+        assert inspector.count() == 1  # displayed once
         box.fill("65504")
         box.press("Enter")
-        table = page.locator(".jp-OutputArea-output table")
+        table = inspector.locator("table")
         page.wait_for_function(
             "document.querySelector('.jp-OutputArea-output table')"
             " && document.querySelector('.jp-OutputArea-output table')"
@@ -252,7 +280,21 @@ def test_bit_inspector_in_jupyterlab(lab):
             timeout=20_000,
         )
         page.wait_for_timeout(1000)  # time for the slider's echo to come back, if it would
-        assert box.input_value() == "65504" and "value = 65504.0" in page.inner_text(
-            ".jp-OutputArea-output"
-        )
+        assert box.input_value() == "65504" and "value = 65504.0" in inspector.inner_text()
         assert "fp16" in table.inner_text()
+        readout = inspector.locator(".widget-readout")
+        assert readout.inner_text().strip() == "6.55e+4", readout.inner_text()
+        box.fill("65520")
+        box.press("Enter")
+        page.wait_for_function(
+            "document.querySelector('.jp-OutputArea-output table')"
+            ".innerText.includes('overflow: rounds to +inf')",
+            timeout=20_000,
+        )
+        assert "saturated: clamped to 448" in table.inner_text() or "NaN" in table.inner_text()
+        # The check cell: the verdict line, no traceback through the course's code, no Out[ ].
+        check = page.locator(".jp-Cell").nth(1)
+        check.locator(".jp-OutputArea-output", has_text="01.bit_fields").wait_for(timeout=60_000)
+        shown = check.inner_text()
+        assert "✗ 01.bit_fields: decompose(1.0, torch.float32) returned" in shown, shown
+        assert "Traceback" not in shown and ".py" not in shown and "ExerciseFailed" not in shown

@@ -57,10 +57,21 @@ def test_check_accepts_a_correct_answer_written_differently(toy_exercise):
     assert exercises.check(toy_exercise, lambda x: x + x)
 
 
-def test_check_rejects_wrong_answer_in_plain_words(toy_exercise, capsys):
-    with pytest.raises(ExerciseFailed, match=r"double\(1\) returned 1, expected 2"):
+def test_check_rejects_wrong_answer_in_plain_words(toy_exercise):
+    with pytest.raises(ExerciseFailed, match=r"double\(1\) returned 1, expected 2") as failure:
         exercises.check(toy_exercise, lambda x: x)
-    assert "✗" in capsys.readouterr().out
+    # IPython shows the verdict line alone, not a traceback through the checking code.
+    assert failure.value._render_traceback_() == [f"✗ {failure.value}"]
+
+
+def test_a_verdict_shows_no_out_prompt(toy_exercise):
+    from IPython.core.formatters import DisplayFormatter
+
+    passed = exercises.check(toy_exercise, lambda x: 2 * x)
+    not_done = exercises.check(toy_exercise, None)
+    assert passed and passed == True and not not_done and not_done == False  # noqa: E712
+    for verdict in (passed, not_done):
+        assert DisplayFormatter().format(verdict) == ({}, {})  # nothing displayed, no Out[n]
 
 
 def test_crashing_answers_fail_clearly(toy_exercise):
@@ -72,8 +83,8 @@ def test_unfinished_answers_say_not_done_and_let_the_lesson_go_on(toy_exercise, 
     def blank(x):
         raise NotImplementedError
 
-    assert exercises.check(toy_exercise, blank) is False
-    assert exercises.check(toy_exercise, None) is False
+    assert exercises.check(toy_exercise, blank) == exercises.Verdict("not done")
+    assert exercises.check(toy_exercise, None) == exercises.Verdict("not done")
     out = capsys.readouterr().out
     assert out.count("Not done yet") == 2 and "scores 0" in out and "✗" not in out
     assert exercises.verdict(toy_exercise, blank, SECRET_SEEDS[0])[0] == "not done"
@@ -120,7 +131,7 @@ def test_older_checker_form_still_checks(capsys):
         assert exercises.check("toy.square", exercises.solution("toy.square"))
         with pytest.raises(ExerciseFailed, match="should be 4"):
             exercises.check("toy.square", lambda x: x)
-        assert exercises.check("toy.square", None) is False
+        assert exercises.check("toy.square", None) == exercises.Verdict("not done")
     finally:
         exercises._REGISTRY.pop("toy.square")
 

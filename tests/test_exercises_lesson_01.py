@@ -56,3 +56,82 @@ def test_seed_zero_answers_replayed_fail_at_the_graders_seed():
     replay = lambda v, d: table.get((str(v), d), (0, 0, 0))  # noqa: E731
     assert exercises.verdict("01.bit_fields", replay, 0)[0] == "passed"
     assert exercises.verdict("01.bit_fields", replay, 12345)[0] == "failed"
+
+
+# ---- Exercise 2: the value of a pattern in any IEEE-754-style layout --------------------------
+VALUE_OF = "01.value_of"
+
+
+def test_value_of_solution_passes():
+    assert exercises.check(VALUE_OF, exercises.solution(VALUE_OF))
+
+
+@pytest.mark.parametrize(
+    "dtype, e, m",
+    [(torch.float16, 5, 10), (torch.bfloat16, 8, 7), (torch.float8_e5m2, 5, 2)],
+)
+def test_value_of_reference_reads_every_pattern_as_torch_does(dtype, e, m):
+    from amp_course.exercises.solutions.lesson_01 import value_of
+
+    width = 1 + e + m
+    patterns = torch.arange(2**width, dtype=torch.int32)
+    signed = torch.where(patterns >= 2 ** (width - 1), patterns - 2**width, patterns)
+    view = {16: torch.int16, 8: torch.int8}[width]
+    expected = signed.to(view).view(dtype).double().tolist()
+    for bits, want in zip(patterns.tolist(), expected, strict=True):
+        assert lesson_01._same(value_of(bits, e, m), want), (hex(bits), want)
+
+
+def test_value_of_reference_on_layouts_torch_lacks():
+    from fractions import Fraction
+
+    from amp_course.exercises.solutions.lesson_01 import value_of
+
+    # 1/3/4: bias 3. 0 011 0000 is 1; 0 000 0001 the smallest subnormal, 1/16 x 2^(1-3).
+    assert value_of(0b0_011_0000, 3, 4) == 1.0
+    assert value_of(0b0_000_0001, 3, 4) == float(Fraction(1, 16) * Fraction(1, 4))
+    assert value_of(0b1_110_1111, 3, 4) == -float(Fraction(31, 16) * 8)
+    assert value_of(0b0_111_0000, 3, 4) == float("inf")
+
+
+def implicit_one_always(bits, e, m):
+    sign = -1.0 if bits >> (e + m) else 1.0
+    exponent, mantissa = (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+    if exponent == (1 << e) - 1:
+        return sign * float("inf") if mantissa == 0 else float("nan")
+    return sign * (1 + mantissa / 2**m) * 2.0 ** (max(exponent, 1) - (2 ** (e - 1) - 1))
+
+
+def no_inf(bits, e, m):
+    sign = -1.0 if bits >> (e + m) else 1.0
+    exponent, mantissa = (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+    bias = 2 ** (e - 1) - 1
+    if exponent == 0:
+        return sign * mantissa / 2**m * 2.0 ** (1 - bias)
+    return sign * (1 + mantissa / 2**m) * 2.0 ** (exponent - bias)
+
+
+def bias_off_by_one(bits, e, m):
+    from amp_course.exercises.solutions.lesson_01 import value_of
+
+    value = value_of(bits, e, m)
+    exponent = (bits >> m) & ((1 << e) - 1)
+    return value / 2 if 0 < exponent < (1 << e) - 1 else value
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (implicit_one_always, "a subnormal .exponent field 0. has no implicit 1"),
+        (no_inf, "an all-ones exponent means inf"),
+        (bias_off_by_one, "the bias is 2\\^\\(E-1\\) - 1 = 15"),
+        (
+            lambda bits, e, m: abs(exercises.solution(VALUE_OF)(bits, e, m)),
+            "the top bit is the sign",
+        ),
+        (lambda bits, e, m: "one", "return a number"),
+    ],
+)
+def test_value_of_misreadings_fail_and_say_why(wrong, message):
+    with pytest.raises(exercises.ExerciseFailed, match=message):
+        exercises.check(VALUE_OF, wrong)

@@ -1,44 +1,90 @@
+"""Lesson 03's exercise, reading a scaler's log: the reference agrees with real GradScalers, and
+the usual misreadings fail with a message that names the rule they miss."""
+
 import pytest
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed, lesson_03
-from amp_course.exercises.solutions.lesson_03 import torch_update, update_scale
+from amp_course.exercises.solutions.lesson_03 import read_scale_log
+
+NAME = "03.read_scale_log"
 
 
 def test_solution_passes():
-    assert exercises.check("03.update_scale", exercises.solution("03.update_scale"))
+    assert exercises.check(NAME, exercises.solution(NAME))
+
+
+def real_tracker(*case):
+    """The growth tracker a real GradScaler holds after the run."""
+    return int(lesson_03.run_scaler(*case)[1].state_dict()["_growth_tracker"])
 
 
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
-def test_reference_is_what_a_real_gradscaler_does(seed):
-    def gradscaler(scale, good, found, growth_factor, backoff_factor, growth_interval):
-        return torch_update(scale, good, found, growth_factor, backoff_factor, growth_interval)
-
-    assert lesson_03.observe(update_scale, seed) == lesson_03.observe(gradscaler, seed)
-
-
-def never_grows(scale, good, found, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
-    return (scale * backoff_factor, 0) if found else (scale, good + 1)
-
-
-def keeps_counter_on_overflow(
-    scale, good, found, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000
-):
-    if found:
-        return scale * backoff_factor, good
-    good += 1
-    return (scale * growth_factor, 0) if good == growth_interval else (scale, good)
+def test_reference_reads_what_the_real_gradscaler_did(seed):
+    capped = 0
+    for init, growth, backoff, interval, overflows, steps, _ in lesson_03.cases(seed):
+        log = lesson_03.scaler_log(init, growth, backoff, interval, overflows, steps)
+        found, good = read_scale_log(log, init, growth, backoff, interval)
+        assert found == sorted(overflows)
+        assert good == real_tracker(init, growth, backoff, interval, overflows, steps)
+        capped += max(log) * growth == float("inf") or max(log) * growth > 3.4e38
+    assert capped  # every seed has a run that meets float32's largest scale
 
 
-def grows_one_step_early(
-    scale, good, found, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000
-):
-    if found:
-        return scale * backoff_factor, 0
-    return (scale * growth_factor, 0) if good + 1 >= growth_interval - 1 else (scale, good + 1)
+def ignores_the_cap(scales, init, growth, backoff, interval):
+    overflows, good, before = [], 0, init
+    for step, after in enumerate(scales):
+        if after < before:
+            overflows.append(step)
+            good = 0
+        elif after > before:  # counts a growth only where the scale went up
+            good = 0
+        else:
+            good += 1
+        before = after
+    return overflows, good
 
 
-@pytest.mark.parametrize("wrong", [never_grows, keeps_counter_on_overflow, grows_one_step_early])
-def test_wrong_rules_fail(wrong):
-    with pytest.raises(ExerciseFailed, match="GradScaler gives"):
-        exercises.check("03.update_scale", wrong)
+def keeps_counting_after_overflow(scales, init, growth, backoff, interval):
+    found, _ = read_scale_log(scales, init, growth, backoff, interval)
+    good, before = 0, init
+    for after in scales:
+        if after >= before:
+            good += 1
+            if good == interval:
+                good = 0
+        before = after
+    return found, good
+
+
+def any_change_is_an_overflow(scales, init, growth, backoff, interval):
+    previous = [init, *scales[:-1]]
+    found = [step for step, (a, b) in enumerate(zip(previous, scales, strict=True)) if a != b]
+    return found, 0
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (ignores_the_cap, "count restarts at 0 all the same"),
+        (keeps_counting_after_overflow, "an overflow restarts the count"),
+        (any_change_is_an_overflow, "update\\(\\) lowers the scale exactly when"),
+        (lambda *args: ([], 0), "at step 2 the scale dropped"),
+        (lambda *args: 3, "return a pair"),
+    ],
+)
+def test_usual_misreadings_fail_and_say_why(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        exercises.check(NAME, wrong)
+
+
+def test_seed_zero_answers_replayed_fail_at_the_graders_seed():
+    table = {
+        tuple(lesson_03.scaler_log(*case[:6])): read_scale_log(
+            lesson_03.scaler_log(*case[:6]), *case[:4]
+        )
+        for case in lesson_03.CASES
+    }
+    replay = lambda log, *config: table.get(tuple(log), ([], 0))  # noqa: E731
+    assert exercises.verdict(NAME, replay, 0)[0] == "passed"
+    assert exercises.verdict(NAME, replay, 12345)[0] == "failed"

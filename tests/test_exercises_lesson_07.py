@@ -105,3 +105,40 @@ def test_inputs_vary_with_the_seed():
             lesson.observe(solutions.fsdp_precision, seed),
             seed,
         )
+
+
+# ---- Exercise 2: which scaler for DDP, FSDP1 and FSDP2 -----------------------------------------
+SCALER_FOR = "07.scaler_for"
+
+
+def test_scaler_for_solution_passes():
+    assert exercises.check(SCALER_FOR, exercises.solution(SCALER_FOR))
+
+
+def plain_everywhere(strategy, amp_dtype, device):
+    return torch.amp.GradScaler(torch.device(device).type, enabled=amp_dtype == torch.float16)
+
+
+def sharded_everywhere(strategy, amp_dtype, device):
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    return ShardedGradScaler(device=torch.device(device).type, enabled=amp_dtype == torch.float16)
+
+
+def enabled_for_bf16_too(strategy, amp_dtype, device):
+    scaler = exercises.solution(SCALER_FOR)(strategy, torch.float16, device)
+    return scaler if amp_dtype != torch.float32 else plain_everywhere(strategy, amp_dtype, device)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (plain_everywhere, "FSDP1 gives each rank plain tensors"),
+        (sharded_everywhere, "the plain torch.amp.GradScaler is the one to use"),
+        (enabled_for_bf16_too, "bf16 needs no loss scaling"),
+        (lambda strategy, amp_dtype, device: None, "return a torch.amp.GradScaler"),
+    ],
+)
+def test_scaler_for_mistakes_fail_and_say_why(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        exercises.check(SCALER_FOR, wrong)

@@ -62,20 +62,35 @@ def _clip_after_step(model, optimizer, scaler, batches, max_norm):
         scaler.update()
 
 
-def _accumulate_without_dividing(model, optimizer, scaler, batches, steps, max_norm):
-    optimizer.zero_grad()
-    for index, (images, labels) in enumerate(batches):
-        scaler.scale(lab.forward_loss(model, images, labels)).backward()
-        if (index + 1) % steps == 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad()
+def _accumulate_dividing_by(divisor):
+    """A loop that steps after every group, the short last one included, dividing each loss by
+    ``divisor(steps)`` whatever the group's length."""
+
+    def train(model, optimizer, scaler, batches, steps, max_norm):
+        optimizer.zero_grad()
+        for index, (images, labels) in enumerate(batches):
+            scaler.scale(lab.forward_loss(model, images, labels) / divisor(steps)).backward()
+            if (index + 1) % steps == 0 or index == len(batches) - 1:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+
+    return train
+
+
+_accumulate_without_dividing = _accumulate_dividing_by(lambda steps: 1)
+_accumulate_dividing_the_last_group_by_steps = _accumulate_dividing_by(lambda steps: steps)
 
 
 def _accumulate_step_every_batch(model, optimizer, scaler, batches, steps, max_norm):
     fixes.train_accumulated(model, optimizer, scaler, batches, 1, max_norm)
+
+
+def _accumulate_dropping_the_last_group(model, optimizer, scaler, batches, steps, max_norm):
+    full = len(batches) - len(batches) % steps  # the usual loop: whole groups only
+    fixes.train_accumulated(model, optimizer, scaler, batches[:full], steps, max_norm)
 
 
 def _suppressed_warning(model, optimizer, scheduler, scaler, batches):
@@ -112,7 +127,12 @@ def _no_update(model, optimizer, scaler, batches):
 
 WRONG = {
     "labs.clip_after_unscale": [_no_clip, _clip_after_step],
-    "labs.accumulation": [_accumulate_without_dividing, _accumulate_step_every_batch],
+    "labs.accumulation": [
+        _accumulate_without_dividing,
+        _accumulate_step_every_batch,
+        _accumulate_dropping_the_last_group,
+        _accumulate_dividing_the_last_group_by_steps,
+    ],
     "labs.bf16_scaler": [
         lambda device, dtype: torch.amp.GradScaler("cpu", enabled=False),
         lambda device, dtype: None if dtype != torch.float16 else torch.amp.GradScaler("cpu"),
@@ -139,6 +159,11 @@ WRONG = {
             torch.optim.SGD(m.parameters(), lr=lab.LR),
             torch.amp.GradScaler("cpu", **lab.SCALER_KWARGS),
         ),
+        lambda m, d: (  # the lab's SCALER_KWARGS left out
+            m,
+            torch.optim.SGD(m.parameters(), lr=lab.LR, momentum=0.9),
+            torch.amp.GradScaler("cpu"),
+        ),
     ],
     "labs.extra_step": [_optimizer_step_only, _no_update],
 }
@@ -155,9 +180,10 @@ def test_usual_wrong_fixes_fail(name, wrong):
 
 
 def _accumulate_written_differently(model, optimizer, scaler, batches, steps, max_norm):
-    for index, (images, labels) in enumerate(batches):  # zero_grad after the step, loss * (1/steps)
-        scaler.scale(lab.forward_loss(model, images, labels) * (1.0 / steps)).backward()
-        if index % steps == steps - 1:
+    for index, (images, labels) in enumerate(batches):  # zero_grad after the step, loss * (1/n)
+        in_group = min(steps, len(batches) - index // steps * steps)
+        scaler.scale(lab.forward_loss(model, images, labels) * (1.0 / in_group)).backward()
+        if index % steps == steps - 1 or index == len(batches) - 1:
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
             scaler.step(optimizer)
@@ -199,6 +225,14 @@ def test_resumed_reference_continues_exactly_like_the_uninterrupted_run(seed):
 
 
 def test_messages_say_what_to_fix():
+    with pytest.raises(ExerciseFailed, match="divide each micro-batch's loss"):
+        exercises.check("labs.accumulation", _accumulate_without_dividing)
+    with pytest.raises(ExerciseFailed, match="last, shorter group"):
+        exercises.check("labs.accumulation", _accumulate_dropping_the_last_group)
+    with pytest.raises(ExerciseFailed, match="the last group holds 1 batch"):
+        exercises.check("labs.accumulation", _accumulate_dividing_the_last_group_by_steps)
+    with pytest.raises(ExerciseFailed, match="growth_interval=2000"):
+        exercises.check("labs.half_model", WRONG["labs.half_model"][2])
     with pytest.raises(ExerciseFailed, match="GradScaler is back at its initial state"):
         exercises.check("labs.resume", WRONG["labs.resume"][1])
     with pytest.raises(ExerciseFailed, match="keep them float32"):

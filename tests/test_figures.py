@@ -26,10 +26,19 @@ lists it, as one of:
 
 Figures in cells whose owner is rewriting them are listed in ``PENDING`` with the reason; the test
 fails as soon as one of them disappears, so the list can only shrink.
+
+The executed GPU copies under ``reports/gpu/`` are held to the same rule, and to one more that only
+an executed copy can be checked against: prose that quotes a measured effect (``+20%``, ``1.8x``,
+``15% less``, "roughly a third more") must agree with an effect of the same kind printed by the
+code cells right before or after it, where those print any (``EFFECT_TOLERANCE``). Cited and
+computed figures are facts, not this page's measurement, and are left out. A contradiction in a
+copy that the next GPU run replaces is listed under ``contradictions`` in ``citations.yaml`` with
+the reason; the test fails on any other, and on a listed one that is gone.
 """
 
 import functools
 import inspect
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +52,7 @@ from conftest import ROOT
 import amp_course as ac
 
 CITATIONS = ROOT / "notebooks" / "citations.yaml"
+GPU_COPIES = sorted((ROOT / "reports" / "gpu").glob("*/notebooks/*.ipynb"))
 QUIZ_SOURCES = sorted((ROOT / "quizzes" / "source").glob("*.yaml"))
 # The lessons, not the hidden copies that notebook tests write beside them while they run.
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name.startswith("."))
@@ -133,6 +143,15 @@ def entries():
 
 
 @pytest.fixture(scope="module")
+def acknowledged():
+    """(page, cell id, prose) of the contradictions listed in citations.yaml, with their reasons."""
+    listed = yaml.safe_load(CITATIONS.read_text()).get("contradictions") or []
+    for entry in listed:
+        assert set(entry) == {"page", "cell", "prose", "why"} and entry["why"], entry
+    return {(e["page"], e["cell"], e["prose"]) for e in listed}
+
+
+@pytest.fixture(scope="module")
 def texts():
     return notebook_texts() + quiz_texts()
 
@@ -219,3 +238,147 @@ def test_the_guard_reads_real_notebooks_and_quizzes(tmp_path):
         ("99_planted#q", "3.5GiB"),
         ("99_planted#q", "8GPUs"),
     ]
+
+
+# ---- Measured effects in the prose of executed GPU copies, against what the page printed --------
+EFFECT_TOLERANCE = 1.15  # a quoted effect agrees with a printed one within this ratio either way
+FRACTIONS = {
+    "a tenth": 0.1,
+    "a fifth": 0.2,
+    "a quarter": 0.25,
+    "a third": 1 / 3,
+    "half": 0.5,
+    "two thirds": 2 / 3,
+    "three quarters": 0.75,
+}
+MORE, LESS = ("more", "longer", "larger", "higher"), ("less", "shorter", "smaller", "lower")
+_DIRECTION = "|".join(MORE + LESS)
+WORDED = re.compile(rf"\b({'|'.join(FRACTIONS)})\s+({_DIRECTION})\b", re.I)
+PERCENT = re.compile(
+    rf"(?<![\w.^/#])([+\-−])?(\d+(?:,\d{{3}})*(?:\.\d+)?)\s?%(?:\s+({_DIRECTION})\b)?"
+)
+FACTOR = re.compile(rf"{_NUMBER}[x×](?![\w/])")
+
+
+def effects(text: str, words: bool = True) -> list[tuple[str, float]]:
+    """(as written, ratio) for each effect ``text`` quotes: ``+63%`` is 1.63, ``15% less`` 0.85,
+    ``1.8x`` 1.8, "a third more" 1.33 (worded fractions only when ``words``). A bare percentage
+    says no direction (a share, a threshold) and is left out."""
+    found = []
+    if words:
+        for m in WORDED.finditer(text):
+            share = FRACTIONS[m[1].lower()]
+            found.append((m[0], 1 + share if m[2].lower() in MORE else 1 - share))
+    for m in PERCENT.finditer(text):
+        sign, share, direction = m[1], float(m[2].replace(",", "")) / 100, (m[3] or "").lower()
+        if sign or direction:
+            more = sign == "+" if sign else direction in MORE
+            found.append((m[0], 1 + share if more else 1 - share))
+    found += [(m[0], float(m[1].replace(",", ""))) for m in FACTOR.finditer(text)]
+    return found
+
+
+def printed_text(cell) -> str:
+    """What a code cell printed or displayed as text (not the plain-text twin of an HTML table)."""
+    parts = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        parts += [output.get("text", ""), data.get("text/markdown", "")]
+        if "text/html" not in data:
+            parts.append(data.get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def neighbouring_code(cells, index: int) -> list:
+    """The code cells right before and right after markdown cell ``index`` (up to other prose)."""
+    near = []
+    for step in (-1, 1):
+        i = index + step
+        while 0 <= i < len(cells) and cells[i].cell_type == "code":
+            near.append(cells[i])
+            i += step
+    return near
+
+
+def contradictions(path: Path, entries: list[dict]) -> list[tuple[str, str, str, str]]:
+    """(page, cell id, prose, what the cells beside it printed) where the two disagree."""
+    page = f"{path.parent.parent.name}/{path.name}"
+    cells = nbformat.read(path, as_version=4).cells
+    found = []
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "markdown":
+            continue
+        text = Text(f"{path.name}:{cell.get('id')}", cell.source)
+        printed = [
+            effect
+            for code in neighbouring_code(cells, index)
+            for effect in effects(printed_text(code), words=False)
+        ]
+        if not printed:
+            continue  # nothing printed beside it to check against
+        for prose, ratio in effects(cell.source):
+            figures = find_figures(prose)
+            if figures and allowed(figures[0], text, entries):
+                continue  # a cited fact or a computed constant, not this page's measurement
+            if not any(
+                value > 0 and abs(math.log(value / ratio)) <= math.log(EFFECT_TOLERANCE)
+                for _, value in printed
+            ):
+                shown = ", ".join(written for written, _ in printed)
+                found.append((page, cell.get("id"), prose, shown))
+    return found
+
+
+def test_gpu_copies_hold_no_uncited_figure(entries):
+    assert GPU_COPIES, "no executed GPU copy under reports/gpu/"
+    assert offenders(notebook_texts(GPU_COPIES), entries) == []
+
+
+def test_gpu_copies_prose_agrees_with_the_effects_they_printed(entries, acknowledged):
+    found = [c for path in GPU_COPIES for c in contradictions(path, entries)]
+    new = [c for c in found if c[:3] not in acknowledged]
+    assert not new, (
+        "Prose quotes an effect that the cells beside it contradict (read it from the printed "
+        "numbers, or list it under contradictions in notebooks/citations.yaml with the reason):\n"
+        + "\n".join(
+            f"  {page}:{cell}: {prose!r}, printed: {shown}" for page, cell, prose, shown in new
+        )
+    )
+    gone = acknowledged - {c[:3] for c in found}
+    assert not gone, f"remove from contradictions in citations.yaml, now gone: {sorted(gone)}"
+
+
+def _executed_page(tmp_path, prose, printed):
+    nb = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell("print(...)", id="timed")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)]
+    nb.cells = [nbformat.v4.new_markdown_cell(prose, id="claim"), code]
+    path = tmp_path / "gpu-x" / "notebooks" / "99_planted.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "prose, printed, caught",
+    [
+        ("Expect roughly a third more time.", "checkpointing costs +63% time", True),
+        ("Expect roughly a third more time.", "checkpointing costs +31% time", False),
+        ("bf16 is 2.5x faster here.", "bf16: 0.84x the fp32 time; tf32 2.01x", True),
+        ("bf16 is 2x faster here.", "speed-up 2.1x", False),
+        ("It uses 15% less memory.", "peak memory -40%", True),
+        ("Expect a third more time.", "no effect printed here", False),
+        ("An epoch takes 42 s, 1.7x faster (Example).", "speed-up 0.8x", False),  # cited
+    ],
+)
+def test_a_planted_contradiction_is_caught(tmp_path, prose, printed, caught):
+    cited = {
+        "figure": "1.7x",
+        "what": "planted",
+        "source": "https://example.org",
+        "cite": "Example",
+    }
+    found = contradictions(_executed_page(tmp_path, prose, printed), [cited])
+    assert bool(found) is caught, found
+    if caught:
+        assert found[0][:2] == ("gpu-x/99_planted.ipynb", "claim")

@@ -3,6 +3,7 @@
 import bisect
 import functools
 import math
+import struct
 from fractions import Fraction
 
 import pytest
@@ -220,19 +221,75 @@ def test_e4m3fn_has_no_inf():
     assert inspector.decompose(1e6, "fp8 e5m2").kind == "inf"  # e5m2 keeps IEEE inf
 
 
-def test_tf32_rounds_fp32_to_ten_mantissa_bits():
-    for value in [0.1, 1 / 3, 1.0 + 2**-11, 1.0 + 3 * 2**-11, -7.77, 1e-30]:
+def wide_neighbours(value, mantissa_bits):
+    """The two values of fp32's exponent range with ``mantissa_bits`` bits around normal
+    ``value``, found by masking the float64 bit pattern (an oracle apart from the inspector's
+    rational rounding): (the one towards zero, the next one away from zero)."""
+    dropped = 52 - mantissa_bits
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    toward_zero = bits >> dropped << dropped
+    down = struct.unpack("<d", struct.pack("<Q", toward_zero))[0]
+    up = struct.unpack("<d", struct.pack("<Q", toward_zero + (1 << dropped)))[0]
+    return down, up, (toward_zero >> dropped) & 1  # the last kept bit of the lower one
+
+
+def nearest_wide(value, mantissa_bits):
+    """Nearest value with ``mantissa_bits`` bits by exact distance; a tie to the even mantissa."""
+    down, up, odd = wide_neighbours(value, mantissa_bits)
+    below, above = abs(Fraction(value) - Fraction(down)), abs(Fraction(up) - Fraction(value))
+    if below != above:
+        return down if below < above else up
+    return up if odd else down
+
+
+WIDE = {"fp32": 23, "tf32": 10}
+
+
+def wide_ties(name):
+    """(lower, tie, upper) triples of fp32 or TF32 values near 1, a large and a small number."""
+    bits = WIDE[name]
+    triples = []
+    for lower in (1.0, 1.5, -3.0, 2.0**100 * 1.25, 2.0**-100 * 1.75):
+        step = math.ldexp(1.0, math.frexp(abs(lower))[1] - 1 - bits)
+        upper = lower + math.copysign(step, lower)
+        triples.append((lower, (lower + upper) / 2, upper))
+    return triples
+
+
+@pytest.mark.parametrize("name", ["fp32", "tf32"])
+def test_fp32_and_tf32_ties_and_near_ties_round_once_to_nearest_even(name):
+    for lower, tie, upper in wide_ties(name):
+        even = lower if nearest_wide(tie, WIDE[name]) == lower else upper
+        assert inspector.decompose(tie, name).stored == even, (name, tie)
+        assert inspector.decompose(tie, name).mantissa % 2 == 0  # ties go to the even mantissa
+        for value, nearest in [
+            (math.nextafter(tie, math.copysign(math.inf, upper)), upper),
+            (math.nextafter(tie, math.copysign(math.inf, -upper)), lower),
+        ]:
+            assert nearest_wide(value, WIDE[name]) == nearest  # the oracle agrees
+            assert inspector.decompose(value, name).stored == nearest, (name, value)
+
+
+def test_tf32_rounds_once_from_the_exact_value():
+    # Just above the tie between 1.0 and 1 + 2^-10: the nearest TF32 value is the upper one.
+    # Rounding to fp32 first (1 + 2^-11, exactly the tie) and then to TF32 would give 1.0.
+    value = 1.0004882812509095
+    assert 1 + 2**-11 < value < 1 + 2**-11 + 2**-23
+    assert torch.tensor(value, dtype=torch.float64).to(torch.float32).item() == 1 + 2**-11
+    assert inspector.decompose(value, "tf32").stored == 1 + 2**-10
+    for value in [0.1, 1 / 3, 1.0 + 3 * 2**-11, -7.77, 1e-30, 3e38]:
         fields = inspector.decompose(value, "tf32")
-        fp32 = torch.tensor(value, dtype=torch.float64).to(torch.float32).item()
-        mantissa, exponent = math.frexp(fp32)
-        # Round the 24-bit significand to 11 bits, ties to even (Python's round does that).
-        expected = math.ldexp(round(mantissa * 2**11), exponent - 11)
-        assert fields.stored == expected, (value, fields.stored, expected)
-        assert (
-            fields.exponent == inspector.decompose(value, "fp32").exponent or fields.mantissa == 0
-        )
+        assert fields.stored == nearest_wide(value, 10), value
+        # TF32 keeps fp32's exponent: the same field unless rounding carried into it.
+        fp32_exponent = inspector.decompose(value, "fp32").exponent
+        assert fields.exponent == fp32_exponent or fields.mantissa == 0
     assert inspector.decompose(1.0 + 2**-11, "tf32").stored == 1.0  # a tie goes to even
     assert inspector.decompose(1.0, "tf32").gap == 2.0**-10
+    assert inspector.decompose(2.0**128 - 2.0**116, "tf32").kind == "inf"  # the overflow tie
+    assert (
+        inspector.decompose(math.nextafter(2.0**128 - 2.0**116, 0), "tf32").stored
+        == (2 - 2**-10) * 2.0**127
+    )
 
 
 def test_representable_values_count_and_order():
@@ -271,7 +328,26 @@ def test_top_of_a_format_reads_largest_finite():
     assert inspector.gap_text(inspector.decompose(1.0, "fp16")) == "0.000977"
     assert inspector.gap_text(inspector.decompose(-65504.0, "fp16")) == "32"  # towards -inf: finite
     nan = inspector.decompose(math.nan, "fp16")
-    assert inspector.gap_text(nan) == "nan" and "largest" not in inspector.describe(nan)
+    assert inspector.gap_text(nan) == "-" and "largest" not in inspector.describe(nan)
+
+
+def test_lost_values_are_named():
+    overflow = inspector.decompose(65520.0, "fp16")
+    assert overflow.outcome == "overflow: rounds to +inf (the largest finite fp16 value is 65504)"
+    line = inspector.describe(overflow)
+    assert "nan" not in line and line.endswith(overflow.outcome)  # no "+nan", no "gap ... nan"
+    assert inspector.error_text(overflow) == "-" and inspector.gap_text(overflow) == "-"
+    assert "overflow" in inspector.decompose(-1e39, "fp32").outcome
+    saturated = inspector.decompose(65520.0, "fp8 e4m3")
+    if saturated.stored == 448.0:  # this torch saturates (the lesson prints which)
+        assert saturated.outcome.startswith("saturated: clamped to 448")
+    underflow = inspector.decompose(1e-8, "fp16")
+    assert underflow.outcome.startswith("underflow: rounds to 0 (at or below 2.98e-08")
+    # Nothing is said where nothing was lost beyond ordinary rounding.
+    for value, name in [(449.0, "fp8 e4m3"), (0.1, "fp16"), (0.0, "fp16"), (math.inf, "fp16")]:
+        assert inspector.decompose(value, name).outcome == "", (value, name)
+    page = inspector.to_html(65520.0, ["fp16"])
+    assert "<th>lost</th>" in page and "overflow: rounds to +inf" in page
 
 
 def test_widget_box_and_slider_follow_each_other():
@@ -280,6 +356,8 @@ def test_widget_box_and_slider_follow_each_other():
     w.box.value = "65520"  # typed: the table and the slider follow
     assert "value = 65520.0" in w.table.value and "<td>inf</td>" in w.table.value
     assert w.slider.value == pytest.approx(65520.0)
+    assert "overflow" in w.table.value
+    assert w.slider.readout and w.slider.readout_format == ".3g"  # the slider shows its position
     w.slider.value = 1e-8  # dragged: the box and the table follow
     assert float(w.box.value) == pytest.approx(1e-8) and "<td>zero</td>" in w.table.value
     w.box.value = "-3"
@@ -296,7 +374,7 @@ def test_widget_box_and_slider_follow_each_other():
 def test_widget_keeps_a_typed_value_when_the_browser_snaps_the_slider():
     w = inspector_widget.BitInspector(0.1)
     w.box.value = "65504"
-    w.slider.value = 10**4.82  # the browser's slider moves in steps of 10^0.01 and echoes back
+    w.slider.value = 10**4.816  # the browser's slider moves in steps of 10^0.001, echoes back
     assert w.box.value == "65504" and "value = 65504.0" in w.table.value
     w.slider.value = 10**4.9  # a real drag, further than one step
     assert float(w.box.value) == pytest.approx(10**4.9, rel=1e-5)
@@ -309,6 +387,11 @@ def test_widget_format_buttons_choose_the_rows():
     w.buttons["fp32"].value = True
     w.buttons["fp16"].value = False
     assert w.formats == ["fp32", "bf16"]  # always in the inspector's order
+    on, off = w.buttons["fp32"], w.buttons["fp16"]
+    assert (on.button_style, on.icon) == ("info", "check") and (off.button_style, off.icon) == (
+        "",
+        "",
+    )
     assert "<td>fp32</td>" in w.table.value and "<td>fp16</td>" not in w.table.value
     for button in w.buttons.values():
         button.value = False

@@ -98,3 +98,46 @@ def test_collect_gradients_matches_autograd():
     torch.nn.functional.cross_entropy(model(x), y).backward()
     expected = torch.cat([p.grad.flatten() for p in model.parameters()])
     assert torch.equal(grads, expected[expected != 0])
+
+
+def _slider_cells(interactive):
+    """Run lesson 03's gradient and slider cells on a narrow CNN; returns their namespace."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import amp_course as ac
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    namespace = {
+        "ac": ac,
+        "torch": torch,
+        "plt": plt,
+        "device": torch.device("cpu"),
+        "WIDTH_DIVISOR": 16,
+        "batches": [(torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,)))],
+        "INTERACTIVE": interactive,
+    }
+    for cell_id in ("f5009f5d", "eb6c239a"):  # the histogram, then the slider
+        (cell,) = [c for c in nb.cells if c.get("id") == cell_id]
+        exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
+    plt.close("all")
+    return namespace
+
+
+def test_the_slider_is_live_on_a_cpu_and_static_states_stand_in_without_widgets(
+    capsys, monkeypatch
+):
+    import ipywidgets
+
+    shown = []
+    monkeypatch.setattr(ipywidgets, "interact", lambda fn, **kw: shown.append(kw) or fn(0))
+    live = _slider_cells(True)  # a CPU, smoke sizes: the slider is there all the same
+    (slider,) = [kw["log2_scale"] for kw in shown]
+    assert slider.description == "log2 scale" and (slider.min, slider.max) == (0, 30)
+    assert "loss scale 2^0: becomes 0" in capsys.readouterr().out
+    ax = live["plot_gradients"](30)  # the top of the slider: the right tail stays on the axis
+    assert ax.get_xlim()[1] >= live["edges"][-1].item() + 30
+    _slider_cells(False)
+    assert "The slider's key states" in capsys.readouterr().out

@@ -32,6 +32,7 @@ from .answers import (  # noqa: F401  (lesson modules and notebooks use them fro
     Answer,
     ExerciseFailed,
     ExerciseNotDone,
+    Verdict,
     call_answer,
     error_text,
     fail_on_error,
@@ -163,12 +164,13 @@ NOT_DONE_NOTE = (
 )
 
 
-def check(name: str, answer: object) -> bool | None:
-    """Check the learner's ``answer`` to exercise ``name`` and print the verdict.
+def check(name: str, answer: object) -> Verdict | None:
+    """Check the learner's ``answer`` to exercise ``name`` and show the verdict.
 
-    Returns True when correct and False when not done yet (the blank untouched, so Run All goes
-    on); raises ExerciseFailed (an AssertionError) with a plain-words message when wrong. Where
-    the reference is hidden (the grading sandbox) it only says that the grader decides.
+    Prints ``✓`` and returns a true Verdict when correct; prints "Not done yet" and returns a false
+    one while the blank is untouched (so Run All goes on); raises ExerciseFailed (an
+    AssertionError) when wrong, which a notebook shows as the ``✗`` line alone. Where the
+    reference is hidden (the grading sandbox) it only says that the grader decides (None).
     """
     item = get(name)
     try:
@@ -179,11 +181,10 @@ def check(name: str, answer: object) -> bool | None:
     _LAST_STATUS[name] = status
     if status == "passed":
         print(f"✓ {name}: correct ({item.points:g} point{'s' if item.points != 1 else ''})")
-        return True
+        return Verdict(status)
     if status == "not done":
         print(f"… {name}: {NOT_DONE_NOTE}")
-        return False
-    print(f"✗ {name}: {message}")
+        return Verdict(status)
     raise ExerciseFailed(f"{name}: {message}")
 
 

@@ -8,7 +8,42 @@ from __future__ import annotations
 
 
 class ExerciseFailed(AssertionError):
-    """The learner's answer is wrong; the message says what is wrong in plain words."""
+    """The learner's answer is wrong; the message says what is wrong in plain words.
+
+    In a notebook the cell fails (Run All stops, papermill and nbval report an error), but IPython
+    shows only the verdict line, not a traceback through the course's checking code.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"✗ {self}"]
+
+
+class Verdict:
+    """What a check returns: true when the answer passed, false while it is not done.
+
+    It displays nothing (the check has printed its line), so a check cell shows no ``Out:``.
+    """
+
+    __slots__ = ("status",)
+
+    def __init__(self, status: str):
+        self.status = status  # "passed" or "not done"
+
+    def __bool__(self) -> bool:
+        return self.status == "passed"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, bool):
+            return bool(self) is other
+        return isinstance(other, Verdict) and other.status == self.status
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.status!r})"
+
+    def _ipython_display_(self) -> None:
+        """Nothing to show: the verdict is already printed."""
 
 
 class ExerciseNotDone(ExerciseFailed):

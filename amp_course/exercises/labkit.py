@@ -25,6 +25,7 @@ NUM_BATCHES = 9
 POISONED = (0, 5)  # batches whose pixels are corrupt (huge), so the fp16 backward overflows
 LR = 0.05
 SCALER_KWARGS = dict(init_scale=2.0**16, growth_interval=3)
+SCHEDULER_GAMMA = 0.8  # the labs' StepLR lowers the learning rate by this after every step
 SCHEDULER_WARNING = "lr_scheduler.step()` before `optimizer.step()"
 
 
@@ -101,6 +102,9 @@ class Outcome:
     lrs: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+    # The gradient norm at each optimizer.step() that ran (seen by a step pre-hook: after
+    # unscale_ and clipping); skipped steps never call it.
+    step_norms: list[float] = field(default_factory=list)
 
     def plain(self) -> dict:
         """The outcome as plain data for the grader."""
@@ -110,6 +114,7 @@ class Outcome:
             "lrs": self.lrs,
             "warnings": self.warnings,
             "error": self.error,
+            "step_norms": self.step_norms,
         }
 
 
@@ -117,9 +122,15 @@ def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0) -> Outcome:
     """Run ``train(model, optimizer, [scheduler,] scaler, batches, *extra)``; record the Outcome."""
     model, optimizer, scaler = lab_setup(seed)
     sched = (
-        torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8) if scheduler else None
+        torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=SCHEDULER_GAMMA)
+        if scheduler
+        else None
     )
     outcome = Outcome()
+    grads = lambda: [p.grad for p in model.parameters() if p.grad is not None]  # noqa: E731
+    optimizer.register_step_pre_hook(
+        lambda *_: outcome.step_norms.append(torch.nn.utils.get_total_norm(grads()).item())
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         args = (model, optimizer, sched, scaler) if scheduler else (model, optimizer, scaler)
@@ -189,18 +200,20 @@ def params_close(mine, ref, rtol=1e-5, atol=1e-7) -> bool:
     return True
 
 
-def symptom(train, extra=(), scheduler=False):
-    """Print, in plain words, what ``train`` did next to the reference for the lab."""
+def symptom(train, extra=(), scheduler=False, label="the broken loop"):
+    """Print, in plain words and under ``label``, what ``train`` did on the labs' setup."""
     out = run(train, extra, scheduler=scheduler)
+    print(f"{label}:")
     if out.error:
-        print("crashed with", out.error)
-    print("scale after each update():", [f"{s:g}" for s in out.scales])
+        print("  crashed with", out.error)
+    print("  scale after each update():", [f"{s:g}" for s in out.scales])
+    print(f"  optimizer steps that ran: {len(out.step_norms)} of {NUM_BATCHES} batches")
     if scheduler:
-        print("final learning rate:", f"{out.lrs[0]:.6g}")
+        print("  final learning rate:", f"{out.lrs[0]:.6g}")
     bad = [i for i, p in enumerate(out.params) if not torch.isfinite(p).all()]
     if bad:
-        print(f"parameter tensors holding inf/NaN: {bad}")
+        print(f"  parameter tensors holding inf/NaN: {bad}")
     for message in out.warnings:
         if "lr_scheduler" in message:
-            print("warning:", message[:110], "...")
+            print("  warning:", message)
     return out

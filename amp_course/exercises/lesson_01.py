@@ -1,4 +1,5 @@
-"""Lesson 01 exercises: reading a number's bit fields."""
+"""Lesson 01 exercises: reading a number's bit fields, and the value of a bit pattern in any
+IEEE-754-style layout (transfer to formats the lesson did not take apart)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,107 @@ def compare(mine, reference, seed: int) -> None:
 
 
 register("01.bit_fields", observe, compare)
+
+
+# ---- Exercise 2: the value of a bit pattern in any IEEE-754-style layout -------------------------
+# (exponent bits, mantissa bits, patterns): fp16, bf16 and fp8 e5m2 as torch has them, then
+# layouts torch lacks. e5m2 is IEEE-style (an all-ones exponent is inf or NaN); e4m3fn is not.
+PATTERNS = [
+    (5, 10, [0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x8000, 0x7C00, 0xFC00, 0x7E00]),
+    (8, 7, [0x3F80, 0x0001, 0x7F7F, 0xFF80]),
+    (5, 2, [0x3C, 0x01, 0x03, 0x7B, 0x7C, 0xFD]),
+    (3, 4, [0b0_011_0000, 0b0_000_0001, 0b0_111_0000, 0b1_110_1111, 0b0_111_1000]),
+    (6, 9, [0b0_011111_000000000, 0b1_000000_100000000, 0b0_111110_111111111]),
+]
+
+
+def patterns(seed: int) -> list[tuple[int, int, int]]:
+    """(bits, exponent_bits, mantissa_bits) to decode: PATTERNS for seed 0, else random layouts
+    (2 to 8 exponent bits, 1 to 12 mantissa bits) with a zero, a subnormal, the top and inf each."""
+    if seed == 0:
+        return [(bits, e, m) for e, m, chosen in PATTERNS for bits in chosen]
+    generator = torch.Generator().manual_seed(seed)
+    drawn = []
+    for _ in range(4):
+        e = int(torch.randint(2, 9, (1,), generator=generator))
+        m = int(torch.randint(1, 13, (1,), generator=generator))
+        width = 1 + e + m
+        top = ((1 << e) - 1) << m
+        special = [1 << (width - 1), 1, top - 1, top, top | 1]
+        randoms = torch.randint(0, 1 << width, (4,), generator=generator).tolist()
+        drawn += [(bits, e, m) for bits in special + randoms]
+    return drawn
+
+
+def observe_values(value_of, seed: int) -> list[dict]:
+    """``value_of(bits, exponent_bits, mantissa_bits)`` for every pattern, as a float."""
+    results = []
+    for bits, e, m in patterns(seed):
+        got, error = call_answer(value_of, bits, e, m)
+        record = {"case": [bits, e, m], "error": error}
+        if error is None:
+            try:
+                record["value"] = float(got)
+            except (TypeError, ValueError):
+                record["value"], record["returned"] = None, repr(got)[:80]
+        results.append(record)
+    return results
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or (
+        a == b and math.copysign(1, a) == math.copysign(1, b)
+    )
+
+
+def _misreadings(bits: int, e: int, m: int, value: float) -> list[tuple[float, str]]:
+    """Values that common misreadings of the pattern give (``value`` is the right one), each with
+    the rule it misses."""
+    sign, exponent, mantissa = bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+    bias, s, fraction = (1 << (e - 1)) - 1, -1.0 if sign else 1.0, mantissa / (1 << m)
+    found = [(-value, "the top bit is the sign: 1 means negative")]
+    if exponent == 0:
+        found += [
+            (
+                s * (1 + fraction) * 2.0 ** (1 - bias),
+                "a subnormal (exponent field 0) has no implicit 1",
+            ),
+            (s * fraction * 2.0**-bias, "a subnormal's exponent is 1 - bias, not -bias"),
+        ]
+    elif exponent == (1 << e) - 1:
+        found.append(
+            (
+                s * (1 + fraction) * 2.0 ** (exponent - bias),
+                "an all-ones exponent means inf (mantissa 0) or NaN",
+            )
+        )
+    else:
+        found += [
+            (
+                s * (1 + fraction) * 2.0 ** (exponent - bias - 1),
+                f"the bias is 2^(E-1) - 1 = {bias}",
+            ),
+            (s * fraction * 2.0 ** (exponent - bias), "a normal number has an implicit leading 1"),
+        ]
+    return found
+
+
+def compare_values(mine, reference, seed: int) -> None:
+    for got, want in zip(mine, reference, strict=True):
+        bits, e, m = want["case"]
+        call = f"value_of(0b{bits:0{1 + e + m}b}, {e}, {m})"
+        fail_on_error(got["error"], call)
+        if got.get("value") is None:
+            raise ExerciseFailed(f"{call} returned {got.get('returned')}; return a number.")
+        if _same(got["value"], want["value"]):
+            continue
+        why = next(
+            (w for v, w in _misreadings(bits, e, m, want["value"]) if _same(v, got["value"])), ""
+        )
+        raise ExerciseFailed(
+            f"{call} returned {got['value']!r}, but 1 sign, {e} exponent and {m} mantissa bits "
+            f"encode {want['value']!r}" + (f": {why}." if why else ".")
+        )
+
+
+register("01.value_of", observe_values, compare_values)

@@ -1,24 +1,26 @@
-"""Lesson 03 exercises: the dynamic loss-scale update rule, checked against a real GradScaler."""
+"""Lesson 03 exercise: read a dynamic loss scaler's log (the scale after every update()) back into
+the steps that overflowed and the clean-step count at the end; logs come from real GradScalers."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
-CASES = [  # (scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval, what)
-    (65536.0, 0, False, 2.0, 0.5, 2000, "a clean step"),
-    (65536.0, 5, True, 2.0, 0.5, 2000, "an overflow"),
-    (1024.0, 1999, False, 2.0, 0.5, 2000, "the clean step that completes growth_interval"),
-    (1024.0, 1998, False, 2.0, 0.5, 2000, "one clean step short of growth_interval"),
-    (8.0, 3, False, 4.0, 0.25, 4, "growth with growth_factor=4"),
-    (8.0, 3, True, 4.0, 0.25, 4, "an overflow with backoff_factor=0.25"),
-    (2.0**20, 0, False, 2.0, 0.5, 1, "growth_interval=1 (grow after every clean step)"),
+# (init_scale, growth_factor, backoff_factor, growth_interval, overflow steps, steps, what)
+CASES = [
+    (2.0**16, 2.0, 0.5, 3, (2, 7), 12, "the defaults' factors, growth_interval=3"),
+    (1000.0, 1.5, 0.3, 3, (2, 7), 12, "factors that are not powers of two"),
+    (2.0**126, 2.0, 0.5, 2, (3,), 8, "a scale near float32's largest value"),
+    (2.0**16, 2.0, 0.5, 1, (0, 1, 4), 7, "growth_interval=1"),
+    (8.0, 4.0, 0.25, 4, (), 9, "no overflow at all"),
 ]
 
 
 def cases(seed: int) -> list[tuple]:
-    """Seed 0: CASES. Other seeds: twelve random states, half of them at the growth boundary."""
+    """Seed 0: CASES. Other seeds: six random runs, one of them starting near float32's max."""
     if seed == 0:
         return list(CASES)
     generator = torch.Generator().manual_seed(seed)
@@ -27,57 +29,122 @@ def cases(seed: int) -> list[tuple]:
         return int(torch.randint(0, n, (1,), generator=generator))
 
     drawn = []
-    for index in range(12):
-        interval = [1, 2, 3, 7, 50, 2000][pick(6)]
-        good = max(0, interval - 1 - (pick(2) if index % 2 else pick(interval)))
-        found = pick(3) == 0
-        growth, backoff = [(2.0, 0.5), (4.0, 0.25), (2.0, 0.25)][pick(3)]
-        scale = 2.0 ** (pick(30) - 4)
-        drawn.append((scale, good, found, growth, backoff, interval, "a random state"))
+    for index in range(6):
+        steps = 8 + pick(8)
+        interval = [1, 2, 3, 4][pick(4)]
+        growth, backoff = [(2.0, 0.5), (1.5, 0.3), (3.0, 0.7), (4.0, 0.25)][pick(4)]
+        init = 2.0 ** (126 - pick(2)) if index == 0 else [2.0**16, 1000.0, 3.0][pick(3)]
+        overflows = tuple(sorted({pick(steps) for _ in range(pick(4))}))
+        drawn.append((init, growth, backoff, interval, overflows, steps, "a random run"))
     return drawn
 
 
-def observe(update_scale, seed: int) -> list[dict]:
-    """``update_scale`` on every case: the pair it returns, or what went wrong."""
+def run_scaler(init_scale, growth_factor, backoff_factor, growth_interval, overflows, steps):
+    """Run a real torch.amp.GradScaler for ``steps`` steps, with an inf in the gradients at the
+    steps in ``overflows``; returns (its scale after every update(), the scaler)."""
+    scaler = torch.amp.GradScaler(
+        "cpu",
+        init_scale=init_scale,
+        growth_factor=growth_factor,
+        backoff_factor=backoff_factor,
+        growth_interval=growth_interval,
+    )
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=0.0)
+    log = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        scaler.scale(weight.sum()).backward()
+        if step in overflows:
+            weight.grad.fill_(math.inf)
+        scaler.step(optimizer)
+        scaler.update()
+        log.append(scaler.get_scale())
+    return log, scaler
+
+
+def scaler_log(*case) -> list[float]:
+    """The log of ``run_scaler(*case)``: what a training run would have recorded."""
+    return run_scaler(*case)[0]
+
+
+def observe(read_scale_log, seed: int) -> list[dict]:
+    """``read_scale_log`` on each case's log: the pair it returns, or what went wrong."""
     results = []
-    for scale, good, found, growth, backoff, interval, what in cases(seed):
-        got, error = call_answer(
-            update_scale,
-            scale,
-            good,
-            found,
-            growth_factor=growth,
-            backoff_factor=backoff,
-            growth_interval=interval,
-        )
-        record = {"case": [scale, good, found, interval], "what": what, "error": error}
+    for init, growth, backoff, interval, overflows, steps, what in cases(seed):
+        log = scaler_log(init, growth, backoff, interval, overflows, steps)
+        got, error = call_answer(read_scale_log, list(log), init, growth, backoff, interval)
+        record = {
+            "config": [init, growth, backoff, interval],
+            "log": log,
+            "what": what,
+            "error": error,
+        }
         if error is None:
             try:
-                if not isinstance(got, tuple) or len(got) != 2:
-                    raise TypeError
-                record["result"] = [float(got[0]), int(got[1])]
+                found, good = got
+                record["result"] = [sorted(int(s) for s in found), int(good)]
             except (TypeError, ValueError):
                 record["result"], record["returned"] = None, repr(got)[:80]
         results.append(record)
     return results
 
 
+def _count(log, init, interval, reset_at_cap=True, reset_on_overflow=True) -> int:
+    """The clean-step count at the end of ``log`` under rules that may skip a detail."""
+    good, before = 0, init
+    for after in log:
+        if after < before:
+            good = 0 if reset_on_overflow else good
+        else:
+            good += 1
+            grew = after > before
+            if good == interval and (grew or reset_at_cap):
+                good = 0
+        before = after
+    return good
+
+
 def compare(mine, reference, seed: int) -> None:
-    for index, want in enumerate(reference):
-        got = mine[index]
-        scale, good, found, interval = want["case"]
-        fail_on_error(got["error"], f"update_scale({scale:g}, {good}, {found}, ...)")
+    for got, want in zip(mine, reference, strict=True):
+        init, growth, backoff, interval = want["config"]
+        log, what = want["log"], want["what"]
+        call = f"read_scale_log(log, {init:g}, {growth:g}, {backoff:g}, {interval})"
+        fail_on_error(got["error"], call)
         if got.get("result") is None:
             raise ExerciseFailed(
-                f"update_scale should return a pair (scale, good_steps); got {got.get('returned')}."
+                f"{call} returned {got.get('returned')}; return a pair "
+                "(overflow_steps, good_steps): a list of step numbers and an int."
             )
-        if got["result"] != want["result"]:
+        (found, good), (overflows, want_good) = got["result"], want["result"]
+        shown = ", ".join(f"{s:g}" for s in log)
+        if found != overflows:
+            step = min(set(found) ^ set(overflows))
+            before = init if step == 0 else log[step - 1]
+            verb = "dropped" if step in overflows else "did not drop"
             raise ExerciseFailed(
-                f"For {want['what']} (scale={scale:g}, good_steps={good}, found_inf={found}, "
-                f"growth_interval={interval}) GradScaler gives scale={want['result'][0]:g}, "
-                f"good_steps={want['result'][1]}; yours gives scale={got['result'][0]:g}, "
-                f"good_steps={got['result'][1]}."
+                f"for {what} (log: {shown}) you name overflow steps {found}, but at step {step} "
+                f"the scale {verb} ({before:g} -> {log[step]:g}): update() lowers the scale "
+                "exactly when an optimizer's gradients held an inf or NaN."
+            )
+        if good != want_good:
+            hints = [
+                (
+                    _count(log, init, interval, reset_at_cap=False),
+                    "at float32's largest scale a growth is skipped (the grown scale would be "
+                    "inf), but the count restarts at 0 all the same",
+                ),
+                (
+                    _count(log, init, interval, reset_on_overflow=False),
+                    "an overflow restarts the count at 0",
+                ),
+            ]
+            hint = next((why for value, why in hints if value == good), None)
+            raise ExerciseFailed(
+                f"for {what} (growth_interval={interval}; log: {shown}) you end with "
+                f"good_steps={good}, GradScaler with {want_good}"
+                + (f": {hint}." if hint else ": count the clean updates since the last change.")
             )
 
 
-register("03.update_scale", observe, compare)
+register("03.read_scale_log", observe, compare)

@@ -1,4 +1,5 @@
-"""Lesson 04 exercise: one accumulated optimizer step with clipping, under a GradScaler."""
+"""Lesson 04 exercise: one accumulated, clipped step under a GradScaler over micro-batches of any
+size, equal to one step on all their examples as a single batch."""
 
 from __future__ import annotations
 
@@ -10,23 +11,30 @@ from . import ExerciseFailed, call_answer, fail_on_error, register
 from .labkit import compare_params, lab_batches, lab_setup, poisoned_for
 
 
+def _split(batch, sizes):
+    images, labels = batch
+    return list(zip(images.split(sizes), labels.split(sizes), strict=True))
+
+
 def cases(seed: int) -> list[tuple[str, list, float]]:
-    """(what, micro-batches, max_norm): clean and overflowing micro-batches, clipping or not."""
+    """(what, micro-batches, max_norm): equal and unequal micro-batches, clean and overflowing,
+    clipping or not; the equal ones first, so a failure on unequal ones says what it is about."""
     if seed == 0:
         clean, poisoned = lab_batches()[1], lab_batches()[0]
-        chunks, norms = 4, (0.5, 100.0)
+        equal, unequal, norms = [4, 4, 4, 4], [7, 5, 4], (0.5, 100.0)
     else:
         generator = torch.Generator().manual_seed(seed)
         batches = lab_batches(poisoned_for(seed), seed)
         clean = next(b for i, b in enumerate(batches) if i not in poisoned_for(seed))
         poisoned = batches[poisoned_for(seed)[0]]
-        chunks = (2, 4)[int(torch.randint(0, 2, (1,), generator=generator))]  # equal chunks
+        equal = [8, 8] if int(torch.randint(0, 2, (1,), generator=generator)) else [4, 4, 4, 4]
+        unequal = [[9, 7], [6, 6, 3, 1], [10, 4, 2]][
+            int(torch.randint(0, 3, (1,), generator=generator))
+        ]
         norms = (float(torch.empty(1).uniform_(0.2, 1.0, generator=generator)), 100.0)
     micro = [
-        (
-            f"{chunks} clean micro-batches",
-            list(zip(clean[0].chunk(chunks), clean[1].chunk(chunks), strict=True)),
-        ),
+        (f"{len(equal)} equal micro-batches of {equal[0]} digits", _split(clean, equal)),
+        (f"micro-batches of {', '.join(map(str, unequal))} digits", _split(clean, unequal)),
         ("micro-batches whose gradients overflow", [clean, poisoned]),
     ]
     return [(what, batches, norm) for what, batches in micro for norm in norms]
@@ -65,12 +73,20 @@ def compare(mine, reference, seed: int) -> None:
             raise ExerciseFailed("return the gradient norm that clip_grad_norm_ gives you.")
         if not isinstance(got["norm"], float):
             raise ExerciseFailed(f"return the norm as a number or tensor; got {got['norm']}.")
+        unequal = what.startswith("micro-batches of")
+        weighting = (
+            " With micro-batches of different sizes, a micro-batch's mean loss counts by its "
+            "share of the digits, not by one over the number of micro-batches."
+            if unequal
+            else ""
+        )
         if math.isfinite(want["norm"]) and not math.isclose(
             got["norm"], want["norm"], rel_tol=1e-4
         ):
             raise ExerciseFailed(
                 f"with {what} the returned norm is {got['norm']:.4g}; the true (unscaled) "
-                f"gradient norm of the mean loss is {want['norm']:.4g}."
+                f"gradient norm of the mean loss over all their digits is {want['norm']:.4g}."
+                + weighting
             )
         if got["scale"] != want["scale"]:
             raise ExerciseFailed(
@@ -80,7 +96,8 @@ def compare(mine, reference, seed: int) -> None:
         compare_params(
             got["params"],
             want["params"],
-            f"with {what} and max_norm={max_norm:g} your step differs from the reference step",
+            f"with {what} and max_norm={max_norm:g} your step differs from one step on all "
+            f"their digits as one batch{weighting}",
         )
 
 

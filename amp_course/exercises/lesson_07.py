@@ -130,3 +130,95 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
 
 
 register("07.fsdp_precision", observe, compare)
+
+
+# ---- Exercise 2: which loss scaler for which way of spreading the model ----------------------
+STRATEGIES = ("ddp", "fsdp1", "fsdp2")
+
+
+def _scaler_cases(seed: int) -> list[tuple[str, str]]:
+    """(strategy, dtype name): every pair, in an order (and for seeds > 0 a repeat) set by seed."""
+    pairs = [(s, d) for s in STRATEGIES for d in DTYPES]
+    if seed == 0:
+        return pairs
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(pairs), generator=generator).tolist()
+    return [pairs[i] for i in order] + [("fsdp1", "fp16")]
+
+
+def observe_scalers(fn, seed: int) -> dict:
+    """Ask ``fn(strategy, amp_dtype, device)`` for each pair's scaler, on the CPU; describe it."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    rows = []
+    for strategy, name in _scaler_cases(seed):
+        device = torch.device("cpu") if seed % 2 == 0 else "cpu"  # a torch.device or its name
+        row = {"strategy": strategy, "dtype": name, "error": None}
+        try:
+            scaler = fn(strategy, DTYPES[name], device)
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            row["error"] = f"{type(error).__name__}: {error}"[:300]
+            rows.append(row)
+            continue
+        row["kind"] = (
+            "sharded"
+            if isinstance(scaler, ShardedGradScaler)
+            else "plain"
+            if isinstance(scaler, torch.amp.GradScaler)
+            else type(scaler).__name__
+        )
+        if row["kind"] in ("sharded", "plain"):
+            row["enabled"] = bool(scaler.is_enabled())
+            row["device"] = str(getattr(scaler, "_device", ""))
+        rows.append(row)
+    return {"rows": rows}
+
+
+WHY_SHARDED = (
+    "FSDP1 gives each rank plain tensors holding its own shard, so a plain GradScaler would see "
+    "only that shard's infs and ranks could disagree on a skip: "
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler all-reduces the flag"
+)
+WHY_PLAIN = {
+    "ddp": "DDP all-reduces the gradients before scaler.step, so every rank finds the same infs",
+    "fsdp2": "FSDP2's gradients are DTensor shards, whose inf check all-reduces the flag itself",
+}
+
+
+def compare_scalers(mine: dict, reference: dict, seed: int) -> None:
+    for got, want in zip(mine["rows"], reference["rows"], strict=True):
+        strategy, name = want["strategy"], want["dtype"]
+        where = f"scaler_for({strategy!r}, {DTYPES[name]}, device)"
+        if got["error"]:
+            raise ExerciseFailed(f"{where} raised {got['error']}.")
+        if got["kind"] not in ("sharded", "plain"):
+            raise ExerciseFailed(
+                f"{where} returned a {got['kind']}; return a torch.amp.GradScaler (or a "
+                "ShardedGradScaler, which is one), enabled or not, so the loop keeps one code path."
+            )
+        if got["enabled"] != want["enabled"]:
+            raise ExerciseFailed(
+                f"{where}: the scaler is {'enabled' if got['enabled'] else 'disabled'}; "
+                + (
+                    "fp16 needs loss scaling on every strategy."
+                    if want["enabled"]
+                    else f"{name} needs no loss scaling (enabled=False), whatever the strategy."
+                )
+            )
+        if want["enabled"] and got["kind"] != want["kind"]:
+            raise ExerciseFailed(
+                f"{where}: "
+                + (
+                    f"{WHY_SHARDED}."
+                    if want["kind"] == "sharded"
+                    else f"{WHY_PLAIN[strategy]}: the plain torch.amp.GradScaler is the one to use."
+                )
+            )
+        if got["device"] != want["device"]:
+            raise ExerciseFailed(
+                f"{where}: the scaler is built for {got['device']!r}; build it for device.type "
+                f"({want['device']!r})."
+            )
+
+
+register("07.scaler_for", observe_scalers, compare_scalers)

@@ -6,11 +6,11 @@ The notebook imports this module as ``lab``; the reference fixes live in
 
 from __future__ import annotations
 
-import io
+import math
 
 import torch
 
-from . import ExerciseFailed, ExerciseNotDone, call_answer, fail_on_error, register
+from . import ExerciseFailed, call_answer, fail_on_error, register
 from .labkit import (  # noqa: F401  (the notebook reaches the labs' setup through this module)
     AMP_DTYPE,
     DEVICE,
@@ -18,6 +18,7 @@ from .labkit import (  # noqa: F401  (the notebook reaches the labs' setup throu
     NUM_BATCHES,
     POISONED,
     SCALER_KWARGS,
+    SCHEDULER_GAMMA,
     SCHEDULER_WARNING,
     Outcome,
     RecordingScaler,
@@ -29,8 +30,17 @@ from .labkit import (  # noqa: F401  (the notebook reaches the labs' setup throu
     observe_run,
     params_close,
     poisoned_for,
+    run,
     symptom,
     train_steps,
+)
+from .labresume import (  # noqa: F401  (the notebook reaches lab 5's run through this module)
+    RESUME_AT,
+    compare_resume,
+    load_checkpoint,
+    observe_resume,
+    resume_point,
+    resumed_run,
 )
 
 
@@ -45,13 +55,59 @@ register(
 )
 
 # ---- Lab 2: accumulation with one unscale_ and one update() per optimizer step -------------------
-ACCUMULATION_STEPS = 3
+# 9 batches in groups of 2: the last group holds one batch, and it must count like the others.
+ACCUMULATION_STEPS = 2
 ACCUMULATION_MAX_NORM = 4.0  # above the averaged gradient's norm: clips only a loss left undivided
-register(
-    "labs.accumulation",
-    lambda fn, seed: observe_run(fn, seed, (ACCUMULATION_STEPS, ACCUMULATION_MAX_NORM)),
-    compare_run,
-)
+
+
+def observe_accumulation(fn, seed: int) -> dict:
+    """The loop's Outcome, plus the gradient norm of each step it took with clipping off."""
+    observed = observe_run(fn, seed, (ACCUMULATION_STEPS, ACCUMULATION_MAX_NORM))
+    unclipped = observe_run(fn, seed, (ACCUMULATION_STEPS, math.inf))
+    observed["unclipped_norms"] = unclipped["step_norms"]
+    return observed
+
+
+def compare_accumulation(mine, reference, seed: int) -> None:
+    """Name the mistake from the steps the loop took and the size of its gradients."""
+    if mine["error"]:
+        compare_outcomes(mine, reference)  # says it crashed, or is not done
+    got, want = mine["unclipped_norms"], reference["unclipped_norms"]
+    groups = -(-NUM_BATCHES // ACCUMULATION_STEPS)
+    last = NUM_BATCHES - (groups - 1) * ACCUMULATION_STEPS  # batches in the last group
+    if len(got) != len(want):
+        hint = (
+            f"the last, shorter group ({last} batch) never reached the weights: step after it too"
+            if len(got) == len(want) - 1
+            else f"one step per group of {ACCUMULATION_STEPS} micro-batches, not per micro-batch"
+        )
+        raise ExerciseFailed(
+            f"your loop ran optimizer.step() {len(got)} times, the reference {len(want)} (the "
+            f"{NUM_BATCHES} batches make {groups} groups; the scaler skips those holding a "
+            f"corrupt batch): {hint}."
+        )
+    for step, (g, w) in enumerate(zip(got, want, strict=True)):
+        ratio = g / w if w else math.inf
+        if math.isclose(ratio, 1, rel_tol=1e-2):
+            continue
+        if math.isclose(ratio, ACCUMULATION_STEPS, rel_tol=2e-2):
+            why = "divide each micro-batch's loss by the number of micro-batches in its group"
+        elif step == len(want) - 1 and math.isclose(ratio, last / ACCUMULATION_STEPS, rel_tol=2e-2):
+            why = (
+                f"the last group holds {last} batch, so its loss is divided by {last}, not by "
+                f"accumulation_steps: otherwise that step gets {ratio:.2g}x the gradient of a "
+                "full group"
+            )
+        else:
+            why = "a group's gradient is the mean of its micro-batches' gradients"
+        raise ExerciseFailed(
+            f"at the optimizer step {step + 1} that ran, your (unclipped) gradients are "
+            f"{ratio:.3g}x the reference's: {why}."
+        )
+    compare_outcomes(mine, reference)
+
+
+register("labs.accumulation", observe_accumulation, compare_accumulation)
 
 # ---- Lab 4: an LR scheduler stepped on a skipped step --------------------------------------------
 register("labs.scheduler_skip", lambda fn, seed: observe_run(fn, seed, scheduler=True), compare_run)
@@ -116,98 +172,14 @@ def compare_scaler(mine, reference, seed: int) -> None:
 register("labs.bf16_scaler", observe_scaler, compare_scaler)
 
 
-# ---- Lab 5: scaler state lost at resume ----------------------------------------------------------
-RESUME_AT = 7
-
-
-def resume_point(seed: int) -> int:
-    """How many steps run before the checkpoint: RESUME_AT for seed 0."""
-    return RESUME_AT if seed == 0 else 3 + seed % 5
-
-
-def load_checkpoint(checkpoint, model, optimizer, scaler):
-    """Restore whatever the checkpoint holds into fresh objects."""
-    model.load_state_dict(checkpoint["model"])
-    if "optimizer" in checkpoint:
-        optimizer.load_state_dict(checkpoint["optimizer"])
-    if "scaler" in checkpoint:
-        scaler.load_state_dict(checkpoint["scaler"])
-
-
-def resumed_run(save, seed: int = 0):
-    """Train, checkpoint with ``save`` through torch.save, resume in fresh objects, train on.
-
-    Seed 0 resumes after RESUME_AT of the notebook's batches; other seeds elsewhere, on other
-    batches. Returns the resumed (model, scaler) and which states came back intact.
-    """
-    batches = lab_batches(poisoned_for(seed), seed)
-    resume_at = resume_point(seed)
-    model, optimizer, scaler = lab_setup(seed)
-    train_steps(model, optimizer, scaler, batches[:resume_at])
-    saved = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
-    buffer = io.BytesIO()
-    torch.save(save(model, optimizer, scaler), buffer)
-    buffer.seek(0)
-    model, optimizer, scaler = lab_setup(seed + 1)  # a new process: fresh objects, other weights
-    load_checkpoint(torch.load(buffer, weights_only=True), model, optimizer, scaler)
-    intact = {
-        "scaler": scaler.state_dict() == saved["scaler"],
-        "optimizer": _same_state(optimizer.state_dict(), saved["optimizer"]),
-    }
-    train_steps(model, optimizer, scaler, batches[resume_at:])
-    return model, scaler, intact
-
-
-def _same_state(a, b):
-    if isinstance(a, dict):
-        return (
-            isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
-        )
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same_state, a, b))
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and torch.equal(a, b)
-    return a == b
-
-
-def observe_resume(save, seed: int) -> dict:
-    try:
-        model, scaler, intact = resumed_run(save, seed)
-    except Exception as error:  # the learner's checkpoint could not be saved or loaded
-        return {"error": f"{type(error).__name__}: {error}"[:500]}
-    params = [p.detach().clone() for p in model.parameters()]
-    return {"error": None, "intact": intact, "scales": scaler.history, "params": params}
-
-
-def compare_resume(mine, reference, seed: int) -> None:
-    if mine["error"] and mine["error"].startswith("NotImplementedError"):
-        raise ExerciseNotDone("save_checkpoint still raises NotImplementedError.")
-    if mine["error"]:
-        raise ExerciseFailed(f"saving or loading your checkpoint failed: {mine['error']}")
-    if not mine["intact"]["scaler"]:
-        raise ExerciseFailed(
-            "after loading your checkpoint the GradScaler is back at its initial state; "
-            "its scale and growth tracker (scaler.state_dict()) must be saved and restored."
-        )
-    if not mine["intact"]["optimizer"]:
-        raise ExerciseFailed(
-            "after loading your checkpoint the optimizer lost its state (SGD's momentum); "
-            "save optimizer.state_dict() too."
-        )
-    if mine["scales"] != reference["scales"] or not params_close(
-        mine["params"], reference["params"]
-    ):
-        raise ExerciseFailed(
-            "the resumed run does not continue exactly like the uninterrupted one: "
-            f"loss scale {[f'{s:g}' for s in mine['scales']]} vs "
-            f"{[f'{s:g}' for s in reference['scales']]}; save the model's weights too."
-        )
-
-
+# ---- Lab 5: scaler state lost at resume (its run and check: labresume.py) ----------------------
 register("labs.resume", observe_resume, compare_resume)
 
 
 # ---- Lab 6: a .half() model ----------------------------------------------------------------------
+SCALER_SETTINGS = ("scale", "growth_factor", "backoff_factor", "growth_interval")
+
+
 def observe_prepare(prepare, seed: int) -> dict:
     result, error = call_answer(prepare, lab_model(seed), DEVICE if seed % 2 == 0 else "cpu")
     if error is not None or not (isinstance(result, tuple) and len(result) == 3):
@@ -219,6 +191,9 @@ def observe_prepare(prepare, seed: int) -> dict:
         "dtypes": sorted({str(p.dtype) for p in model.parameters()}),
         "scaler": isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled(),
     }
+    if record["scaler"]:  # its settings before training: the lab's SCALER_KWARGS, or others
+        state = scaler.state_dict()
+        record["scaler_settings"] = {key: float(state[key]) for key in SCALER_SETTINGS}
     _, record["train_error"] = call_answer(
         train_steps, model, optimizer, scaler, lab_batches(poisoned_for(seed), seed)
     )
@@ -237,6 +212,13 @@ def compare_prepare(mine, reference, seed: int) -> None:
         )
     if not mine["scaler"]:
         raise ExerciseFailed("fp16 autocast needs an enabled torch.amp.GradScaler.")
+    for key, value in reference["scaler_settings"].items():
+        if mine["scaler_settings"][key] != value:
+            raise ExerciseFailed(
+                f"your GradScaler has {key}={mine['scaler_settings'][key]:g}, the lab's setup "
+                f"{value:g}: build it as torch.amp.GradScaler(device.type, **lab.SCALER_KWARGS) "
+                f"({SCALER_KWARGS}), as the broken prepare() did."
+            )
     if mine["train_error"] is not None or not params_close(mine["params"], reference["params"]):
         raise ExerciseFailed(
             "training with your (model, optimizer, scaler) gives different weights from "

@@ -57,8 +57,8 @@ def build(entry, order, notes, stored, correct, attempts, right) -> FeedbackView
     items = [i for i in items if i.chosen] + ([i for i in items if not i.chosen] if full else [])
     note = ""
     if not full:
-        rest = "the other choices' explanations" if order else "the explanation"
-        note = f"Try again: {rest} appear after a right answer or a second attempt."
+        rest = "the other choices' explanations appear" if order else "the explanation appears"
+        note = f"Try again: {rest} after a right answer or a second attempt."
     return FeedbackView(correct, items, notes["explanation"] if full else "", note)
 
 

@@ -1,6 +1,8 @@
-"""Reference for lesson 01's bit-fields exercise."""
+"""References for lesson 01's exercises: bit fields, and the value of a pattern in any layout."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -19,3 +21,19 @@ def decompose_bits(value: float, dtype: torch.dtype) -> tuple[int, int, int]:
 
 
 SOLUTIONS = {"01.bit_fields": decompose_bits}
+
+
+def value_of(bits: int, exponent_bits: int, mantissa_bits: int) -> float:
+    """Reference: the value an IEEE-754-style pattern encodes (1 sign bit first)."""
+    sign = -1.0 if bits >> (exponent_bits + mantissa_bits) else 1.0
+    exponent = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    mantissa = bits & ((1 << mantissa_bits) - 1)
+    bias = (1 << (exponent_bits - 1)) - 1
+    if exponent == (1 << exponent_bits) - 1:  # all ones: inf, or NaN with a mantissa
+        return sign * math.inf if mantissa == 0 else math.nan
+    if exponent == 0:  # subnormal: no implicit 1, exponent fixed at 1 - bias
+        return sign * math.ldexp(mantissa, 1 - bias - mantissa_bits)
+    return sign * math.ldexp((1 << mantissa_bits) + mantissa, exponent - bias - mantissa_bits)
+
+
+SOLUTIONS["01.value_of"] = value_of

@@ -1,4 +1,4 @@
-"""Reference solution of lesson 07's exercise (hidden from the grading sandbox)."""
+"""Reference solutions of lesson 07's exercises (hidden from the grading sandbox)."""
 
 from __future__ import annotations
 
@@ -12,4 +12,14 @@ def fsdp_precision(amp_dtype: torch.dtype, device: torch.device):
     return mixed_precision_policy(amp_dtype), make_scaler("fsdp", amp_dtype, device)
 
 
-SOLUTIONS = {"07.fsdp_precision": fsdp_precision}
+def scaler_for(strategy: str, amp_dtype: torch.dtype, device):
+    """Reference: one process's loss scaler, enabled for fp16 only; ShardedGradScaler for FSDP1."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    device, enabled = torch.device(device), amp_dtype == torch.float16
+    if strategy == "fsdp1":
+        return ShardedGradScaler(device=device.type, enabled=enabled)
+    return torch.amp.GradScaler(device.type, enabled=enabled)
+
+
+SOLUTIONS = {"07.fsdp_precision": fsdp_precision, "07.scaler_for": scaler_for}

@@ -20,17 +20,17 @@ def train_clipped(model, optimizer, scaler, batches, max_norm):
 
 
 def train_accumulated(model, optimizer, scaler, batches, accumulation_steps, max_norm):
-    """Reference: scale every micro-batch's loss; unscale_, clip, step and update once per group."""
-    optimizer.zero_grad(set_to_none=True)
-    for index, (images, labels) in enumerate(batches):
-        loss = forward_loss(model, images, labels) / accumulation_steps
-        scaler.scale(loss).backward()
-        if (index + 1) % accumulation_steps == 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
+    """Reference: each group's losses divided by the group's own length (the last may be
+    shorter); unscale_, clip, step and update once per group."""
+    for start in range(0, len(batches), accumulation_steps):
+        group = batches[start : start + accumulation_steps]
+        optimizer.zero_grad(set_to_none=True)
+        for images, labels in group:
+            scaler.scale(forward_loss(model, images, labels) / len(group)).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
 
 
 def train_scheduled(model, optimizer, scheduler, scaler, batches):
