@@ -49,6 +49,18 @@ def data_path() -> Path | None:
         return None
 
 
+def interpreter(path: str = sys.executable) -> str:
+    """``path`` (a Python) as the sandbox sees it: its folder resolved, its name kept.
+
+    The sandbox binds only resolved folders, so a venv reached through a link (a worktree's
+    ``.venv``, say) would be missing there; the name stays, since a venv's ``bin/python`` is
+    itself a link and Python finds its venv from the name it was started by.
+    """
+    if not Path(path).is_absolute():  # found on the sandbox's PATH
+        return path
+    return str(Path(path).parent.resolve() / Path(path).name)
+
+
 def course_paths() -> list[Path]:
     """What the sandbox sees read-only: the Python in use, this package, the data and quizzes."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PACKAGE}
@@ -83,6 +95,7 @@ class Sandbox:
 
     def wrap(self, cmd: list[str], home: Path, ipc: Path, env: dict[str, str]) -> list[str]:
         """``cmd`` (a kernel command line) run inside this sandbox."""
+        cmd = [interpreter(cmd[0]), *cmd[1:]]
         if self.kind == "bwrap":
             return bwrap_command(cmd, home, ipc, env, self.memory)
         if self.kind in ("docker", "podman"):
@@ -171,7 +184,7 @@ def bwrap_works() -> str | None:
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
     home = Path(os.environ.get("TMPDIR", "/tmp"))
-    probe = bwrap_command([sys.executable, "-c", "pass"], home, home, {}, DEFAULT_MEMORY)
+    probe = bwrap_command([interpreter(), "-c", "pass"], home, home, {}, DEFAULT_MEMORY)
     try:
         result = subprocess.run(probe, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
