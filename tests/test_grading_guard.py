@@ -168,7 +168,9 @@ def guarded(tmp_path_factory):
         "log": str(root / "scratch" / "guard.log"),
         "protected": [str(key)],
         "instructor": [str(instructor), str(checkout)],
-        "inodes": sorted({(p.stat().st_dev, p.stat().st_ino) for p in hidden}),
+        "inodes": sorted(
+            {(p.stat().st_dev, p.stat().st_ino, p.stat().st_ctime_ns) for p in hidden}
+        ),
     }
     (root / "scratch" / "guard.json").write_text(json.dumps(config))
     env = {"HOME": str(home), "TMPDIR": str(home / "tmp"), "PYTHONPATH": str(home)}
@@ -272,7 +274,7 @@ def test_watch_puts_back_changed_files_and_removes_planted_ones(tmp_path):
     (kept / "lesson.py").write_text("right")
     (copy / "__pycache__" / "x.pyc").write_bytes(b"code")
     (stated / "nb.ipynb").write_text("{}")
-    watch = unsandboxed.Watch([kept], copy, [stated])
+    watch = unsandboxed.Watch([kept], copy, [stated])  # snapshotted as the kernel starts
     assert watch.check() == []
     (kept / "lesson.py").write_text("tampered")
     (copy / "__pycache__" / "x.pyc").write_bytes(b"planted")
@@ -286,6 +288,7 @@ def test_watch_puts_back_changed_files_and_removes_planted_ones(tmp_path):
     assert (kept / "lesson.py").read_text() == "right"
     assert (copy / "__pycache__" / "x.pyc").read_bytes() == b"code"
     assert not (copy / "sitecustomize.py").exists()
+    watch.snapshot()  # before the next kernel
     assert watch.check() == []
 
 

@@ -6,10 +6,10 @@ Python code can remove it. It refuses (PermissionError in the learner's code) an
 to the log named in CONFIG, which only the grader reads:
 
 - ``flag``: reaching the reference solutions (a ``*.exercises.solutions`` module; a file or folder
-  in an ``amp_course/exercises/solutions`` folder, or one with the same inode), a ``.git`` folder,
-  another process's ``/proc`` entries or a file CONFIG protects (the key, the gradebook); writing
-  where CONFIG says the instructor's files are; ctypes' ways to the C library's process, file and
-  memory functions; changing the hook itself;
+  in an ``amp_course/exercises/solutions`` folder, or the same file under another name), a
+  ``.git`` folder, another process's ``/proc`` entries or a file CONFIG protects (the key, the
+  gradebook); writing where CONFIG says the instructor's files are; ctypes' ways to the C
+  library's process, file and memory functions; changing the hook itself;
 - ``note``: writing, renaming, removing or linking anything else outside the kernel's scratch
   folder; starting or forking a process (the standard library's own probes, quietly); connecting
   a socket; opening a folder outside the scratch folder with ``os.open`` (a directory descriptor
@@ -199,7 +199,7 @@ def _hook_factory(home, protected, instructor, inodes, path_types, codes, log_fd
             info = _stat(raw)
         except _errors:
             return False
-        return (info.st_dev, info.st_ino) in _inodes
+        return (info.st_dev, info.st_ino, info.st_ctime_ns) in _inodes
 
     def check_write(real, _home=home, _instructor=instructor, _report=report):
         slashed = real + "/"

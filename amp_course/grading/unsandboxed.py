@@ -196,7 +196,11 @@ class Guard:
             "log": str(scratch.guard_log),
             "protected": [str(p) for p in self.protected],
             "instructor": [str(p) for p in self.instructor],
-            "inodes": sorted({(s.st_dev, s.st_ino) for p in paths if (s := _stat(p))}),
+            # A file's identity: an inode freed since (the gradebook, rewritten) and given to a
+            # new file has another ctime.
+            "inodes": sorted(
+                {(s.st_dev, s.st_ino, s.st_ctime_ns) for p in paths if (s := _stat(p))}
+            ),
         }
         scratch.guard_config.write_text(json.dumps(config))
         return str(hidden[0] / f"canary-{uuid.uuid4().hex}.py")
