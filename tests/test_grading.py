@@ -258,12 +258,12 @@ def run(tmp_path_factory):
     (bob / "amp_course").mkdir()
     (bob / "amp_course" / "__init__.py").write_text("exercises = None\n")
     _submission(subs, "dave", raw_answers='{"lessons": {"99_toy": {"pick-b": ')
-    _submission(subs, "erin", _notebook(edit=_raise_first), RIGHT)
+    # A cell that raises, the check cells deleted and no answer file (one kernel for the three).
+    _submission(subs, "erin", _notebook(edit=lambda nb: (_raise_first(nb), _delete_checks(nb))))
     _submission(subs, "frank", _notebook(mfu=BLANK + "\nwhile True:\n    pass"), RIGHT)
     gina = "print('✓ 06.choose_dtype: correct (2 points)')\nopen('report.xml', 'w').write('<ok/>')"
     _submission(subs, "gina", _notebook(WRONG_CHOOSE, BLANK, before=gina, edit=_fake_checks), RIGHT)
     _submission(subs, "hank", raw_notebook='{"cells": [', answers=RIGHT)
-    _submission(subs, "ivan", _notebook(edit=_delete_checks))  # and no answer file
     (subs / "kim").mkdir()
     (subs / "kim" / MASTER.name).symlink_to(subs / "alice" / MASTER.name)
     (subs / "kim" / "99_toy.answers.json").symlink_to(subs / "alice" / "99_toy.answers.json")
@@ -322,7 +322,7 @@ def _points(rows, student):
 def test_every_student_graded_with_the_same_items(run):
     assert run["code"] == 0
     students = {r["student"] for r in run["rows"]}
-    assert len(students) == 11 + len(ATTACKS)
+    assert len(students) == 10 + len(ATTACKS)
     for student in students:
         assert set(_points(run["rows"], student)) == ITEMS, student
     isolation = {r["isolation"] for r in run["rows"]}
@@ -360,8 +360,8 @@ def test_missing_or_corrupt_files_cost_only_what_they_hold(run):
     hank = _points(run["rows"], "hank")
     assert hank["05.mfu"][:3] == (0, 1, "error") and "corrupt notebook" in hank["05.mfu"][3]
     assert hank["quiz:pick-b"][0] == 2
-    ivan = _points(run["rows"], "ivan")  # no answer file: only the quiz is lost
-    assert ivan["quiz:pick-b"][:3] == (0, 2, "missing") and "no answers" in ivan["quiz:pick-b"][3]
+    erin = _points(run["rows"], "erin")  # no answer file: only the quiz is lost
+    assert erin["quiz:pick-b"][:3] == (0, 2, "missing") and "no answers" in erin["quiz:pick-b"][3]
 
 
 def test_a_cell_that_raises_loses_only_what_depends_on_it(run):
@@ -379,8 +379,9 @@ def test_endless_loop_is_stopped_by_the_cell_timeout(run):
 def test_edited_or_deleted_check_cells_are_restored(run):
     gina = _points(run["rows"], "gina")  # fake checks, a printed success and a forged report
     assert gina["06.choose_dtype"][0] == 0 and "better choice is" in gina["06.choose_dtype"][3]
-    ivan = _points(run["rows"], "ivan")
-    assert ivan["06.choose_dtype"][0] == 2 and ivan["05.mfu"][0] == 1
+    erin = _points(run["rows"], "erin")  # deleted checks: put back, and graded
+    assert erin["05.mfu"][:3] == (1, 1, "passed")
+    assert "choose was not defined" in erin["06.choose_dtype"][3]
 
 
 def test_links_to_other_work_are_not_graded(run):
@@ -446,14 +447,14 @@ def test_instructor_files_are_unchanged(run):
 def test_summary_ranks_students_and_counts_what_needs_a_look(run):
     printed = run["printed"]
     lines = printed[printed.index("Summary:") :].splitlines()
-    assert lines[0].startswith(f"Summary: {11 + len(ATTACKS)} submission(s); isolation: ")
+    assert lines[0].startswith(f"Summary: {10 + len(ATTACKS)} submission(s); isolation: ")
     header = lines[1].split("  ")
     assert [h.strip() for h in header if h.strip()][:3] == ["student", "points", "flagged items"]
-    table = {line.split()[0]: line for line in lines[2 : 2 + 11 + len(ATTACKS)]}
+    table = {line.split()[0]: line for line in lines[2 : 2 + 10 + len(ATTACKS)]}
     points = [float(line.split()[1]) for line in table.values()]
     assert points == sorted(points, reverse=True) and next(iter(table)) == "alice"
     missing = lines[1].index("missing items")
-    assert table["ivan"][missing:].split() == ["3"]  # no answer file: its three quiz questions
+    assert table["erin"][missing:].split() == ["3"]  # no answer file: its three quiz questions
     assert table["dave"][missing:].split() == ["5"]  # no notebook, an unreadable answer file
 
 

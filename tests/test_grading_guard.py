@@ -239,19 +239,37 @@ def test_the_hook_holds_no_changeable_state(tmp_path):
     """Whatever it uses is bound in default arguments (changing those is an audited event): no
     closure cell (writable without one) and no global or builtin looked up when it runs."""
     config = {"home": str(tmp_path), "protected": [], "instructor": [], "inodes": []}
-    hook = guard.make_hook(config, 2)
-    functions = [hook] + [d for d in hook.__defaults__ if isinstance(d, types.FunctionType)]
-    assert len(functions) == 6
-    for function in functions:
-        assert function.__closure__ is None, function.__name__
-        assert _lookups(function.__code__) == set(), function.__name__
+    functions, seen = [], [guard.make_hook(config, 2)]
+    while seen:
+        value = seen.pop()
+        if isinstance(value, types.FunctionType) and value.__code__.co_filename != guard.__file__:
+            continue  # pathlib's methods: compared by identity, never called
+        if isinstance(value, types.FunctionType):
+            functions.append(value)
+            assert value.__closure__ is None, value.__name__
+            assert _lookups(value.__code__) == set(), value.__name__
+            seen += value.__defaults__ or ()
+        elif isinstance(value, (tuple, frozenset)):
+            seen += value
+        else:  # nothing that can change in place
+            immutable = (str, bytes, int, type, types.BuiltinFunctionType, types.CodeType)
+            immutable += (types.WrapperDescriptorType, types.MethodDescriptorType)  # DirEntry
+            assert isinstance(value, immutable), value
+    assert {f.__name__ for f in functions} == {
+        "hook",
+        "resolve",
+        "text_of",
+        "reads_protected",
+        "check_write",
+        "report",
+    }
 
 
 def test_findings_flag_or_note_and_the_canary_must_answer(tmp_path):
     log = tmp_path / "guard.log"
     lines = [["flag", "reading /x/amp_course/exercises/solutions/canary-abc.py"]]
     lines += [["note", "starting a process (git)"]]
-    log.write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n")
+    log.write_text("".join("\t".join(line) + "\n" for line in lines) + "no level\n")
     found = unsandboxed.read_findings(log, canary="canary-abc")
     assert found.notes == ["starting a process (git)"]
     assert found.flags == ["an unreadable line in the guard's log"]

@@ -49,7 +49,7 @@ def feedback_markdown(student: str, rows: list[dict]) -> str:
     isolation = sorted({r["isolation"] for r in rows if r["isolation"]})
     lines = [f"# Feedback for {student}", "", f"**Total: {total:g} of {maximum:g} points.**", ""]
     if isolation:
-        lines += [f"Graded in sandbox: {', '.join(isolation)}.", ""]
+        lines += [f"Isolation: {', '.join(isolation)}.", ""]
     for lesson in sorted({r["lesson"] for r in rows}):
         mine = [r for r in rows if r["lesson"] == lesson]
         got = sum(float(r["points"]) for r in mine)

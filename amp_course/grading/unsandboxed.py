@@ -67,9 +67,8 @@ def read_findings(log: Path, canary: str | None = None) -> Findings:
                 if number >= MAX_LOG_LINES:
                     found.flags.append(f"over {MAX_LOG_LINES} refusals")
                     break
-                try:
-                    level, what = json.loads(line)
-                except (ValueError, TypeError):
+                level, _, what = line.rstrip("\n").partition("\t")
+                if level not in (guard.FLAG, guard.NOTE) or not what:
                     found.flags.append("an unreadable line in the guard's log")
                     continue
                 if canary and canary in str(what):
