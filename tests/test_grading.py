@@ -546,6 +546,7 @@ def guarded(run, tmp_path_factory):
         "printed": printed,
         "warned": warned.getvalue(),
         "masters": masters,
+        "out": out,
         "before": before,
         "after": _digests(watched),
     }
@@ -584,8 +585,11 @@ def test_without_a_sandbox_the_references_stay_out_of_reach(guarded, student):
 
 def test_without_a_sandbox_a_changed_master_is_put_back_and_flagged(guarded):
     master = guarded["masters"] / MASTER.name
-    assert f"changed {master} (put back)" in _points(guarded["rows"], "pablo")["05.mfu"][3]
+    kept = guarded["out"].parent / "gradebook-changed" / "pablo" / master.relative_to("/")
+    message = _points(guarded["rows"], "pablo")["05.mfu"][3]
+    assert f"changed {master} (put back; as changed, in {kept})" in message
     assert guarded["after"] == guarded["before"]
+    assert kept.read_bytes().startswith(b" " * 64)  # what the native write made of it
     assert "Flagged for review (see their messages): nina, pablo" in guarded["printed"]
 
 

@@ -298,8 +298,10 @@ def test_watch_puts_back_changed_files_and_removes_planted_ones(tmp_path):
     (copy / "__pycache__" / "x.pyc").write_bytes(b"planted")
     (copy / "sitecustomize.py").write_text("import evil")
     (stated / "nb.ipynb").write_text('{"changed": 1}')
-    changes = " | ".join(watch.check())
-    assert f"changed {kept / 'lesson.py'} (put back)" in changes
+    changes = " | ".join(watch.check(keep=tmp_path / "changed"))
+    found = tmp_path / "changed" / (kept / "lesson.py").relative_to("/")
+    assert f"changed {kept / 'lesson.py'} (put back; as changed, in {found})" in changes
+    assert found.read_text() == "tampered"  # someone's edit, or the evidence
     assert f"added {copy / 'sitecustomize.py'} (removed)" in changes
     assert f"changed {copy / '__pycache__' / 'x.pyc'} (put back)" in changes
     assert f"changed {stated / 'nb.ipynb'}" in changes

@@ -16,14 +16,9 @@ to the log named in CONFIG, which only the grader reads:
   would let a relative path escape the checks).
 
 It cannot see native code that opens files by itself (``torch.from_file``, ``torch.save``'s
-writer) or memory written through ctypes: the grader therefore also gives the kernel a private
-copy of the course without the references, compares the instructor's files before and after,
-and checks that the guard still answers at the end. A sandbox stops all of it at the operating
-system; this is the fallback when there is none.
-
-Only the standard library, and every name the hook uses is bound when it is made (default
-arguments, which Python audits changing), so that replacing ``os.stat`` or ``builtins.isinstance``
-later changes nothing here.
+writer) or memory written through ctypes, which ``unsandboxed`` answers as it can; a sandbox stops
+all of it. Standard library only; all the hook uses is bound when it is made (default arguments:
+changing them is audited), so replacing ``os.stat`` or ``builtins.str`` later changes nothing.
 """
 
 from __future__ import annotations
@@ -74,6 +69,15 @@ CHANGE_EVENTS = (
     ("os.link", (0, 1), (2, 3)),
 )
 CHANGES = frozenset(name for name, _, _ in CHANGE_EVENTS)
+SOCKET_EVENTS = ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg")
+SIGNAL_EVENTS = ("os.kill", "os.killpg", "resource.prlimit")
+CTYPES_EVENTS = ("ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.dlopen", "ctypes.cdata")
+OTHER_EVENTS = ("open", "os.listdir", "os.scandir", "import", "object.__setattr__")
+HANDLED = (
+    CHANGES
+    | PROCESS_EVENTS
+    | frozenset(SOCKET_EVENTS + SIGNAL_EVENTS + CTYPES_EVENTS + OTHER_EVENTS)
+)
 
 
 def make_hook(config: dict, log_fd: int):
@@ -182,7 +186,8 @@ def _hook_factory(home, protected, instructor, inodes, path_types, codes, log_fd
         _report(level, f"writing {real} (only the scratch folder is writable)")
 
     helpers = (resolve, text_of, reads_protected, check_write, report, type(report))
-    sets = (PROCESS_EVENTS, QUIET_PROGRAMS, CHANGES, CHANGE_EVENTS, C_DENIED)
+    sets = (PROCESS_EVENTS, QUIET_PROGRAMS, CHANGES, CHANGE_EVENTS, C_DENIED, SOCKET_EVENTS)
+    sets += (SIGNAL_EVENTS,)
 
     def hook(
         event,
@@ -195,10 +200,13 @@ def _hook_factory(home, protected, instructor, inodes, path_types, codes, log_fd
         _isdir=stat.S_ISDIR,
         _getpgid=os.getpgid,
         _write_flags=WRITE_FLAGS,
+        _handled=HANDLED,
     ):
+        if event not in _handled:  # most events (attribute reads, id(), exec...): at once
+            return
         _type, _str, _bytes, _int, _errors, _stat, _, _, _, _getpid, _ = _b
         _resolve, _text_of, _reads_protected, _check_write, _report, _function = _h
-        _processes, _quiet, _changes, _change_events, _denied = _s
+        _processes, _quiet, _changes, _change_events, _denied, _, _ = _s
         if event == "open":
             path, mode, flags = args
             if _type(path) is _int:
@@ -254,9 +262,9 @@ def _hook_factory(home, protected, instructor, inodes, path_types, codes, log_fd
                 program = program.decode("utf-8", "replace")
             name = (f"{program!s}".split() or ["?"])[0].rsplit("/", 1)[-1]
             _report("quiet" if name in _quiet else "note", f"starting a process ({name:.100})")
-        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+        elif event in _s[5]:  # sockets
             _report("note", f"network use ({event} {args[1]!s:.100})")
-        elif event in ("os.kill", "os.killpg", "resource.prlimit"):
+        elif event in _s[6]:  # signals, limits
             target, me = args[0], _getpid()
             if target not in (0, me, -_getpgid(0)) and not (
                 event == "os.killpg" and target == _getpgid(0)

@@ -107,7 +107,7 @@ def _observe(run: Run, student: str, rebuilt, probes, box, deadline) -> tuple[di
         if run.guard is None:
             return payloads, Findings()
         findings = read_findings(scratch.guard_log, canary if answered else None)
-    findings.flags += run.guard.watch.check()
+    findings.flags += run.guard.watch.check(keep=run.guard.changed / student)
     return payloads, findings
 
 

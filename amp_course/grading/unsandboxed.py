@@ -10,7 +10,7 @@ such a run the grader (``Guard``):
   which files are the instructor's and which are the references, and reads back what it refused;
 - keeps the instructor's files (the course package, the copy, the master notebooks, the key) and
   the submissions under watch: a file changed while a kernel ran flags that submission and is
-  put back as it was;
+  put back as it was (the changed one kept beside the gradebook, in ``<gradebook>-changed/``);
 - grades one submission at a time, so that whatever changed is traced to the one that changed it.
 """
 
@@ -49,10 +49,10 @@ class Findings:
         """One check's (points, status, message), with what was refused said plainly."""
         if self.flags:
             said = f"{status}: {message}" if message else status
-            why = "; ".join(dict.fromkeys(self.flags))
+            why = "; ".join(dict.fromkeys(self.flags))[:400]
             return 0.0, "flagged", f"flagged for review, refused without a sandbox: {why} [{said}]"
         if self.notes:
-            refused = "; ".join(dict.fromkeys(self.notes))
+            refused = "; ".join(dict.fromkeys(self.notes))[:300]
             message = f"{message} (refused without a sandbox: {refused})".strip()
         return points, status, message
 
@@ -137,8 +137,9 @@ class Watch:
         self.digests = {p: hashlib.sha256(data).digest() for p, data in self.kept.items()}
         self.stats = self._stats()
 
-    def check(self) -> list[str]:
-        """What changed since the snapshot, in plain words; what can be put back, is."""
+    def check(self, keep: Path | None = None) -> list[str]:
+        """What changed since the snapshot, in plain words; what can be put back, is (a changed
+        file of the instructor's is kept in ``keep`` first: evidence, or someone's edit)."""
         changes = []
         for path in sorted(set(self._kept_files()) - set(self.kept)):
             if path.is_relative_to(self.copy):
@@ -152,11 +153,17 @@ class Watch:
             except OSError:
                 same = False
             if not same:
+                kept = ""
+                if keep is not None and path.exists() and not path.is_relative_to(self.copy):
+                    copy = keep / path.relative_to(path.anchor)
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, copy)
+                    kept = f"; as changed, in {copy}"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 if path.exists():
                     path.chmod(path.stat().st_mode | stat.S_IWUSR)
                 path.write_bytes(data)
-                changes.append(f"changed {path} (put back)")
+                changes.append(f"changed {path} (put back{kept})")
         stats = self._stats()
         for path in sorted(set(stats) | set(self.stats)):
             if stats.get(path) != self.stats.get(path):
@@ -169,6 +176,7 @@ class Guard:
 
     def __init__(self, scratch: Path, key: Path, out: Path, feedback: Path, masters, submissions):
         package = sandbox.PACKAGE
+        self.changed = out.with_name(f"{out.stem}-changed")  # what the watch put back, as found
         self.course = course_copy(scratch / "course")
         home = Path.home().resolve()
         instructor = [package.parent, package, key.parent, out.parent, feedback, submissions]
