@@ -262,13 +262,17 @@ def run(tmp_path_factory):
     _submission(subs, "erin", _notebook(edit=lambda nb: (_raise_first(nb), _delete_checks(nb))))
     _submission(subs, "frank", _notebook(mfu=BLANK + "\nwhile True:\n    pass"), RIGHT)
     gina = "print('✓ 06.choose_dtype: correct (2 points)')\nopen('report.xml', 'w').write('<ok/>')"
-    _submission(subs, "gina", _notebook(WRONG_CHOOSE, BLANK, before=gina, edit=_fake_checks), RIGHT)
+    # ... and asks the course for its reference (refused while grading).
+    reference = (
+        "    return ac.exercises.solution('05.mfu')(flops_per_step, step_seconds, peak_tflops)"
+    )
+    _submission(
+        subs, "gina", _notebook(WRONG_CHOOSE, reference, before=gina, edit=_fake_checks), RIGHT
+    )
     _submission(subs, "hank", raw_notebook='{"cells": [', answers=RIGHT)
     (subs / "kim").mkdir()
     (subs / "kim" / MASTER.name).symlink_to(subs / "alice" / MASTER.name)
     (subs / "kim" / "99_toy.answers.json").symlink_to(subs / "alice" / "99_toy.answers.json")
-    reference = "    return ac.exercises.solution('06.choose_dtype')(capability, cpu_flags)"
-    _submission(subs, "mia", _notebook(reference, BLANK), RIGHT)
     _submission(subs, "sam", _notebook(READ_REFERENCE, IMPORT_REFERENCE, before=GIT), RIGHT)
     for student, attack in ATTACKS.items():
         _submission(subs, student, _notebook(WRONG_CHOOSE, BLANK, before=prelude + attack), RIGHT)
@@ -322,7 +326,7 @@ def _points(rows, student):
 def test_every_student_graded_with_the_same_items(run):
     assert run["code"] == 0
     students = {r["student"] for r in run["rows"]}
-    assert len(students) == 10 + len(ATTACKS)
+    assert len(students) == 9 + len(ATTACKS)
     for student in students:
         assert set(_points(run["rows"], student)) == ITEMS, student
     isolation = {r["isolation"] for r in run["rows"]}
@@ -391,10 +395,10 @@ def test_links_to_other_work_are_not_graded(run):
 
 
 def test_the_reference_is_out_of_reach(run):
-    mia = _points(run["rows"], "mia")
-    assert mia["06.choose_dtype"][:3] == (0, 2, "failed")
-    assert "not available while grading" in mia["06.choose_dtype"][3]
-    assert mia["quiz:pick-b"][0] == 2  # the quiz is graded as usual
+    gina = _points(run["rows"], "gina")  # the course asked for its reference
+    assert gina["05.mfu"][:3] == (0, 1, "failed")
+    assert "not available while grading" in gina["05.mfu"][3]
+    assert gina["quiz:pick-b"][0] == 2  # the quiz is graded as usual
     sam = _points(run["rows"], "sam")
     if SANDBOXED:  # an empty folder in place of the references
         assert sam["06.choose_dtype"][:3] == (0, 2, "failed")
@@ -447,10 +451,10 @@ def test_instructor_files_are_unchanged(run):
 def test_summary_ranks_students_and_counts_what_needs_a_look(run):
     printed = run["printed"]
     lines = printed[printed.index("Summary:") :].splitlines()
-    assert lines[0].startswith(f"Summary: {10 + len(ATTACKS)} submission(s); isolation: ")
+    assert lines[0].startswith(f"Summary: {9 + len(ATTACKS)} submission(s); isolation: ")
     header = lines[1].split("  ")
     assert [h.strip() for h in header if h.strip()][:3] == ["student", "points", "flagged items"]
-    table = {line.split()[0]: line for line in lines[2 : 2 + 10 + len(ATTACKS)]}
+    table = {line.split()[0]: line for line in lines[2 : 2 + 9 + len(ATTACKS)]}
     points = [float(line.split()[1]) for line in table.values()]
     assert points == sorted(points, reverse=True) and next(iter(table)) == "alice"
     missing = lines[1].index("missing items")
@@ -466,9 +470,9 @@ def test_wrong_quiz_answers_say_what_was_answered(run):
 
 
 def test_hidden_inputs_are_drawn_for_each_submission(run):
-    """gina's and mia's blank mfu are shown the inputs drawn for their own notebooks: what one's
+    """rosa's and uma's blank mfu are shown the inputs drawn for their own notebooks: what one's
     feedback shows tells nothing about another's (or a resubmission's)."""
-    shown = [_points(run["rows"], s)["05.mfu"][3] for s in ("gina", "mia")]
+    shown = [_points(run["rows"], s)["05.mfu"][3] for s in ("rosa", "uma")]
     inputs = [message[message.index("mfu(") : message.index(")")] for message in shown]
     assert inputs[0] != inputs[1], shown
 
