@@ -114,6 +114,11 @@ def _grade(args) -> int:
     return 0
 
 
+def _grade_usage_error(message: str):
+    print(f"error: {message} (see amp-course grade --help)", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _bench(args) -> int:
     from .bench import BenchConfig, format_report, run, write_report
     from .device import device_slug, pick_device
@@ -189,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     qcheck.set_defaults(func=_quiz_check)
 
     grade = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
+    grade.error = _grade_usage_error  # one line, as for every other mistake of `grade`
     grade.add_argument(
         "submissions", help="folder holding one folder per student (name = student id)"
     )

@@ -277,6 +277,22 @@ def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
 SANDBOXED = sandbox.bwrap_works() is None
 
 
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ([], "the following arguments are required: submissions, --key"),
+        (["subs", "--key", "k.json", "--sandbox", "chroot"], "invalid choice: 'chroot'"),
+        (["subs", "--key", "k.json", "--jobs", "two"], "invalid int value: 'two'"),
+    ],
+)
+def test_usage_mistakes_are_one_line_too(capsys, args, words):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["grade", *args])
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err
+
+
 def test_an_unavailable_sandbox_is_one_line(tmp_path, key, capsys, monkeypatch):
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     (tmp_path / "subs").mkdir()
