@@ -1,4 +1,5 @@
-"""Instructor grading: every submission sandboxed, every verdict decided outside learner code.
+"""Instructor grading: every submission sandboxed (or guarded, without a sandbox), every verdict
+decided outside learner code.
 
 ``amp-course grade SUBMISSIONS --key KEY --out gradebook.csv`` (README, "Grading"). One module
 per concern:

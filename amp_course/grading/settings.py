@@ -90,7 +90,10 @@ class Settings:
             )
         read = [master for path in paths if path.stem in chosen if (master := _master(path))]
         for name in exercises.names():  # every module the verdicts need, imported before any
-            exercises.solution(name)  # kernel runs: nothing a kernel writes is imported later
+            try:  # kernel runs: nothing a kernel writes is imported later
+                exercises.solution(name)
+            except Exception as error:  # a broken course: say which reference
+                raise SettingsError(f"the reference of {name} cannot be loaded: {error}") from None
         try:
             box = sandbox.choose(sandbox_kind, memory, image)
         except (ValueError, sandbox.SandboxUnavailable) as error:  # unknown, or not here
