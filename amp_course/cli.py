@@ -90,28 +90,33 @@ def _quiz_check(args) -> int:
 
 
 def _grade(args) -> int:
-    from .grading import SandboxUnavailable, grade_all
+    from .grading import Settings, SettingsError, grade_all
 
+    lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
     try:
-        rows = grade_all(
-            args.submissions,
+        settings = Settings.load(
             args.key,
-            args.out,
             masters=args.masters,
-            cell_timeout=args.cell_timeout,
-            submission_timeout=args.timeout,
-            jobs=args.jobs,
+            lessons=lessons,
             sandbox_kind=args.sandbox,
             memory=int(args.memory_gb * 2**30),
             image=args.image,
-            feedback=args.feedback,
+            cell_timeout=args.cell_timeout,
+            submission_timeout=args.timeout,
+            jobs=args.jobs,
         )
-    except SandboxUnavailable as error:
+        rows = grade_all(args.submissions, settings, args.out, feedback=args.feedback)
+    except (SettingsError, OSError) as error:  # one line, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 2
     students = sorted({row["student"] for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
+
+
+def _grade_usage_error(message: str):
+    print(f"error: {message} (see amp-course grade --help)", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _bench(args) -> int:
@@ -191,12 +196,19 @@ def build_parser() -> argparse.ArgumentParser:
     qcheck.set_defaults(func=_quiz_check)
 
     grade = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
+    grade.error = _grade_usage_error  # one line, as for every other mistake of `grade`
     grade.add_argument(
         "submissions", help="folder holding one folder per student (name = student id)"
     )
     grade.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
     grade.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
     grade.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
+    grade.add_argument(
+        "--lessons",
+        default=None,
+        help="comma-separated lessons of this assignment, e.g. 00_scenario,01_number_formats "
+        "(default: every lesson of the masters and the key)",
+    )
     grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
     grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")

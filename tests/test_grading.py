@@ -1,16 +1,23 @@
 """Instructor grading on a toy lesson holding two real exercises: honest and crafted submissions.
 
-One grading run (the module fixture) covers the ordinary cases (right, wrong, missing, corrupt,
-hanging) and every route a determined learner might try: replacing or wrapping the check through
-``sys.modules``, ``importlib``/``getattr``, a look-alike ``ac`` or ``__import__``, an IPython
-custom exception handler; reaching the reference; forging a report; leaving detached processes
-behind; writing outside the scratch folder and opening the key for writing. Each of those gets 0
-with a reason, leaves no process behind and changes none of the instructor's files.
+One grading run (the ``run`` fixture, in bubblewrap where it works, else guarded without a
+sandbox) covers the ordinary cases (right, wrong, missing, corrupt, hanging) and every route a
+determined learner might try: replacing or wrapping the check through ``sys.modules``,
+``importlib``/``getattr``, a look-alike ``ac`` or ``__import__``, an IPython custom exception
+handler; reaching the reference; forging a report; leaving detached processes behind; writing
+outside the scratch folder and opening the key for writing. Each of those gets 0 with a reason,
+leaves no process behind and changes none of the instructor's files. A second run (``guarded``)
+grades without a sandbox, where the course's own switch (the grading flag) is in the learner's
+reach: the routes around it are refused and flagged. Neither run is given a path in this
+checkout to attack: the masters are copied first.
 """
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +34,8 @@ from amp_course.grading import sandbox
 # A hang guard, not a speed test (the grading run takes about 35 s here): the submissions' own
 # timeouts must end every planted hang, and if they did not, the run's fixture would never return.
 pytestmark = pytest.mark.timeout(900)
+SANDBOXED = sandbox.bwrap_works() is None  # else `--sandbox auto` grades without one
+CHECKOUT = str(sandbox.PACKAGE.parent)  # the course the grader runs from
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 MASTER = FIXTURES / "masters" / "99_toy.ipynb"
@@ -175,7 +184,7 @@ get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: print("âœ
     # Processes left behind: a detached one with an empty environment, and a double-forked daemon.
     "uma": f"""
 import os, subprocess, sys
-code = "import sys, time; time.sleep(1); [open(p, 'a').write('late') for p in sys.argv[2:]]"
+code = "import sys, time; time.sleep(1); [open(p, 'a').write(sys.argv[1]) for p in sys.argv[2:]]"
 argv = [sys.executable, "-c", code, {TOKEN!r}, KEY, GRADEBOOK]
 subprocess.Popen(argv, start_new_session=True, env={{}}, stdin=subprocess.DEVNULL,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -206,18 +215,37 @@ except OSError as error:
 }
 
 
+def _grade(subs, key, out, masters, *options):
+    """``amp-course grade``, its exit code and what it printed."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main(
+            ["grade", str(subs), "--key", str(key), "--out", str(out), "--masters", str(masters)]
+            + ["--cell-timeout", "20", "--timeout", "120", *options]
+        )
+    with open(out, newline="") as handle:
+        return code, list(csv.DictReader(handle)), printed.getvalue()
+
+
+def _masters(root):
+    """A copy of the toy master, so that no attack can name a file of this checkout."""
+    shutil.copytree(MASTER.parent, root / "masters")
+    return root / "masters"
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("grading")
     key = root / "instructor" / "key.json"
     quiz.publish(FIXTURES / "quizzes" / "source", root / "learner", key, secret="toy-secret")
     subs = root / "submissions"
+    masters = _masters(root)
     out = root / "instructor" / "gradebook.csv"
     out.write_text("student,points\nprevious,1\n")  # an earlier run's gradebook
     paths = {
         "KEY": str(key),
         "GRADEBOOK": str(out),
-        "MASTER": str(MASTER),
+        "MASTER": str(masters / MASTER.name),
         "OTHER": str(subs / "alice" / MASTER.name),
         "SENTINEL": str(root / "written-by-a-learner"),
     }
@@ -231,40 +259,38 @@ def run(tmp_path_factory):
     (bob / "amp_course").mkdir()
     (bob / "amp_course" / "__init__.py").write_text("exercises = None\n")
     _submission(subs, "dave", raw_answers='{"lessons": {"99_toy": {"pick-b": ')
-    _submission(subs, "erin", _notebook(edit=_raise_first), RIGHT)
+    # A cell that raises, the check cells deleted and no answer file (one kernel for the three).
+    _submission(subs, "erin", _notebook(edit=lambda nb: (_raise_first(nb), _delete_checks(nb))))
     _submission(subs, "frank", _notebook(mfu=BLANK + "\nwhile True:\n    pass"), RIGHT)
     gina = "print('âœ“ 06.choose_dtype: correct (2 points)')\nopen('report.xml', 'w').write('<ok/>')"
-    _submission(subs, "gina", _notebook(WRONG_CHOOSE, BLANK, before=gina, edit=_fake_checks), RIGHT)
+    # ... and asks the course for its reference (refused while grading).
+    reference = (
+        "    return ac.exercises.solution('05.mfu')(flops_per_step, step_seconds, peak_tflops)"
+    )
+    _submission(
+        subs, "gina", _notebook(WRONG_CHOOSE, reference, before=gina, edit=_fake_checks), RIGHT
+    )
     _submission(subs, "hank", raw_notebook='{"cells": [', answers=RIGHT)
-    _submission(subs, "ivan", _notebook(edit=_delete_checks))  # and no answer file
     (subs / "kim").mkdir()
     (subs / "kim" / MASTER.name).symlink_to(subs / "alice" / MASTER.name)
     (subs / "kim" / "99_toy.answers.json").symlink_to(subs / "alice" / "99_toy.answers.json")
-    reference = "    return ac.exercises.solution('06.choose_dtype')(capability, cpu_flags)"
-    _submission(subs, "mia", _notebook(reference, BLANK), RIGHT)
     _submission(subs, "sam", _notebook(READ_REFERENCE, IMPORT_REFERENCE, before=GIT), RIGHT)
     for student, attack in ATTACKS.items():
         _submission(subs, student, _notebook(WRONG_CHOOSE, BLANK, before=prelude + attack), RIGHT)
 
-    watched = [key, MASTER, subs / "alice" / MASTER.name, ROOT / "amp_course" / "exercises"]
+    watched = [key, masters, MASTER, subs / "alice" / MASTER.name, ROOT / "amp_course"]
     before = _digests(watched)
     previous = out.read_bytes()
-    code = cli.main(
-        ["grade", str(subs), "--key", str(key), "--out", str(out), "--masters", str(MASTER.parent)]
-        + ["--cell-timeout", "20", "--timeout", "120", "--jobs", "2"]
-    )
-    stragglers = _processes_with(TOKEN)
-    with open(out, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    code, rows, printed = _grade(subs, key, out, masters, "--jobs", "2")
     return {
         "code": code,
         "rows": rows,
+        "printed": printed,
         "root": root,
         "subs": subs,
         "key": key,
         "out": out,
         "previous": previous,
-        "stragglers": stragglers,
         "before": before,
         "watched": watched,
         "paths": paths,
@@ -272,7 +298,8 @@ def run(tmp_path_factory):
 
 
 def _digests(paths):
-    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*.py")))]
+    found = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*")))]
+    files = [f for f in found if f.is_file() and "__pycache__" not in f.parts]
     return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
@@ -300,10 +327,15 @@ def _points(rows, student):
 def test_every_student_graded_with_the_same_items(run):
     assert run["code"] == 0
     students = {r["student"] for r in run["rows"]}
-    assert len(students) == 11 + len(ATTACKS)
+    assert len(students) == 9 + len(ATTACKS)
     for student in students:
         assert set(_points(run["rows"], student)) == ITEMS, student
-    assert {r["isolation"] for r in run["rows"]} == {"bwrap"}
+    isolation = {r["isolation"] for r in run["rows"]}
+    if SANDBOXED:
+        assert isolation == {"bwrap"}
+    else:  # said plainly in every row and in the summary
+        assert len(isolation) == 1 and isolation.pop().startswith(sandbox.NOT_ISOLATED)
+        assert f"isolation: {sandbox.NOT_ISOLATED}" in run["printed"]
 
 
 def test_right_answers_written_differently_get_full_marks(run):
@@ -333,8 +365,8 @@ def test_missing_or_corrupt_files_cost_only_what_they_hold(run):
     hank = _points(run["rows"], "hank")
     assert hank["05.mfu"][:3] == (0, 1, "error") and "corrupt notebook" in hank["05.mfu"][3]
     assert hank["quiz:pick-b"][0] == 2
-    ivan = _points(run["rows"], "ivan")  # no answer file: only the quiz is lost
-    assert ivan["quiz:pick-b"][:3] == (0, 2, "missing") and "no answers" in ivan["quiz:pick-b"][3]
+    erin = _points(run["rows"], "erin")  # no answer file: only the quiz is lost
+    assert erin["quiz:pick-b"][:3] == (0, 2, "missing") and "no answers" in erin["quiz:pick-b"][3]
 
 
 def test_a_cell_that_raises_loses_only_what_depends_on_it(run):
@@ -352,8 +384,9 @@ def test_endless_loop_is_stopped_by_the_cell_timeout(run):
 def test_edited_or_deleted_check_cells_are_restored(run):
     gina = _points(run["rows"], "gina")  # fake checks, a printed success and a forged report
     assert gina["06.choose_dtype"][0] == 0 and "better choice is" in gina["06.choose_dtype"][3]
-    ivan = _points(run["rows"], "ivan")
-    assert ivan["06.choose_dtype"][0] == 2 and ivan["05.mfu"][0] == 1
+    erin = _points(run["rows"], "erin")  # deleted checks: put back, and graded
+    assert erin["05.mfu"][:3] == (1, 1, "passed")
+    assert "choose was not defined" in erin["06.choose_dtype"][3]
 
 
 def test_links_to_other_work_are_not_graded(run):
@@ -363,14 +396,20 @@ def test_links_to_other_work_are_not_graded(run):
 
 
 def test_the_reference_is_out_of_reach(run):
-    mia = _points(run["rows"], "mia")
-    assert mia["06.choose_dtype"][:3] == (0, 2, "failed")
-    assert "not available while grading" in mia["06.choose_dtype"][3]
-    assert mia["quiz:pick-b"][0] == 2  # the quiz is graded as usual
+    gina = _points(run["rows"], "gina")  # the course asked for its reference
+    assert gina["05.mfu"][:3] == (0, 1, "failed")
+    assert "not available while grading" in gina["05.mfu"][3]
+    assert gina["quiz:pick-b"][0] == 2  # the quiz is graded as usual
     sam = _points(run["rows"], "sam")
-    assert sam["06.choose_dtype"][:3] == (0, 2, "failed") and sam["05.mfu"][:3] == (0, 1, "failed")
-    assert "raised FileNotFoundError" in sam["06.choose_dtype"][3]
-    assert "raised ModuleNotFoundError" in sam["05.mfu"][3]
+    if SANDBOXED:  # an empty folder in place of the references
+        assert sam["06.choose_dtype"][:3] == (0, 2, "failed")
+        assert sam["05.mfu"][:3] == (0, 1, "failed")
+        assert "raised FileNotFoundError" in sam["06.choose_dtype"][3]
+        assert "raised ModuleNotFoundError" in sam["05.mfu"][3]
+    else:  # the guard refuses, and flags the lesson
+        assert sam["06.choose_dtype"][:3] == (0, 2, "flagged")
+        assert "raised PermissionError" in sam["06.choose_dtype"][3]
+        assert "importing amp_course.exercises.solutions.lesson_05" in sam["05.mfu"][3]
 
 
 @pytest.mark.parametrize("student", ["olga", "pete", "quinn"])
@@ -384,24 +423,59 @@ def test_a_replaced_or_wrapped_probe_reaches_the_grader_and_fails(run, student):
 @pytest.mark.parametrize("student", sorted(ATTACKS))
 def test_crafted_submissions_get_zero_with_a_reason(run, student):
     got = _points(run["rows"], student)
+    statuses = ("failed", "not done") if SANDBOXED else ("failed", "not done", "flagged")
     for item in ("06.choose_dtype", "05.mfu"):
         points, _, status, message = got[item]
-        assert points == 0 and status in ("failed", "not done"), (item, status, message)
+        assert points == 0 and status in statuses, (item, status, message)
         assert message, item
     assert got["quiz:pick-b"][0] == 2  # their quiz answers still count
 
 
 def test_no_process_outlives_grading(run):
-    assert run["stragglers"] == []
-    time.sleep(1.5)  # past the planted processes' delay: had any survived, it would have written
+    """Every planted process is gone: waited for (a sandbox's end takes a moment), not slept on.
+
+    Once none is left, none can write later, so the files' test below is final."""
+    deadline = time.monotonic() + 60
+    while _processes_with(TOKEN) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _processes_with(TOKEN) == []
 
 
 def test_instructor_files_are_unchanged(run):
+    test_no_process_outlives_grading(run)  # whatever ran is gone: nothing can write any more
     assert _digests(run["watched"]) == run["before"]
     assert (run["out"].parent / "gradebook.csv.bak").read_bytes() == run["previous"]
     assert not Path(run["paths"]["SENTINEL"]).exists()
-    assert "late" not in run["out"].read_text() and "tampered" not in run["out"].read_text()
+    assert TOKEN not in run["out"].read_text() and "tampered" not in run["out"].read_text()
+
+
+def test_summary_ranks_students_and_counts_what_needs_a_look(run):
+    printed = run["printed"]
+    lines = printed[printed.index("Summary:") :].splitlines()
+    assert lines[0].startswith(f"Summary: {9 + len(ATTACKS)} submission(s); isolation: ")
+    header = lines[1].split("  ")
+    assert [h.strip() for h in header if h.strip()][:3] == ["student", "points", "flagged items"]
+    table = {line.split()[0]: line for line in lines[2 : 2 + 9 + len(ATTACKS)]}
+    points = [float(line.split()[1]) for line in table.values()]
+    assert points == sorted(points, reverse=True) and next(iter(table)) == "alice"
+    missing = lines[1].index("missing items")
+    assert table["erin"][missing:].split() == ["3"]  # no answer file: its three quiz questions
+    assert table["dave"][missing:].split() == ["5"]  # no notebook, an unreadable answer file
+
+
+def test_wrong_quiz_answers_say_what_was_answered(run):
+    bob = _points(run["rows"], "bob")
+    assert bob["quiz:pick-b"][3] == 'wrong: you chose "first": Not this one.'
+    assert bob["quiz:both"][3] == 'wrong: you chose "b": No.'
+    assert bob["quiz:pi"][3] == "wrong: 2.72 is not within the key's tolerance of the answer"
+
+
+def test_hidden_inputs_are_drawn_for_each_submission(run):
+    """rosa's and uma's blank mfu are shown the inputs drawn for their own notebooks: what one's
+    feedback shows tells nothing about another's (or a resubmission's)."""
+    shown = [_points(run["rows"], s)["05.mfu"][3] for s in ("rosa", "uma")]
+    inputs = [message[message.index("mfu(") : message.index(")")] for message in shown]
+    assert inputs[0] != inputs[1], shown
 
 
 def test_feedback_file_per_student(run):
@@ -414,30 +488,114 @@ def test_feedback_file_per_student(run):
     assert "| quiz:pi | 0 / 1 | wrong |" in bob and "not a percentage" in bob
 
 
-def test_without_a_sandbox_grading_warns_and_gives_the_same_verdicts(run, tmp_path, capfd):
-    subs = tmp_path / "subs"
-    for student in ("alice", "bob"):
-        _submission(subs, student, nbformat.read(run["subs"] / student / MASTER.name, 4))
-    out = tmp_path / "gradebook.csv"
-    rows = cli.main(
-        ["grade", str(subs), "--key", str(run["key"]), "--out", str(out), "--sandbox", "none"]
-        + ["--masters", str(MASTER.parent), "--cell-timeout", "20", "--timeout", "120"]
-    )
-    assert rows == 0
-    assert "WARNING: grading WITHOUT a sandbox" in capfd.readouterr().err
-    with open(out, newline="") as handle:
-        again = list(csv.DictReader(handle))
-    assert {r["isolation"] for r in again} == {sandbox.NOT_ISOLATED}
-    first = {
-        (r["student"], r["item"]): (r["points"], r["status"], r["message"])
-        for r in run["rows"]
-        if r["student"] in ("alice", "bob") and not r["item"].startswith("quiz:")
+# Without a sandbox the course's own switch, the grading flag, is in the learner's reach: each
+# submission drops it or goes around it (cells: before the exercises, choose's, mfu's) and asks
+# for the reference, choose and mfu by different routes. Graded without the guard, both pass.
+BYPASSES = {
+    # The flag popped from the environment, then the course asked for its reference; the flag
+    # emptied and the course's package reloaded, then asked again.
+    "nina": (
+        "import importlib, os, sys",
+        'os.environ.pop("AMP_COURSE_GRADING")\nchoose = ac.exercises.solution("06.choose_dtype")',
+        'os.environ["AMP_COURSE_GRADING"] = ""\n'
+        'ex = importlib.reload(sys.modules["amp_course.exercises"])\n'
+        'mfu = ex.solution("05.mfu")',
+    ),
+    # The reference's file read from the checkout and executed; the course's modules cleared from
+    # sys.modules and the reference imported from the checkout; and the master notebook
+    # overwritten by native code, which the guard cannot see (torch maps the file itself): the
+    # check after the notebook must.
+    "pablo": (
+        "import torch\ntorch.from_file(MASTER, shared=True, size=64, dtype=torch.uint8)[:] = 32",
+        'found = {"__package__": "amp_course.exercises.solutions"}\n'
+        'exec(open(CHECKOUT + "/amp_course/exercises/solutions/lesson_06.py").read(), found)\n'
+        'choose = found["SOLUTIONS"]["06.choose_dtype"]',
+        "import sys\nsys.path.insert(0, CHECKOUT)\n"
+        'for name in [m for m in sys.modules if m.startswith("amp_course")]:\n'
+        "    del sys.modules[name]\n"
+        "from amp_course.exercises.solutions.lesson_05 import SOLUTIONS\n"
+        'mfu = SOLUTIONS["05.mfu"]',
+    ),
+}
+
+
+def _bypass(before, choose, mfu):
+    def answers(nb):
+        for cell in nb.cells:
+            symbol = cell.metadata.get("exercise", {}).get("symbol")
+            cell.source = {"choose": choose, "mfu": mfu}.get(symbol, cell.source)
+
+    return _notebook(before=before, edit=answers)
+
+
+@pytest.fixture(scope="module")
+def guarded(run, tmp_path_factory):
+    """The honest alice and the BYPASSES, graded with `--sandbox none`."""
+    root = tmp_path_factory.mktemp("guarded")
+    masters = _masters(root)
+    subs = root / "submissions"
+    _submission(subs, "alice", nbformat.read(run["subs"] / "alice" / MASTER.name, 4), RIGHT)
+    prelude = f"CHECKOUT = {CHECKOUT!r}\nMASTER = {str(masters / MASTER.name)!r}\n"
+    for student, (before, choose, mfu) in BYPASSES.items():
+        _submission(subs, student, _bypass(prelude + before, choose, mfu), RIGHT)
+    out = root / "instructor" / "gradebook.csv"
+    out.parent.mkdir()
+    watched = [masters, run["key"], ROOT / "amp_course"]
+    before = _digests(watched)
+    warned = io.StringIO()
+    with contextlib.redirect_stderr(warned):
+        code, rows, printed = _grade(subs, run["key"], out, masters, "--sandbox", "none")
+    return {
+        "code": code,
+        "rows": rows,
+        "printed": printed,
+        "warned": warned.getvalue(),
+        "masters": masters,
+        "out": out,
+        "before": before,
+        "after": _digests(watched),
     }
-    assert {
-        (r["student"], r["item"]): (r["points"], r["status"], r["message"])
-        for r in again
-        if not r["item"].startswith("quiz:")
-    } == first
+
+
+def test_without_a_sandbox_grading_says_so(guarded):
+    assert guarded["code"] == 0
+    assert guarded["warned"].count("WARNING: grading WITHOUT a sandbox") == 2  # first and last
+    isolation = {r["isolation"] for r in guarded["rows"]}
+    assert isolation == {
+        f"{sandbox.NOT_ISOLATED}: --sandbox none was asked for; kernel guarded by an audit hook)"
+    }
+    assert f"isolation: {isolation.pop()}" in guarded["printed"]
+
+
+def test_without_a_sandbox_honest_work_gets_the_same_verdicts(run, guarded):
+    def verdicts(rows):
+        return {
+            r["item"]: (r["points"], r["status"], r["message"])
+            for r in rows
+            if r["student"] == "alice"
+        }
+
+    assert verdicts(guarded["rows"]) == verdicts(run["rows"])
+
+
+@pytest.mark.parametrize("student", sorted(BYPASSES))
+def test_without_a_sandbox_the_references_stay_out_of_reach(guarded, student):
+    got = _points(guarded["rows"], student)
+    for item in ("06.choose_dtype", "05.mfu"):
+        points, _, status, message = got[item]
+        assert (points, status) == (0, "flagged"), (item, status, message)
+        assert "refused without a sandbox" in message and "exercises/solutions" in message
+    assert got["quiz:pick-b"][0] == 2  # the quiz is graded as usual
+
+
+def test_without_a_sandbox_a_changed_master_is_put_back_and_flagged(guarded):
+    master = guarded["masters"] / MASTER.name
+    kept = guarded["out"].parent / "gradebook-changed" / "pablo" / master.relative_to("/")
+    message = _points(guarded["rows"], "pablo")["05.mfu"][3]
+    assert f"changed {master} (put back; as changed, in {kept})" in message
+    assert guarded["after"] == guarded["before"]
+    assert kept.read_bytes().startswith(b" " * 64)  # what the native write made of it
+    assert "Flagged for review (see their messages): nina, pablo" in guarded["printed"]
 
 
 def test_a_previous_gradebook_is_kept_as_bak(tmp_path):

@@ -1,5 +1,7 @@
 """The grading subpackage piece by piece: restoring, the sandbox's view, verdicts, reports."""
 
+import csv
+import json
 import os
 import subprocess
 import sys
@@ -17,14 +19,16 @@ from amp_course.grading import (
     CheckItem,
     decide,
     feedback_markdown,
-    grade_all,
     restore,
     sandbox,
     secret_seed,
+    summary,
 )
+from amp_course.grading.quizzes import wrong_message
 from amp_course.grading.reports import row
 
-MASTER = ROOT / "tests" / "fixtures" / "grading" / "masters" / "99_toy.ipynb"
+FIXTURES = ROOT / "tests" / "fixtures" / "grading"
+MASTER = FIXTURES / "masters" / "99_toy.ipynb"
 CHOOSE = CheckItem("06.choose_dtype", "06.choose_dtype", 2.0, "choose")
 
 
@@ -52,9 +56,12 @@ def test_restore_keeps_learner_cells_and_drops_fake_checks():
 
 
 def test_secret_seeds_are_stable_distinct_and_never_zero():
-    seeds = {secret_seed("s", name) for name in exercises.names()}
+    seeds = {secret_seed("s", name, "nb") for name in exercises.names()}
     assert len(seeds) == len(exercises.names()) and 0 not in seeds
-    assert secret_seed("s", "05.mfu") == secret_seed("s", "05.mfu") != secret_seed("t", "05.mfu")
+    assert secret_seed("s", "05.mfu", "nb") == secret_seed("s", "05.mfu", "nb")
+    assert secret_seed("s", "05.mfu", "nb") != secret_seed("t", "05.mfu", "nb")
+    # Drawn for each submitted notebook: another (or a resubmission) gets other inputs.
+    assert secret_seed("s", "05.mfu", "nb") != secret_seed("s", "05.mfu", "nb, edited")
 
 
 def _payload(answer, seed):
@@ -115,13 +122,13 @@ def test_bwrap_command_shows_only_the_course_and_the_scratch_folder(tmp_path):
 
 def test_docker_command_isolates_and_is_cleaned_up(tmp_path, monkeypatch):
     box = sandbox.Sandbox("docker", memory=2**30, image="img")
-    cmd = box.wrap(["python", "-m", "ipykernel"], tmp_path / "h", tmp_path / "i", {"K": "v"})
+    cmd = box.wrap(["python", "-m", "ipykernel"], sandbox.Scratch(tmp_path), {"K": "v"})
     text = " ".join(cmd)
     assert cmd[:3] == ["docker", "run", "--rm"] and "--network none" in text
     assert f"--memory {2**30}" in text and "--cap-drop ALL" in text and "--read-only" in text
     assert f"{sandbox.PACKAGE}:{sandbox.PACKAGE}:ro" in text
     assert f"type=tmpfs,destination={sandbox.PACKAGE / sandbox.HIDDEN}" in text
-    assert f"{tmp_path / 'h'}:{sandbox.HOME}" in text and "-e K=v" in text
+    assert f"{tmp_path / 'home'}:{sandbox.HOME}" in text and "-e K=v" in text
     assert cmd[-4:] == ["img", "python", "-m", "ipykernel"]
     removed = []
     monkeypatch.setattr(sandbox.subprocess, "run", lambda args, **kw: removed.append(args))
@@ -141,7 +148,9 @@ def _run_in_bwrap(tmp_path, script, env=None):
     home, ipc = tmp_path / "home", tmp_path / "ipc"
     home.mkdir(exist_ok=True)
     ipc.mkdir(exist_ok=True)
-    cmd = sandbox.bwrap_command([sys.executable, "-c", script], home, ipc, env or {}, 2**33)
+    python = sandbox.interpreter(sys.executable)  # the venv may be reached through a link
+    env = {"PYTHONPATH": str(sandbox.PACKAGE.parent), **(env or {})}  # as a kernel's
+    cmd = sandbox.bwrap_command([python, "-c", script], home, ipc, env, 2**33)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -206,13 +215,157 @@ def _alive(token):
     return found
 
 
-def test_bad_key_is_refused(tmp_path):
-    (tmp_path / "key.json").write_text("[]")
+def _grade(capsys, *args):
+    """``amp-course grade`` with ARGS: (exit code, stdout, stderr), never a traceback."""
+    code = cli.main(["grade", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture()
+def key(tmp_path):
+    path = tmp_path / "key.json"
+    quiz.publish(FIXTURES / "quizzes" / "source", tmp_path / "learner", path, secret="toy")
+    return path
+
+
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("no key", "cannot read the quiz key"),
+        ("bad key", "not a quiz key"),
+        ("unknown lesson", "unknown lesson(s) 42_nothing; the masters and the key have: 99_toy"),
+        ("no submissions", "is not a folder of submissions"),
+        ("no masters", "is not a folder of master notebooks (--masters)"),
+        ("gradebook is a folder", "Is a directory"),
+        ("bad timeout", "must be positive"),
+    ],
+)
+def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
+    tmp_path, key, capsys, case, words
+):
     (tmp_path / "subs").mkdir()
-    with pytest.raises(quiz.QuizSchemaError, match="not a quiz key"):
-        grade_all(
-            tmp_path / "subs", tmp_path / "key.json", tmp_path / "out.csv", masters=MASTER.parent
-        )
+    args = {
+        "submissions": tmp_path / "subs",
+        "--key": key,
+        "--out": tmp_path / "gb.csv",
+        "--masters": MASTER.parent,
+    }
+    extra = []
+    if case == "no key":
+        args["--key"] = tmp_path / "missing.json"
+    elif case == "bad key":
+        args["--key"].write_text("[]")
+    elif case == "unknown lesson":
+        extra = ["--lessons", "42_nothing"]
+    elif case == "no submissions":
+        args["submissions"] = tmp_path / "nobody"
+    elif case == "no masters":
+        args["--masters"] = tmp_path / "nowhere"
+    elif case == "gradebook is a folder":
+        args["--out"] = tmp_path / "subs"
+    elif case == "bad timeout":
+        extra = ["--timeout", "0"]
+    flat = [args.pop("submissions")] + [x for pair in args.items() for x in pair] + extra
+    code, out, err = _grade(capsys, *flat, "--sandbox", "bwrap" if SANDBOXED else "none")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("error: ") and words in lines[-1], err
+    assert "Traceback" not in err and all(not line.startswith("  File") for line in lines)
+
+
+SANDBOXED = sandbox.bwrap_works() is None
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ([], "the following arguments are required: submissions, --key"),
+        (["subs", "--key", "k.json", "--sandbox", "chroot"], "invalid choice: 'chroot'"),
+        (["subs", "--key", "k.json", "--jobs", "two"], "invalid int value: 'two'"),
+    ],
+)
+def test_usage_mistakes_are_one_line_too(capsys, args, words):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["grade", *args])
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err
+
+
+def test_an_unavailable_sandbox_is_one_line(tmp_path, key, capsys, monkeypatch):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    (tmp_path / "subs").mkdir()
+    code, _, err = _grade(capsys, tmp_path / "subs", "--key", key, "--sandbox", "podman")
+    assert code == 2 and err.strip() == "error: --sandbox podman: podman is not installed"
+
+
+def test_an_assignment_grades_only_its_lessons(tmp_path, capsys):
+    """--lessons: rows, totals and feedback of those lessons only (no kernel: answers only)."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    toy = (FIXTURES / "quizzes" / "source" / "99_toy.yaml").read_text()
+    (sources / "99_toy.yaml").write_text(toy)
+    (sources / "98_other.yaml").write_text(toy.replace("lesson: 99_toy", "lesson: 98_other"))
+    key = tmp_path / "key.json"
+    quiz.publish(sources, tmp_path / "learner", key, secret="toy")
+    answers = {"pick-b": {"value": 1, "attempts": 1}, "pi": {"value": 2.0, "attempts": 1}}
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    lessons = {"lessons": {"99_toy": answers, "98_other": answers}}
+    (tmp_path / "subs" / "ann" / "amp-course-answers.json").write_text(json.dumps(lessons))
+    out = tmp_path / "gb.csv"
+    base = [tmp_path / "subs", "--key", key, "--out", out, "--masters", MASTER.parent]
+    code, printed, _ = _grade(capsys, *base, "--lessons", "98_other", "--sandbox", "none")
+    assert code == 0
+    with open(out, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["lesson"] for r in rows} == {"98_other"}
+    assert {r["item"] for r in rows} == {"quiz:pick-b", "quiz:pi", "quiz:both"}
+    feedback = (tmp_path / "gb-feedback" / "ann.md").read_text()
+    assert "**Total: 2 of 4 points.**" in feedback and "99_toy" not in feedback
+    assert "ann      2 / 4" in printed
+    _grade(capsys, *base, "--sandbox", "none")  # the whole course: both lessons, 2 + 4 rows more
+    with open(out, newline="") as handle:
+        assert {r["lesson"] for r in csv.DictReader(handle)} == {"98_other", "99_toy"}
+
+
+def test_wrong_quiz_answers_get_one_line_that_keeps_the_right_answer_hidden():
+    single = {
+        "type": "single",
+        "choices": ["first", "second"],
+        "explanations": {"choices": ["Not this one.", "This one."]},
+    }
+    assert wrong_message(single, 0) == 'wrong: you chose "first": Not this one.'
+    multiple = {**single, "type": "multiple", "choices": ["a", "b", "c"]}
+    multiple["explanations"] = {"choices": ["Yes.", "No.", ""]}
+    assert wrong_message(multiple, [1, 2]) == 'wrong: you chose "b": No.; "c"'
+    assert "3.14" not in wrong_message({"type": "numeric"}, 2.72)
+    assert wrong_message({"type": "text"}, "helo") == "wrong: the key does not accept 'helo'"
+
+
+def test_summary_ranks_students_and_says_where_kernels_ran():
+    rows = [
+        row("bo", "99", "a", 1.0, 2.0, "passed"),
+        row("bo", "99", "b", 0.0, 1.0, "flagged", "refused"),
+        row("al", "99", "a", 2.0, 2.0, "passed"),
+        row("al", "99", "b", 0.0, 1.0, "timeout"),
+    ]
+    box = sandbox.Sandbox("none", why="bubblewrap (bwrap) is not installed")
+    lines = summary(rows, box).splitlines()
+    assert lines[0] == f"Summary: 2 submission(s); isolation: {box.label}"
+    assert lines[1].split() == ["student", "points", "flagged", "items", "timeout", "items"] + [
+        "error",
+        "items",
+        "missing",
+        "items",
+    ]
+    assert lines[2].split() == ["al", "2", "/", "3", "1"] and lines[3].split()[:4] == [
+        "bo",
+        "1",
+        "/",
+        "3",
+    ]
+    assert lines[-1] == "Flagged for review (see their messages): bo"
 
 
 def test_cli_offers_the_sandbox_options(capsys):

@@ -1,14 +1,18 @@
-"""Instructor grading: every submission sandboxed, every verdict decided outside learner code.
+"""Instructor grading: every submission sandboxed (or guarded, without a sandbox), every verdict
+decided outside learner code.
 
 ``amp-course grade SUBMISSIONS --key KEY --out gradebook.csv`` (README, "Grading"). One module
 per concern:
 
 - ``notebooks``: rebuild a learner's notebook around the master's protected cells (nbformat);
+- ``settings``: one run's settings (key, lessons, masters, sandbox, limits), checked up front;
 - ``sandbox``: the bubblewrap / Docker / Podman command a kernel runs under, and what it sees;
+- ``guard`` and ``unsandboxed``: without a sandbox, an audit hook in the kernel, a private copy of
+  the course without the references, and a check of the instructor's files after each kernel;
 - ``kernel``: run the rebuilt notebook in a sandboxed kernel, probing each check with a seed;
 - ``verdicts``: secret seeds, reference observations and the verdict (the trusted side);
 - ``quizzes``: graded quiz questions against the instructor's key;
-- ``reports``: the CSV gradebook and the per-student feedback files;
+- ``reports``: the CSV gradebook, the per-student feedback files and the summary;
 - ``run``: the whole run over a folder of submissions.
 
 Why this design: a check that runs in the learner's process can be replaced, wrapped or fooled
@@ -20,9 +24,10 @@ cannot import, and compares. Nothing the sandbox prints or writes decides a grad
 """
 
 from .notebooks import CheckItem, cell_key, check_items, restore
-from .reports import COLUMNS, feedback_markdown, write_csv
-from .run import grade_all, grade_submission, master_notebooks
+from .reports import COLUMNS, feedback_markdown, summary, write_csv
+from .run import grade_all, grade_submission
 from .sandbox import Sandbox, SandboxUnavailable
+from .settings import Settings, SettingsError
 from .verdicts import decide, secret_seed
 
 __all__ = [
@@ -30,14 +35,16 @@ __all__ = [
     "CheckItem",
     "Sandbox",
     "SandboxUnavailable",
+    "Settings",
+    "SettingsError",
     "cell_key",
     "check_items",
     "decide",
     "feedback_markdown",
     "grade_all",
     "grade_submission",
-    "master_notebooks",
     "restore",
     "secret_seed",
+    "summary",
     "write_csv",
 ]

@@ -6,13 +6,14 @@ needs no network). Cells run in order; at each graded check cell the grader send
 (``amp_course.exercises.probe.report``) instead of the cell, with the secret seed, and keeps only
 what the probe displays: plain data that the verdict side compares with the reference. Execution
 stops after the last check, and the sandbox, with every process in it, is killed at the end.
+Without a sandbox, one more cell then asks the kernel's guard to refuse a read (its ``canary``),
+so that the grader can tell that the guard still answers.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
-from pathlib import Path
 
 import nbformat
 import zmq
@@ -21,7 +22,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
 from ..exercises.probe import MIME
-from .sandbox import HOME, Sandbox
+from .sandbox import HOME, Sandbox, Scratch
 
 MAX_MESSAGE = 64 * 2**20  # bytes; a larger message from the kernel drops the connection
 KEPT_OUTPUTS = ("error",)
@@ -31,13 +32,13 @@ MAX_ERRORS = 5
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel command runs inside ``sandbox``."""
 
-    def __init__(self, sandbox: Sandbox, home: Path, ipc: Path, env: dict[str, str], **kwargs):
+    def __init__(self, sandbox: Sandbox, scratch: Scratch, env: dict[str, str], **kwargs):
         super().__init__(**kwargs)
-        self.sandbox, self.home, self.ipc, self.sandbox_env = sandbox, home, ipc, env
+        self.sandbox, self.scratch, self.sandbox_env = sandbox, scratch, env
 
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
-        return self.sandbox.wrap(cmd, self.home, self.ipc, self.sandbox_env)
+        return self.sandbox.wrap(cmd, self.scratch, self.sandbox_env)
 
 
 class _Client(NotebookClient):
@@ -81,18 +82,26 @@ def _payload(cell) -> dict:
     return {"error": "the grader's probe returned nothing"}
 
 
-async def run_notebook(nb, probes, sandbox, home, ipc, env, cell_timeout, deadline) -> dict:
-    """Execute ``nb`` up to its last probe; {probe key: payload dict} for every probe.
+def canary_source(path: str) -> str:
+    return f"try:\n    open({path!r}).close()\nexcept BaseException:\n    pass"
+
+
+async def run_notebook(
+    nb, probes, sandbox, scratch: Scratch, env, cell_timeout, deadline, canary=None
+) -> tuple[dict, bool]:
+    """Execute ``nb`` up to its last probe: ({probe key: payload dict}, whether the canary ran).
 
     ``probes`` maps a cell index to (key, exercise name, symbol, seed). A payload is the probe's
-    dict, or {"timeout": message} / {"error": message} when the probe could not run.
+    dict, or {"timeout": message} / {"error": message} when the probe could not run. ``canary``
+    (a path the guard must refuse) is opened after the last probe, if the kernel still runs.
     """
     results: dict = {}
+    answered = False
     last = max(probes)
+    ipc = scratch.ipc
     km = SandboxedKernelManager(
         sandbox,
-        home,
-        ipc,
+        scratch,
         env,
         kernel_name="python3",
         transport="ipc",
@@ -116,8 +125,8 @@ async def run_notebook(nb, probes, sandbox, home, ipc, env, cell_timeout, deadli
     try:
         # The kernel's own stdout and stderr are the learner's: they never reach the grader's.
         await client.async_start_new_kernel(
-            cwd=str(home),
-            env=sandbox.launch_env(env, home),
+            cwd=str(scratch.home),
+            env=sandbox.launch_env(env, scratch.home),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -145,6 +154,13 @@ async def run_notebook(nb, probes, sandbox, home, ipc, env, cell_timeout, deadli
                     if timed_out
                     else _payload(cell)
                 )
+        if canary is not None and deadline - time.monotonic() > 1:
+            client.timeout = int(min(cell_timeout, deadline - time.monotonic()))
+            replies.clear()
+            await client.async_execute_cell(nbformat.v4.new_code_cell(canary_source(canary)), 0)
+            answered = not any(
+                (r or {}).get("content", {}).get("ename") == "Timeout" for r in replies
+            )  # it ran: the guard must have logged it
     except DeadKernelError:
         _fill(results, probes, {"error": "the notebook's kernel died (out of memory, or killed)"})
     except Exception as error:  # a kernel that cannot start or talk costs this lesson only
@@ -153,7 +169,7 @@ async def run_notebook(nb, probes, sandbox, home, ipc, env, cell_timeout, deadli
     finally:
         await _stop(client, km, sandbox)
     _fill(results, probes, {"timeout": "the submission's time ran out before this check ran"})
-    return results
+    return results, answered
 
 
 def _fill(results: dict, probes: dict, payload: dict) -> None:

@@ -38,11 +38,29 @@ def answer_sets(folder: Path):
     return answers, problems
 
 
-def grade_quizzes(student: str, folder: Path, key: dict) -> list[dict]:
-    """One row per graded quiz question of every lesson in the key."""
+def wrong_message(entry: dict, value) -> str:
+    """One line for a wrong answer: what was answered and, for choices, what the key's author
+    says about them; never which answer is right."""
+    choices, notes = entry.get("choices") or [], (entry.get("explanations") or {}).get("choices")
+    if entry["type"] in ("single", "multiple") and choices:
+        picked = [value] if entry["type"] == "single" else list(value)
+        said = [
+            f'"{choices[i]}"' + (f": {notes[i]}" if notes and i < len(notes) and notes[i] else "")
+            for i in picked
+        ]
+        return f"wrong: you chose {'; '.join(said) or 'nothing'}"[:300]
+    if entry["type"] == "numeric":
+        return f"wrong: {value:g} is not within the key's tolerance of the answer"
+    return f"wrong: the key does not accept {str(value)[:100]!r}"
+
+
+def grade_quizzes(student: str, folder: Path, key: dict, lessons=None) -> list[dict]:
+    """One row per graded quiz question of every lesson in the key (or of ``lessons``)."""
     rows = []
     answers, problems = answer_sets(folder)
     for lesson, entries in sorted(key["lessons"].items()):
+        if lessons is not None and lesson not in lessons:
+            continue
         for qid, entry in entries.items():
             if not entry["graded"]:
                 continue
@@ -63,6 +81,9 @@ def grade_quizzes(student: str, folder: Path, key: dict) -> list[dict]:
                 message = f"malformed answer: {error}"
                 rows.append(row(student, lesson, item, 0.0, maximum, "error", message))
                 continue
-            points, status = (maximum, "correct") if right else (0.0, "wrong")
-            rows.append(row(student, lesson, item, points, maximum, status))
+            if right:
+                rows.append(row(student, lesson, item, maximum, maximum, "correct"))
+            else:
+                message = wrong_message(entry, value)
+                rows.append(row(student, lesson, item, 0.0, maximum, "wrong", message))
     return rows

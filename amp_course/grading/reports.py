@@ -1,4 +1,5 @@
-"""What the grader writes: the CSV gradebook and one Markdown feedback file per student.
+"""What the grader writes: the CSV gradebook, one Markdown feedback file per student, and the
+summary table it prints at the end.
 
 Both are written only by the grader's own process, atomically (a temporary file renamed over the
 old one), so a reader never sees half a file and a crash leaves the previous version intact.
@@ -48,7 +49,7 @@ def feedback_markdown(student: str, rows: list[dict]) -> str:
     isolation = sorted({r["isolation"] for r in rows if r["isolation"]})
     lines = [f"# Feedback for {student}", "", f"**Total: {total:g} of {maximum:g} points.**", ""]
     if isolation:
-        lines += [f"Graded in sandbox: {', '.join(isolation)}.", ""]
+        lines += [f"Isolation: {', '.join(isolation)}.", ""]
     for lesson in sorted({r["lesson"] for r in rows}):
         mine = [r for r in rows if r["lesson"] == lesson]
         got = sum(float(r["points"]) for r in mine)
@@ -69,3 +70,32 @@ def write_feedback(folder: Path, student: str, rows: list[dict]) -> Path:
     path = folder / f"{student}.md"
     atomic_write_text(path, feedback_markdown(student, rows))
     return path
+
+
+SUMMARY_COUNTS = ("flagged", "timeout", "error", "missing")  # statuses the summary counts
+
+
+def summary(rows: list[dict], box) -> str:
+    """The run's summary: students by points (best first) with what needs a look, and where the
+    kernels ran (``box``, the sandbox)."""
+    students = sorted({r["student"] for r in rows})
+    table = []
+    for student in students:
+        mine = [r for r in rows if r["student"] == student]
+        got = sum(float(r["points"]) for r in mine)
+        of = sum(float(r["max_points"]) for r in mine)
+        counts = [sum(r["status"] == status for r in mine) for status in SUMMARY_COUNTS]
+        table.append((student, f"{got:g} / {of:g}", *(str(c) if c else "" for c in counts), got))
+    table.sort(key=lambda line: (-line[-1], line[0]))
+    header = ("student", "points", *(f"{s} items" for s in SUMMARY_COUNTS))
+    lines = [header, *(line[:-1] for line in table)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    ]
+    flagged = [line[0] for line in table if line[2]]
+    out = [f"Summary: {len(students)} submission(s); isolation: {box.label}", *text]
+    if flagged:
+        out.append(f"Flagged for review (see their messages): {', '.join(flagged)}")
+    return "\n".join(out)

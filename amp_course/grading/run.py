@@ -1,21 +1,23 @@
 """Grading a folder of submissions: one sandboxed kernel per lesson, verdicts decided here.
 
-For each student (a folder; its name is the student id) and each master notebook with check
-cells, the learner's copy is rebuilt around the master's protected cells, run in the sandbox, and
-probed at every check with a secret seed; the verdicts come from ``verdicts.decide`` in this
-process. Quizzes are graded against the key. One row per student, lesson and item goes to the
-CSV, rewritten atomically after every student, and each student gets a feedback file.
+For each student (a folder; its name is the student id) and each master notebook graded, the
+learner's copy is rebuilt around the master's protected cells, run in the sandbox, and probed at
+every check with a seed drawn from the key's secret and the submitted notebook; the verdicts come
+from ``verdicts.decide`` in this process. Quizzes are graded against the key. One row per student,
+lesson and item goes to the CSV, rewritten atomically after every student; each student gets a
+feedback file, and the run ends with a summary table.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import os
+import hashlib
 import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -23,26 +25,29 @@ import nbformat
 from .. import exercises
 from .. import quiz as _quiz
 from . import kernel, sandbox, verdicts
-from .notebooks import check_items, probe_plan, restore
+from .notebooks import probe_plan, restore
 from .quizzes import grade_quizzes, inside
-from .reports import row, write_csv, write_feedback
+from .reports import row, summary, write_csv, write_feedback
+from .settings import Master, Settings, SettingsError
+from .unsandboxed import Findings, Guard, read_findings
 
 ROOT = sandbox.PACKAGE.parent
 
 
-def master_notebooks(masters=None) -> list[Path]:
-    folder = Path(masters) if masters else ROOT / "notebooks"
-    paths = sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
-    if not paths:
-        raise FileNotFoundError(f"No master notebooks in {folder}.")
-    return paths
+@dataclass(frozen=True)
+class Run:
+    """A grading run under way: its settings, its scratch folder, and its guard (no sandbox)."""
+
+    settings: Settings
+    scratch: Path
+    guard: Guard | None = None
 
 
-def kernel_env(threads: int = 0) -> dict[str, str]:
+def kernel_env(run: Run) -> dict[str, str]:
     """The whole environment of a learner's kernel: nothing of the grader's leaks in.
 
-    ``threads`` caps torch's threads, so that kernels graded side by side share the cores
-    instead of each spreading over all of them (0: torch's default).
+    With several kernels at once, torch's threads are capped so that they share the cores
+    instead of each spreading over all of them.
     """
     env = {
         "HOME": sandbox.HOME,
@@ -61,8 +66,10 @@ def kernel_env(threads: int = 0) -> dict[str, str]:
     data = sandbox.data_path()
     if data is not None:
         env["AMP_COURSE_DATA"] = str(data)
-    if threads:
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    if run.settings.threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(run.settings.threads)
+    if run.guard is not None:
+        env.update(run.guard.env())
     return env
 
 
@@ -75,99 +82,100 @@ def _font_cache() -> list[Path]:
     return sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
 
 
-def _prepare_home(home: Path) -> None:
-    (home / ".matplotlib").mkdir(parents=True)
+def _prepare(scratch: sandbox.Scratch) -> None:
+    (scratch.home / ".matplotlib").mkdir(parents=True)
     for path in _font_cache():
-        shutil.copyfile(path, home / ".matplotlib" / path.name)
+        shutil.copyfile(path, scratch.home / ".matplotlib" / path.name)
+    scratch.ipc.mkdir()
 
 
-def grade_lesson(
-    student, lesson, learner_path, master, box, secret, cell_timeout, deadline, threads=0
-):
+def _observe(run: Run, student: str, rebuilt, probes, box, deadline) -> tuple[dict, Findings]:
+    """Run the rebuilt notebook in a fresh kernel: what the probes observed, what was refused."""
+    with tempfile.TemporaryDirectory(prefix=f"grade-{student}-", dir=run.scratch) as folder:
+        scratch = sandbox.Scratch(Path(folder))
+        _prepare(scratch)
+        canary = None
+        if run.guard is not None:
+            canary = run.guard.prepare(scratch)
+            run.guard.watch.snapshot()
+        timeout = run.settings.cell_timeout
+        payloads, answered = asyncio.run(
+            kernel.run_notebook(
+                rebuilt, probes, box, scratch, kernel_env(run), timeout, deadline, canary
+            )
+        )
+        if run.guard is None:
+            return payloads, Findings()
+        findings = read_findings(scratch.guard_log, canary if answered else None)
+    findings.flags += run.guard.watch.check(keep=run.guard.changed / student)
+    return payloads, findings
+
+
+def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, deadline):
     """Rows for the check items of one lesson of one student."""
-    items = check_items(master)
 
     def zero(status, message):
-        return [row(student, lesson, i.name, 0.0, i.points, status, message[:300]) for i in items]
+        return [
+            row(student, master.lesson, i.name, 0.0, i.points, status, message[:300])
+            for i in master.items
+        ]
 
     try:
-        rebuilt = restore(master, nbformat.read(learner_path, as_version=4))
+        data = learner_path.read_bytes()
+        rebuilt = restore(master.notebook, nbformat.reads(data.decode(), as_version=4))
     except Exception as error:  # any unreadable notebook: zero for its checks only
         return zero(
             "error", f"corrupt notebook {learner_path.name}: {type(error).__name__}: {error}"
         )
-    plan = probe_plan(rebuilt, items)
-    seeds = {item.name: verdicts.secret_seed(secret, item.name) for item in items}
+    # Hidden inputs drawn for this very notebook: feedback that shows one tells nothing about
+    # another submission's, or about a resubmission's.
+    submitted = hashlib.sha256(data).hexdigest()
+    seeds = {
+        i.name: verdicts.secret_seed(run.settings.secret, i.name, submitted) for i in master.items
+    }
+    plan = probe_plan(rebuilt, list(master.items))
     probes = {i: (it.key, it.name, it.symbol, seeds[it.name]) for i, it in plan.items()}
-    payloads = {}
+    payloads, findings = {}, Findings()
     if probes and deadline - time.monotonic() > 1:
-        with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as scratch:
-            home, ipc = Path(scratch) / "home", Path(scratch) / "ipc"
-            _prepare_home(home)
-            ipc.mkdir()
-            env = kernel_env(threads)
-            payloads = asyncio.run(
-                kernel.run_notebook(rebuilt, probes, box, home, ipc, env, cell_timeout, deadline)
-            )
+        payloads, findings = _observe(run, student, rebuilt, probes, box, deadline)
     rows = []
-    for item in items:
+    for item in master.items:
         payload = payloads.get(item.key, {"timeout": "the submission's time ran out first"})
-        points, status, message = verdicts.decide(item, payload, seeds[item.name])
-        rows.append(row(student, lesson, item.name, points, item.points, status, message))
+        verdict = verdicts.decide(item, payload, seeds[item.name])
+        points, status, message = findings.amend(*verdict)
+        rows.append(row(student, master.lesson, item.name, points, item.points, status, message))
     return rows
 
 
-def grade_exercises(
-    student, folder, masters, box, secret, cell_timeout, timeout, threads=0
-) -> list[dict]:
-    """Rows for every check cell of every master notebook, for one student's folder."""
+def grade_exercises(run: Run, student: str, folder: Path, box) -> list[dict]:
+    """Rows for every check cell of every master notebook graded, for one student's folder."""
     rows = []
-    deadline = time.monotonic() + timeout
-    for master_path in masters:
-        master = nbformat.read(master_path, as_version=4)
-        items = check_items(master)
-        if not items:
-            continue
-        candidates = sorted(folder.rglob(master_path.name))
+    deadline = time.monotonic() + run.settings.submission_timeout
+    for master in run.settings.masters:
+        candidates = sorted(folder.rglob(master.path.name))
         found = [p for p in candidates if inside(p, folder)]
-        if not found:
-            why = (
-                f"{master_path.name} is a link, not a file of this submission"
-                if candidates
-                else f"{master_path.name} not in the submission"
-            )
-            rows += [
-                row(student, master_path.stem, i.name, 0.0, i.points, "missing", why) for i in items
-            ]
+        if found:
+            rows += grade_lesson(run, student, master, found[0], box, deadline)
             continue
-        rows += grade_lesson(
-            student,
-            master_path.stem,
-            found[0],
-            master,
-            box,
-            secret,
-            cell_timeout,
-            deadline,
-            threads,
+        why = (
+            f"{master.path.name} is a link, not a file of this submission"
+            if candidates
+            else f"{master.path.name} not in the submission"
         )
+        rows += [
+            row(student, master.lesson, i.name, 0.0, i.points, "missing", why) for i in master.items
+        ]
     return rows
 
 
-def grade_submission(
-    folder: Path, key: dict, masters, box, cell_timeout, timeout, threads=0
-) -> list[dict]:
+def grade_submission(run: Run, folder: Path) -> list[dict]:
     """Every row of one student; an unexpected grader error becomes one error row, never a crash."""
-    student = folder.name
+    student, settings = folder.name, run.settings
+    box = settings.sandbox.fresh()
     rows = []
     for part, grade in (
-        ("quiz", lambda: grade_quizzes(student, folder, key)),
-        (
-            "exercises",
-            lambda: grade_exercises(
-                student, folder, masters, box, key["secret"], cell_timeout, timeout, threads
-            ),
-        ),
+        ("quiz", lambda: grade_quizzes(student, folder, settings.key, settings.lessons)),
+        ("exercises", lambda: grade_exercises(run, student, folder, box)),
     ):
         try:
             rows += grade()
@@ -179,53 +187,43 @@ def grade_submission(
     return rows
 
 
-def grade_all(
-    submissions,
-    key_path,
-    out,
-    masters=None,
-    cell_timeout=120,
-    submission_timeout=900.0,
-    jobs=1,
-    sandbox_kind="auto",
-    memory=sandbox.DEFAULT_MEMORY,
-    image=sandbox.DEFAULT_IMAGE,
-    feedback=None,
-) -> list[dict]:
+def grade_all(submissions, settings: Settings, out, feedback=None) -> list[dict]:
     """Grade every student folder in ``submissions``; rewrite ``out`` as each one finishes.
 
-    ``jobs`` submissions run at once, each lesson in its own sandboxed kernel. ``feedback`` is
-    the folder for the per-student Markdown files (default: next to ``out``). Returns all rows.
+    ``settings.jobs`` submissions run at once, each lesson in its own sandboxed kernel.
+    ``feedback`` is the folder for the per-student Markdown files (default: next to ``out``).
+    Prints a line per student and a summary table at the end; returns all rows.
     """
-    key = _quiz.load_key(key_path)
-    submissions = Path(submissions)
+    submissions, out = Path(submissions), Path(out)
     if not submissions.is_dir():
-        raise NotADirectoryError(f"{submissions} is not a folder of submissions.")
-    master_paths = master_notebooks(masters)
-    out = Path(out)
+        raise SettingsError(f"{submissions} is not a folder of submissions (one per student)")
     feedback = Path(feedback) if feedback else out.with_name(f"{out.stem}-feedback")
-    box_kind = sandbox.choose(sandbox_kind, memory, image)
     if out.exists():  # a previous gradebook is kept, never silently lost
         shutil.copyfile(out, out.with_name(f"{out.name}.bak"))
     folders = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     done: dict[str, list[dict]] = {}
-    threads = max(1, (os.cpu_count() or 1) // max(1, jobs)) if jobs > 1 else 0
-
-    def one(folder):
-        # Each submission gets its own Sandbox object: containers are cleaned up per lesson.
-        box = sandbox.Sandbox(box_kind.kind, box_kind.memory, box_kind.image)
-        return grade_submission(
-            folder, key, master_paths, box, cell_timeout, submission_timeout, threads
-        )
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(one, folder): folder.name for folder in folders}
-        for future in as_completed(futures):
-            student = futures[future]
-            done[student] = future.result()
-            write_feedback(feedback, student, done[student])
-            write_csv(out, [r for name in sorted(done) for r in done[name]])
-            print(f"graded {student} ({len(done)}/{len(folders)})", flush=True)
+    with tempfile.TemporaryDirectory(prefix="amp-grade-") as scratch:
+        guard = None
+        if settings.sandbox.kind == "none":
+            masters = [m.path for m in settings.masters]
+            guard = Guard(Path(scratch), settings.key_path, out, feedback, masters, submissions)
+        run = Run(settings, Path(scratch), guard)
+        try:
+            with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
+                futures = {pool.submit(grade_submission, run, f): f.name for f in folders}
+                for future in as_completed(futures):
+                    student = futures[future]
+                    done[student] = future.result()
+                    write_feedback(feedback, student, done[student])
+                    write_csv(out, [r for name in sorted(done) for r in done[name]])
+                    print(f"graded {student} ({len(done)}/{len(folders)})", flush=True)
+        finally:
+            if guard is not None:
+                guard.close()
+    rows = [r for name in sorted(done) for r in done[name]]
     if not folders:
         write_csv(out, [])
-    return [r for name in sorted(done) for r in done[name]]
+    print(summary(rows, settings.sandbox), flush=True)
+    if settings.sandbox.kind == "none":
+        sandbox.warn(settings.sandbox)
+    return rows

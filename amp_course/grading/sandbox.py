@@ -7,7 +7,8 @@ It has its own process namespace, so every process the notebook starts dies with
 not, and no network. bubblewrap is a maintained, unprivileged tool (Flatpak's sandbox); writing
 our own namespace code would be worse. Memory is bounded with ``prlimit --as`` (address space per
 process) under bubblewrap and with ``--memory`` (the whole container) under Docker/Podman; the
-wall clock is bounded by the grader, which kills the sandbox.
+wall clock is bounded by the grader, which kills the sandbox. With no sandbox (``none``) the kernel
+runs under ``guard.py``, an audit hook (``unsandboxed`` says what else that run does).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from pathlib import Path
 
 import amp_course
 
+from . import guard
+
 PACKAGE = Path(amp_course.__file__).resolve().parent
+GUARD = Path(guard.__file__).resolve()  # run as a script: the kernel's launcher without a sandbox
 HIDDEN = "exercises/solutions"  # relative to a copy of the package
 HOME = "/home/learner"  # the scratch folder, as the notebook sees it
 KINDS = ("auto", "bwrap", "docker", "podman", "none")
-NOT_ISOLATED = "none (NOT isolated)"
+NOT_ISOLATED = "none (NOT isolated"  # how the gradebook's isolation column starts without one
 DEFAULT_MEMORY = 8 * 2**30  # torch alone maps about 3.6 GB of address space
 DEFAULT_IMAGE = "debian:bookworm-slim"
 TMPFS_BYTES = 512 * 2**20
@@ -49,6 +53,18 @@ def data_path() -> Path | None:
         return None
 
 
+def interpreter(path: str = sys.executable) -> str:
+    """``path`` (a Python) as the sandbox sees it: its folder resolved, its name kept.
+
+    The sandbox binds only resolved folders, so a venv reached through a link (a worktree's
+    ``.venv``, say) would be missing there; the name stays, since a venv's ``bin/python`` is
+    itself a link and Python finds its venv from the name it was started by.
+    """
+    if not Path(path).is_absolute():  # found on the sandbox's PATH
+        return path
+    return str(Path(path).parent.resolve() / Path(path).name)
+
+
 def course_paths() -> list[Path]:
     """What the sandbox sees read-only: the Python in use, this package, the data and quizzes."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PACKAGE}
@@ -67,29 +83,61 @@ def hidden_paths() -> list[Path]:
     return sorted(p for p in found if p.is_dir())
 
 
+@dataclass(frozen=True)
+class Scratch:
+    """One kernel's folders: its home (the only place it may write), its sockets, the guard's."""
+
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def ipc(self) -> Path:
+        return self.root / "ipc"
+
+    @property
+    def guard_config(self) -> Path:
+        return self.root / "guard.json"
+
+    @property
+    def guard_log(self) -> Path:
+        return self.root / "guard.log"
+
+
 @dataclass
 class Sandbox:
-    """How to wrap a kernel command; ``kind`` is bwrap, docker, podman or none."""
+    """How to wrap a kernel command; ``kind`` is bwrap, docker, podman or none (``why``)."""
 
     kind: str
     memory: int = DEFAULT_MEMORY
     image: str = DEFAULT_IMAGE
+    why: str = ""  # why there is no sandbox (kind none)
     names: list[str] = field(default_factory=list)  # containers started, for cleanup
+
+    def fresh(self) -> Sandbox:
+        """The same sandbox for another submission (containers are cleaned up per submission)."""
+        return Sandbox(self.kind, self.memory, self.image, self.why)
 
     @property
     def label(self) -> str:
         """The gradebook's isolation column."""
-        return NOT_ISOLATED if self.kind == "none" else self.kind
+        if self.kind != "none":
+            return self.kind
+        return f"{NOT_ISOLATED}: {self.why}; kernel guarded by an audit hook)"
 
-    def wrap(self, cmd: list[str], home: Path, ipc: Path, env: dict[str, str]) -> list[str]:
+    def wrap(self, cmd: list[str], scratch: Scratch, env: dict[str, str]) -> list[str]:
         """``cmd`` (a kernel command line) run inside this sandbox."""
+        cmd = [interpreter(cmd[0]), *cmd[1:]]
         if self.kind == "bwrap":
-            return bwrap_command(cmd, home, ipc, env, self.memory)
+            return bwrap_command(cmd, scratch.home, scratch.ipc, env, self.memory)
         if self.kind in ("docker", "podman"):
             name = f"amp-grade-{uuid.uuid4().hex[:12]}"
             self.names.append(name)
-            return container_command(self.kind, name, cmd, home, ipc, env, self)
-        return prlimit(cmd, self.memory)
+            return container_command(self.kind, name, cmd, scratch.home, scratch.ipc, env, self)
+        guarded = [cmd[0], str(GUARD), str(scratch.guard_config), *cmd[1:]]
+        return prlimit(guarded, self.memory)
 
     def launch_env(self, env: dict[str, str], home: Path) -> dict[str, str]:
         """The environment the wrapped command is started with (the sandbox sets its own)."""
@@ -171,7 +219,7 @@ def bwrap_works() -> str | None:
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
     home = Path(os.environ.get("TMPDIR", "/tmp"))
-    probe = bwrap_command([sys.executable, "-c", "pass"], home, home, {}, DEFAULT_MEMORY)
+    probe = bwrap_command([interpreter(), "-c", "pass"], home, home, {}, DEFAULT_MEMORY)
     try:
         result = subprocess.run(probe, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -182,7 +230,7 @@ def bwrap_works() -> str | None:
 
 
 def choose(kind: str = "auto", memory: int = DEFAULT_MEMORY, image: str = DEFAULT_IMAGE) -> Sandbox:
-    """The sandbox to grade with. ``auto``: bubblewrap, else none with a loud warning."""
+    """The sandbox to grade with. ``auto``: bubblewrap, else none (guarded) with a loud warning."""
     if kind not in KINDS:
         raise ValueError(f"unknown sandbox {kind!r}; choose one of {', '.join(KINDS)}")
     if kind in ("docker", "podman"):
@@ -195,19 +243,28 @@ def choose(kind: str = "auto", memory: int = DEFAULT_MEMORY, image: str = DEFAUL
             return Sandbox("bwrap", memory, image)
         if kind == "bwrap":
             raise SandboxUnavailable(f"--sandbox bwrap: {why}")
-        warn(f"{why}.")
     else:
-        warn("--sandbox none was asked for.")
-    return Sandbox("none", memory, image)
+        why = "--sandbox none was asked for"
+    box = Sandbox("none", memory, image, why)
+    warn(box)
+    return box
 
 
-def warn(why: str) -> None:
+def warning(box: Sandbox) -> str:
+    """What grading without a sandbox means, in plain words (printed first and last)."""
     line = "!" * 78
-    print(
-        f"{line}\nWARNING: grading WITHOUT a sandbox: {why}\nStudents' code runs with your "
-        "permissions and can read or change your files (the key, the gradebook, other\n"
-        "submissions). Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or use\n"
-        f"--sandbox docker. The gradebook marks every row '{NOT_ISOLATED}'.\n{line}",
-        file=sys.stderr,
-        flush=True,
+    return (
+        f"{line}\nWARNING: grading WITHOUT a sandbox ({box.why}).\n"
+        "Students' code runs with your permissions, one submission at a time. An audit hook in\n"
+        "each kernel refuses reading the reference solutions, the key or the repository's\n"
+        "history, writing outside the kernel's own folder and starting processes, and flags\n"
+        "the submission that tries; your files are compared before and after each notebook. But\n"
+        "native code (a C library opening files itself) gets past the hook, and what it changes\n"
+        "outside the course, the masters, the key and the submissions goes unseen. Install\n"
+        "bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or use --sandbox docker.\n"
+        f"The gradebook's isolation column reads: {box.label}\n{line}"
     )
+
+
+def warn(box: Sandbox) -> None:
+    print(warning(box), file=sys.stderr, flush=True)

@@ -2,8 +2,9 @@
 
 Runs only in the grader's process. The learner's kernel sends plain data (``exercises.plain``),
 never code or pickles; the reference is observed here, with the reference solution, at a seed
-derived from the instructor's secret, so a submission can only pass by producing the reference's
-results for inputs it could not know in advance.
+derived from the instructor's secret and the submitted notebook, so a submission can only pass by
+producing the reference's results for inputs it could not know in advance, and the inputs that one
+submission's feedback shows are not those of any other (a resubmission included).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from ..exercises import plain
 from .notebooks import CheckItem
 
 
-def secret_seed(secret: str, name: str) -> int:
-    """A seed for exercise ``name`` that only the key's holder can compute (never 0)."""
-    digest = hmac.new(secret.encode(), f"exercise-seed:{name}".encode(), hashlib.sha256).digest()
+def secret_seed(secret: str, name: str, submission: str = "") -> int:
+    """A seed for exercise ``name`` in ``submission`` (the notebook's digest) that only the key's
+    holder can compute (never 0)."""
+    label = f"exercise-seed:{name}:{submission}".encode()
+    digest = hmac.new(secret.encode(), label, hashlib.sha256).digest()
     return 1 + int.from_bytes(digest[:4], "big") % (2**31 - 2)
 
 
