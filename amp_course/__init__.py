@@ -24,6 +24,7 @@ __all__ = [
     "device",
     "exercises",
     "formats",
+    "gpu_copies",
     "inspector",
     "lesson",
     "memory",

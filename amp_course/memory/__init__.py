@@ -3,6 +3,7 @@ measures (clean-state peaks, free memory, batches that fit)."""
 
 from .account import (
     OPTIMIZER_STATE_BYTES,
+    BlockActivations,
     MemoryBreakdown,
     SavedBytes,
     count_saved_bytes,
@@ -24,6 +25,7 @@ from .measure import (
 __all__ = [
     "OPTIMIZER_STATE_BYTES",
     "BatchChoice",
+    "BlockActivations",
     "MemoryBreakdown",
     "OutOfMemoryError",
     "SavedBytes",
