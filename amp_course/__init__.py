@@ -25,6 +25,7 @@ __all__ = [
     "emulation",
     "exercises",
     "formats",
+    "gpu_copies",
     "inspector",
     "lesson",
     "memory",

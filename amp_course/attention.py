@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .autocast_trace import DtypeRecorder
-from .memory import peak_cuda_memory
+from .memory import step_peak_memory
 from .timing import measure
 
 BACKENDS = {
@@ -29,6 +30,15 @@ KERNEL_NAMES = {
     "_scaled_dot_product_cudnn_attention": "cudnn",
 }
 
+# When no allowed kernel can run, CUDA's selection code (sdp_utils.cpp) warns under these
+# headings why each fused kernel was refused, then raises "No available kernel".
+REFUSAL_HEADINGS = {
+    "Memory efficient kernel not used because:": "efficient",
+    "Flash attention kernel not used because:": "flash",
+    "cuDNN attention kernel not used because:": "cudnn",
+}
+_TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+
 
 @dataclass
 class KernelRun:
@@ -38,7 +48,20 @@ class KernelRun:
     dtype: torch.dtype  # the dtype of q, k, v given
     kernel: str | None = None  # "flash", "efficient", "cudnn", "flash (CPU kernel)" or "math"
     compute_dtype: torch.dtype | None = None
-    error: str | None = None
+    error: str | None = None  # the whole error message, on one line
+    reasons: list[str] = field(default_factory=list)  # why the backend refused (CUDA's warnings)
+
+
+def refusal_reasons(messages: list[str], backend: str) -> list[str]:
+    """The reasons PyTorch's warnings give for refusing ``backend`` (from the heading on)."""
+    reasons, current = [], None
+    for message in messages:
+        text = _TRIGGERED.sub("", message).strip()
+        if text in REFUSAL_HEADINGS:
+            current = REFUSAL_HEADINGS[text]
+        elif current == backend and text:
+            reasons.append(text)
+    return reasons
 
 
 def attention_inputs(batch, heads, tokens, head_dim, *, device, dtype=torch.float32, seed=0):
@@ -54,16 +77,17 @@ def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> Ker
     allowed = list(BACKENDS.values()) if backend == "default" else [BACKENDS[backend]]
     recorder = DtypeRecorder()
     enabled = autocast_dtype is not None
-    try:
-        with warnings.catch_warnings():
-            # A backend that cannot run warns why before the error; the error is what we report.
-            warnings.simplefilter("ignore")
+    # A backend that cannot run warns why (on CUDA) before the error: keep both.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
             with sdpa_kernel(allowed), recorder:
                 with torch.autocast(q.device.type, dtype=autocast_dtype, enabled=enabled):
                     F.scaled_dot_product_attention(q, k, v)
-    except RuntimeError as error:
-        run.error = str(error).strip().splitlines()[0]
-        return run
+        except RuntimeError as error:
+            run.error = " ".join(str(error).split())
+            run.reasons = refusal_reasons([str(w.message) for w in caught], backend)
+            return run
     fused = [row for row in recorder.rows if row.op in KERNEL_NAMES]
     if fused:
         run.kernel, run.compute_dtype = KERNEL_NAMES[fused[0].op], fused[0].input_dtypes[0]
@@ -75,12 +99,22 @@ def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> Ker
 
 
 def cost(q, k, v, backend: str, *, repeats: int = 7) -> tuple[float, int]:
-    """Median seconds and peak CUDA bytes of a forward and backward through one backend."""
-    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    """Median seconds and peak CUDA bytes of a forward and backward through one backend.
 
-    def step():
-        with sdpa_kernel([BACKENDS[backend]]):
-            F.scaled_dot_product_attention(q, k, v).sum().backward()
+    The peak is measured from a clean state (``step_peak_memory``) and counts what the step
+    needs: its own copies of q, k, v, the output, the gradients of q, k, v and the kernel's
+    workspace; nothing that the caller or earlier cells hold.
+    """
 
-    seconds = measure(step, device=q.device, warmup=3, repeats=repeats).median
-    return seconds, peak_cuda_memory(step, q.device)
+    def make_step():
+        inputs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+
+        def step():
+            with sdpa_kernel([BACKENDS[backend]]):
+                output = F.scaled_dot_product_attention(*inputs)
+            torch.autograd.grad(output.sum(), inputs)  # the gradients, freed on return
+
+        return step
+
+    seconds = measure(make_step(), device=q.device, warmup=3, repeats=repeats).median
+    return seconds, step_peak_memory(make_step, q.device)

@@ -48,3 +48,50 @@ def test_flash_refuses_fp32_on_cuda():
     assert attention.run_attention(q, k, v, "flash").error is not None
     run = attention.run_attention(q.half(), k.half(), v.half(), "flash")
     assert run.kernel == "flash" and run.compute_dtype == torch.float16
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-only behaviour")
+def test_a_refusal_keeps_the_whole_message(qkv):
+    run = attention.run_attention(*qkv, "efficient")
+    assert run.error.startswith("No viable backend") and run.error.endswith("fused kernels.")
+
+
+def test_cuda_refusal_reasons_are_those_of_the_allowed_backend(qkv, monkeypatch):
+    # What sdp_utils.cpp does on a GPU when no allowed kernel can run, simulated on the CPU:
+    # a heading per fused kernel, its reasons, then the error.
+    import warnings
+
+    def refuse(*args, **kwargs):
+        for message in [
+            "Memory efficient kernel not used because: (Triggered internally at sdp_utils.cpp:9.)",
+            "Memory Efficient attention has been runtime disabled.",
+            "Flash attention kernel not used because: (Triggered internally at sdp_utils.cpp:988.)",
+            "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype:"
+            " float (Triggered internally at sdp_utils_cpp.h:91.)",
+            "cuDNN attention kernel not used because:",
+            "cuDNN attention has been runtime disabled.",
+        ]:
+            warnings.warn(message, UserWarning, stacklevel=2)
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", refuse)
+    run = attention.run_attention(*qkv, "flash")
+    assert run.error == "No available kernel. Aborting execution."
+    assert run.reasons == [
+        "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float"
+    ]
+
+
+@pytest.mark.gpu
+def test_refusal_says_why_and_peaks_count_the_step_only():
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("PyTorch's flash kernel needs compute capability >= 8.0")
+    q, k, v = attention.attention_inputs(4, 16, 1024, 64, device="cuda")
+    refused = attention.run_attention(q, k, v, "flash")
+    assert any("Half, BFloat16" in reason for reason in refused.reasons)
+    held = torch.empty(2**30, dtype=torch.uint8, device="cuda")  # an earlier cell's tensor
+    q, k, v = (t.half() for t in (q, k, v))
+    _, peak = attention.cost(q, k, v, "flash", repeats=2)
+    one = q.numel() * q.element_size()
+    assert 7 * one <= peak < 20 * one  # copies of q, k, v, the output and three gradients
+    del held

@@ -104,7 +104,68 @@ def test_to_float8_rejects(wrong, words):
         exercises.check("09.to_float8", wrong)
 
 
-@pytest.mark.parametrize("name", ["09.checkpoint_every", "09.to_float8"])
+def _per_tensor(x, fp8_dtype):
+    return solutions.to_float8(x, fp8_dtype)
+
+
+def _per_tensor_in_rows(x, fp8_dtype):
+    quantized, scale = solutions.to_float8(x, fp8_dtype)
+    return quantized, scale.reshape(1, 1).expand(x.shape[0], 1)
+
+
+def _per_column(x, fp8_dtype):
+    scales = torch.finfo(fp8_dtype).max / x.abs().amax(0, keepdim=True).clamp(min=1e-12)
+    return (x * scales).to(fp8_dtype), scales
+
+
+def _rows_flat(x, fp8_dtype):
+    quantized, scales = solutions.to_float8_rowwise(x, fp8_dtype)
+    return quantized, scales.flatten()
+
+
+def _rows_no_floor(x, fp8_dtype):
+    scales = torch.finfo(fp8_dtype).max / x.abs().amax(1, keepdim=True)
+    return (x * scales).to(fp8_dtype), scales
+
+
+def _rows_inverted(x, fp8_dtype):
+    scales = x.abs().amax(1, keepdim=True).clamp(min=1e-12) / torch.finfo(fp8_dtype).max
+    return (x * scales).to(fp8_dtype), scales
+
+
+def _rows_always_e4m3(x, fp8_dtype):
+    return solutions.to_float8_rowwise(x, torch.float8_e4m3fn)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (_per_tensor, "one scale for the whole tensor"),
+        (_per_tensor_in_rows, "every row got the same scale"),
+        (_per_column, "one scale per column"),
+        (_rows_flat, "without the row's dimension"),
+        (_rows_no_floor, "an all-zero row has amax 0"),
+        (_rows_inverted, "the format's max over that row's amax"),
+        (_rows_always_e4m3, "cast to the requested torch.float8_e5m2"),
+    ],
+)
+def test_to_float8_rowwise_rejects(wrong, words):
+    with pytest.raises(ExerciseFailed, match=re.escape(words)):
+        exercises.check("09.to_float8_rowwise", wrong)
+
+
+def test_rowwise_keeps_small_rows_that_per_tensor_scaling_loses():
+    # Why the exercise matters: the smallest rows of the check's first case.
+    x, fp8_dtype = next(iter(lesson.rowwise_inputs(0).values()))
+    quantized, scales = solutions.to_float8_rowwise(x, fp8_dtype)
+    per_tensor, scale = solutions.to_float8(x, fp8_dtype)
+    small = x.abs().amax(1).argmin()
+    row_error = (quantized.float() / scales - x)[small].norm() / x[small].norm()
+    tensor_error = (per_tensor.float() / scale - x)[small].norm() / x[small].norm()
+    assert row_error < 0.1 < tensor_error
+
+
+@pytest.mark.parametrize("name", ["09.checkpoint_every", "09.to_float8", "09.to_float8_rowwise"])
 def test_reference_passes(name):
     assert exercises.check(name, exercises.solution(name))
 

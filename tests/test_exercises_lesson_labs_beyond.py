@@ -23,6 +23,7 @@ LABS = [
     "labs.bf16_loss_sum",
     "labs.thread_autocast",
 ]
+TRANSFER = ["labs.autocast_pool"]  # a lab with no broken code: a case the others have not shown
 
 
 def broken_versions():
@@ -37,11 +38,11 @@ def test_every_lab_has_a_broken_version_a_blank_and_a_check():
         c.metadata["exercise"]["name"] for c in cells if "exercise" in c.metadata.get("tags", [])
     ]
     checks = [c.source for c in cells if "check" in c.metadata.get("tags", [])]
-    assert blanks == LABS
-    assert [re.search(r'check\("([^"]+)"', c).group(1) for c in checks] == LABS
+    assert blanks == LABS + TRANSFER
+    assert [re.search(r'check\("([^"]+)"', c).group(1) for c in checks] == LABS + TRANSFER
 
 
-@pytest.mark.parametrize("name", LABS)
+@pytest.mark.parametrize("name", LABS + TRANSFER)
 def test_reference_fix_passes(name):
     assert exercises.check(name, exercises.solution(name))
 
@@ -142,6 +143,51 @@ def _fp16_in_workers(model, batches):
         return list(pool.map(run, batches))
 
 
+def _pool_with_bf16(fn, items):  # lab 4's fix, reused as it is
+    def run(item):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return fn(item)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, items))
+
+
+def _pool_reading_the_state_in_the_worker(fn, items):
+    def run(item):
+        enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+        with torch.autocast("cpu", dtype=dtype, enabled=enabled):
+            return fn(item)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, items))
+
+
+def _pool_like_parallel_apply(fn, items):  # the enabled flag only
+    enabled = torch.is_autocast_enabled("cpu")
+
+    def run(item):
+        with torch.autocast("cpu", enabled=enabled):
+            return fn(item)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, items))
+
+
+def _pool_always_on(fn, items):
+    dtype = torch.get_autocast_dtype("cpu")
+
+    def run(item):
+        with torch.autocast("cpu", dtype=dtype):
+            return fn(item)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, items))
+
+
+def _pool_out_of_order(fn, items):
+    return state_solutions.map_in_workers(fn, items)[::-1]
+
+
 WRONG = {
     "labs.checkpoint_autocast": [
         (_no_checkpoint, "nothing was recomputed in backward"),
@@ -160,6 +206,14 @@ WRONG = {
         (_bf16_model, "keep them float32"),
         (_fp16_in_workers, "is torch.float16, expected torch.bfloat16"),
     ],
+    "labs.autocast_pool": [
+        (_pool_with_bf16, "under fp16 autocast the calls ran in bf16, not fp16"),
+        (_pool_reading_the_state_in_the_worker, "read it in the calling thread"),
+        (_pool_like_parallel_apply, "carry the caller's dtype too"),
+        (_pool_always_on, "the caller had autocast off"),
+        (_in_the_calling_thread, "ran in the calling thread"),
+        (_pool_out_of_order, "in the items' order"),
+    ],
 }
 
 
@@ -177,5 +231,7 @@ def test_observations_vary_with_the_seed():
     workers, checkpointed = state_solutions.forward_in_workers, state_solutions.checkpointed
     assert len({len(reach.lab_losses(seed)) for seed in range(4)}) > 1
     assert len({state.observe_workers(workers, s)["count"] for s in range(6)}) > 1
+    pool = state_solutions.map_in_workers
+    assert len({state.observe_pool(pool, s)["count"] for s in range(6)}) > 1
     widths = {state.observe_checkpointed(checkpointed, s)["output"].shape for s in range(6)}
     assert len(widths) > 1

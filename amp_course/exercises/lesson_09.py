@@ -1,4 +1,4 @@
-"""Lesson 09 exercises: selective activation checkpointing and per-tensor FP8 scaling.
+"""Lesson 09 exercises: selective activation checkpointing, per-tensor and row-wise FP8 scaling.
 
 Each exercise is three pieces: ``observe`` runs a function (the learner's or the reference) on
 inputs derived from a seed and returns plain data; ``compare`` raises ExerciseFailed on the first
@@ -156,3 +156,104 @@ def compare_to_float8(mine: dict, reference: dict, seed: int) -> None:
 
 
 register("09.to_float8", observe_to_float8, compare_to_float8)
+
+
+# ---- 09.to_float8_rowwise: one scale per row (transfer) ------------------------------------------
+
+
+ROWWISE_CASES = {  # name: (magnitude of the smallest row, of the largest, rows, fp8 dtype)
+    "rows from 1e-4 to 1e2 (e4m3)": (1e-4, 1e2, 16, torch.float8_e4m3fn),
+    "gradient rows from 1e-9 to 1e-3 (e5m2)": (1e-9, 1e-3, 12, torch.float8_e5m2),
+    "rows near 1 with one all-zero row (e4m3)": (1.0, 1.0, 8, torch.float8_e4m3fn),
+    "a single row (e4m3)": (1e-2, 1e-2, 1, torch.float8_e4m3fn),
+}
+
+
+def rowwise_inputs(seed: int) -> dict[str, tuple[torch.Tensor, torch.dtype]]:
+    """The check's tensors: rows spanning orders of magnitude, in a random order."""
+    generator = torch.Generator().manual_seed(seed)
+    cases = {}
+    for name, (low, high, rows, fp8_dtype) in ROWWISE_CASES.items():
+        magnitudes = torch.logspace(torch.tensor(low).log10(), torch.tensor(high).log10(), rows)
+        magnitudes = magnitudes[torch.randperm(rows, generator=generator)]
+        x = torch.randn(rows, 32, generator=generator) * magnitudes[:, None]
+        if "all-zero" in name:
+            x[int(torch.randint(rows, (), generator=generator))] = 0.0
+        cases[name] = (x, fp8_dtype)
+    return cases
+
+
+def observe_to_float8_rowwise(fn, seed: int) -> dict:
+    """Run fn on each case; record the dtype, the scales and the round trip x_fp8 / scales."""
+    observed = {}
+    for name, (x, fp8_dtype) in rowwise_inputs(seed).items():
+        try:
+            quantized, scales = fn(x.clone(), fp8_dtype)
+            scales = torch.as_tensor(scales, dtype=torch.float32).detach()
+            entry = {
+                "dtype": str(quantized.dtype),
+                "scales_shape": list(scales.shape),
+                "scales": torch.tensor(scales.flatten().tolist()),  # plain, whatever its strides
+                "x": x,
+            }
+            if tuple(scales.shape) == (x.shape[0], 1) and quantized.shape == x.shape:
+                entry["roundtrip"] = quantized.float() / scales
+            observed[name] = entry
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            observed[name] = {"error": error_text(error)}
+    return observed
+
+
+def _row_errors(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x - y).norm(dim=1) / x.norm(dim=1).clamp(min=AMAX_EPS)
+
+
+def compare_to_float8_rowwise(mine: dict, reference: dict, seed: int) -> None:
+    for name, ref in reference.items():
+        got, x = mine[name], ref["x"]
+        rows, cols = x.shape
+        if "error" in got:
+            raise ExerciseFailed(f"for {name} your code raised {got['error']}")
+        if got["dtype"] != ref["dtype"]:
+            raise ExerciseFailed(
+                f"for {name} you returned {got['dtype']}; cast to the requested {ref['dtype']}."
+            )
+        shape = tuple(got["scales_shape"])
+        if "roundtrip" not in got:
+            if got["scales"].numel() == 1:
+                why = "one scale for the whole tensor (exercise 2's per-tensor scaling)"
+            elif shape == (1, cols) and rows != 1:
+                why = "one scale per column; take each row's amax, over the last dimension"
+            elif shape == (rows,):
+                why = "one per row, but without the row's dimension, so it cannot divide row by row"
+            else:
+                why = f"scales of shape {shape}, or x_fp8 of another shape than x"
+            raise ExerciseFailed(
+                f"for {name} (x of shape {tuple(x.shape)}) you returned {why}; return x_fp8 "
+                f"shaped like x and scales of shape ({rows}, 1)."
+            )
+        roundtrip = got["roundtrip"]
+        if not torch.isfinite(roundtrip).all() or not torch.isfinite(got["scales"]).all():
+            raise ExerciseFailed(
+                f"for {name} a scale or x_fp8 / scales is inf or NaN: an all-zero row has amax 0 "
+                "and an infinite scale; clamp each row's amax to a tiny minimum first."
+            )
+        if rows > 1 and bool((got["scales"] == got["scales"][0]).all()):
+            raise ExerciseFailed(
+                f"for {name} every row got the same scale, {got['scales'][0]:.4g}: that is "
+                "per-tensor scaling in a (rows, 1) shape; give each row the scale of its own amax."
+            )
+        mine_errors = _row_errors(x, roundtrip)
+        ref_errors = _row_errors(x, ref["roundtrip"])
+        worse = (mine_errors > 1.05 * ref_errors + 1e-6).nonzero().flatten().tolist()
+        if worse:
+            row = worse[0]
+            raise ExerciseFailed(
+                f"for {name}, row {row} (amax {x[row].abs().max():.3g}) comes back off by "
+                f"{mine_errors[row]:.3g} (relative), the reference's by {ref_errors[row]:.3g}; "
+                f"your scale for that row is {got['scales'][row]:.4g}, the reference's "
+                f"{ref['scales'][row]:.4g} (the format's max over that row's amax)."
+            )
+
+
+register("09.to_float8_rowwise", observe_to_float8_rowwise, compare_to_float8_rowwise)

@@ -1,4 +1,5 @@
-"""Labs beyond autocast, part 1: where autocast's state does not reach (a recompute, a thread).
+"""Labs beyond autocast, part 1: where autocast's state does not reach (a recompute, a thread),
+and a pool that carries it (lab 5, a transfer).
 
 Each lab is three pieces: ``observe`` runs a function (the learner's or the reference) on inputs
 derived from a seed and returns plain data, ``compare`` raises ExerciseFailed on the first
@@ -14,6 +15,7 @@ import threading
 import torch
 from torch import nn
 
+from ..device import dtype_name
 from ..memory import saved_tensor_bytes
 from . import ExerciseFailed, register
 from .answers import error_text
@@ -150,3 +152,96 @@ def compare_workers(mine: dict, reference: dict, seed: int) -> None:
 
 
 register("labs.thread_autocast", observe_workers, compare_workers)
+
+
+# ---- Lab 5 (transfer): a pool that carries whatever autocast state its caller has --------------
+
+# The caller's CPU autocast state in each case: (enabled, dtype).
+CALLER_STATES = {
+    "under bf16 autocast": (True, torch.bfloat16),
+    "under fp16 autocast": (True, torch.float16),
+    "outside autocast": (False, torch.bfloat16),
+}
+
+
+def observe_pool(fn, seed: int) -> dict:
+    """Call fn(work, items) under each caller state; record what each call computed in, where."""
+    generator = seeded(seed)
+    count = 3 if seed == 0 else int(torch.randint(2, 6, (), generator=generator))
+    block = lab_block(seed)
+    items = [torch.randn(4, 32, generator=generator) for _ in range(count)]
+    caller = threading.get_ident()
+    observed = {"count": count, "error": None, "cases": {}}
+    for case, (enabled, dtype) in CALLER_STATES.items():
+        threads = []
+
+        def work(x, threads=threads):
+            threads.append(threading.get_ident())
+            return block(x)
+
+        try:
+            with torch.autocast(DEVICE_TYPE, dtype=dtype, enabled=enabled):
+                results = list(fn(work, items))
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            observed["error"] = f"{case}: {error_text(error)}"
+            return observed
+        observed["cases"][case] = {
+            "outputs": [r.detach() if isinstance(r, torch.Tensor) else None for r in results],
+            "calls": len(threads),
+            "in_caller_thread": sum(t == caller for t in threads),
+        }
+    return observed
+
+
+def _dtype_hint(case: str, got_dtype: torch.dtype, wanted_dtype: torch.dtype) -> str:
+    got, wanted = dtype_name(got_dtype), dtype_name(wanted_dtype)
+    if wanted_dtype == torch.float32:
+        return (
+            f"the caller had autocast off, but the calls ran in {got}: enter autocast in the "
+            "worker with the caller's enabled flag, not always on."
+        )
+    if got_dtype == torch.float32:
+        return (
+            f"{case} the calls ran in fp32: the worker thread never entered autocast. Its state "
+            "is thread-local: read it in the calling thread (inside a worker you read the "
+            "worker's own, default state) and enter it around each call."
+        )
+    return (
+        f"{case} the calls ran in {got}, not {wanted}: the worker entered autocast with a fixed "
+        "or default dtype; carry the caller's dtype too."
+    )
+
+
+def compare_pool(mine: dict, reference: dict, seed: int) -> None:
+    if mine["error"]:
+        raise ExerciseFailed(f"your function raised {mine['error']}")
+    count = reference["count"]
+    for case, want in reference["cases"].items():
+        got = mine["cases"][case]
+        if got["calls"] != count:
+            raise ExerciseFailed(
+                f"{case} fn was called {got['calls']} times for {count} items; call it once per "
+                "item."
+            )
+        if got["in_caller_thread"]:
+            raise ExerciseFailed(
+                f"{case} {got['in_caller_thread']} call(s) ran in the calling thread; run every "
+                "call in a worker thread of the pool."
+            )
+        if len(got["outputs"]) != count:
+            raise ExerciseFailed(
+                f"{case} you returned {len(got['outputs'])} results for {count} items."
+            )
+        for index, (a, b) in enumerate(zip(got["outputs"], want["outputs"], strict=True)):
+            if a is None:
+                raise ExerciseFailed(f"{case} result {index} is not what fn returned.")
+            if a.dtype != b.dtype:
+                raise ExerciseFailed(_dtype_hint(case, a.dtype, b.dtype))
+            if not torch.equal(a, b):
+                raise ExerciseFailed(
+                    f"{case} result {index} differs from fn(items[{index}]) under the caller's "
+                    "state (results in the items' order?)."
+                )
+
+
+register("labs.autocast_pool", observe_pool, compare_pool)

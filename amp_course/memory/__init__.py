@@ -5,6 +5,7 @@ measures (clean-state peaks, free memory, batches that fit), and a step's memory
 from . import timeline
 from .account import (
     OPTIMIZER_STATE_BYTES,
+    BlockActivations,
     MemoryBreakdown,
     SavedBytes,
     count_saved_bytes,
@@ -26,6 +27,7 @@ from .measure import (
 __all__ = [
     "OPTIMIZER_STATE_BYTES",
     "BatchChoice",
+    "BlockActivations",
     "MemoryBreakdown",
     "OutOfMemoryError",
     "SavedBytes",

@@ -45,6 +45,40 @@ class SavedBytes:
     weight_copies: int
 
 
+@dataclass
+class BlockActivations:
+    """Activation bytes per image of a model built from ``num_blocks`` identical blocks (a ViT).
+
+    The parts come from counted forwards (``count_saved_bytes``): ``whole`` is what the whole
+    model keeps for backward, ``outside`` what the model without its blocks keeps (patch
+    embedding, class token, final norm, head), ``block_input`` one block's input, which is all a
+    checkpointed block keeps. Lessons 00 and 09 both read the scenario's memory from here.
+    """
+
+    whole: float
+    outside: float
+    num_blocks: int
+    block_input: float
+
+    @property
+    def per_block(self) -> float:
+        """What one plain block keeps for backward (its input included)."""
+        return (self.whole - self.outside) / self.num_blocks
+
+    def kept(self, checkpointed: bool) -> float:
+        """Bytes kept for backward at the end of the forward pass."""
+        if not checkpointed:
+            return self.whole
+        return self.outside + self.num_blocks * self.block_input
+
+    def peak(self, checkpointed: bool) -> float:
+        """Bytes alive at the step's peak: all that was kept, and with every block checkpointed,
+        also one block's activations while backward recomputes it (less its input, already kept).
+        Gradients in flight and kernels' workspace are not counted."""
+        recompute = self.per_block - self.block_input if checkpointed else 0.0
+        return self.kept(checkpointed) + recompute
+
+
 def training_memory(
     num_params: int,
     activation_bytes: int,
@@ -122,6 +156,7 @@ def saved_tensor_bytes_without_data(
     input_shape: tuple[int, ...],
     *,
     autocast_dtype: torch.dtype | None = None,
+    input_dtype: torch.dtype = torch.float32,
 ) -> SavedBytes:
     """``saved_tensor_bytes`` of a CPU forward pass, run on tensors that have no data.
 
@@ -138,7 +173,7 @@ def saved_tensor_bytes_without_data(
     model = copy.deepcopy(meta_model)  # to_empty replaces parameters in place
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = model.to_empty(device="cpu")
-        inputs = torch.empty(input_shape)
+        inputs = torch.empty(input_shape, dtype=input_dtype)
         return saved_tensor_bytes(
             model, inputs, device=torch.device("cpu"), autocast_dtype=autocast_dtype
         )
@@ -150,6 +185,7 @@ def count_saved_bytes(
     *,
     device,
     autocast_dtype: torch.dtype | None = None,
+    input_dtype: torch.dtype = torch.float32,
 ) -> SavedBytes:
     """What one training forward of ``build_model()`` saves for backward, counted on ``device``.
 
@@ -158,15 +194,18 @@ def count_saved_bytes(
     ``with torch.device("meta"):`` and the forward is counted without data
     (``saved_tensor_bytes_without_data``): exactly the bytes of a real CPU forward, in seconds
     even for a ViT-L/16 whose real forward under emulated bf16 would take minutes.
+    ``input_dtype`` is the images' dtype: bf16 for a model whose weights are bf16 (pure bf16).
     """
     device = torch.device(device)
     if device.type == "cuda":
         model = build_model().to(device)
-        inputs = torch.randn(input_shape, device=device)
+        inputs = torch.randn(input_shape, device=device, dtype=input_dtype)
         return saved_tensor_bytes(model, inputs, device=device, autocast_dtype=autocast_dtype)
     with torch.device("meta"):  # shapes only: no memory, no initialisation
         meta_model = build_model()
-    return saved_tensor_bytes_without_data(meta_model, input_shape, autocast_dtype=autocast_dtype)
+    return saved_tensor_bytes_without_data(
+        meta_model, input_shape, autocast_dtype=autocast_dtype, input_dtype=input_dtype
+    )
 
 
 def gpus_needed(

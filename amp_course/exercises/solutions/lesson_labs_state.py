@@ -26,7 +26,21 @@ def forward_in_workers(model, batches):
         return list(pool.map(run, batches))
 
 
+def map_in_workers(fn, items):
+    """Reference: read the caller's autocast state in its thread, re-enter it in every worker."""
+    enabled = torch.is_autocast_enabled(DEVICE_TYPE)
+    dtype = torch.get_autocast_dtype(DEVICE_TYPE)
+
+    def run(item):
+        with torch.autocast(DEVICE_TYPE, dtype=dtype, enabled=enabled):
+            return fn(item)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, items))
+
+
 SOLUTIONS = {
     "labs.checkpoint_autocast": checkpointed,
     "labs.thread_autocast": forward_in_workers,
+    "labs.autocast_pool": map_in_workers,
 }

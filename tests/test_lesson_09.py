@@ -1,0 +1,80 @@
+"""Lesson 09 (cells executed from the notebook): the pure-bf16 runs print and plot the steps that
+ran, every line of their plot stays visible, and the checkpointing cost is read from the numbers."""
+
+import types
+
+import matplotlib.pyplot as plt
+import nbformat
+import pytest
+from conftest import ROOT
+
+import amp_course as ac
+
+NOTEBOOK = ROOT / "notebooks" / "09_beyond_autocast.ipynb"
+
+
+def run_cells(namespace, *cell_ids):
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = {c.get("id"): c for c in nb.cells}
+    for cell_id in cell_ids:
+        exec(compile(cells[cell_id].source, str(NOTEBOOK), "exec"), namespace)
+    return namespace
+
+
+@pytest.fixture
+def lesson(monkeypatch):
+    """The parameters and settings cells on the CPU, with figures kept open and the shipped
+    MNIST subset as the data (whatever else the machine has)."""
+    plt.close("all")
+    monkeypatch.setattr(plt, "show", lambda: None)
+    subset = ac.data.load_mnist(source="subset")
+    monkeypatch.setattr(ac.data, "load_mnist", lambda *a, **k: subset)
+    namespace = run_cells({"ac": ac}, "31f21701")
+    namespace.update(DEVICE="cpu", SMOKE=True)
+    yield namespace
+    plt.close("all")
+
+
+def test_pure_bf16_runs_say_and_plot_the_steps_that_ran_and_every_line_shows(lesson, capsys):
+    # Full mode asks for more steps than the shipped subset's 4,000 training digits hold.
+    lesson.update(SMOKE=False, BF16_STEPS=100)
+    run_cells(lesson, "43fa9c3c", "ff6702b7", "ae19c7bb")
+    held = len(lesson["data"].train) // 64
+    assert held < 100 and lesson["steps_run"] == held
+    assert all(len(losses) == held for losses, _, _ in lesson["results"].values())
+    printed = capsys.readouterr().out
+    assert f"each run: {held} steps of 64 digits (100 asked for" in printed
+    assert f"of {held} steps" in printed
+    loss_axes, gap_axes = plt.gcf().axes
+    assert loss_axes.get_title() == f"{held} steps"
+
+    lines = loss_axes.get_lines()
+    assert [line.get_label() for line in lines] == list(lesson["results"])
+    looks = {(line.get_color(), str(line.get_linestyle()), line.get_linewidth()) for line in lines}
+    assert len(looks) == len(lines)  # no two runs drawn alike
+    reference, others = lines[0], lines[1:]
+    assert all(reference.get_zorder() < line.get_zorder() for line in others)  # drawn beneath
+    assert all(reference.get_linewidth() > line.get_linewidth() for line in others)  # and wider
+    # The zoomed panel shows the runs that keep small updates, not round-to-nearest's gap.
+    zoomed = [line.get_label() for line in gap_axes.get_lines()]
+    assert "bf16, round to nearest" not in zoomed and "bf16 + Kahan" in zoomed
+
+
+@pytest.mark.parametrize(
+    "checkpointed_s, verdict", [(0.03, "slower per FLOP"), (0.009, "not above")]
+)
+def test_checkpointing_cost_is_read_from_the_measurement(
+    lesson, monkeypatch, capsys, checkpointed_s, verdict
+):
+    # Timings faked both ways: the sentence follows the numbers, not a rule of thumb.
+    def fake_round_robin(fns, **kwargs):
+        times = {"plain": 0.01, "checkpointed": checkpointed_s}
+        return {k: types.SimpleNamespace(median=times[k], iqr=0.001) for k in fns}, {}
+
+    monkeypatch.setattr(ac.timing, "round_robin", fake_round_robin)
+    run_cells(lesson, "43fa9c3c", "8701005b")
+    printed = capsys.readouterr().out
+    extra = lesson["extra_flops"]
+    assert 0.1 < extra < 0.34  # the recompute: less than one more forward, a third of a step
+    assert f"{checkpointed_s / 0.01 - 1:+.0%} time" in printed
+    assert verdict in printed
