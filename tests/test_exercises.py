@@ -176,6 +176,14 @@ def test_plain_data_round_trip_keeps_values_and_tensors():
     assert torch.equal(back["b"], value["b"]) and back["empty"].shape == (0, 4)
 
 
+def test_plain_data_sends_expanded_and_strided_tensors():
+    # An expanded scale (stride 0 on a size-1 dimension) and a transposed bf16 view.
+    scale = torch.tensor(3.0).expand(1)
+    view = torch.arange(6.0, dtype=torch.bfloat16).reshape(2, 3).t()
+    back = plain.roundtrip({"scale": scale, "view": view})
+    assert torch.equal(back["scale"], scale) and torch.equal(back["view"], view)
+
+
 @pytest.mark.parametrize(
     "value", [object(), {1: "int key"}, torch.zeros(2, dtype=torch.complex64), {"__tensor__": 1}]
 )

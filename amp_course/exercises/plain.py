@@ -65,7 +65,9 @@ def to_plain(value, depth: int = 0):
         name = str(value.dtype).removeprefix("torch.")
         if name not in DTYPES:
             raise PlainDataError(f"tensors of dtype {value.dtype} cannot be sent")
-        data = value.detach().to("cpu").contiguous()
+        # A fresh tensor, not .contiguous(): that keeps a size-1 dimension's stride 0 (an
+        # expanded scale), which the byte view below refuses.
+        data = torch.empty(value.shape, dtype=value.dtype).copy_(value.detach())
         raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
         return {TENSOR: {"dtype": name, "shape": list(data.shape), "data": _b64(raw)}}
     raise PlainDataError(f"{type(value).__name__} is not plain data")
