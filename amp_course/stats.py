@@ -3,6 +3,7 @@ paired comparison of two modes trained from the same seeds."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ def _two_sided_mass(theta: float, df: int) -> float:
     return 2 / math.pi * (theta + sin * cos * total)
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function; searches over n ask for the same ones
 def t_quantile(probability: float, df: int) -> float:
     """The ``probability`` quantile of Student's t with ``df`` (whole) degrees of freedom.
 
