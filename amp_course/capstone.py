@@ -126,7 +126,12 @@ def plan_training(
 def scaling_sentence(
     model: str, small_s: float, large_s: float, factor: int, device_type: str
 ) -> str:
-    """What a step's time does when the batch grows ``factor`` times, read from two timings."""
+    """What a step's time does when the batch grows ``factor`` times, read from two timings.
+
+    With time = fixed + per_sample x batch, a growth below sqrt(factor) means the fixed part was
+    over sqrt(factor) / (sqrt(factor) + 1) of the small batch's step (74% for 8x); a growth above
+    it means the per-sample part is over that share of the large batch's step.
+    """
     growth = large_s / small_s
     if growth < math.sqrt(factor):
         cost = (
@@ -141,7 +146,7 @@ def scaling_sentence(
         )
     return (
         f"{model}: {factor}x the batch took {growth:.2f}x the time: the step's time grows with "
-        "the work, so the arithmetic dominates it."
+        "the work, and at the larger batch most of it is work that grows with the batch."
     )
 
 
@@ -151,7 +156,7 @@ def speed_sentence(mode: str, ratio: float) -> str:
         return f"{mode} took {ratio:.2f}x the fp32 step time ({1 / ratio:.1f}x faster)"
     if ratio > 1.05:
         return f"{mode} took {ratio:.2f}x the fp32 step time (slower than fp32)"
-    return f"{mode} took {ratio:.2f}x the fp32 step time (no measurable difference)"
+    return f"{mode} took {ratio:.2f}x the fp32 step time (within 5% of fp32's)"
 
 
 def interval_bounds_note(low: float, high: float) -> str | None:

@@ -1,4 +1,5 @@
-"""Lesson 08's confidence-interval exercise: the reference passes, the usual mistakes fail."""
+"""Lesson 08's exercises (the interval by hand, the seeds a comparison needs): the reference
+passes, the usual mistakes fail with their reason."""
 
 import itertools
 import math
