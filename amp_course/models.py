@@ -153,7 +153,8 @@ class UpscaledViT(nn.Module):
     The capstone's workload. A ViT-B/16 at 64 px cuts a digit into 4x4 patches of 16 px, each
     holding 7x7 of its pixels: 17 tokens with the class token. At batch 512 its matmuls have
     512 x 17 = 8,704 token rows, of the order of the scenario's ViT-B/16 at 224 px and batch 64
-    (64 x 197 = 12,608): large enough for tensor cores to pay.
+    (64 x 197 = 12,608): large enough for tensor cores to pay. ``overrides`` change single fields
+    of the preset (the capstone trains ``num_layers=6``: the same layers, half of them).
     """
 
     def __init__(self, preset: str = "b16", image_size: int = 64, **overrides):
