@@ -18,6 +18,7 @@ __all__ = [
     "attention",
     "autocast_trace",
     "bench",
+    "capstone",
     "checkpointing",
     "data",
     "debug",

@@ -145,3 +145,30 @@ def example_input(model: nn.Module, batch_size: int = 1, device=None) -> torch.T
     else:
         channels, size = 1, 28
     return torch.randn(batch_size, channels, size, size, device=device)
+
+
+class UpscaledViT(nn.Module):
+    """A torchvision ViT on MNIST digits upscaled on the device, 28 px to the ViT's image size.
+
+    The capstone's workload. A ViT-B/16 at 64 px cuts a digit into 4x4 patches of 16 px, each
+    holding 7x7 of its pixels: 17 tokens with the class token. At batch 512 its matmuls have
+    512 x 17 = 8,704 token rows, of the order of the scenario's ViT-B/16 at 224 px and batch 64
+    (64 x 197 = 12,608): large enough for tensor cores to pay. ``overrides`` change single fields
+    of the preset (the capstone trains ``num_layers=6``: the same layers, half of them).
+    """
+
+    def __init__(self, preset: str = "b16", image_size: int = 64, **overrides):
+        super().__init__()
+        self.vit = build_vit(
+            preset, num_classes=10, image_size=image_size, in_channels=1, **overrides
+        )
+        self.image_size = image_size
+        # Bilinear resizing of a 1-channel digit; at 28 px there is nothing to resize.
+        self.upscale = (
+            nn.Identity()
+            if image_size == 28
+            else nn.Upsample(size=(image_size, image_size), mode="bilinear", align_corners=False)
+        )
+
+    def forward(self, digits: torch.Tensor) -> torch.Tensor:
+        return self.vit(self.upscale(digits))

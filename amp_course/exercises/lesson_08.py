@@ -1,4 +1,5 @@
-"""Lesson 08 exercise: a Student-t confidence interval of test accuracy over seeds."""
+"""Lesson 08 exercises: a Student-t confidence interval of test accuracy over seeds, and the
+number of seeds a paired comparison needs."""
 
 from __future__ import annotations
 
@@ -108,3 +109,200 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
 
 
 register("08.accuracy_interval", observe, compare)
+
+
+# ---- 08.seeds_needed: plan the seeds of a paired comparison from a pilot ----------------------
+
+# (reference accuracies, candidate accuracies, margin, confidence) of the learner's check cell.
+SEEDS_CASES = [
+    # Seeds move both modes together (0.979 to 0.990); the differences are tight.
+    (
+        [0.9871, 0.9902, 0.9794, 0.9855, 0.9833],
+        [0.9866, 0.9905, 0.9785, 0.9852, 0.9829],
+        0.001,
+        0.95,
+    ),
+    # Three pilot seeds, looser differences, a 99% interval.
+    ([0.9812, 0.9846, 0.9790], [0.9830, 0.9819, 0.9801], 0.0025, 0.99),
+    # The same difference at every seed: no spread, so the fewest seeds an interval allows.
+    ([0.9720, 0.9810, 0.9765, 0.9788], [0.9700, 0.9790, 0.9745, 0.9768], 0.001, 0.95),
+    # A small margin against a noisy pilot: many seeds.
+    (
+        [0.9650, 0.9702, 0.9688, 0.9671, 0.9695, 0.9660],
+        [0.9668, 0.9680, 0.9701, 0.9644, 0.9712, 0.9655],
+        0.0015,
+        0.90,
+    ),
+]
+MAX_SEEDS = 10_000  # a search that goes this far has a bug (or a margin of zero)
+
+
+def _fewest(spread: float, margin: float, quantile, divisor=math.sqrt) -> int:
+    """The first n >= 2 with quantile(n) x spread / divisor(n) <= margin (it falls with n)."""
+
+    def narrow(n: int) -> bool:
+        return quantile(n) * spread / divisor(n) <= margin
+
+    low, high = 1, 2  # narrow(low) is False (no interval from one seed); find a high that fits
+    while not narrow(high):
+        if high >= MAX_SEEDS:
+            return MAX_SEEDS
+        low, high = high, 2 * high
+    while high - low > 1:  # bisect: narrow(high) holds, narrow(low) does not
+        middle = (low + high) // 2
+        low, high = (low, middle) if narrow(middle) else (middle, high)
+    return high
+
+
+def _seeds_mistakes(reference, candidate, margin, confidence, right: int) -> dict[str, tuple]:
+    """{mistake: (the answer it gives, what to say about it)} for the usual mistakes."""
+    differences = [c - r for r, c in zip(reference, candidate, strict=True)]
+    s = statistics.stdev(differences)
+    two_sided = 0.5 + confidence / 2
+    z = statistics.NormalDist().inv_cdf(two_sided)
+    apart = math.hypot(statistics.stdev(reference), statistics.stdev(candidate))
+
+    def t(df_offset=-1, probability=two_sided):
+        return lambda n: t_quantile(probability, n + df_offset)
+
+    return {
+        "unpaired": (
+            _fewest(apart, margin, t()),
+            "used the spread of the accuracies, as if the two modes' runs were independent; a "
+            "paired interval needs the standard deviation of the per-seed differences, which "
+            "leaves out what a seed does to both modes",
+        ),
+        "normal": (
+            _fewest(s, margin, lambda n: z),
+            f"used the normal quantile ({z:.3g}) instead of Student's t with n - 1 degrees of "
+            "freedom, which is larger at small n",
+        ),
+        "df": (
+            _fewest(s, margin, t(df_offset=0)),
+            "took t with n degrees of freedom; n seeds leave n - 1",
+        ),
+        "one-sided": (
+            _fewest(s, margin, t(probability=confidence)),
+            f"took t at {confidence:g}: a two-sided interval leaves {(1 - confidence) / 2:g} in "
+            f"each tail, so take it at {two_sided:g}",
+        ),
+        "pstdev": (
+            _fewest(statistics.pstdev(differences), margin, t()),
+            "used the population standard deviation of the differences (divided by their count); "
+            "use the sample one (n - 1, statistics.stdev)",
+        ),
+        "over-n": (
+            _fewest(s, margin, t(), divisor=float),
+            "divided by n: the standard error of a mean is s / sqrt(n)",
+        ),
+        "one-less": (
+            right - 1,
+            "returned the last number of seeds whose interval is still too wide; return the "
+            "first one that is narrow enough",
+        ),
+        "one-more": (right + 1, "returned one seed more than needed: check n before increasing it"),
+    }
+
+
+def _seeds_cases(seed: int):
+    if seed == 0:
+        return SEEDS_CASES
+    generator = torch.Generator().manual_seed(seed)
+
+    def uniform(low, high):
+        return low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
+
+    cases = []
+    while len(cases) < 5:
+        n = int(torch.randint(3, 9, (1,), generator=generator))
+        base = [uniform(0.95, 0.99) for _ in range(n)]
+        shift, spread = uniform(-0.002, 0.002), uniform(0.0003, 0.003)
+        noise = torch.randn(n, generator=generator, dtype=torch.float64).tolist()
+        reference = [round(b, 4) for b in base]
+        candidate = [round(b + shift + spread * e, 4) for b, e in zip(base, noise, strict=True)]
+        margin = [0.001, 0.002, 0.003, 0.005][int(torch.randint(0, 4, (1,), generator=generator))]
+        confidence = [0.9, 0.95, 0.99][int(torch.randint(0, 3, (1,), generator=generator))]
+        if _unambiguous(reference, candidate, margin, confidence):
+            cases.append((reference, candidate, margin, confidence))
+    return cases
+
+
+def _unambiguous(reference, candidate, margin, confidence) -> bool:
+    """False when the answer is large, or a half-width lies within rounding of the margin."""
+    spread = statistics.stdev(c - r for r, c in zip(reference, candidate, strict=True))
+    for n in range(2, 200):
+        half = t_quantile(0.5 + confidence / 2, n - 1) * spread / math.sqrt(n)
+        if math.isclose(half, margin, rel_tol=1e-6):
+            return False
+        if half < margin:
+            return True
+    return False
+
+
+def observe_seeds(fn, seed: int) -> dict:
+    """Call ``fn(reference, candidate, margin, confidence)`` on the cases of ``seed``."""
+    rows = []
+    for reference, candidate, margin, confidence in _seeds_cases(seed):
+        row = {
+            "reference": list(reference),
+            "candidate": list(candidate),
+            "margin": margin,
+            "confidence": confidence,
+            "result": None,
+            "type": None,
+            "error": None,
+        }
+        try:
+            result = fn(list(reference), list(candidate), margin, confidence)
+            row["type"] = type(result).__name__
+            if isinstance(result, (int, float)) and not isinstance(result, bool):
+                row["result"] = result if math.isfinite(result) else None
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            row["error"] = f"raised {type(error).__name__}: {error}"
+        rows.append(row)
+    return {"rows": rows}
+
+
+def compare_seeds(mine: dict, reference: dict, seed: int) -> None:
+    """Raise ExerciseFailed at the first case where ``mine`` differs, naming the mistake that
+    gives the answers of every case when one does."""
+    rows = list(zip(mine["rows"], reference["rows"], strict=True))
+    for got, _ in rows:
+        where = _call(got)
+        if got["error"]:
+            raise ExerciseFailed(f"{where} {got['error']}; return the number of seeds.")
+        if got["type"] != "int":
+            raise ExerciseFailed(
+                f"{where} returned a {got['type']} ({got['result']!r}); return a number of seeds "
+                "as an int, such as int(n)."
+            )
+    wrong = [(got, want) for got, want in rows if got["result"] != want["result"]]
+    if not wrong:
+        return
+    mistakes = [_seeds_mistakes(*_args(got), want["result"]) for got, want in rows]
+    got, want = wrong[0]
+    said = f"{_call(got)} returned {got['result']}, expected {want['result']}"
+    for name in mistakes[0]:
+        if all(m[name][0] == g["result"] for m, (g, _) in zip(mistakes, rows, strict=True)):
+            raise ExerciseFailed(f"{said}: you {mistakes[rows.index((got, want))][name][1]}.")
+    for got, want in wrong:
+        if got["result"] < 2:
+            raise ExerciseFailed(
+                f"{_call(got)} returned {got['result']}: a t interval needs at least 2 seeds "
+                f"(n - 1 >= 1 degree of freedom); the answer here is {want['result']}."
+            )
+    raise ExerciseFailed(
+        f"{said}: the fewest n >= 2 whose paired interval, at this confidence and the pilot's "
+        "spread of the per-seed differences, is no wider than +-margin."
+    )
+
+
+def _call(row: dict) -> str:
+    return "seeds_needed({}, {}, {}, {})".format(*_args(row))
+
+
+def _args(row: dict) -> tuple:
+    return row["reference"], row["candidate"], row["margin"], row["confidence"]
+
+
+register("08.seeds_needed", observe_seeds, compare_seeds)

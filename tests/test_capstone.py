@@ -1,0 +1,118 @@
+"""The capstone's plan and sentences: modes per device, the batch that fits, the run length that
+fits the budget, and verdicts that follow the numbers (GPU paths simulated on the CPU)."""
+
+import pytest
+import torch
+
+from amp_course import capstone, memory, models, stats
+
+GIB = 2**30
+
+
+def test_upscaled_vit_is_a_vit_b16_on_digits():
+    with torch.device("meta"):
+        model = models.UpscaledViT("b16", image_size=64)
+        reference = models.build_vit("b16", num_classes=10, image_size=64)
+    # The same encoder as the scenario's ViT-B/16; only the 1-channel patch embedding differs.
+    difference = models.count_parameters(reference) - models.count_parameters(model)
+    assert difference == 2 * 768 * 16 * 16
+    digits = torch.randn(3, 1, 28, 28)
+    tiny = models.UpscaledViT("tiny", image_size=28)
+    assert isinstance(tiny.upscale, torch.nn.Identity)
+    assert tiny(digits).shape == (3, 10)
+    small = models.UpscaledViT("tiny", image_size=56, patch_size=14)
+    assert small.upscale(digits).shape == (3, 1, 56, 56)
+    assert small(digits).shape == (3, 10)
+
+
+def test_every_mode_on_a_cpu_and_a_bf16_gpu(monkeypatch):
+    modes, note = capstone.modes_for("cpu")
+    assert list(modes) == ["fp32", "fp16 + GradScaler", "bf16"]
+    monkeypatch.setattr(capstone, "pick_autocast_dtype", lambda device, warn: torch.bfloat16)
+    assert list(capstone.modes_for("cuda")[0]) == list(modes)
+
+
+def test_a_gpu_without_bf16_tensor_cores_leaves_bf16_out(monkeypatch):
+    monkeypatch.setattr(capstone, "pick_autocast_dtype", lambda device, warn: torch.float16)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    modes, note = capstone.modes_for("cuda")
+    assert list(modes) == ["fp32", "fp16 + GradScaler"]
+    assert "7.5" in note and "bf16 is left out" in note
+
+
+def build_small():
+    return models.UpscaledViT("tiny", image_size=28)
+
+
+def test_batch_on_a_cpu_is_the_one_asked_for():
+    choice = capstone.choose_batch(build_small, 48, "cpu")
+    assert choice.batch_size == 48 and "CPU" in choice.reason
+
+
+@pytest.mark.parametrize("available, expected", [(40 * GIB, 512), (4 * GIB, 344)])
+def test_batch_on_a_gpu_fits_its_memory(monkeypatch, available, expected):
+    per_sample = 10 * 2**20  # what the simulated forward saves per digit
+    monkeypatch.setattr(
+        memory,
+        "count_saved_bytes",
+        lambda build, shape, device, autocast_dtype=None: memory.SavedBytes(per_sample, 0),
+    )
+    monkeypatch.setattr(memory, "usable_cuda_bytes", lambda device: available)
+    choice = capstone.choose_batch(build_small, 512, "cuda")
+    with torch.device("meta"):
+        fixed = 16 * models.count_parameters(build_small())
+    assert choice.batch_size == expected
+    assert fixed + choice.batch_size * per_sample <= 0.85 * available
+    assert ("fits" in choice.reason) == (expected == 512)
+
+
+def test_plan_keeps_the_designed_length_within_the_budget():
+    plan = capstone.plan_training({"fp32": 0.1, "bf16": 0.02}, 5, 300, 100, budget_s=200)
+    assert (plan.steps, plan.shortened, plan.epochs) == (300, False, 3.0)
+    assert plan.seconds == pytest.approx(180)
+    assert "300 steps" in plan.reason and "within" in plan.reason
+
+
+def test_plan_shortens_runs_on_a_slow_device_and_says_so():
+    plan = capstone.plan_training({"fp32": 1.0, "fp16": 0.25}, 5, 351, 117, budget_s=330)
+    assert plan.steps == 52 and plan.shortened
+    assert plan.seconds <= 330
+    assert "instead" in plan.reason and "TRAIN_BUDGET_S" in plan.reason
+    with pytest.raises(ValueError, match="BATCH_SIZE"):
+        capstone.plan_training({"fp32": 1.0}, 2, 10, 0, budget_s=10)
+
+
+def test_scaling_sentence_follows_the_timings():
+    assert "launch-bound" in capstone.scaling_sentence("m", 0.010, 0.012, 8, "cuda")
+    assert "overhead" in capstone.scaling_sentence("m", 0.010, 0.012, 8, "cpu")
+    assert "grows with the work" in capstone.scaling_sentence("m", 0.010, 0.070, 8, "cuda")
+
+
+def test_speed_sentence_follows_the_ratio():
+    assert "faster" in capstone.speed_sentence("bf16", 0.2)
+    assert "slower" in capstone.speed_sentence("bf16", 1.3)
+    assert "within 5%" in capstone.speed_sentence("bf16", 1.01)
+
+
+def test_interval_note_only_past_the_range_of_an_accuracy():
+    assert capstone.interval_bounds_note(0.95, 0.99) is None
+    assert "runs past" in capstone.interval_bounds_note(-0.361, 0.830)
+    assert "runs past" in capstone.interval_bounds_note(0.9, 1.02)
+
+
+@pytest.mark.parametrize(
+    "candidate, phrase",
+    [
+        ([98.7, 98.9, 98.5, 98.8, 98.6], "lies inside"),  # tight and near 0: equivalent
+        ([99.5, 98.1, 99.6, 97.9, 98.6], "cannot rule out"),  # wide around 0: inconclusive
+        ([97.9, 98.1, 97.7, 98.0, 97.8], "scored lower"),  # clearly below
+        ([99.6, 99.9, 99.4, 99.7, 99.5], "scored higher"),
+    ],
+)
+def test_paired_verdict_follows_the_interval(candidate, phrase):
+    reference = [98.7, 98.9, 98.6, 98.8, 98.7]
+    verdict = capstone.paired_verdict(
+        "bf16 - fp32", stats.paired_difference(reference, candidate), 0.5, " points"
+    )
+    assert phrase in verdict
+    assert verdict.count("includes 0") + verdict.count("excludes 0") == 1
