@@ -7,7 +7,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .autocast_trace import ATEN_TO_DOCUMENTED, DtypeRecorder, TracedOp
-from .training import autocast
+from .precision import AmpRecipe
 
 # Forward ops that no backward formula calls (a Linear's backward uses mm, layer norm has
 # native_layer_norm_backward, and so on): when one runs during backward, a checkpoint is
@@ -59,7 +59,7 @@ def trace_step(module, inputs, *, device, dtype) -> tuple[list[TracedOp], list[T
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     forward = DtypeRecorder()
-    with forward, autocast(device, dtype):
+    with forward, AmpRecipe(device, dtype).autocast():
         output = module(*inputs)
     backward = DtypeRecorder()
     with backward:

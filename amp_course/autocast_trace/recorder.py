@@ -8,7 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ..training import autocast
+from ..precision import AmpRecipe
 from .op_lists import ATEN_TO_DOCUMENTED
 
 
@@ -64,6 +64,6 @@ def trace_op_dtypes(module, inputs, *, device, dtype) -> list[TracedOp]:
         inputs = (inputs,)
     recorder = DtypeRecorder()
     with recorder:
-        with autocast(device, dtype):
+        with AmpRecipe(device, dtype).autocast():
             module(*inputs)
     return recorder.rows
