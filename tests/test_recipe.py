@@ -2,6 +2,7 @@
 against torch.autocast, torch.amp.GradScaler and a step written out by hand."""
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -76,6 +77,17 @@ def test_autocast_is_on_for_16_bits_and_the_scaler_for_fp16_only(
     assert training.make_scaler("cpu", autocast_dtype).is_enabled() is needs_scaler
     with training.autocast("cpu", autocast_dtype):
         assert torch.is_autocast_enabled("cpu") is enabled
+
+
+def test_on_a_gpu_the_recipe_asks_torch_for_cuda_autocast_and_a_cuda_scaler():
+    """Checked without a GPU: what the recipe hands torch (torch disables both here, and warns)."""
+    recipe = precision.AmpRecipe("cuda:1", "fp16")
+    assert recipe.device == torch.device("cuda", 1) and recipe.needs_scaler
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "CUDA is not available": expected without a GPU
+        context, scaler = recipe.autocast(), recipe.scaler()
+    assert (context.device, context.fast_dtype) == ("cuda", torch.float16)
+    assert scaler._device == "cuda"  # GradScaler keeps the device type it was made for
 
 
 def test_bench_modes_and_lesson_settings_carry_the_recipe():
