@@ -61,8 +61,9 @@ def amp_step(
     The same code for one process, DDP and FSDP, and for fp32, bf16 and fp16 (``scaler`` from
     ``recipe.scaler()``): forward and loss under the recipe's autocast, backward of the scaled
     loss, unscale and clip (with ``max_grad_norm``), ``scaler.step`` and ``scaler.update``, then
-    the gradients set to None. ``check_skipped=False`` leaves the scale unread: reading it waits
-    for the GPU, which a timed step should not do.
+    the gradients set to None, so the next step starts from none. The scaler is the caller's: its
+    scale carries over from step to step. ``check_skipped=False`` leaves the scale unread: reading
+    it waits for the GPU, which a timed step should not do.
     """
     loss = scaled_backward(model, recipe, scaler, batch, loss_fn)
     skipped, grad_norm = optimizer_step(
