@@ -11,7 +11,7 @@ import torch
 
 from .. import data as _data
 from .. import models
-from .config import Mode
+from ..precision import AmpRecipe
 from .timm_vit import build_timm_vit
 from .workloads import train_step
 
@@ -67,7 +67,7 @@ class LadderModels:
             )
         size = model_image_size(model)
         images, labels = _data.synthetic_images(rung.batch, image_size=size, device=self.device)
-        recipe = Mode(self.config.precision).recipe(self.device)
+        recipe = AmpRecipe(self.device, self.config.precision)
         batches = itertools.repeat((images, labels))
         inner = train_step(model_fn, self.optimizers[key], recipe, batches)
 
