@@ -12,6 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .autocast_trace import DtypeRecorder
 from .memory import step_peak_memory
+from .precision import AmpRecipe
 from .timing import measure
 
 BACKENDS = {
@@ -76,13 +77,13 @@ def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> Ker
     run = KernelRun(backend, q.dtype)
     allowed = list(BACKENDS.values()) if backend == "default" else [BACKENDS[backend]]
     recorder = DtypeRecorder()
-    enabled = autocast_dtype is not None
+    recipe = AmpRecipe(q.device, autocast_dtype)
     # A backend that cannot run warns why (on CUDA) before the error: keep both.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with sdpa_kernel(allowed), recorder:
-                with torch.autocast(q.device.type, dtype=autocast_dtype, enabled=enabled):
+                with recipe.autocast():
                     F.scaled_dot_product_attention(q, k, v)
         except RuntimeError as error:
             run.error = " ".join(str(error).split())

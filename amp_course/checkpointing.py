@@ -7,7 +7,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .autocast_trace import ATEN_TO_DOCUMENTED, DtypeRecorder, TracedOp
-from .training import autocast
+from .precision import AmpRecipe
 
 # Forward ops that no backward formula calls (a Linear's backward uses mm, layer norm has
 # native_layer_norm_backward, and so on): when one runs during backward, a checkpoint is
@@ -49,7 +49,7 @@ def checkpoint_blocks(model: nn.Module) -> nn.Module:
     return model
 
 
-def trace_step(module, inputs, *, device, dtype) -> tuple[list[TracedOp], list[TracedOp]]:
+def trace_step(module, inputs, *, device, autocast_dtype) -> tuple[list[TracedOp], list[TracedOp]]:
     """Aten ops of a forward under autocast and of the backward that follows (outside autocast).
 
     The backward runs outside autocast, as in a training loop, so any op it runs in the autocast
@@ -59,7 +59,7 @@ def trace_step(module, inputs, *, device, dtype) -> tuple[list[TracedOp], list[T
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     forward = DtypeRecorder()
-    with forward, autocast(device, dtype):
+    with forward, AmpRecipe(device, autocast_dtype).autocast():
         output = module(*inputs)
     backward = DtypeRecorder()
     with backward:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .training import autocast
+from .precision import AmpRecipe
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,8 @@ def find_first_nonfinite(
     model: nn.Module, inputs: torch.Tensor, *, device, autocast_dtype: torch.dtype | None = None
 ) -> NonFinite | None:
     """Run one forward pass (no grad) under autocast; return the first inf/NaN output, or None."""
-    with ActivationWatch(model) as watch, torch.no_grad(), autocast(device, autocast_dtype):
+    recipe = AmpRecipe(device, autocast_dtype)
+    with ActivationWatch(model) as watch, torch.no_grad(), recipe.autocast():
         model(inputs.to(device))
     return watch.first_nonfinite
 
@@ -136,7 +137,8 @@ def activation_ranges(
     model: nn.Module, inputs: torch.Tensor, *, device, autocast_dtype: torch.dtype | None = None
 ) -> list[ActivationRange]:
     """Every module output's largest magnitude in one forward pass, in execution order."""
-    with ActivationWatch(model) as watch, torch.no_grad(), autocast(device, autocast_dtype):
+    recipe = AmpRecipe(device, autocast_dtype)
+    with ActivationWatch(model) as watch, torch.no_grad(), recipe.autocast():
         model(inputs.to(device))
     return watch.ranges
 

@@ -1,4 +1,5 @@
-"""Device and dtype choice: which device to train on and which autocast dtype suits it.
+"""Device and dtype choice: which device to train on, which autocast dtype suits it, and the
+course's names for dtypes (what autocast and a GradScaler do with a dtype: ``ac.precision``).
 
 Tests make a lesson see another CPU with ``$AMP_COURSE_FAKE_CPU_FLAGS`` (flags as /proc/cpuinfo
 lists them, space- or comma-separated): ``cpu_flags`` returns those instead of this CPU's.
@@ -19,19 +20,15 @@ from . import emulation
 
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 
-# Every spelling a learner might type, mapped to the torch dtype it means.
-# "tf32" is not a storage dtype: it is fp32 with TF32 matmuls, so it maps to float32.
-DTYPE_ALIASES = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "float": torch.float32,
-    "tf32": torch.float32,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-    "half": torch.float16,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
+# The course's one table of dtype names: each dtype it trains in, its short name first (tables,
+# headers), then every other spelling a learner might type. "tf32" is not a storage dtype: it is
+# fp32 with TF32 matmuls, so it names float32.
+DTYPE_NAMES = {
+    torch.float32: ("fp32", "float32", "float", "tf32"),
+    torch.float16: ("fp16", "float16", "half"),
+    torch.bfloat16: ("bf16", "bfloat16"),
 }
+DTYPE_ALIASES = {name: dtype for dtype, names in DTYPE_NAMES.items() for name in names}
 
 # bf16 tensor cores arrived with Ampere (compute capability 8.0).
 BF16_MIN_CAPABILITY = (8, 0)
@@ -94,7 +91,7 @@ def parse_dtype(name: str | torch.dtype) -> torch.dtype:
     An unknown name raises an error that lists the valid ones.
     """
     if isinstance(name, torch.dtype):
-        if name in DTYPE_ALIASES.values():
+        if name in DTYPE_NAMES:
             return name
         raise ValueError(f"Unsupported dtype {name}. Valid choices: {', '.join(DTYPE_ALIASES)}.")
     key = str(name).strip().lower().removeprefix("torch.")
@@ -105,9 +102,8 @@ def parse_dtype(name: str | torch.dtype) -> torch.dtype:
 
 def dtype_name(dtype: torch.dtype) -> str:
     """Short name of a dtype for tables: ``torch.bfloat16`` -> ``"bf16"``."""
-    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(
-        dtype, str(dtype).removeprefix("torch.")
-    )
+    names = DTYPE_NAMES.get(dtype)
+    return names[0] if names else str(dtype).removeprefix("torch.")
 
 
 def cpu_flags() -> frozenset[str]:
@@ -213,11 +209,6 @@ def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> tor
             )
         return torch.bfloat16
     raise ValueError(f"No autocast dtype rule for device type {device.type!r}.")
-
-
-def use_grad_scaler(autocast_dtype: torch.dtype) -> bool:
-    """Only fp16 needs loss scaling; bf16 and fp32 have fp32's exponent range."""
-    return autocast_dtype == torch.float16
 
 
 def device_name(device: torch.device | str) -> str:

@@ -21,14 +21,13 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from .data import load_mnist
 from .device import parse_dtype
 from .lesson import seed_everything
 from .models import build_vit
-from .training import autocast, step_and_update
-from .training import make_scaler as make_amp_scaler
+from .precision import AmpRecipe
+from .training import amp_step
 
 STRATEGIES = ("ddp", "fsdp")
 
@@ -56,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be >= 1")
-    args.amp_dtype = parse_dtype(args.dtype)
+    args.autocast_dtype = parse_dtype(args.dtype)
     return args
 
 
@@ -78,24 +77,24 @@ def setup() -> tuple[int, int, torch.device]:
     return dist.get_rank(), dist.get_world_size(), device
 
 
-def mixed_precision_policy(amp_dtype: torch.dtype):
-    """FSDP2's MixedPrecisionPolicy for training with autocast dtype ``amp_dtype``."""
+def mixed_precision_policy(recipe: AmpRecipe):
+    """FSDP2's MixedPrecisionPolicy for training with ``recipe`` (an ``ac.precision.AmpRecipe``)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces
     # gradients in reduce_dtype: an fp32 reduction sums many small gradients more accurately than
     # a bf16 one (not exactly: fp32 rounds too). param_dtype=None: fp32 training, no cast.
-    low = amp_dtype if amp_dtype != torch.float32 else None
+    low = recipe.autocast_dtype if recipe.enabled else None
     return MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32)
 
 
-def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, device: torch.device):
-    """DDP, or FSDP2 with a MixedPrecisionPolicy; returns (model, autocast dtype for the loop)."""
+def wrap_model(model: torch.nn.Module, strategy: str, recipe: AmpRecipe) -> torch.nn.Module:
+    """DDP, or FSDP2 with the recipe's MixedPrecisionPolicy, on the recipe's device."""
+    device = recipe.device
     if strategy == "ddp":
-        ddp = torch.nn.parallel.DistributedDataParallel(
+        return torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
-        return ddp, amp_dtype
     try:  # FSDP2 is public from torch 2.6; it runs on CPU with gloo as well as on NCCL GPUs
         from torch.distributed.fsdp import fully_shard
     except ImportError as error:
@@ -104,17 +103,17 @@ def wrap_model(model: torch.nn.Module, strategy: str, amp_dtype: torch.dtype, de
             "Use --strategy ddp."
         ) from error
 
-    policy = mixed_precision_policy(amp_dtype)
+    policy = mixed_precision_policy(recipe)
     for layer in model.encoder.layers:
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
     # param_dtype alone would run every op in the low dtype, layer_norm, softmax and the loss
     # included. Autocast on top runs the ops on its fp32 list in fp32: the loss on every device,
     # and on CUDA layer_norm and softmax too (CPU autocast's fp32 list leaves those two out).
-    return model, amp_dtype
+    return model
 
 
-def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
+def make_scaler(strategy: str, recipe: AmpRecipe):
     """One torch.amp.GradScaler per process, enabled only for fp16, for DDP and FSDP2 alike.
 
     DDP all-reduces the gradients before ``scaler.step``, so every rank finds the same infs.
@@ -125,7 +124,7 @@ def make_scaler(strategy: str, amp_dtype: torch.dtype, device: torch.device):
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"Unknown strategy {strategy!r}. Valid choices: {', '.join(STRATEGIES)}.")
-    return make_amp_scaler(device, amp_dtype)
+    return recipe.scaler()
 
 
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -146,19 +145,6 @@ def checksum(state: dict[str, torch.Tensor]) -> str:
         digest.update(name.encode())
         digest.update(state[name].contiguous().numpy().tobytes())
     return digest.hexdigest()
-
-
-def train_step(model, optimizer, scaler, images, labels, *, device, autocast_dtype):
-    """One AMP step on one rank: the same code for DDP, FSDP and a single process.
-
-    Returns the loss and whether the scaler skipped the step (inf/NaN gradients in fp16).
-    """
-    optimizer.zero_grad(set_to_none=True)
-    with autocast(device, autocast_dtype):
-        loss = F.cross_entropy(model(images), labels)
-    scaler.scale(loss).backward()  # DDP/FSDP average the (scaled) gradients across ranks here
-    skipped = step_and_update(scaler, optimizer)  # scaler.step(optimizer), then scaler.update()
-    return loss.item(), skipped
 
 
 def make_optimizer(args: argparse.Namespace, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -184,20 +170,18 @@ def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, 
     loss over the concatenated batch has exactly the average of the ranks' gradients, so a
     correct data-parallel run ends with these parameters up to floating-point rounding.
     """
-    device = torch.device("cpu")
+    recipe = AmpRecipe("cpu", args.autocast_dtype)
     seed_everything(args.seed)
-    model = build_vit("tiny").to(device)
+    model = build_vit("tiny").to(recipe.device)
     optimizer = make_optimizer(args, model)
-    scaler = make_amp_scaler(device, args.amp_dtype)
+    scaler = recipe.scaler()
     train_set = load_mnist().train
     shards = [iter(shard_loader(train_set, args, rank, world_size)) for rank in range(world_size)]
     for _ in range(args.steps):
         batches = [next(shard) for shard in shards]
-        images = torch.cat([images for images, _ in batches]).to(device)
-        labels = torch.cat([labels for _, labels in batches]).to(device)
-        train_step(
-            model, optimizer, scaler, images, labels, device=device, autocast_dtype=args.amp_dtype
-        )
+        images = torch.cat([images for images, _ in batches])
+        labels = torch.cat([labels for _, labels in batches])
+        amp_step(model, optimizer, scaler, recipe, (images, labels))
     return full_state(model)
 
 
@@ -205,28 +189,20 @@ def train(args: argparse.Namespace) -> dict:
     rank, world_size, device = setup()
     try:
         seed_everything(args.seed)  # the same seed everywhere: every rank starts from equal weights
-        model = build_vit("tiny").to(device)
-        model, autocast_dtype = wrap_model(model, args.strategy, args.amp_dtype, device)
+        recipe = AmpRecipe(device, args.autocast_dtype)
+        model = wrap_model(build_vit("tiny").to(device), args.strategy, recipe)
         optimizer = make_optimizer(args, model)
-        scaler = make_scaler(args.strategy, args.amp_dtype, device)
+        scaler = make_scaler(args.strategy, recipe)
 
         # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
         loader = shard_loader(load_mnist().train, args, rank, world_size)
         losses, skipped = [], 0
         batches = iter(loader)
         for _ in range(args.steps):
-            images, labels = (t.to(device) for t in next(batches))
-            loss, was_skipped = train_step(
-                model,
-                optimizer,
-                scaler,
-                images,
-                labels,
-                device=device,
-                autocast_dtype=autocast_dtype,
-            )
-            losses.append(loss)
-            skipped += was_skipped
+            batch = tuple(t.to(device) for t in next(batches))
+            step = amp_step(model, optimizer, scaler, recipe, batch)  # one rank's step
+            losses.append(step.loss.item())
+            skipped += step.skipped
 
         state = full_state(model)
         report = {

@@ -12,15 +12,7 @@ import numpy as np
 import torch
 
 from . import emulation, oom, precision
-from .device import (
-    DeviceFallbackWarning,
-    describe_hardware,
-    dtype_name,
-    parse_dtype,
-    pick_autocast_dtype,
-    pick_device,
-)
-from .device import use_grad_scaler as _use_grad_scaler
+from .device import DeviceFallbackWarning, describe_hardware, pick_autocast_dtype, pick_device
 
 SMOKE_ENV = "AMP_COURSE_SMOKE"
 
@@ -50,13 +42,23 @@ class LessonSettings:
     """What a lesson runs with, derived from its parameters cell."""
 
     smoke: bool
-    device: torch.device
-    autocast_dtype: torch.dtype
-    use_grad_scaler: bool
+    recipe: precision.AmpRecipe  # the device, the autocast dtype, whether a GradScaler runs
     seed: int
     hardware: str
     tf32: dict[str, bool] | None = None  # TF32 for matmuls and convolutions at start (CUDA only)
     emulated: emulation.GpuProfile | None = None  # the GPU rehearsed on this one, if any
+
+    @property
+    def device(self) -> torch.device:
+        return self.recipe.device
+
+    @property
+    def autocast_dtype(self) -> torch.dtype:
+        return self.recipe.autocast_dtype
+
+    @property
+    def use_grad_scaler(self) -> bool:
+        return self.recipe.needs_scaler
 
     @property
     def on_gpu(self) -> bool:
@@ -75,10 +77,7 @@ class LessonSettings:
         """What a lesson prints under its title: mode, device, dtype, TF32, seed, emulation."""
         mode = "smoke (tiny sizes)" if self.smoke else "full"
         scaler = "with GradScaler" if self.use_grad_scaler else "no GradScaler needed"
-        line = (
-            f"Mode: {mode} | device: {self.hardware} | AMP dtype: "
-            f"{dtype_name(self.autocast_dtype)} ({scaler})"
-        )
+        line = f"Mode: {mode} | device: {self.hardware} | AMP dtype: {self.recipe.name} ({scaler})"
         if self.tf32 is not None:
             state = {True: "on", False: "off"}
             line += (
@@ -132,10 +131,11 @@ def start(
         emulation.apply(profile, torch_device)
         precision.set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
     if str(autocast_dtype).lower() == "auto":
-        dtype = pick_autocast_dtype(torch_device)
+        recipe = precision.AmpRecipe(torch_device, pick_autocast_dtype(torch_device))
     else:
-        dtype = parse_dtype(autocast_dtype)
-        if profile is not None and dtype == torch.bfloat16 and profile.capability < (8, 0):
+        recipe = precision.AmpRecipe(torch_device, autocast_dtype)
+        bf16 = recipe.autocast_dtype == torch.bfloat16
+        if profile is not None and bf16 and profile.capability < (8, 0):
             warnings.warn(
                 f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
                 "bf16 emulated, and slowly), while this GPU runs it at full speed here.",
@@ -144,9 +144,7 @@ def start(
             )
     settings = LessonSettings(
         smoke=resolve_smoke(smoke, torch_device),
-        device=torch_device,
-        autocast_dtype=dtype,
-        use_grad_scaler=_use_grad_scaler(dtype),
+        recipe=recipe,
         seed=int(seed),
         hardware=describe_hardware(torch_device),
         tf32=precision.tf32_enabled() if on_gpu else None,

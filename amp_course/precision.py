@@ -1,6 +1,10 @@
-"""TF32 for float32 CUDA matmuls and cuDNN convolutions: read and switch it with one torch API.
+"""Precision: the AMP recipe a step runs with, and TF32 for float32 CUDA math.
 
-torch 2.9 added per-backend settings (``torch.backends.cuda.matmul.fp32_precision``,
+``AmpRecipe`` decides mixed precision once, as nanoGPT's ``ptdtype``, ``ctx`` and
+``scaler = GradScaler(enabled=(dtype == 'float16'))`` do: which autocast dtype, whether autocast is
+on, whether a GradScaler runs, and the recipe's name. Everything else asks it.
+
+TF32: torch 2.9 added per-backend settings (``torch.backends.cuda.matmul.fp32_precision``,
 ``torch.backends.cudnn.conv.fp32_precision``) next to the legacy ``allow_tf32`` flags, and the
 two must not be mixed: once the new settings are written, the legacy getters raise "you have used
 mix of the legacy and new APIs" (see the TF32 section of PyTorch's CUDA semantics notes). This
@@ -14,10 +18,55 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
+from .device import dtype_name, parse_dtype
 from .emulation import tf32_allowed
+
+
+@dataclass(frozen=True, init=False)
+class AmpRecipe:
+    """Mixed precision on ``device`` with ``autocast_dtype``: a name ("bf16") or a torch dtype.
+
+    float32 (or None) is plain fp32 training: autocast off and no loss scaling, through the same
+    code, so a loop written once runs fp32, bf16 and fp16.
+    """
+
+    device: torch.device
+    autocast_dtype: torch.dtype
+
+    def __init__(self, device: torch.device | str, autocast_dtype: torch.dtype | str | None = None):
+        dtype = torch.float32 if autocast_dtype is None else parse_dtype(autocast_dtype)
+        object.__setattr__(self, "device", torch.device(device))
+        object.__setattr__(self, "autocast_dtype", dtype)
+
+    @property
+    def enabled(self) -> bool:
+        """Autocast is on for a 16-bit dtype; float32 means no autocast."""
+        return self.autocast_dtype != torch.float32
+
+    @property
+    def needs_scaler(self) -> bool:
+        """Only fp16 needs loss scaling; bf16 and fp32 have fp32's exponent range."""
+        return self.autocast_dtype == torch.float16
+
+    @property
+    def name(self) -> str:
+        """The autocast dtype's short name: "fp32", "fp16" or "bf16"."""
+        return dtype_name(self.autocast_dtype)
+
+    def autocast(self) -> torch.autocast:
+        """``torch.autocast`` for the device, disabled (plain fp32) when autocast is off."""
+        dtype = self.autocast_dtype if self.enabled else None
+        return torch.autocast(self.device.type, dtype=dtype, enabled=self.enabled)
+
+    def scaler(self, **kwargs) -> torch.amp.GradScaler:
+        """A new ``torch.amp.GradScaler``, enabled only for fp16; elsewhere every call on it is a
+        no-op. ``kwargs`` go to the GradScaler (``init_scale``, ``growth_interval``...)."""
+        return torch.amp.GradScaler(self.device.type, enabled=self.needs_scaler, **kwargs)
+
 
 # Feature test, not a version test: the per-backend settings are there or they are not.
 NEW_API = hasattr(torch.backends.cuda.matmul, "fp32_precision") and all(

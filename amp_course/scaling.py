@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .training import step_and_update
+from .precision import AmpRecipe
+from .training import scaled_backward, step_and_update
 
 FP16 = torch.finfo(torch.float16)
 FP16_SMALLEST_NORMAL = FP16.smallest_normal  # 2**-14
@@ -117,14 +118,13 @@ def run_with_scaler(
     ``torch.amp.GradScaler`` or a hand-written one). At the step numbers in ``inject_inf_at`` one
     gradient element is set to inf after backward, as a real fp16 overflow would.
     """
-    device = torch.device(device)
+    recipe = AmpRecipe(device, autocast_dtype)
     run = ScalerRun(model=model)
     first_param = next(model.parameters())
     for step, (inputs, targets) in enumerate(batches):
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=autocast_dtype):
-            loss = loss_fn(model(inputs.to(device)), targets.to(device))
-        scaler.scale(loss).backward()
+        batch = (inputs.to(recipe.device), targets.to(recipe.device))
+        loss = scaled_backward(model, recipe, scaler, batch, loss_fn)
         if step in inject_inf_at:
             with torch.no_grad():
                 first_param.grad.view(-1)[0] = float("inf")

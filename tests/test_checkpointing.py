@@ -33,9 +33,11 @@ def test_checkpointed_block_gives_the_plain_gradients(block):
 
 def test_recompute_runs_in_the_forward_autocast_dtype(block):
     tokens = torch.randn(2, 17, 64, requires_grad=True)
-    _, plain_backward = checkpointing.trace_step(block, tokens, device="cpu", dtype=torch.bfloat16)
+    _, plain_backward = checkpointing.trace_step(
+        block, tokens, device="cpu", autocast_dtype=torch.bfloat16
+    )
     forward, backward = checkpointing.trace_step(
-        checkpointing.Checkpointed(block), tokens, device="cpu", dtype=torch.bfloat16
+        checkpointing.Checkpointed(block), tokens, device="cpu", autocast_dtype=torch.bfloat16
     )
     recomputed = checkpointing.recomputed_ops(backward)
     assert not checkpointing.recomputed_ops(plain_backward)

@@ -140,12 +140,6 @@ def test_recommended_dtype_takes_no_flags_on_a_cpu():
         dev.recommended_dtype(None, frozenset({"amx_bf16"}))  # flags alone never decide
 
 
-def test_grad_scaler_only_for_fp16():
-    assert dev.use_grad_scaler(torch.float16)
-    assert not dev.use_grad_scaler(torch.bfloat16)
-    assert not dev.use_grad_scaler(torch.float32)
-
-
 def test_describe_hardware_is_one_line_with_versions():
     line = dev.describe_hardware("cpu")
     assert "\n" not in line

@@ -124,7 +124,7 @@ def test_fsdp2_fp16_ranks_skip_together_when_one_shard_overflows(tmp_path):
 
 def test_make_scaler_refuses_an_unknown_strategy():
     with pytest.raises(ValueError, match="ddp, fsdp"):
-        dist_train.make_scaler("fsdp1", torch.float16, torch.device("cpu"))
+        dist_train.make_scaler("fsdp1", dist_train.AmpRecipe("cpu", torch.float16))
 
 
 def test_running_without_torchrun_is_explained(monkeypatch):

@@ -8,7 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ..training import autocast
+from ..precision import AmpRecipe
 from .op_lists import ATEN_TO_DOCUMENTED
 
 
@@ -53,17 +53,18 @@ class DtypeRecorder(TorchDispatchMode):
         return out
 
 
-def trace_op_dtypes(module, inputs, *, device, dtype) -> list[TracedOp]:
-    """Run ``module(*inputs)`` under ``torch.autocast(device, dtype)`` and record every aten op.
+def trace_op_dtypes(module, inputs, *, device, autocast_dtype) -> list[TracedOp]:
+    """Run ``module(*inputs)`` under autocast on ``device`` and record every aten op.
 
-    dtype None or float32 traces plain fp32. Only the forward pass is traced: the documented lists
-    govern forward ops, and backward ops run in the dtypes their forward ops chose.
+    ``autocast_dtype`` None or float32 traces plain fp32. Only the forward pass is traced: the
+    documented lists govern forward ops, and backward ops run in the dtypes their forward ops
+    chose.
     """
     device = torch.device(device)
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     recorder = DtypeRecorder()
     with recorder:
-        with autocast(device, dtype):
+        with AmpRecipe(device, autocast_dtype).autocast():
             module(*inputs)
     return recorder.rows

@@ -9,8 +9,6 @@ mode sets its precision flags on entry and restores them on exit.
 
 from . import ladder, ladder_report, profile, timm_vit
 from .config import (
-    AUTOCAST_DTYPES,
-    MATMUL_DTYPES,
     MNIST_TRAIN_SIZE,
     PRECISIONS,
     WORKLOADS,
@@ -31,8 +29,6 @@ from .report import format_report, plot_report, write_report
 from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
 __all__ = [
-    "AUTOCAST_DTYPES",
-    "MATMUL_DTYPES",
     "MNIST_TRAIN_SIZE",
     "PEAK_BANDWIDTH_TBS",
     "PEAK_TFLOPS",

@@ -9,18 +9,13 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .. import emulation
+from ..device import parse_dtype
+from ..precision import AmpRecipe
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")  # tf32: fp32 with TF32 matmuls (CUDA, sm_80+)
 WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch", "ladder")
 # The default run: the precision matrix. The MFU ladder (lesson 10) runs when named.
 MATRIX_WORKLOADS = WORKLOADS[:-1]
-AUTOCAST_DTYPES = {"fp32": None, "tf32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
-MATMUL_DTYPES = {
-    "fp32": torch.float32,
-    "tf32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-}
 MNIST_TRAIN_SIZE = 60_000  # an epoch of the MNIST tutorial's CNN is one pass over these digits
 
 
@@ -38,8 +33,12 @@ class Mode:
         return self.precision + suffix
 
     @property
-    def autocast_dtype(self) -> torch.dtype | None:
-        return AUTOCAST_DTYPES[self.precision]
+    def autocast_dtype(self) -> torch.dtype:
+        """The dtype the mode computes in: float32 for fp32 and tf32 (autocast off)."""
+        return parse_dtype(self.precision)
+
+    def recipe(self, device: torch.device | str) -> AmpRecipe:
+        return AmpRecipe(device, self.autocast_dtype)
 
 
 @dataclass

@@ -11,10 +11,9 @@ import torch
 
 from .. import data as _data
 from .. import models
-from ..training import make_scaler
-from .config import Mode
+from ..precision import AmpRecipe
 from .timm_vit import build_timm_vit
-from .workloads import _train_step
+from .workloads import train_step
 
 
 def sdpa_context(backend: str | None):
@@ -68,10 +67,9 @@ class LadderModels:
             )
         size = model_image_size(model)
         images, labels = _data.synthetic_images(rung.batch, image_size=size, device=self.device)
-        mode = Mode(self.config.precision)
-        scaler = make_scaler(self.device, mode.autocast_dtype)
+        recipe = AmpRecipe(self.device, self.config.precision)
         batches = itertools.repeat((images, labels))
-        inner = _train_step(model_fn, self.optimizers[key], scaler, mode, self.device, batches)
+        inner = train_step(model_fn, self.optimizers[key], recipe, batches)
 
         def step():
             with sdpa_context(rung.attention):

@@ -15,8 +15,8 @@ import torch
 from .. import data as _data
 from .. import models, precision, timing
 from ..memory import largest_batch, peak_cuda_memory
-from ..training import autocast, make_scaler
-from .config import MATMUL_DTYPES, MNIST_TRAIN_SIZE, BenchConfig, Mode
+from ..training import amp_step
+from .config import MNIST_TRAIN_SIZE, BenchConfig, Mode
 from .flops import count_step_flops, mfu, peak_tflops
 
 
@@ -56,7 +56,7 @@ def bench_matmul(
     for size in config.matmul_sizes:
         fns = {}
         for mode in base:
-            dtype = MATMUL_DTYPES[mode.precision]
+            dtype = mode.autocast_dtype  # the matmul runs in it directly, without autocast
             a = torch.randn(size, size, device=device, dtype=dtype)
             b = torch.randn(size, size, device=device, dtype=dtype)
             fns[mode.name] = lambda a=a, b=b: torch.mm(a, b)
@@ -82,17 +82,13 @@ def bench_matmul(
     return rows
 
 
-def _train_step(model, optimizer, scaler, mode: Mode, device, batches: Iterator):
-    """One AMP training step over the next preloaded batch (data loading stays outside)."""
+def train_step(model, optimizer, recipe, batches: Iterator):
+    """One AMP training step over the next preloaded batch (data loading stays outside), with its
+    own scaler; the skipped flag is not read back, so no step waits for the GPU."""
+    scaler = recipe.scaler()
 
     def step():
-        inputs, targets = next(batches)
-        with autocast(device, mode.autocast_dtype):
-            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        amp_step(model, optimizer, scaler, recipe, next(batches), check_skipped=False)
 
     return step
 
@@ -117,8 +113,7 @@ class _Trainer:
             self.optimizers[mode.fused] = torch.optim.AdamW(
                 self.model.parameters(), lr=1e-4, fused=mode.fused or None
             )
-        scaler = make_scaler(self.device, mode.autocast_dtype)
-        return _train_step(model, self.optimizers[mode.fused], scaler, mode, self.device, batches)
+        return train_step(model, self.optimizers[mode.fused], mode.recipe(self.device), batches)
 
     def clear_state(self) -> None:
         """Drop every optimizer's state and the gradients, so a memory figure holds one mode's."""

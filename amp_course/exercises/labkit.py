@@ -17,10 +17,13 @@ import torch.nn.functional as F
 
 from .. import scaling
 from ..data import load_mnist
+from ..precision import AmpRecipe
+from ..training import amp_step
 from . import ExerciseFailed, ExerciseNotDone, error_text
 
 DEVICE = torch.device("cpu")
 AMP_DTYPE = torch.float16
+RECIPE = AmpRecipe(DEVICE, AMP_DTYPE)
 NUM_BATCHES = 9
 POISONED = (0, 5)  # batches whose pixels are corrupt (huge), so the fp16 backward overflows
 LR = 0.05
@@ -80,17 +83,15 @@ def lab_setup(seed: int = 0):
 
 def forward_loss(model, images, labels):
     """The labs' loss under fp16 autocast."""
-    with torch.autocast(DEVICE.type, dtype=AMP_DTYPE):
+    with RECIPE.autocast():
         return F.cross_entropy(model(images.to(DEVICE)), labels.to(DEVICE))
 
 
 def train_steps(model, optimizer, scaler, batches):
-    """The plain AMP loop the labs build on: scale, backward, scaler.step, update."""
+    """The plain AMP loop the labs build on (scale, backward, scaler.step, update): the course's
+    ``amp_step`` on each batch."""
     for images, labels in batches:
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(forward_loss(model, images, labels)).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        amp_step(model, optimizer, scaler, RECIPE, (images.to(DEVICE), labels.to(DEVICE)))
 
 
 @dataclass

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..device import dtype_name
+from ..device import dtype_name, parse_dtype
 from . import ExerciseFailed, register
 
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES = {name: parse_dtype(name) for name in ("fp16", "bf16", "fp32")}
 SEED0_ORDER = ["bf16", "fp16", "fp32"]
 
 

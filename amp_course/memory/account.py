@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..training import autocast
+from ..precision import AmpRecipe
 
 # Bytes per parameter of optimizer state kept in fp32: Adam/AdamW keep two moments (m and v).
 OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd_momentum": 4, "adam": 8, "adamw": 8}
@@ -143,7 +143,7 @@ def saved_tensor_bytes(
 
     model.train()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with autocast(device, autocast_dtype):
+        with AmpRecipe(device, autocast_dtype).autocast():
             output = model(inputs.to(device))
     del output
     return SavedBytes(

@@ -5,21 +5,23 @@ from __future__ import annotations
 import torch
 
 from ...dist_train import make_scaler, mixed_precision_policy
+from ...precision import AmpRecipe
 
 
 def fsdp_precision(amp_dtype: torch.dtype, device: torch.device):
     """Reference: (MixedPrecisionPolicy, scaler) for one FSDP2 process training in ``amp_dtype``."""
-    return mixed_precision_policy(amp_dtype), make_scaler("fsdp", amp_dtype, device)
+    recipe = AmpRecipe(device, amp_dtype)
+    return mixed_precision_policy(recipe), make_scaler("fsdp", recipe)
 
 
 def scaler_for(strategy: str, amp_dtype: torch.dtype, device):
     """Reference: one process's loss scaler, enabled for fp16 only; ShardedGradScaler for FSDP1."""
     from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
-    device, enabled = torch.device(device), amp_dtype == torch.float16
+    recipe = AmpRecipe(device, amp_dtype)
     if strategy == "fsdp1":
-        return ShardedGradScaler(device=device.type, enabled=enabled)
-    return torch.amp.GradScaler(device.type, enabled=enabled)
+        return ShardedGradScaler(device=recipe.device.type, enabled=recipe.needs_scaler)
+    return recipe.scaler()
 
 
 SOLUTIONS = {"07.fsdp_precision": fsdp_precision, "07.scaler_for": scaler_for}
