@@ -22,6 +22,7 @@ __all__ = [
     "data",
     "debug",
     "device",
+    "display",
     "emulation",
     "exercises",
     "formats",
