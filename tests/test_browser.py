@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, kill_tree, require_chromium
+from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, has_tag, kill_tree, require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -222,7 +222,7 @@ def test_lesson_00_memory_chart(lab):
     for cell in lesson.cells[1:]:  # the setup cell's job is done by PYTHONPATH here
         if cell.cell_type == "code":
             sources.append(cell.source)
-        if "memory-chart" in cell.metadata.get("tags", []):
+        if has_tag(cell, "memory-chart"):
             break
     write_notebook(folder / "memory.ipynb", "import amp_course as ac", *sources)
     with notebook_page(lab, "memory.ipynb") as page:

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, tagged
 
 from amp_course import gpu_run
 from amp_course.runs import execute, gpu, parts
@@ -63,7 +63,7 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
     assert results[1]["status"] == "passed", results[1]["error"]
     assert results[1]["seconds"] > 0
     nb = nbformat.read(out / lesson.name, as_version=4)
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    injected = tagged(nb, "injected-parameters")
     assert len(injected) == 1 and 'AMP_DTYPE = "fp16"' in injected[0].source
     assert nb.cells[-1].outputs[0]["text"] == "fp16 True cpu\n"
     assert read_stamp(nb)["mode"] == "smoke"

@@ -16,7 +16,17 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, ROOT, free_port, require, require_chromium
+from conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NOTEBOOKS,
+    ROOT,
+    free_port,
+    has_tag,
+    require,
+    require_chromium,
+    tagged,
+)
 
 from amp_course import website
 from amp_course.bench import plot_report
@@ -180,7 +190,7 @@ def test_pages_show_the_learners_blank_the_solved_check_and_the_quiz_without_ans
     source = website.select("01_number_formats", root)
     page = pages.lesson_page(source, "../notebooks/01_number_formats.ipynb", None, root)
     committed = nbformat.read(root / "notebooks" / "01_number_formats.ipynb", as_version=4)
-    blanks = [c for c in committed.cells if "exercise" in c.metadata.get("tags", [])]
+    blanks = tagged(committed, "exercise")
     assert blanks
     assert page.cells[0].source.startswith("# 01") and "amp-stamp" in page.cells[1].source
     for blank in blanks:
@@ -188,10 +198,10 @@ def test_pages_show_the_learners_blank_the_solved_check_and_the_quiz_without_ans
         assert page.cells[at].source == blank.source and "NotImplementedError" in blank.source
         assert not page.cells[at].get("outputs")
         assert "once the exercise is solved" in page.cells[at + 1].source
-        assert "check" in page.cells[at + 2].metadata.get("tags", [])
+        assert has_tag(page.cells[at + 2], "check")
         assert page.cells[at + 2].outputs  # what the check prints once solved
     assert not any("exercises.solution" in c.source for c in page.cells)
-    quiz_cell = next(i for i, c in enumerate(page.cells) if "quiz" in c.metadata.get("tags", []))
+    quiz_cell = next(i for i, c in enumerate(page.cells) if has_tag(c, "quiz"))
     assert page.cells[quiz_cell].outputs == []
     box = page.cells[quiz_cell + 1].source
     quiz = Quiz("01_number_formats", answers_path=tmp_path / "none.json")
@@ -359,7 +369,7 @@ def test_every_page_in_chromium(site):
                     assert figures, f"{url}: no figure"
                 committed = nbformat.read(ROOT / "notebooks" / f"{source.lesson}.ipynb", 4)
                 for cell in committed.cells:
-                    if "exercise" in cell.metadata.get("tags", []):
+                    if has_tag(cell, "exercise"):
                         assert cell.source.splitlines()[0] in text, f"{url}: a blank is missing"
                 # A blank filled by the tests' reference solution (exercises.solution_source);
                 # teaching cells that call ac.exercises.solution to show a fixed run may stay.
