@@ -128,7 +128,8 @@ def test_quiz_in_jupyterlab(lab):
         folder / "quiz.ipynb",
         'import amp_course as ac\nquiz = ac.quiz.show("00_scenario", "main-benefit")',
     )
-    start = time.monotonic()
+    # Each wait below has its own time limit: a quiz that never renders or never answers fails
+    # there; how long JupyterLab takes on a loaded machine is not this test's question.
     with notebook_page(lab, "quiz.ipynb") as page:
         question = page.wait_for_selector(".amp-quiz-question", timeout=60_000)
         question.query_selector("label:has-text('Reduced memory usage')").click()
@@ -143,7 +144,6 @@ def test_quiz_in_jupyterlab(lab):
         "attempts": 1,
         "correct": True,
     }
-    assert time.monotonic() - start < 120
 
 
 # A single-choice question whose right answer is long, and the checkbox question whose long label
