@@ -2,8 +2,6 @@
 fails; the bug hunts' checks reject the usual wrong fixes and accept correct ones written
 differently."""
 
-import re
-
 import conftest
 import pytest
 import torch
@@ -43,12 +41,11 @@ def broken_versions(lesson="labs_bug_hunts"):
 
 
 @pytest.mark.parametrize("lesson", NOTEBOOKS)
-def test_every_lab_has_a_broken_version_a_blank_and_a_check(lesson):
+def test_every_lab_has_a_broken_version_and_a_blank(lesson):
     labs = NOTEBOOKS[lesson][0]
     assert sorted(broken_versions(lesson)) == sorted(labs)
+    # (each check cell checks the blank above it: tests/test_notebooks.py)
     assert [c.metadata["exercise"]["name"] for c in tagged(lesson, "exercise")] == labs
-    checks = [re.search(r'check\("([^"]+)"', c.source).group(1) for c in tagged(lesson, "check")]
-    assert checks == labs
 
 
 @pytest.mark.parametrize(
