@@ -23,6 +23,7 @@ __all__ = [
     "data",
     "debug",
     "device",
+    "display",
     "emulation",
     "exercises",
     "formats",

@@ -120,16 +120,62 @@ def kill_tree(pid: int) -> None:
                 pass
 
 
-def broken_versions(notebook: Path, namespace: dict) -> dict:
-    """{lab name: the broken function exactly as a labs notebook shows it} (cells tagged broken)."""
+def notebook(lesson):
+    """A committed notebook: ``lesson`` is its name (``"03_grad_scaler"``), a path, or a notebook
+    already read (returned as it is)."""
     import nbformat
 
+    if not isinstance(lesson, (str, Path)):
+        return lesson
+    path = (
+        Path(lesson) if Path(lesson).suffix == ".ipynb" else ROOT / "notebooks" / f"{lesson}.ipynb"
+    )
+    return nbformat.read(path, as_version=4)
+
+
+def has_tag(cell, tag: str) -> bool:
+    return tag in cell.get("metadata", {}).get("tags", [])
+
+
+def tagged(lesson, tag: str) -> list:
+    """The cells of ``lesson`` (as ``notebook`` takes it) that carry ``tag``, in notebook order."""
+    return [cell for cell in notebook(lesson).cells if has_tag(cell, tag)]
+
+
+def run_tagged(lesson, *tags: str, namespace: dict | None = None, one: bool = True) -> dict:
+    """Execute the cells of ``lesson`` tagged with each of ``tags`` (tags in the order given, each
+    tag's cells in notebook order) in ``namespace``, as the notebook runs them; return it.
+
+    The one way tests run a notebook's cells: a cell a test executes carries a tag. With
+    ``one`` (the default) each tag must mark exactly one cell.
+    """
+    nb, name = notebook(lesson), _name(lesson)
+    namespace = {} if namespace is None else namespace
+    for tag in tags:
+        cells = tagged(nb, tag)
+        if one and len(cells) != 1:
+            raise LookupError(f"{len(cells)} cells of {name} are tagged {tag!r}, not one")
+        for cell in cells:
+            _run_cell(cell, namespace, f"{name} [{tag}]")
+    return namespace
+
+
+def _name(lesson) -> str:
+    return Path(lesson).stem if isinstance(lesson, (str, Path)) else "notebook"
+
+
+def _run_cell(cell, namespace: dict, where: str) -> None:
+    exec(compile(cell.source, where, "exec"), namespace)
+
+
+def broken_versions(lesson, namespace: dict) -> dict:
+    """{lab name: the broken function exactly as a labs notebook shows it} (cells tagged broken),
+    each cell run in its own copy of ``namespace``."""
     found = {}
-    for cell in nbformat.read(notebook, as_version=4).cells:
-        if "broken" in cell.metadata.get("tags", []):
-            scope = dict(namespace)
-            exec(compile(cell.source, str(notebook), "exec"), scope)
-            found[cell.metadata["lab"]["name"]] = scope[cell.metadata["lab"]["symbol"]]
+    for cell in tagged(lesson, "broken"):
+        scope = dict(namespace)
+        _run_cell(cell, scope, f"{_name(lesson)} [broken]")
+        found[cell.metadata["lab"]["name"]] = scope[cell.metadata["lab"]["symbol"]]
     return found
 
 

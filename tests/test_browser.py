@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, kill_tree, require_chromium
+from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, has_tag, kill_tree, require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -128,7 +128,8 @@ def test_quiz_in_jupyterlab(lab):
         folder / "quiz.ipynb",
         'import amp_course as ac\nquiz = ac.quiz.show("00_scenario", "main-benefit")',
     )
-    start = time.monotonic()
+    # Each wait below has its own time limit: a quiz that never renders or never answers fails
+    # there; how long JupyterLab takes on a loaded machine is not this test's question.
     with notebook_page(lab, "quiz.ipynb") as page:
         question = page.wait_for_selector(".amp-quiz-question", timeout=60_000)
         question.query_selector("label:has-text('Reduced memory usage')").click()
@@ -143,7 +144,6 @@ def test_quiz_in_jupyterlab(lab):
         "attempts": 1,
         "correct": True,
     }
-    assert time.monotonic() - start < 120
 
 
 # A single-choice question whose right answer is long, and the checkbox question whose long label
@@ -222,7 +222,7 @@ def test_lesson_00_memory_chart(lab):
     for cell in lesson.cells[1:]:  # the setup cell's job is done by PYTHONPATH here
         if cell.cell_type == "code":
             sources.append(cell.source)
-        if "memory-chart" in cell.metadata.get("tags", []):
+        if has_tag(cell, "memory-chart"):
             break
     write_notebook(folder / "memory.ipynb", "import amp_course as ac", *sources)
     with notebook_page(lab, "memory.ipynb") as page:

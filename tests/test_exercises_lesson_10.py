@@ -18,11 +18,7 @@ DTYPES = {2: torch.bfloat16, 4: torch.float32}
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_reference_passes_and_other_seeds_differ(name):
-    assert exercises.check(name, exercises.solution(name))
-    for seed in (1, 2):
-        status, _ = exercises.verdict(name, exercises.solution(name), seed=seed)
-        assert status == "passed"
+def test_cases_differ_from_seed_to_seed(name):
     observe = exercises.get(name).observe
     cases = [[r["case"] for r in observe(exercises.solution(name), s)] for s in (0, 1, 2)]
     assert cases[0] != cases[1] != cases[2]

@@ -1,10 +1,11 @@
-"""Every lab's check accepts the reference fix and rejects the broken loop and usual wrong fixes."""
+"""Both labs notebooks: every lab shows its broken code, a blank and a check, and the broken code
+fails; the bug hunts' checks reject the usual wrong fixes and accept correct ones written
+differently."""
 
 import conftest
-import nbformat
 import pytest
 import torch
-from conftest import ROOT
+from conftest import tagged
 
 from amp_course import exercises
 from amp_course import scaling as ac_scaling
@@ -12,7 +13,6 @@ from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_labs as lab
 from amp_course.exercises.solutions import lesson_labs as fixes
 
-NOTEBOOK = ROOT / "notebooks" / "labs_bug_hunts.ipynb"
 LABS = [
     "labs.clip_after_unscale",
     "labs.accumulation",
@@ -22,31 +22,38 @@ LABS = [
     "labs.half_model",
     "labs.extra_step",
 ]
+BEYOND_LABS = [
+    "labs.checkpoint_autocast",
+    "labs.custom_op_autocast",
+    "labs.bf16_loss_sum",
+    "labs.thread_autocast",
+]
+# Each labs notebook: its labs in order, and what its broken cells find defined before them.
+NOTEBOOKS = {
+    "labs_bug_hunts": (LABS, {"torch": torch, "lab": lab}),
+    "labs_beyond_autocast": (BEYOND_LABS, {"torch": torch}),
+}
 
 
-def broken_versions():
+def broken_versions(lesson="labs_bug_hunts"):
     """{lab name: the broken function exactly as the notebook shows it}."""
-    return conftest.broken_versions(NOTEBOOK, {"torch": torch, "lab": lab})
+    return conftest.broken_versions(lesson, NOTEBOOKS[lesson][1])
 
 
-def test_every_lab_has_a_broken_loop_blank_and_check():
-    assert sorted(broken_versions()) == sorted(LABS)
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    blanks = [
-        c.metadata["exercise"]["name"] for c in nb.cells if "exercise" in c.metadata.get("tags", [])
-    ]
-    assert blanks == LABS
+@pytest.mark.parametrize("lesson", NOTEBOOKS)
+def test_every_lab_has_a_broken_version_and_a_blank(lesson):
+    labs = NOTEBOOKS[lesson][0]
+    assert sorted(broken_versions(lesson)) == sorted(labs)
+    # (each check cell checks the blank above it: tests/test_notebooks.py)
+    assert [c.metadata["exercise"]["name"] for c in tagged(lesson, "exercise")] == labs
 
 
-@pytest.mark.parametrize("name", LABS)
-def test_reference_fix_passes(name):
-    assert exercises.check(name, exercises.solution(name))
-
-
-@pytest.mark.parametrize("name", LABS)
-def test_broken_loop_from_the_notebook_fails(name):
+@pytest.mark.parametrize(
+    "lesson, name", [(lesson, name) for lesson, (labs, _) in NOTEBOOKS.items() for name in labs]
+)
+def test_broken_version_from_the_notebook_fails(lesson, name):
     with pytest.raises(ExerciseFailed):
-        exercises.check(name, broken_versions()[name])
+        exercises.check(name, broken_versions(lesson)[name])
 
 
 def _no_clip(model, optimizer, scaler, batches, max_norm):

@@ -24,9 +24,6 @@ lists it, as one of:
 - ``premise``: a claim one lesson cell states in order to test it with code (lesson 00's "8 GPUs
   in fp32, 4 with AMP"); allowed in that cell only.
 
-Figures in cells whose owner is rewriting them are listed in ``PENDING`` with the reason; the test
-fails as soon as one of them disappears, so the list can only shrink.
-
 The executed GPU copies under ``reports/gpu/`` are held to the same rule, and to one more that only
 an executed copy can be checked against: prose that quotes a measured effect (``+20%``, ``1.8x``,
 ``15% less``, "roughly a third more") must agree with an effect of the same kind printed by the
@@ -64,9 +61,6 @@ UNITS = (
 _NUMBER = r"(?<![\w.^/#-])(\d+(?:,\d{3})*(?:\.\d+)?)"
 _SPACED = "|".join(re.escape(u) for u in UNITS)
 FIGURE = re.compile(_NUMBER + rf"(?:\s?({_SPACED})|([x×]))(?![\w/])")
-
-# Figures in cells their owners are rewriting: (location, figure, why it is still here).
-PENDING: list[tuple[str, str, str]] = []
 
 
 @dataclass(frozen=True)
@@ -133,10 +127,6 @@ def offenders(texts: list[Text], entries: list[dict]) -> list[tuple[str, str]]:
     ]
 
 
-def pending() -> set[tuple[str, str]]:
-    return {(location, find_figures(figure)[0]) for location, figure, _ in PENDING}
-
-
 @pytest.fixture(scope="module")
 def entries():
     return yaml.safe_load(CITATIONS.read_text())["figures"]
@@ -157,17 +147,12 @@ def texts():
 
 
 def test_every_figure_in_prose_and_quizzes_is_cited_computed_or_a_premise(texts, entries):
-    found = [o for o in offenders(texts, entries) if o not in pending()]
+    found = offenders(texts, entries)
     assert not found, (
         "Figures with a unit that notebooks/citations.yaml does not allow where they stand "
         "(cite the source next to the figure and list it, or let a cell print it instead):\n"
         + "\n".join(f"  {location}: {figure}" for location, figure in found)
     )
-
-
-def test_pending_figures_are_still_there(texts, entries):
-    left = pending() & set(offenders(texts, entries))
-    assert left == pending(), f"remove from PENDING, now fixed: {sorted(pending() - left)}"
 
 
 def test_every_citation_entry_is_well_formed_and_used(texts, entries):

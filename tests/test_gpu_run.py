@@ -4,7 +4,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, tagged
 
 from amp_course import gpu_run
 from amp_course.runs import execute, gpu, parts
@@ -36,10 +36,10 @@ def test_gpu_run_covers_every_notebook_with_gpu_cells():
     assert names == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
 
 
-def test_run_notebooks_passes_lesson_parameters(tmp_path):
+def test_lessons_run_with_their_parameters_and_nbval_judges_each_copy(tmp_path):
     # The fp16 pass (what a Colab T4 runs) reaches the lesson as its AMP_DTYPE parameter; a lesson
-    # that fails is reported and does not stop the next. Two small lessons stand in for the course's
-    # (tests/test_notebooks.py executes those).
+    # that fails is reported and does not stop the next; nbval's verdicts are read per notebook.
+    # Two small lessons stand in for the course's (tests/test_notebooks.py executes those).
     import nbformat
 
     from amp_course.executed import read_stamp
@@ -55,7 +55,7 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
     for path, source in sources.items():
         cells = [parameters, nbformat.v4.new_code_cell(source)]
         nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=python), path)
-    out = tmp_path / "out"
+    out = tmp_path / "gpu" / "notebooks"  # the run's layout, which its nbval verdicts are read by
     results = execute.run_notebooks(
         [broken, lesson], out, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}
     )
@@ -63,10 +63,13 @@ def test_run_notebooks_passes_lesson_parameters(tmp_path):
     assert results[1]["status"] == "passed", results[1]["error"]
     assert results[1]["seconds"] > 0
     nb = nbformat.read(out / lesson.name, as_version=4)
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    injected = tagged(nb, "injected-parameters")
     assert len(injected) == 1 and 'AMP_DTYPE = "fp16"' in injected[0].source
     assert nb.cells[-1].outputs[0]["text"] == "fp16 True cpu\n"
     assert read_stamp(nb)["mode"] == "smoke"
+    # nbval then runs the executed copies again (the failed run's partial copy included).
+    assert gpu.run_nbval([out / broken.name, out / lesson.name], out, 60) != 0
+    assert parts.nbval_results(out) == {broken.name: "failed", lesson.name: "passed"}
 
 
 def test_parts_of_the_run_name_their_files():

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, has_tag
 
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
@@ -89,7 +89,7 @@ def _submission(root, student, nb=None, answers=None, raw_answers=None, raw_note
 
 def _fake_checks(nb):
     for cell in nb.cells:
-        if "check" in cell.metadata.get("tags", []):
+        if has_tag(cell, "check"):
             cell.source = 'print("✓ all correct")'  # an edited check cell
 
 
@@ -99,7 +99,7 @@ def _raise_first(nb):
 
 
 def _delete_checks(nb):
-    nb.cells = [c for c in nb.cells if "check" not in c.metadata.get("tags", [])]
+    nb.cells = [c for c in nb.cells if not has_tag(c, "check")]
 
 
 FORGED_DTYPE, FORGED_MFU = "torch.float64", 0.123456789  # marks that a forgery reached the grader

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, has_tag
 
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
@@ -44,7 +44,7 @@ def test_restore_keeps_learner_cells_and_drops_fake_checks():
     master = nbformat.read(MASTER, as_version=4)
     learner = nbformat.read(MASTER, as_version=4)
     for cell in learner.cells:
-        if "check" in cell.metadata.get("tags", []):
+        if has_tag(cell, "check"):
             cell.source = 'print("✓ all correct")'
     learner.cells.insert(3, nbformat.v4.new_code_cell("helper = 1"))
     del learner.cells[1]  # the setup cell, deleted

@@ -10,9 +10,6 @@ import pytest
 import amp_course
 
 PACKAGE = Path(amp_course.__file__).resolve().parent
-# Cycles that exist and are to be removed, each as its sorted modules; the test fails once one is
-# gone, so that the entry goes with it.
-KNOWN_CYCLES = {("amp_course.inspector", "amp_course.inspector_widget")}
 # What may import amp_course.runs: the website (it renders the runs' reports), the command lines.
 ABOVE_RUNS = ("amp_course.website", "amp_course.gpu_run", "amp_course.gpu_results")
 ABOVE_RUNS += ("amp_course.smoke_bench", "amp_course.cli")
@@ -88,9 +85,7 @@ def cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
 
 
 def test_the_package_has_no_import_cycle():
-    found = cycles(import_graph(modules()))
-    assert found - KNOWN_CYCLES == set(), "import cycles among amp_course modules"
-    assert KNOWN_CYCLES - found == set(), "a known cycle is gone: remove it from KNOWN_CYCLES"
+    assert cycles(import_graph(modules())) == set(), "import cycles among amp_course modules"
 
 
 def test_only_the_website_and_command_lines_import_the_runs():

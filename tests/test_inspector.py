@@ -9,8 +9,9 @@ from fractions import Fraction
 import pytest
 import torch
 
-from amp_course import inspector, inspector_widget
+from amp_course import inspector
 from amp_course.formats import get_format
+from amp_course.inspector import widget as inspector_widget
 
 TORCH_FORMATS = ["fp32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2"]
 INT_VIEW = {32: torch.int32, 16: torch.int16, 8: torch.uint8}
@@ -412,9 +413,9 @@ def test_show_picks_the_widget_where_widgets_render_and_displays_once(
 ):
     import ipywidgets
 
-    from amp_course import quiz
+    from amp_course import display
 
-    monkeypatch.setattr(quiz, "widgets_available", lambda: front_end_renders_widgets)
+    monkeypatch.setattr(display, "widgets_available", lambda: front_end_renders_widgets)
     monkeypatch.setattr("IPython.get_ipython", lambda: object())  # as inside a kernel
     assert inspector.show(0.1) is None  # nothing returned, so a cell does not show it again
     ((objs, kw),) = displayed

@@ -10,11 +10,10 @@ measured it faster in bf16, a difference inside the noise ranks nothing.
 import contextlib
 import io
 
-import nbformat
+import conftest
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import ROOT
 
 import amp_course as ac
 from amp_course.device import FAKE_CPU_FLAGS_ENV
@@ -28,12 +27,9 @@ BF16_SAME = "fp32=1e-3,bf16=1e-3,fp16=1e-3"
 
 def run_tagged(lesson: str, namespace: dict) -> str:
     """Run the lesson's machine-verdict cells in order in ``namespace``; return what they print."""
-    nb = nbformat.read(ROOT / "notebooks" / f"{lesson}.ipynb", as_version=4)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        for cell in nb.cells:
-            if "machine-verdict" in cell.metadata.get("tags", []):
-                exec(compile(cell.source, lesson, "exec"), namespace)
+        conftest.run_tagged(lesson, "machine-verdict", namespace=namespace, one=False)
     return out.getvalue()
 
 

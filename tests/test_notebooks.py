@@ -1,15 +1,16 @@
-"""Every notebook executes on CPU in smoke mode: papermill with the exercises solved, nbval as is.
+"""Every notebook executes on CPU in smoke mode, once, as a learner's Run All before answering.
 
-papermill runs a copy whose blanks hold the reference solutions (every check passes); nbval runs
-the lesson as a learner opens it, blanks untouched (Run All must reach the quiz without an error).
+Papermill runs each lesson with its exercise blanks untouched (the run that ``executed/`` keeps,
+stamped, for the website); the tests below read that one copy: no cell failed, the lesson printed
+and plotted, every check said "Not done yet" and the lesson still reached its quiz. That a
+reference solution passes its check is ``tests/test_exercises.py``'s question (every exercise,
+two seeds); that each check cell checks the blank above it is asked here without running anything.
 """
 
-import os
-import subprocess
+import re
 
-import nbformat
 import pytest
-from conftest import NOTEBOOKS, ROOT
+from conftest import NOTEBOOKS, ROOT, has_tag, notebook, tagged
 
 from amp_course.device import pick_device
 from amp_course.runs import execute as _executed
@@ -17,35 +18,56 @@ from amp_course.runs import execute as _executed
 # Each lesson must run in well under a minute in smoke mode: a benchmark measures it (make
 # bench-smoke, reports/smoke/); here the budget is only the guard against a hanging cell.
 SMOKE_BUDGET_S = 60
+IDS = [p.stem for p in NOTEBOOKS]
+CHECK_CALL = re.compile(r"\bexercises\.check\(")
 
 
-def _errors(nb):
-    return [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "error"
-    ]
+@pytest.fixture(scope="session")
+def executed_lesson(tmp_path_factory):
+    """``executed_lesson(path)``: the lesson run by papermill (blanks untouched, smoke mode, the
+    device DEVICE="auto" picks) into ``executed/``, stamped; each lesson runs once per session."""
+    # The quiz writes its answer file (with the learner's choice order) when it is shown: keep it
+    # out of notebooks/, where a concurrent run of the same lesson would share it.
+    answers = tmp_path_factory.mktemp("answers")
+    runs = {}
+
+    def executed(path):
+        if path not in runs:
+            out = ROOT / "executed" / path.name
+            out.parent.mkdir(exist_ok=True)
+            try:
+                with _executed.environment(AMP_COURSE_ANSWERS_DIR=str(answers)):
+                    runs[path] = _executed.run_lesson(
+                        path,
+                        out,
+                        smoke=True,
+                        device=pick_device("auto"),
+                        timeout_s=2 * SMOKE_BUDGET_S,
+                        solved=False,
+                    )
+            except Exception as error:
+                runs[path] = error
+                raise
+        if isinstance(runs[path], Exception):
+            pytest.fail(f"{path.name} did not execute: {runs[path]}"[:4000], pytrace=False)
+        return runs[path]
+
+    return executed
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
 
 
 @pytest.mark.notebook
 @pytest.mark.executes_lessons
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_papermill_smoke(path, tmp_path, monkeypatch):
-    # The quiz writes its answer file (with the learner's choice order) when it is shown: keep it
-    # out of notebooks/, where a concurrent run of the same lesson would share it.
-    monkeypatch.setenv("AMP_COURSE_ANSWERS_DIR", str(tmp_path))
-    out = ROOT / "executed" / path.name
-    out.parent.mkdir(exist_ok=True)
-    # The device DEVICE="auto" picks; the site shows the executed copies' figures.
-    executed = _executed.run_lesson(
-        path, out, smoke=True, device=pick_device("auto"), timeout_s=2 * SMOKE_BUDGET_S
-    )
-    assert not _errors(executed)
-    # The lesson computed and showed something: printed text, and a figure where it plots.
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_papermill_smoke(path, executed_lesson):
+    executed = executed_lesson(path)
     code = [c for c in executed.cells if c.cell_type == "code"]
     outputs = [o for c in code for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    # The lesson computed and showed something: printed text, and a figure where it plots.
     assert any(o.get("output_type") == "stream" for o in outputs)
     if any("matplotlib" in c.source for c in code):
         figures = [o for o in outputs if "image/png" in o.get("data", {})]
@@ -53,26 +75,31 @@ def test_papermill_smoke(path, tmp_path, monkeypatch):
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_run_all_with_blanks_untouched(path, tmp_path):
+@pytest.mark.executes_lessons
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_run_all_with_blanks_untouched(path, executed_lesson):
     """Run All before answering: unfinished exercises say so and the lesson reaches its quiz."""
-    env = {
-        **os.environ,
-        "AMP_COURSE_SMOKE": "1",
-        "MPLBACKEND": "Agg",
-        "AMP_COURSE_ANSWERS_DIR": str(tmp_path),
-    }
-    nb = nbformat.read(path, as_version=4)
-    code_cells = sum(c.cell_type == "code" for c in nb.cells)
-    assert nb.cells[-1].cell_type == "code" and "ac.quiz.show" in nb.cells[-1].source
-    result = subprocess.run(
-        _executed.nbval_command([path], 120),
-        cwd=path.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    # One test per code cell: every cell ran without an error, the quiz (the last cell) included.
-    assert f"{code_cells} passed" in result.stdout, result.stdout[-2000:]
+    executed = executed_lesson(path)
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), "a cell did not run"
+    quiz = executed.cells[-1]  # the lesson ends with its quiz, which ran and printed
+    assert quiz.cell_type == "code" and has_tag(quiz, "quiz") and "ac.quiz.show" in quiz.source
+    assert _text(quiz)
+    for blank, check in zip(tagged(executed, "exercise"), tagged(executed, "check"), strict=True):
+        name = blank.metadata["exercise"]["name"]
+        assert f"{name}: Not done yet" in _text(check), _text(check)[-2000:]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_each_check_cell_checks_the_blank_above_it(path):
+    """Every exercise blank is followed by a check of its own name and symbol (what a run with the
+    reference in the blank would pass), and no other cell calls ``check``."""
+    cells = notebook(path).cells
+    pairs = [(c, cells[i + 1]) for i, c in enumerate(cells) if has_tag(c, "exercise")]
+    assert [check for _, check in pairs] == tagged(path, "check")
+    for blank, check in pairs:
+        name, symbol = blank.metadata["exercise"]["name"], blank.metadata["exercise"]["symbol"]
+        call = f'ac.exercises.check("{name}", {symbol})'
+        assert check.source.strip() == call, (path.name, check.source)
+    others = [c.source for c in cells if CHECK_CALL.search(c.source) and not has_tag(c, "check")]
+    assert not others, others

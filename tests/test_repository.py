@@ -7,7 +7,7 @@ import subprocess
 import nbformat
 import pytest
 import yaml
-from conftest import NOTEBOOKS, ROOT
+from conftest import NOTEBOOKS, ROOT, tagged
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+; the course itself runs on 3.10 too
 
@@ -24,7 +24,7 @@ def test_notebook_is_stripped_and_has_one_parameters_cell(path):
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), (
         f"{path.name} is committed with outputs"
     )
-    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    params = tagged(nb, "parameters")
     assert len(params) == 1, f"{path.name} has {len(params)} parameters cells"
     for name in ("SMOKE", "DEVICE", "SEED"):
         assert re.search(rf"^{name}\s*=", params[0].source, re.M), f"{name} missing"

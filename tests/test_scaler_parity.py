@@ -13,20 +13,14 @@ that unscale inside their kernel, closures, pickling and the getters/setters.
 
 import copy
 
-import nbformat
 import pytest
 import torch
-from conftest import ROOT
-
-NOTEBOOK = ROOT / "notebooks" / "03_grad_scaler.ipynb"
+from conftest import run_tagged
 
 
 def notebook_namespace(**overrides):
     """Run the lesson's ``loss-scaler`` cell; ``overrides`` replace names its code looks up."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    (cell,) = [c for c in nb.cells if "loss-scaler" in c.metadata.get("tags", [])]
-    namespace = {"torch": torch}
-    exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
+    namespace = run_tagged("03_grad_scaler", "loss-scaler", namespace={"torch": torch})
     namespace.update(overrides)
     return namespace
 

@@ -1,23 +1,18 @@
 """The loss-scaling helpers and the lesson-03 scaler, checked against torch.amp.GradScaler on
 CPU."""
 
-import nbformat
 import pytest
 import torch
-from conftest import ROOT
+from conftest import run_tagged
 
 from amp_course import scaling
 
-NOTEBOOK = ROOT / "notebooks" / "03_grad_scaler.ipynb"
+LESSON = "03_grad_scaler"
 
 
 def notebook_loss_scaler():
     """The LossScaler class exactly as the lesson-03 notebook defines it."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    (cell,) = [c for c in nb.cells if "loss-scaler" in c.metadata.get("tags", [])]
-    namespace = {"torch": torch}
-    exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
-    return namespace["LossScaler"]
+    return run_tagged(LESSON, "loss-scaler", namespace={"torch": torch})["LossScaler"]
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +104,6 @@ def _slider_cells(interactive):
 
     import amp_course as ac
 
-    nb = nbformat.read(NOTEBOOK, as_version=4)
     namespace = {
         "ac": ac,
         "torch": torch,
@@ -119,9 +113,7 @@ def _slider_cells(interactive):
         "batches": [(torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,)))],
         "INTERACTIVE": interactive,
     }
-    for cell_id in ("f5009f5d", "eb6c239a"):  # the histogram, then the slider
-        (cell,) = [c for c in nb.cells if c.get("id") == cell_id]
-        exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
+    run_tagged(LESSON, "scale-histogram", "scale-slider", namespace=namespace)
     plt.close("all")
     return namespace
 

@@ -16,7 +16,17 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, ROOT, free_port, require, require_chromium
+from conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NOTEBOOKS,
+    ROOT,
+    free_port,
+    has_tag,
+    require,
+    require_chromium,
+    tagged,
+)
 
 from amp_course import website
 from amp_course.bench import plot_report
@@ -47,9 +57,11 @@ def _course(tmp_path, lessons=("00_scenario", "01_number_formats")) -> Path:
     return root
 
 
-def _run_copy(root, lesson, dest, *, mode, device, date):
-    """An executed copy as a run leaves it: solutions in the blanks, outputs, the stamp."""
-    nb = fill_solutions(nbformat.read(root / "notebooks" / f"{lesson}.ipynb", as_version=4))
+def _run_copy(root, lesson, dest, *, mode, device, date, solved=True):
+    """An executed copy as a run leaves it: solutions in the blanks (unless not ``solved``: the
+    blanks as they are), outputs, the stamp."""
+    nb = nbformat.read(root / "notebooks" / f"{lesson}.ipynb", as_version=4)
+    nb = fill_solutions(nb) if solved else nb
     for cell in nb.cells:
         if cell.cell_type == "code":
             output = nbformat.v4.new_output("stream", name="stdout", text=f"ran on {device}\n")
@@ -84,10 +96,16 @@ def _gpu_run(
     return folder
 
 
-def _smoke_copy(root, lesson):
+def _smoke_copy(root, lesson, solved=True):
     dest = root / "executed" / f"{lesson}.ipynb"
     _run_copy(
-        root, lesson, dest, mode="smoke", device="CPU Test (AVX2)", date="2025-01-05T10:00:00"
+        root,
+        lesson,
+        dest,
+        mode="smoke",
+        device="CPU Test (AVX2)",
+        date="2025-01-05T10:00:00",
+        solved=solved,
     )
 
 
@@ -174,24 +192,28 @@ def test_pages_name_their_run_and_smoke_pages_link_the_gpu_run(tmp_path):
     assert "Tesla T4" in (html / "gpu" / "tesla-t4.html").read_text()
 
 
-def test_pages_show_the_learners_blank_the_solved_check_and_the_quiz_without_answers(tmp_path):
+@pytest.mark.parametrize("solved", [True, False], ids=["solved", "blanks-untouched"])
+def test_pages_show_the_learners_blank_the_check_and_the_quiz_without_answers(tmp_path, solved):
     root = _course(tmp_path)
-    _smoke_copy(root, "01_number_formats")
+    _smoke_copy(root, "01_number_formats", solved=solved)
     source = website.select("01_number_formats", root)
     page = pages.lesson_page(source, "../notebooks/01_number_formats.ipynb", None, root)
     committed = nbformat.read(root / "notebooks" / "01_number_formats.ipynb", as_version=4)
-    blanks = [c for c in committed.cells if "exercise" in c.metadata.get("tags", [])]
+    blanks = tagged(committed, "exercise")
     assert blanks
     assert page.cells[0].source.startswith("# 01") and "amp-stamp" in page.cells[1].source
     for blank in blanks:
         at = next(i for i, c in enumerate(page.cells) if c.get("id") == blank.id)
         assert page.cells[at].source == blank.source and "NotImplementedError" in blank.source
         assert not page.cells[at].get("outputs")
-        assert "once the exercise is solved" in page.cells[at + 1].source
-        assert "check" in page.cells[at + 2].metadata.get("tags", [])
-        assert page.cells[at + 2].outputs  # what the check prints once solved
+        if solved:  # the check's output is a pass: a note says that the run filled the blank
+            assert "once the exercise is solved" in page.cells[at + 1].source
+        check = page.cells[at + 2 if solved else at + 1]
+        assert has_tag(check, "check") and check.outputs
+    notes = [c for c in page.cells if "once the exercise is solved" in c.source]
+    assert len(notes) == (len(blanks) if solved else 0)
     assert not any("exercises.solution" in c.source for c in page.cells)
-    quiz_cell = next(i for i, c in enumerate(page.cells) if "quiz" in c.metadata.get("tags", []))
+    quiz_cell = next(i for i, c in enumerate(page.cells) if has_tag(c, "quiz"))
     assert page.cells[quiz_cell].outputs == []
     box = page.cells[quiz_cell + 1].source
     quiz = Quiz("01_number_formats", answers_path=tmp_path / "none.json")
@@ -359,7 +381,7 @@ def test_every_page_in_chromium(site):
                     assert figures, f"{url}: no figure"
                 committed = nbformat.read(ROOT / "notebooks" / f"{source.lesson}.ipynb", 4)
                 for cell in committed.cells:
-                    if "exercise" in cell.metadata.get("tags", []):
+                    if has_tag(cell, "exercise"):
                         assert cell.source.splitlines()[0] in text, f"{url}: a blank is missing"
                 # A blank filled by the tests' reference solution (exercises.solution_source);
                 # teaching cells that call ac.exercises.solution to show a fixed run may stay.

@@ -3,21 +3,18 @@ exact."""
 
 import io
 
-import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import ROOT
+from conftest import run_tagged
 
 from amp_course import scaling
 
-NOTEBOOK = ROOT / "notebooks" / "04_training_loops.ipynb"
 DEVICE = torch.device("cpu")
 
 
 def notebook_code(*tags, **namespace):
     """Execute the notebook cells carrying ``tags`` (in order) and return their namespace."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
     namespace = {
         "torch": torch,
         "F": F,
@@ -26,10 +23,7 @@ def notebook_code(*tags, **namespace):
         "amp_dtype": torch.float16,
         **namespace,
     }
-    for tag in tags:
-        (cell,) = [c for c in nb.cells if tag in c.metadata.get("tags", [])]
-        exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
+    return run_tagged("04_training_loops", *tags, namespace=namespace)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-"""The wheel carries the course: installed (not editable) in a fresh environment, a lesson opened
-in a folder far from the checkout finds its quiz and data, and so does ``amp-course check-data``."""
+"""The wheel carries the course: every module of the package, the quizzes and the data; installed
+(not editable) in a fresh environment, a lesson opened in a folder far from the checkout starts
+and finds its quiz, and ``amp-course check-data`` finds the data."""
 
 import os
 import subprocess
@@ -10,11 +11,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, tagged
 
-from amp_course.exercises import fill_solutions
-
-LESSON = ROOT / "notebooks" / "01_number_formats.ipynb"  # a quick lesson with a quiz
+LESSON = ROOT / "notebooks" / "01_number_formats.ipynb"
 
 
 def _run(*command, **kwargs):
@@ -54,8 +53,11 @@ def installed(tmp_path_factory):
     return python, outside, env, wheel
 
 
-def test_wheel_holds_the_published_quizzes_and_the_mnist_subset(installed):
+def test_wheel_holds_every_module_the_published_quizzes_and_the_mnist_subset(installed):
     names = set(zipfile.ZipFile(installed[3]).namelist())
+    package = ROOT / "amp_course"
+    modules = {p.relative_to(ROOT).as_posix() for p in package.rglob("*.py")}
+    assert modules <= names, sorted(modules - names)
     for quiz in (ROOT / "quizzes").glob("*.yaml"):
         assert f"amp_course/course_files/quizzes/{quiz.name}" in names
     assert "amp_course/course_files/data/mnist_5k.csv.gz" in names
@@ -70,10 +72,16 @@ def test_check_data_runs_outside_the_checkout(installed):
 
 
 @pytest.mark.notebook
-def test_a_lesson_runs_from_any_folder(installed):
+def test_a_lesson_starts_from_any_folder(installed):
+    # The lesson's setup, parameters and settings cells and its quiz: what finds the course's
+    # files (the whole lesson runs in tests/test_notebooks.py).
     python, outside, env, _ = installed
     notebook = outside / LESSON.name
-    lesson = fill_solutions(nbformat.read(LESSON, as_version=4))
+    lesson = nbformat.read(LESSON, as_version=4)
+    code = [c for c in lesson.cells if c.cell_type == "code"]
+    settings = code[code.index(tagged(lesson, "parameters")[0]) + 1]
+    assert "ac.lesson.start(" in settings.source
+    lesson.cells = [code[0], tagged(lesson, "parameters")[0], settings, *tagged(lesson, "quiz")]
     lesson.cells.append(
         nbformat.v4.new_code_cell('print("package", ac.__file__, "quizzes", ac.quiz.QUIZ_DIR)')
     )

@@ -55,10 +55,6 @@ class Exercise:
     compare: Callable[[object, object, int], None]  # (mine, reference, seed); raises
     points: float = 1
     module: str = ""  # the lesson module; its reference is solutions/<same name>.py
-    # The older form, ``@exercise(name, solution=...)`` on a checker: still checked in notebooks,
-    # but the grader cannot decide it outside the learner's process (see ``exercise``).
-    checker: Callable[[object], None] | None = None
-    inline_solution: object = None
 
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -75,23 +71,6 @@ def register(name: str, observe, compare, points: float = 1) -> Exercise:
     item = Exercise(name, observe, compare, points, caller.rsplit(".", 1)[-1])
     _REGISTRY[name] = item
     return item
-
-
-def exercise(name: str, solution: object, points: float = 1):
-    """The older registration: a decorator on ``checker(answer)``, the reference passed inline.
-
-    Notebooks check such exercises as before, but the grader cannot (the checker would have to run
-    where the learner's code runs) and reports them as ungradable. Convert by moving the reference
-    to ``solutions/<module>.py`` and calling ``register(name, observe, compare, points)``.
-    """
-
-    def decorate(checker):
-        _REGISTRY[name] = Exercise(
-            name, None, None, points, checker.__module__.rsplit(".", 1)[-1], checker, solution
-        )
-        return checker
-
-    return decorate
 
 
 def _load_all() -> None:
@@ -131,8 +110,6 @@ def solution(name: str):
     item = get(name)
     if _grading():
         raise SolutionUnavailable(f"{name}: reference solutions are not available while grading.")
-    if item.checker is not None:
-        return item.inline_solution
     try:
         module = importlib.import_module(f"{SOLUTIONS_PACKAGE}.{item.module}")
         return module.SOLUTIONS[name]
@@ -195,19 +172,11 @@ def verdict(name: str, answer, seed: int = 0) -> tuple[str, str]:
     sandbox: for the course's tests and for trying an exercise's checker.
     """
     item = get(name)
-    if item.checker is not None:
-        if seed:
-            raise ValueError(f"{name} uses the older checker form, which knows only seed 0.")
-        solution(name)  # refused while grading, as for every exercise
-    else:
-        reference = reference_observation(name, seed)
+    reference = reference_observation(name, seed)
     if answer is None:
         return "not done", "nothing to check yet."
     watched = Answer(answer) if callable(answer) else answer
     try:
-        if item.checker is not None:
-            item.checker(watched)
-            return "passed", ""
         mine = plain.roundtrip(item.observe(watched, seed))
     except NotImplementedError:
         return "not done", "the exercise cell still raises NotImplementedError."

@@ -17,10 +17,12 @@ notebook, written atomically, and are restored when the cell runs again.
 
 One module per concern: ``schema`` (sources and validation), ``hashing`` (hidden answers),
 ``publish`` (learner files and the instructor key), ``answers`` (checking, saving, export) and
-``widgets`` (rendering). Everything public is re-exported here, so ``ac.quiz.show`` and
-``ac.quiz.export`` are the names a notebook uses.
+``widgets`` (rendering; whether widgets render at all is ``amp_course.display``'s answer).
+Everything public is re-exported here, so ``ac.quiz.show`` and ``ac.quiz.export`` are the names
+a notebook uses.
 """
 
+from ..display import MODE_ENV, widgets_available
 from .answers import (
     ANSWERS_ENV,
     AnswerFileError,
@@ -66,7 +68,7 @@ from .schema import (
     parse_source,
     source_paths,
 )
-from .widgets import MODE_ENV, _question_widget, show, widgets_available
+from .widgets import _question_widget, show
 
 __all__ = [
     "ANSWERS_ENV",

@@ -2,42 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
+from ..display import widgets_available
 from .answers import Quiz
 from .feedback import to_html
 from .order import letter
 from .schema import QUIZ_DIR
-
-MODE_ENV = "AMP_COURSE_QUIZ_MODE"  # "text" or "widgets" forces the rendering
-
-
-def widgets_available() -> bool:
-    """True only in a live front end that renders widgets; AMP_COURSE_QUIZ_MODE forces a mode.
-
-    papermill, nbval and nbclient run a kernel with no front end (so widgets would show nothing);
-    Jupyter Server sets JPY_SESSION_NAME for kernels it starts for a notebook, Colab and VS Code
-    are recognised by their modules and variables.
-    """
-    forced = os.environ.get(MODE_ENV, "").strip().lower()
-    if forced in ("text", "widgets"):
-        return forced == "widgets"
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
-        return False
-    if "papermill" in sys.modules or "PAPERMILL_INPUT_PATH" in os.environ:
-        return False
-    if "google.colab" in sys.modules:
-        return True
-    if "__vsc_ipynb_file__" in shell.user_ns:
-        return True
-    return bool(os.environ.get("JPY_SESSION_NAME"))
-
 
 # ipywidgets draws choice labels on one line and cuts long ones off ("Multiplying the loss by a
 # scale such as..."); inside a quiz they wrap like prose instead. Shipped once per quiz display.

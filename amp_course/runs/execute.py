@@ -1,6 +1,7 @@
 """Executing the lessons (the tests' smoke run, the smoke benchmark, the GPU run): papermill with
-the exercise blanks holding the reference solutions and the figures inline, the copy stamped
-(``amp_course.executed``), a list of lessons run in turn, and nbval's command."""
+the figures inline and the exercise blanks holding the reference solutions (or left as a learner
+gets them), the copy stamped (``amp_course.executed``), a list of lessons run in turn, and nbval's
+command."""
 
 from __future__ import annotations
 
@@ -37,11 +38,15 @@ def figures_inline():
     return environment(MPLBACKEND=INLINE_BACKEND)
 
 
-def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=None):
-    """Execute the lesson at ``path`` with papermill into ``out``, its exercise blanks filled with
-    the reference solutions, figures inline, on ``device``; stamp the copy and return it (an
-    nbformat node). ``parameters`` adds lesson parameters (``{"AMP_DTYPE": "fp16"}``).
-    Papermill's errors propagate; ``timeout_s`` bounds each cell."""
+def run_lesson(
+    path, out, *, smoke: bool, device, timeout_s: int, parameters=None, solved: bool = True
+):
+    """Execute the lesson at ``path`` with papermill into ``out``, figures inline, on ``device``;
+    stamp the copy and return it (an nbformat node). Its exercise blanks hold the reference
+    solutions, or with ``solved=False`` stay as a learner gets them (Run All before answering:
+    checks say "Not done yet", later cells use the reference). ``parameters`` adds lesson
+    parameters (``{"AMP_DTYPE": "fp16"}``). Papermill's errors propagate; ``timeout_s`` bounds
+    each cell."""
     import tempfile
 
     import nbformat
@@ -52,7 +57,8 @@ def run_lesson(path, out, *, smoke: bool, device, timeout_s: int, parameters=Non
     path, out = Path(path), Path(out)
     with tempfile.TemporaryDirectory() as tmp:
         filled = Path(tmp) / path.name  # runs in the lesson's own folder, like the original
-        nbformat.write(fill_solutions(nbformat.read(path, as_version=4)), filled)
+        nb = nbformat.read(path, as_version=4)
+        nbformat.write(fill_solutions(nb) if solved else nb, filled)
         with figures_inline():
             papermill.execute_notebook(
                 str(filled),

@@ -126,6 +126,8 @@ def _blanks(committed) -> tuple[dict, dict]:
     return by_id, by_name
 
 
+# Where the run filled the blank with the reference (the GPU run does), its check printed a pass;
+# a run that left the blank as it is (the tests' smoke run) shows "Not done yet", as Run All does.
 SOLVED_NOTE = (
     ":::{note}\nThe output of the check below is what it prints once the exercise is solved: the "
     "run that made this page filled the blank above with the course's reference solution. Run "
@@ -138,7 +140,7 @@ def lesson_page(source: Source, download: str, gpu_page: str | None, root: Path 
     committed = nbformat.read(root / "notebooks" / f"{source.lesson}.ipynb", as_version=4)
     executed = nbformat.read(source.path, as_version=4)
     by_id, by_name = _blanks(committed)
-    cells, after_blank = [], False
+    cells, solved_above = [], False
     for cell in executed.cells:
         if cell.cell_type == "code" and "exercise" in _tags(cell):
             name = cell.metadata.get("exercise", {}).get("name")
@@ -146,13 +148,13 @@ def lesson_page(source: Source, download: str, gpu_page: str | None, root: Path 
             if blank is None:
                 raise ValueError(f"{source.lesson}: exercise {name!r} is not in the notebook")
             cells.append(blank)  # the learner's blank: its code, no output
-            after_blank = True
+            solved_above = cell.source != blank.source  # the run filled it with the reference
             continue
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if WIDGET_MIME not in o.get("data", {})]
-            if after_blank:
+            if solved_above:
                 cells.append(_markdown(SOLVED_NOTE, f"site-solved-{len(cells)}"))
-            after_blank = False
+            solved_above = False
         cells.append(cell)
         if "quiz" in _tags(cell):
             cell.outputs = []  # its text rendering ends in "answer in code"; the box says more

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ...inspector import int_view
+from ...inspector.bits import int_view
 from ..lesson_01 import LAYOUTS
 
 

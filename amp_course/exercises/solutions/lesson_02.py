@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from ..lesson_02 import EXPRESSIONS
-
 PREDICTIONS = {
     "a @ b": torch.bfloat16,  # matmul: on the CPU lower-precision list
     "F.linear(a, b)": torch.bfloat16,  # linear: on the list
@@ -27,14 +25,6 @@ CUDA_PREDICTIONS = {
     "F.gelu(a @ b)": torch.float16,  # unlisted: follows its fp16 input
     "torch.cat([a @ b, a])": torch.float32,  # unlisted on CUDA, but cat promotes by itself
 }
-
-
-def observed_dtypes(device="cpu") -> dict[str, torch.dtype]:
-    """What torch actually gives for each CPU expression under bf16 autocast on ``device``."""
-    a = torch.randn(4, 4, device=device)
-    b = torch.randn(4, 4, device=device)
-    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
-        return {text: fn(a, b).dtype for text, fn in EXPRESSIONS.items()}
 
 
 SOLUTIONS = {"02.predict_dtypes": PREDICTIONS, "02.predict_cuda_dtypes": CUDA_PREDICTIONS}

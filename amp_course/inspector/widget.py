@@ -1,5 +1,5 @@
 """The bit inspector as an ipywidgets UI: a value box and a log slider kept in step, one toggle
-button per format, and the table of ``inspector.to_html`` below them."""
+button per format, and the table of ``render.to_html`` below them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 
 import ipywidgets as widgets
 
-from .inspector import INSPECTED_FORMATS, to_html
+from .bits import INSPECTED_FORMATS
+from .render import to_html
 
 # The slider spans |value| from 1e-9 (below fp16's subnormals) to 1e6 (beyond fp16's max).
 SLIDER_DECADES = (-9, 6)

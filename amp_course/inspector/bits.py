@@ -1,8 +1,8 @@
-"""Bit inspector: a value's sign, exponent and mantissa bits in fp32, TF32, fp16, bf16 and fp8."""
+"""A value's sign, exponent and mantissa bits in fp32, TF32, fp16, bf16 and fp8, rounded as torch
+rounds."""
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -10,7 +10,7 @@ from functools import cache
 
 import torch
 
-from .formats import FloatFormat, get_format
+from ..formats import FloatFormat, get_format
 
 INSPECTED_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2")
 
@@ -226,77 +226,6 @@ def representable_values(fmt: str | FloatFormat, positive_only: bool = True) -> 
     return torch.unique(values)  # sorted; drops the duplicate +0/-0
 
 
-def gap_text(fields: BitFields) -> str:
-    """The gap to the next representable value as shown to a reader: "largest finite" at the top
-    of a format (the next pattern is inf or NaN), "-" where the value stored is inf or NaN."""
-    if not math.isfinite(fields.stored):
-        return "-"
-    if not math.isfinite(fields.next_up):
-        return "largest finite"
-    return f"{fields.gap:.3g}"
-
-
-def error_text(fields: BitFields) -> str:
-    """The rounding error as shown to a reader; "-" where it is not a number (inf, NaN)."""
-    return f"{fields.error:+.3g}" if math.isfinite(fields.error) else "-"
-
-
-def describe(fields: BitFields) -> str:
-    """One line of text for a BitFields: bits, stored value, error, gap, and what went wrong."""
-    line = (
-        f"{fields.format:9s} {fields.bits:>36s}  {fields.kind:9s} stored {fields.stored:<14.8g} "
-        f"error {error_text(fields):<11s} gap to next {gap_text(fields)}"
-    )
-    return f"{line}  <- {fields.outcome}" if fields.outcome else line
-
-
 def inspect(value: float, formats=INSPECTED_FORMATS) -> list[BitFields]:
     """``decompose`` in every format of ``formats``."""
     return [decompose(value, name) for name in formats]
-
-
-def to_html(value: float, formats=INSPECTED_FORMATS) -> str:
-    """An HTML table of ``value`` in each format, sign/exponent/mantissa coloured."""
-    rows = []
-    for f in inspect(value, formats):
-        sign, exponent, mantissa = (f.bits.split(" ") + [""])[:3]
-        rows.append(
-            f"<tr><td>{html.escape(f.format)}</td><td style='font-family:monospace'>"
-            f"<span style='color:#c0392b'>{sign}</span> "
-            f"<span style='color:#2471a3'>{exponent}</span> "
-            f"<span style='color:#1e8449'>{mantissa}</span></td><td>{f.kind}</td>"
-            f"<td>{f.stored:.8g}</td><td>{error_text(f)}</td><td>{gap_text(f)}</td>"
-            f"<td style='color:#b02a37'>{html.escape(f.outcome)}</td></tr>"
-        )
-    head = (
-        "<tr><th>format</th><th>sign exponent mantissa</th><th>kind</th><th>stored</th>"
-        "<th>error</th><th>gap to next</th><th>lost</th></tr>"
-    )
-    return f"<p>value = {value!r}</p><table>{head}{''.join(rows)}</table>"
-
-
-def show(value: float = 0.1, interactive: bool | None = None, formats=INSPECTED_FORMATS) -> None:
-    """Display the inspector once: a widget (value box, log slider, format buttons) where widgets
-    render, else one table, as HTML with a plain-text fallback (papermill, nbval, a terminal).
-
-    ``interactive=None`` decides by the front end, as the quizzes do; True or False forces it.
-    Returns nothing, so a notebook cell ending with ``show(...)`` does not display it twice.
-    """
-    from IPython import get_ipython
-    from IPython.display import display
-
-    from .quiz import widgets_available
-
-    if interactive is None:
-        interactive = widgets_available()
-    if interactive:
-        from .inspector_widget import BitInspector
-
-        display(BitInspector(value, formats).ui)
-        return
-    text = "\n".join(describe(fields) for fields in inspect(value, formats))
-    if get_ipython() is None:  # plain Python: nothing renders HTML
-        print(text)
-        return
-    # One output with two renderings: front ends show the table, text viewers the lines.
-    display({"text/plain": text, "text/html": to_html(value, formats)}, raw=True)
