@@ -1,6 +1,7 @@
 """Shared fixtures: repository paths, a GPU marker that skips without CUDA, and the split of the
 suite over pytest-xdist workers."""
 
+import importlib
 import os
 import socket
 from pathlib import Path
@@ -168,12 +169,14 @@ def _run_cell(cell, namespace: dict, where: str) -> None:
     exec(compile(cell.source, where, "exec"), namespace)
 
 
-def broken_versions(lesson, namespace: dict) -> dict:
+def broken_versions(lesson) -> dict:
     """{lab name: the broken function exactly as a labs notebook shows it} (cells tagged broken),
-    each cell run in its own copy of ``namespace``."""
+    each cell run in a fresh copy of what the notebook's setup gives it: torch, and the labs' kit
+    as ``lab`` (``labs_bug_hunts`` imports ``amp_course.labs.bug_hunts``)."""
+    kit = importlib.import_module(f"amp_course.labs.{_name(lesson).removeprefix('labs_')}")
     found = {}
     for cell in tagged(lesson, "broken"):
-        scope = dict(namespace)
+        scope = {"torch": torch, "lab": kit}
         _run_cell(cell, scope, f"{_name(lesson)} [broken]")
         found[cell.metadata["lab"]["name"]] = scope[cell.metadata["lab"]["symbol"]]
     return found

@@ -235,7 +235,8 @@ def test_untouched_blank_is_not_done(name):
 
 
 def test_lesson_modules_import_without_the_references():
-    """The grading sandbox hides exercises/solutions: every public module must import without it."""
+    """The grading sandbox hides exercises/solutions: every public module must import without it.
+    Looking an exercise up imports only the modules its name's prefix points to."""
     code = (
         "import importlib.abc, sys\n"
         "class Hide(importlib.abc.MetaPathFinder):\n"
@@ -244,8 +245,13 @@ def test_lesson_modules_import_without_the_references():
         "            raise ModuleNotFoundError(name)\n"
         "sys.meta_path.insert(0, Hide())\n"
         "from amp_course import exercises\n"
+        "exercises.get('labs.resume'), exercises.get('05.mfu')\n"
+        "print(' '.join(sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
+        "    if m.startswith(('amp_course.exercises.lesson_', 'amp_course.exercises.labs_')))))\n"
         "print(len(exercises.names()))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert int(result.stdout) == len(NAMES)
+    looked_up, count = result.stdout.splitlines()
+    assert looked_up.split() == ["labs_beyond_autocast", "labs_bug_hunts", "lesson_05"]
+    assert int(count) == len(NAMES)

@@ -3,7 +3,7 @@ import torch
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed
-from amp_course.exercises.lesson_labs import forward_loss
+from amp_course.labs.bug_hunts import forward_loss
 
 NAME = "04.accumulate_and_clip"
 

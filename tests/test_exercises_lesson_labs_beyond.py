@@ -1,74 +1,37 @@
-"""The beyond-autocast labs: each symptom is real, each checker accepts the reference fix and
-rejects the notebook's broken code and the usual wrong fixes with a message that says why."""
+"""The beyond-autocast labs: each symptom is real, and each checker rejects the usual wrong
+fixes with a message that says why (that the reference passes and the notebook's broken code
+fails: test_exercises.py and test_exercises_lesson_labs.py)."""
 
 import re
 from concurrent.futures import ThreadPoolExecutor
 
 import conftest
-import nbformat
 import pytest
 import torch
-from conftest import ROOT
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed
-from amp_course.exercises import lesson_labs_reach as reach
-from amp_course.exercises import lesson_labs_state as state
-from amp_course.exercises.solutions import lesson_labs_state as state_solutions
-
-NOTEBOOK = ROOT / "notebooks" / "labs_beyond_autocast.ipynb"
-LABS = [
-    "labs.checkpoint_autocast",
-    "labs.custom_op_autocast",
-    "labs.bf16_loss_sum",
-    "labs.thread_autocast",
-]
-TRANSFER = ["labs.autocast_pool"]  # a lab with no broken code: a case the others have not shown
-
-
-def broken_versions():
-    """{lab name: the broken function exactly as the notebook shows it}."""
-    return conftest.broken_versions(NOTEBOOK, {"torch": torch})
-
-
-def test_every_lab_has_a_broken_version_a_blank_and_a_check():
-    assert sorted(broken_versions()) == sorted(LABS)
-    cells = nbformat.read(NOTEBOOK, as_version=4).cells
-    blanks = [
-        c.metadata["exercise"]["name"] for c in cells if "exercise" in c.metadata.get("tags", [])
-    ]
-    checks = [c.source for c in cells if "check" in c.metadata.get("tags", [])]
-    assert blanks == LABS + TRANSFER
-    assert [re.search(r'check\("([^"]+)"', c).group(1) for c in checks] == LABS + TRANSFER
-
-
-@pytest.mark.parametrize("name", LABS + TRANSFER)
-def test_reference_fix_passes(name):
-    assert exercises.check(name, exercises.solution(name))
-
-
-@pytest.mark.parametrize("name", LABS)
-def test_broken_version_from_the_notebook_fails(name):
-    with pytest.raises(ExerciseFailed):
-        exercises.check(name, broken_versions()[name])
+from amp_course.exercises import labs_beyond_autocast as checks
+from amp_course.exercises.solutions import labs_beyond_autocast as solutions
+from amp_course.labs import beyond_autocast as lab
 
 
 def test_symptoms_show_on_this_cpu():
-    broken = broken_versions()
-    recompute = state.observe_checkpointed(broken["labs.checkpoint_autocast"], 0)["dtypes"]
+    broken = conftest.broken_versions("labs_beyond_autocast")
+    recompute = lab.run_checkpointed(broken["labs.checkpoint_autocast"], 0)["dtypes"]
     assert set(recompute["forward"]) == {"torch.bfloat16"}
     assert set(recompute["backward"]) == {"torch.float32"}
-    op = reach.observe_fused_op(broken["labs.custom_op_autocast"], 0)
+    op = lab.run_fused_op(broken["labs.custom_op_autocast"], 0)
     assert op["autocast"]["output"].dtype == torch.float32
-    losses = reach.lab_losses(0)
+    losses = lab.lab_losses(0)
     exact = sum(x.item() for x in losses) / len(losses)
     assert abs(broken["labs.bf16_loss_sum"](losses) - exact) > 0.5 * exact
-    outputs = state.observe_workers(broken["labs.thread_autocast"], 0)["outputs"]
+    outputs = lab.run_in_workers(broken["labs.thread_autocast"], 0)["outputs"]
     assert {o.dtype for o in outputs} == {torch.float32}
 
 
 def test_real_pure_bf16_losses_are_bf16_tensors():
-    losses = reach.pure_bf16_losses(20)
+    losses = lab.pure_bf16_losses(20)
     assert len(losses) == 20 and {x.dtype for x in losses} == {torch.bfloat16}
     assert losses[-1] < losses[0]
 
@@ -185,7 +148,7 @@ def _pool_always_on(fn, items):
 
 
 def _pool_out_of_order(fn, items):
-    return state_solutions.map_in_workers(fn, items)[::-1]
+    return solutions.map_in_workers(fn, items)[::-1]
 
 
 WRONG = {
@@ -228,10 +191,10 @@ def test_wrong_fix_fails_with_a_reason(name, wrong, words):
 
 
 def test_observations_vary_with_the_seed():
-    workers, checkpointed = state_solutions.forward_in_workers, state_solutions.checkpointed
-    assert len({len(reach.lab_losses(seed)) for seed in range(4)}) > 1
-    assert len({state.observe_workers(workers, s)["count"] for s in range(6)}) > 1
-    pool = state_solutions.map_in_workers
-    assert len({state.observe_pool(pool, s)["count"] for s in range(6)}) > 1
-    widths = {state.observe_checkpointed(checkpointed, s)["output"].shape for s in range(6)}
+    workers, checkpointed = solutions.forward_in_workers, solutions.checkpointed
+    assert len({len(lab.lab_losses(seed)) for seed in range(4)}) > 1
+    assert len({lab.run_in_workers(workers, s)["count"] for s in range(6)}) > 1
+    pool = solutions.map_in_workers
+    assert len({checks.observe_pool(pool, s)["count"] for s in range(6)}) > 1
+    widths = {lab.run_checkpointed(checkpointed, s)["output"].shape for s in range(6)}
     assert len(widths) > 1

@@ -8,9 +8,10 @@ An exercise in a notebook is two cells:
 Each exercise is three pieces (EXERCISE-CONTRACT in the README's grading section):
 ``observe(answer, seed)`` runs the answer on inputs built from ``seed`` and returns plain data
 (``plain.py``); ``compare(mine, reference, seed)`` raises ExerciseFailed on the first difference
-that matters; the reference solution. A lesson module ``lesson_NN.py`` defines observe and compare
-and calls ``register``; the reference lives in ``solutions/lesson_NN.py`` (a ``SOLUTIONS`` dict),
-which the grading sandbox hides. A check cell computes
+that matters; the reference solution. An exercise module, named after its notebook
+(``lesson_NN.py`` for lesson NN, ``labs_bug_hunts.py`` for ``labs_bug_hunts.ipynb``), defines
+observe and compare and calls ``register``; the reference lives in the module of the same name in
+``solutions/`` (a ``SOLUTIONS`` dict), which the grading sandbox hides. A check cell computes
 ``compare(observe(answer, 0), observe(solution, 0), 0)`` in the learner's kernel; the grader
 does the same with a secret seed, observing the answer in the sandbox and the reference in its own
 process (``amp_course.grading``), so no verdict is ever decided by the learner's code.
@@ -54,7 +55,7 @@ class Exercise:
     observe: Callable[[object, int], object]  # (answer, seed) -> plain data
     compare: Callable[[object, object, int], None]  # (mine, reference, seed); raises
     points: float = 1
-    module: str = ""  # the lesson module; its reference is solutions/<same name>.py
+    module: str = ""  # the exercise module; its reference is solutions/<same name>.py
 
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -62,10 +63,10 @@ _LAST_STATUS: dict[str, str] = {}  # name -> "passed" | "failed" | "not done", i
 
 
 def register(name: str, observe, compare, points: float = 1) -> Exercise:
-    """Register exercise ``name`` from a lesson module ``lesson_NN.py``.
+    """Register exercise ``name`` from an exercise module (``lesson_NN.py``, ``labs_*.py``).
 
-    Its reference is ``SOLUTIONS[name]`` in ``solutions/lesson_NN.py``, named after the module
-    that calls ``register`` (observe and compare may come from a shared helper module).
+    Its reference is ``SOLUTIONS[name]`` in the module of the same name in ``solutions/``, named
+    after the module that calls ``register`` (observe and compare may come from a helper module).
     """
     caller = sys._getframe(1).f_globals.get("__name__", "")
     item = Exercise(name, observe, compare, points, caller.rsplit(".", 1)[-1])
@@ -73,21 +74,30 @@ def register(name: str, observe, compare, points: float = 1) -> Exercise:
     return item
 
 
-def _load_all() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if module.name.startswith("lesson_"):
-            importlib.import_module(f"{__name__}.{module.name}")
+def _exercise_modules(prefix: str = "") -> list[str]:
+    """The exercise modules (not imported), or only those where names "<prefix>.x" live by
+    convention: ``lesson_<prefix>`` ("05.mfu"), ``<prefix>_*`` ("labs.resume": the labs')."""
+    found = [
+        m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith(("lesson_", "labs_"))
+    ]
+    if prefix:
+        found = [m for m in found if m == f"lesson_{prefix}" or m.startswith(f"{prefix}_")]
+    return sorted(found)
+
+
+def _load(modules: list[str], until: str = "") -> None:
+    for module in modules:
+        if until in _REGISTRY:
+            return
+        importlib.import_module(f"{__name__}.{module}")
 
 
 def get(name: str) -> Exercise:
     """The registered exercise called ``name``; unknown names list the known ones."""
-    if name not in _REGISTRY:  # "NN.x" lives in lesson_NN.py by convention: import just that one
-        try:
-            importlib.import_module(f"{__name__}.lesson_{name.split('.')[0]}")
-        except ImportError:
-            pass
+    if name not in _REGISTRY:  # import only the modules where the name's prefix says it lives
+        _load(_exercise_modules(name.split(".")[0]), until=name)
     if name not in _REGISTRY:
-        _load_all()
+        _load(_exercise_modules())
     if name not in _REGISTRY:
         raise KeyError(
             f"Unknown exercise {name!r}. Known: {', '.join(sorted(_REGISTRY)) or 'none'}."
@@ -97,7 +107,7 @@ def get(name: str) -> Exercise:
 
 def names() -> list[str]:
     """Every registered exercise name."""
-    _load_all()
+    _load(_exercise_modules())
     return sorted(_REGISTRY)
 
 

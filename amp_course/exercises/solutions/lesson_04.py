@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..labkit import forward_loss
+from ...labs.bug_hunts import forward_loss
 
 
 def accumulate_and_clip(model, optimizer, scaler, micro_batches, max_norm):

@@ -1,7 +1,7 @@
-"""Bug-hunt labs: observations and checks for broken AMP training loops (setup in ``labkit``).
+"""Bug-hunt labs: the checks of the learner's fixed loops (their setup: ``labs.bug_hunts``).
 
-The notebook imports this module as ``lab``; the reference fixes live in
-``solutions/lesson_labs.py``.
+Each lab's observation is the kit's ``Outcome`` of the learner's loop (or of the reference fix,
+``solutions/labs_bug_hunts.py``) on the seed's batches; ``compare`` names the first difference.
 """
 
 from __future__ import annotations
@@ -10,38 +10,78 @@ import math
 
 import torch
 
-from . import ExerciseFailed, call_answer, fail_on_error, register
-from .labkit import (  # noqa: F401  (the notebook reaches the labs' setup through this module)
-    AMP_DTYPE,
+from ..labs.bug_hunts import (
+    ACCUMULATION_MAX_NORM,
+    ACCUMULATION_STEPS,
     DEVICE,
     LR,
+    MAX_NORM,
     NUM_BATCHES,
-    POISONED,
     SCALER_KWARGS,
-    SCHEDULER_GAMMA,
     SCHEDULER_WARNING,
-    Outcome,
-    RecordingScaler,
-    compare_outcomes,
-    forward_loss,
     lab_batches,
     lab_model,
-    lab_setup,
-    observe_run,
-    params_close,
     poisoned_for,
+    resumed_run,
     run,
-    symptom,
     train_steps,
 )
-from .labresume import (  # noqa: F401  (the notebook reaches lab 5's run through this module)
-    RESUME_AT,
-    compare_resume,
-    load_checkpoint,
-    observe_resume,
-    resume_point,
-    resumed_run,
-)
+from . import ExerciseFailed, ExerciseNotDone, call_answer, fail_on_error, register
+
+
+def observe_run(train, seed, extra=(), scheduler=False) -> dict:
+    """The plain Outcome of ``train`` on the seed's batches (an observe for loop labs)."""
+    return run(train, extra, poisoned_for(seed), scheduler, seed).plain()
+
+
+def compare_outcomes(mine, ref, rtol=1e-5, atol=1e-7) -> None:
+    """Raise ExerciseFailed describing the first way ``mine`` differs from the reference."""
+    if mine["error"]:
+        if mine["error"].startswith("NotImplementedError"):
+            raise ExerciseNotDone("your loop still raises NotImplementedError.")
+        raise ExerciseFailed(f"your loop crashed: {mine['error']}")
+    if any(SCHEDULER_WARNING in w for w in mine["warnings"]):
+        raise ExerciseFailed(
+            "PyTorch warned that lr_scheduler.step() ran before optimizer.step(): "
+            "your scheduler stepped on a step the scaler skipped."
+        )
+    if mine["scales"] != ref["scales"]:
+        raise ExerciseFailed(
+            f"the loss-scale trajectory differs: after each scaler.update() yours was "
+            f"{[f'{s:g}' for s in mine['scales']]}, the reference "
+            f"{[f'{s:g}' for s in ref['scales']]} (one update() per optimizer step)."
+        )
+    if mine["lrs"] != ref["lrs"]:
+        raise ExerciseFailed(
+            f"the final learning rate is {mine['lrs'][0]:.6g}, expected {ref['lrs'][0]:.6g}."
+        )
+    compare_params(
+        mine["params"], ref["params"], "parameters differ from the reference fix", rtol, atol
+    )
+
+
+def compare_params(mine, ref, what, rtol=1e-5, atol=1e-7) -> None:
+    """Raise ExerciseFailed unless every tensor in ``mine`` is finite and close to ``ref``."""
+    if len(mine) != len(ref):
+        raise ExerciseFailed(f"{what}: {len(mine)} parameter tensors, expected {len(ref)}.")
+    for index, (a, b) in enumerate(zip(mine, ref, strict=True)):
+        if not torch.isfinite(a).all():
+            raise ExerciseFailed(f"parameter tensor {index} holds inf/NaN after training.")
+        if a.shape != b.shape or not torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol):
+            off = (a.to(b.dtype) - b).abs().max().item() if a.shape == b.shape else float("inf")
+            raise ExerciseFailed(
+                f"{what}: tensor {index} is off by up to "
+                f"{off:.3g} (tolerance {atol:g} + {rtol:g} x |value|)."
+            )
+
+
+def params_close(mine, ref, rtol=1e-5, atol=1e-7) -> bool:
+    """Whether ``compare_params`` accepts ``mine``, for checks that explain a mismatch their way."""
+    try:
+        compare_params(mine, ref, "weights", rtol, atol)
+    except ExerciseFailed:
+        return False
+    return True
 
 
 def compare_run(mine, reference, seed: int) -> None:
@@ -49,15 +89,11 @@ def compare_run(mine, reference, seed: int) -> None:
 
 
 # ---- Lab 1: clipping before unscaling ------------------------------------------------------------
-MAX_NORM = 0.5
 register(
     "labs.clip_after_unscale", lambda fn, seed: observe_run(fn, seed, (MAX_NORM,)), compare_run
 )
 
 # ---- Lab 2: accumulation with one unscale_ and one update() per optimizer step -------------------
-# 9 batches in groups of 2: the last group holds one batch, and it must count like the others.
-ACCUMULATION_STEPS = 2
-ACCUMULATION_MAX_NORM = 4.0  # above the averaged gradient's norm: clips only a loss left undivided
 
 
 def observe_accumulation(fn, seed: int) -> dict:
@@ -172,7 +208,41 @@ def compare_scaler(mine, reference, seed: int) -> None:
 register("labs.bf16_scaler", observe_scaler, compare_scaler)
 
 
-# ---- Lab 5: scaler state lost at resume (its run and check: labresume.py) ----------------------
+# ---- Lab 5: scaler state lost at resume ----------------------------------------------------------
+def observe_resume(save, seed: int) -> dict:
+    result, error = call_answer(resumed_run, save, seed)  # saving or loading may fail
+    if error is not None:
+        return {"error": error}
+    model, scaler, intact = result
+    params = [p.detach().clone() for p in model.parameters()]
+    return {"error": None, "intact": intact, "scales": scaler.history, "params": params}
+
+
+def compare_resume(mine, reference, seed: int) -> None:
+    if mine["error"] and mine["error"].startswith("NotImplementedError"):
+        raise ExerciseNotDone("save_checkpoint still raises NotImplementedError.")
+    if mine["error"]:
+        raise ExerciseFailed(f"saving or loading your checkpoint failed: {mine['error']}")
+    if not mine["intact"]["scaler"]:
+        raise ExerciseFailed(
+            "after loading your checkpoint the GradScaler is back at its initial state; "
+            "its scale and growth tracker (scaler.state_dict()) must be saved and restored."
+        )
+    if not mine["intact"]["optimizer"]:
+        raise ExerciseFailed(
+            "after loading your checkpoint the optimizer lost its state (SGD's momentum); "
+            "save optimizer.state_dict() too."
+        )
+    if mine["scales"] != reference["scales"] or not params_close(
+        mine["params"], reference["params"]
+    ):
+        raise ExerciseFailed(
+            "the resumed run does not continue exactly like the uninterrupted one: "
+            f"loss scale {[f'{s:g}' for s in mine['scales']]} vs "
+            f"{[f'{s:g}' for s in reference['scales']]}; save the model's weights too."
+        )
+
+
 register("labs.resume", observe_resume, compare_resume)
 
 

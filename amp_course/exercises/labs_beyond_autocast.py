@@ -1,11 +1,9 @@
-"""Labs beyond autocast, part 1: where autocast's state does not reach (a recompute, a thread),
-and a pool that carries it (lab 5, a transfer).
+"""Labs beyond autocast: the checks of the learner's fixes (their setup: ``labs.beyond_autocast``).
 
-Each lab is three pieces: ``observe`` runs a function (the learner's or the reference) on inputs
-derived from a seed and returns plain data, ``compare`` raises ExerciseFailed on the first
-difference that matters, and the reference fix. The check is
-``compare(observe(answer, 0), observe(solution, 0), 0)``. Every lab runs on the CPU with bf16
-autocast, so its symptom shows on any machine.
+Where autocast's state does not reach (a recompute, a thread), what it does not cover (a custom
+op, a bf16 running sum), and a pool that carries it (lab 5, a transfer). Most labs observe what
+the kit's ``run_*`` function records for the learner's code; ``compare`` names the first
+difference from the reference fix (``solutions/labs_beyond_autocast.py``) that matters.
 """
 
 from __future__ import annotations
@@ -13,57 +11,22 @@ from __future__ import annotations
 import threading
 
 import torch
-from torch import nn
 
 from ..device import dtype_name
-from ..memory import saved_tensor_bytes
+from ..labs.beyond_autocast import (
+    DEVICE_TYPE,
+    lab_block,
+    lab_losses,
+    run_checkpointed,
+    run_fused_op,
+    run_in_workers,
+    seeded,
+)
 from . import ExerciseFailed, register
 from .answers import error_text
-from .autocast_labkit import AMP_DTYPE, DEVICE_TYPE, lab_block, seeded
 
 
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
-class _Applied(nn.Module):
-    """``fn(block, x)`` as a module, so ac.memory can measure what it keeps for backward."""
-
-    def __init__(self, fn, block):
-        super().__init__()
-        self.fn, self.block = fn, block
-
-    def forward(self, x):
-        return self.fn(self.block, x)
-
-
-def observe_checkpointed(fn, seed: int) -> dict:
-    """Run ``fn(block, x)`` under bf16 autocast, backward outside it; record the Linears' dtypes."""
-    generator = seeded(seed)
-    width = 32 if seed == 0 else 16 * int(torch.randint(1, 4, (), generator=generator))
-    block = lab_block(seed, width)
-    x = torch.randn(8, width, generator=generator, requires_grad=True)
-    phase = ["forward"]
-    dtypes = {"forward": [], "backward": []}
-    for layer in (block[0], block[2]):
-        layer.register_forward_hook(lambda m, a, out: dtypes[phase[0]].append(str(out.dtype)))
-    observed = {"error": None}
-    try:
-        applied = _Applied(fn, block)
-        saved = saved_tensor_bytes(applied, x, device=DEVICE_TYPE, autocast_dtype=AMP_DTYPE)
-        with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE):
-            out = fn(block, x)
-        phase[0] = "backward"
-        out.float().square().mean().backward()
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        observed["error"] = error_text(error)
-        return observed
-    observed.update(
-        output=out.detach(),
-        dtypes=dtypes,
-        saved_bytes=saved.activations,
-        grads=[x.grad.clone(), *(p.grad.clone() for p in block.parameters())],
-    )
-    return observed
-
-
 def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:
     if mine["error"]:
         raise ExerciseFailed(f"your function raised {mine['error']}")
@@ -96,33 +59,68 @@ def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:
             )
 
 
-register("labs.checkpoint_autocast", observe_checkpointed, compare_checkpointed)
+register("labs.checkpoint_autocast", run_checkpointed, compare_checkpointed)
 
 
-# ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
+# ---- Lab 2: a custom op that autocast never casts ------------------------------------------------
+def compare_fused_op(mine: dict, reference: dict, seed: int) -> None:
+    if reference["error"]:
+        raise ExerciseFailed(reference["error"])
+    if mine["error"]:
+        raise ExerciseFailed(f"building or calling your op raised {mine['error']}")
+    for label, where in (("autocast", "inside torch.autocast"), ("plain", "outside autocast")):
+        got, want = mine[label], reference[label]
+        if got["received"] != want["received"]:
+            raise ExerciseFailed(
+                f"{where} the kernel received inputs in {got['received'] or 'nothing'}; it "
+                f"should receive {want['received']}."
+            )
+        if got["output"].dtype != want["output"].dtype:
+            raise ExerciseFailed(
+                f"{where} the op returned {got['output'].dtype}, expected {want['output'].dtype}."
+            )
+        if not torch.allclose(got["output"].float(), want["output"].float(), atol=1e-2):
+            raise ExerciseFailed(f"{where} the op's values differ from the reference.")
 
 
-def observe_workers(fn, seed: int) -> dict:
-    """Call fn(model, batches); record the outputs and the threads the forwards ran in."""
-    generator = seeded(seed)
-    count = 4 if seed == 0 else int(torch.randint(2, 7, (), generator=generator))
-    model = lab_block(seed)
-    batches = [torch.randn(4, 32, generator=generator) for _ in range(count)]
-    caller = threading.get_ident()
-    threads = []
-    model.register_forward_pre_hook(lambda m, a: threads.append(threading.get_ident()))
-    observed = {"error": None, "count": count}
+register("labs.custom_op_autocast", run_fused_op, compare_fused_op)
+
+
+# ---- Lab 3: a running bf16 loss sum that stops growing -------------------------------------------
+def observe_mean_loss(fn, seed: int) -> dict:
+    losses = lab_losses(seed)
+    observed = {"steps": len(losses), "error": None, "exact": float(sum(float(x) for x in losses))}
+    observed["exact"] /= len(losses)
     try:
-        outputs = list(fn(model, batches))
+        result = fn(losses)
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         observed["error"] = error_text(error)
         return observed
-    observed["outputs"] = [o.detach() for o in outputs]
-    observed["in_caller_thread"] = sum(t == caller for t in threads)
-    observed["param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
+    observed["type"] = "float" if isinstance(result, float) else type(result).__name__
+    observed["value"] = float(result) if isinstance(result, (float, int, torch.Tensor)) else None
     return observed
 
 
+def compare_mean_loss(mine: dict, reference: dict, seed: int) -> None:
+    if mine["error"]:
+        raise ExerciseFailed(f"your function raised {mine['error']}")
+    if mine["type"] != "float":
+        raise ExerciseFailed(
+            f"return a Python float (what a logger records), not a {mine['type']}."
+        )
+    exact, value = reference["exact"], mine["value"]
+    if abs(value - exact) > 1e-4 * abs(exact):
+        raise ExerciseFailed(
+            f"over {reference['steps']} steps the mean loss is {exact:.5f}; yours is "
+            f"{value:.5f}. A bf16 (or fp16) running sum stops growing once the spacing of its "
+            "numbers exceeds twice a loss value; accumulate in float32 or in Python floats."
+        )
+
+
+register("labs.bf16_loss_sum", observe_mean_loss, compare_mean_loss)
+
+
+# ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
 def compare_workers(mine: dict, reference: dict, seed: int) -> None:
     if mine["error"]:
         raise ExerciseFailed(f"your function raised {mine['error']}")
@@ -151,7 +149,7 @@ def compare_workers(mine: dict, reference: dict, seed: int) -> None:
             raise ExerciseFailed(f"output {index} differs from the reference (order kept?).")
 
 
-register("labs.thread_autocast", observe_workers, compare_workers)
+register("labs.thread_autocast", run_in_workers, compare_workers)
 
 
 # ---- Lab 5 (transfer): a pool that carries whatever autocast state its caller has --------------

@@ -1,14 +1,16 @@
-"""The bug-hunt labs' fixed setup, and running a training function into plain observations.
+"""The bug-hunt labs' kit: their fixed setup, and running a training loop on it.
 
-Every lab runs the learner's function on the same tiny setup (a seeded MLP, real-MNIST batches,
-fp16 autocast on the CPU, a real ``torch.amp.GradScaler``) and compares its parameters, scale
-trajectory, learning rates and warnings with the reference fix. Seed 0 is the setup the notebook
-shows; other seeds (the grader's) pick other digits and other corrupt batches.
+Every lab runs a loop (the broken one, the learner's, the reference fix) on the same tiny setup
+(a seeded MLP, real-MNIST batches, fp16 autocast on the CPU, a real ``torch.amp.GradScaler``) and
+records its parameters, scale trajectory, learning rates and warnings (an ``Outcome``). Seed 0 is
+the setup the notebook shows; other seeds (the grader's) pick other digits and other corrupt
+batches. The checks that judge an outcome are in ``amp_course.exercises.labs_bug_hunts``.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import warnings
 from dataclasses import dataclass, field
 
@@ -17,9 +19,9 @@ import torch.nn.functional as F
 
 from .. import scaling
 from ..data import load_mnist
+from ..exercises.answers import error_text
 from ..precision import AmpRecipe
 from ..training import amp_step
-from . import ExerciseFailed, ExerciseNotDone, error_text
 
 DEVICE = torch.device("cpu")
 AMP_DTYPE = torch.float16
@@ -30,6 +32,11 @@ LR = 0.05
 SCALER_KWARGS = dict(init_scale=2.0**16, growth_interval=3)
 SCHEDULER_GAMMA = 0.8  # the labs' StepLR lowers the learning rate by this after every step
 SCHEDULER_WARNING = "lr_scheduler.step()` before `optimizer.step()"
+MAX_NORM = 0.5  # lab 1's clipping threshold
+# Lab 2: 9 batches in groups of 2, so the last group holds one batch and must count like the others.
+ACCUMULATION_STEPS = 2
+ACCUMULATION_MAX_NORM = 4.0  # above the averaged gradient's norm: clips only a loss left undivided
+RESUME_AT = 7  # lab 5: steps before the checkpoint
 
 
 class RecordingScaler(torch.amp.GradScaler):
@@ -146,61 +153,6 @@ def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0) -> Outcome:
     return outcome
 
 
-def observe_run(train, seed, extra=(), scheduler=False) -> dict:
-    """The plain Outcome of ``train`` on the seed's batches (an observe for loop labs)."""
-    return run(train, extra, poisoned_for(seed), scheduler, seed).plain()
-
-
-def compare_outcomes(mine, ref, rtol=1e-5, atol=1e-7) -> None:
-    """Raise ExerciseFailed describing the first way ``mine`` differs from the reference."""
-    if mine["error"]:
-        if mine["error"].startswith("NotImplementedError"):
-            raise ExerciseNotDone("your loop still raises NotImplementedError.")
-        raise ExerciseFailed(f"your loop crashed: {mine['error']}")
-    if any(SCHEDULER_WARNING in w for w in mine["warnings"]):
-        raise ExerciseFailed(
-            "PyTorch warned that lr_scheduler.step() ran before optimizer.step(): "
-            "your scheduler stepped on a step the scaler skipped."
-        )
-    if mine["scales"] != ref["scales"]:
-        raise ExerciseFailed(
-            f"the loss-scale trajectory differs: after each scaler.update() yours was "
-            f"{[f'{s:g}' for s in mine['scales']]}, the reference "
-            f"{[f'{s:g}' for s in ref['scales']]} (one update() per optimizer step)."
-        )
-    if mine["lrs"] != ref["lrs"]:
-        raise ExerciseFailed(
-            f"the final learning rate is {mine['lrs'][0]:.6g}, expected {ref['lrs'][0]:.6g}."
-        )
-    compare_params(
-        mine["params"], ref["params"], "parameters differ from the reference fix", rtol, atol
-    )
-
-
-def compare_params(mine, ref, what, rtol=1e-5, atol=1e-7) -> None:
-    """Raise ExerciseFailed unless every tensor in ``mine`` is finite and close to ``ref``."""
-    if len(mine) != len(ref):
-        raise ExerciseFailed(f"{what}: {len(mine)} parameter tensors, expected {len(ref)}.")
-    for index, (a, b) in enumerate(zip(mine, ref, strict=True)):
-        if not torch.isfinite(a).all():
-            raise ExerciseFailed(f"parameter tensor {index} holds inf/NaN after training.")
-        if a.shape != b.shape or not torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol):
-            off = (a.to(b.dtype) - b).abs().max().item() if a.shape == b.shape else float("inf")
-            raise ExerciseFailed(
-                f"{what}: tensor {index} is off by up to "
-                f"{off:.3g} (tolerance {atol:g} + {rtol:g} x |value|)."
-            )
-
-
-def params_close(mine, ref, rtol=1e-5, atol=1e-7) -> bool:
-    """Whether ``compare_params`` accepts ``mine``, for checks that explain a mismatch their way."""
-    try:
-        compare_params(mine, ref, "weights", rtol, atol)
-    except ExerciseFailed:
-        return False
-    return True
-
-
 def symptom(train, extra=(), scheduler=False, label="the broken loop"):
     """Print, in plain words and under ``label``, what ``train`` did on the labs' setup."""
     out = run(train, extra, scheduler=scheduler)
@@ -218,3 +170,54 @@ def symptom(train, extra=(), scheduler=False, label="the broken loop"):
         if "lr_scheduler" in message:
             print("  warning:", message)
     return out
+
+
+# ---- Lab 5: a run that checkpoints, resumes in fresh objects and trains on -----------------------
+def resume_point(seed: int) -> int:
+    """How many steps run before the checkpoint: RESUME_AT for seed 0."""
+    return RESUME_AT if seed == 0 else 3 + seed % 5
+
+
+def load_checkpoint(checkpoint, model, optimizer, scaler):
+    """Restore whatever the checkpoint holds into fresh objects."""
+    model.load_state_dict(checkpoint["model"])
+    if "optimizer" in checkpoint:
+        optimizer.load_state_dict(checkpoint["optimizer"])
+    if "scaler" in checkpoint:
+        scaler.load_state_dict(checkpoint["scaler"])
+
+
+def resumed_run(save, seed: int = 0):
+    """Train, checkpoint with ``save`` through torch.save, resume in fresh objects, train on.
+
+    Seed 0 resumes after RESUME_AT of the notebook's batches; other seeds elsewhere, on other
+    batches. Returns the resumed (model, scaler) and which states came back intact.
+    """
+    batches = lab_batches(poisoned_for(seed), seed)
+    resume_at = resume_point(seed)
+    model, optimizer, scaler = lab_setup(seed)
+    train_steps(model, optimizer, scaler, batches[:resume_at])
+    saved = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
+    buffer = io.BytesIO()
+    torch.save(save(model, optimizer, scaler), buffer)
+    buffer.seek(0)
+    model, optimizer, scaler = lab_setup(seed + 1)  # a new process: fresh objects, other weights
+    load_checkpoint(torch.load(buffer, weights_only=True), model, optimizer, scaler)
+    intact = {
+        "scaler": scaler.state_dict() == saved["scaler"],
+        "optimizer": _same_state(optimizer.state_dict(), saved["optimizer"]),
+    }
+    train_steps(model, optimizer, scaler, batches[resume_at:])
+    return model, scaler, intact
+
+
+def _same_state(a, b):
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same_state, a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ...labs.bug_hunts import LR, SCALER_KWARGS, forward_loss, train_steps
 from ...training import make_scaler, step_and_update
-from ..labkit import LR, SCALER_KWARGS, forward_loss, train_steps
 
 
 def train_clipped(model, optimizer, scaler, batches, max_norm):

@@ -1,0 +1,182 @@
+"""The beyond-autocast labs' kit: their device and dtype, seeded inputs and blocks, a custom kernel,
+a real pure-bf16 run, and functions that run a lab's code and record what autocast did in it.
+
+Every lab runs on the CPU under bf16 autocast, so its symptom shows on any machine. Seed 0 is what
+the notebook shows; other seeds (the grader's) draw other sizes. The checks that judge a fix are in
+``amp_course.exercises.labs_beyond_autocast``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data import load_mnist
+from ..exercises.answers import error_text
+from ..memory import saved_tensor_bytes
+from ..scaling import mlp, mnist_batches
+
+DEVICE_TYPE = "cpu"
+AMP_DTYPE = torch.bfloat16
+
+
+def seeded(seed: int) -> torch.Generator:
+    """The generator every lab draws its inputs from."""
+    return torch.Generator().manual_seed(seed)
+
+
+def lab_block(seed: int = 0, width: int = 32) -> nn.Sequential:
+    """A seeded MLP block (Linear, GELU, Linear), the shape of a transformer block's MLP."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+
+# ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
+class _Applied(nn.Module):
+    """``fn(block, x)`` as a module, so ac.memory can measure what it keeps for backward."""
+
+    def __init__(self, fn, block):
+        super().__init__()
+        self.fn, self.block = fn, block
+
+    def forward(self, x):
+        return self.fn(self.block, x)
+
+
+def run_checkpointed(fn, seed: int = 0) -> dict:
+    """Run ``fn(block, x)`` under bf16 autocast, backward outside it; record the dtypes of the
+    block's Linear outputs in the forward and in backward (a recompute), the bytes the forward
+    kept for backward, the output and the gradients."""
+    generator = seeded(seed)
+    width = 32 if seed == 0 else 16 * int(torch.randint(1, 4, (), generator=generator))
+    block = lab_block(seed, width)
+    x = torch.randn(8, width, generator=generator, requires_grad=True)
+    phase = ["forward"]
+    dtypes = {"forward": [], "backward": []}
+    for layer in (block[0], block[2]):
+        layer.register_forward_hook(lambda m, a, out: dtypes[phase[0]].append(str(out.dtype)))
+    observed = {"error": None}
+    try:
+        applied = _Applied(fn, block)
+        saved = saved_tensor_bytes(applied, x, device=DEVICE_TYPE, autocast_dtype=AMP_DTYPE)
+        with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE):
+            out = fn(block, x)
+        phase[0] = "backward"
+        out.float().square().mean().backward()
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        observed["error"] = error_text(error)
+        return observed
+    observed.update(
+        output=out.detach(),
+        dtypes=dtypes,
+        saved_bytes=saved.activations,
+        grads=[x.grad.clone(), *(p.grad.clone() for p in block.parameters())],
+    )
+    return observed
+
+
+# ---- Lab 2: a custom op that autocast never casts ------------------------------------------------
+_op_ids = itertools.count()
+
+
+def numpy_linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """A fused linear + GELU in NumPy: like a CUDA or Triton kernel, autocast cannot see inside.
+
+    It computes in its inputs' dtype (float16 stays float16) and upcasts bfloat16, which NumPy
+    lacks, to float32 inside, returning bfloat16: the behaviour of fused kernels with fp32
+    accumulators.
+    """
+    compute = torch.float32 if x.dtype == torch.bfloat16 else x.dtype
+    a, w, b = (t.detach().to(compute).numpy() for t in (x, weight, bias))
+    y = a @ w.T + b
+    y = 0.5 * y * (1.0 + np.tanh(0.7978845608 * (y + 0.044715 * y**3)))
+    return torch.from_numpy(y).to(x.dtype)
+
+
+def run_fused_op(fn, seed: int = 0) -> dict:
+    """Build a fresh op with ``fn(name, kernel)`` (its kernel records the dtypes it receives) and
+    call it with and without autocast."""
+    generator = seeded(seed)
+    rows = 4 if seed == 0 else int(torch.randint(2, 9, (), generator=generator))
+    x, weight, bias = (torch.randn(s, generator=generator) for s in ((rows, 16), (8, 16), (8,)))
+    received = []
+
+    def kernel(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        received.append([str(t.dtype) for t in (x, weight, bias)])
+        return numpy_linear_gelu(x, weight, bias)
+
+    name = f"amp_course_labs::linear_gelu_{seed}_{next(_op_ids)}"
+    observed = {"error": None, "autocast": None, "plain": None}
+    if not hasattr(torch.library, "register_autocast"):
+        observed["error"] = f"torch {torch.__version__} has no torch.library.register_autocast"
+        return observed
+    try:
+        op = fn(name, kernel)
+        for label, enabled in (("autocast", True), ("plain", False)):
+            received.clear()
+            with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE, enabled=enabled):
+                out = op(x, weight, bias)
+            observed[label] = {"received": list(received), "output": out}
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        observed["error"] = error_text(error)
+    return observed
+
+
+# ---- Lab 3: a running bf16 loss sum that stops growing -------------------------------------------
+def pure_bf16_losses(steps: int, seed: int = 0) -> list[torch.Tensor]:
+    """Per-step losses of a real pure-bf16 run: the labs' MLP in bf16, SGD, real MNIST digits.
+
+    With bf16 weights the logits and so the loss are bf16 tensors, as they are under XLA_USE_BF16
+    or Lightning's precision="bf16-true".
+    """
+    batches = mnist_batches(50, batch_size=32, seed=seed, data=load_mnist(source="subset"))
+    model = mlp(seed, hidden=32).to(torch.bfloat16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for step in range(steps):
+        images, labels = batches[step % len(batches)]
+        loss = F.cross_entropy(model(images.to(torch.bfloat16)), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return losses
+
+
+def lab_losses(seed: int) -> list[torch.Tensor]:
+    """Losses shaped like a long pure-bf16 run's, drawn from the seed (thousands of steps, too
+    many to train in a check): 0-dim bf16 tensors, around 2.3 falling towards 0.3."""
+    generator = seeded(seed)
+    steps = 3000 if seed == 0 else int(torch.randint(1500, 4000, (), generator=generator))
+    trend = torch.linspace(2.3, 0.3 + 0.2 * torch.rand((), generator=generator).item(), steps)
+    noisy = trend * (1 + 0.1 * torch.randn(steps, generator=generator))
+    return [value.to(torch.bfloat16) for value in noisy.clamp(min=0.01)]
+
+
+# ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
+def run_in_workers(fn, seed: int = 0) -> dict:
+    """Call ``fn(model, batches)``; record the outputs, how many forwards ran in the calling
+    thread, and the model's parameter dtypes afterwards."""
+    generator = seeded(seed)
+    count = 4 if seed == 0 else int(torch.randint(2, 7, (), generator=generator))
+    model = lab_block(seed)
+    batches = [torch.randn(4, 32, generator=generator) for _ in range(count)]
+    caller = threading.get_ident()
+    threads = []
+    model.register_forward_pre_hook(lambda m, a: threads.append(threading.get_ident()))
+    observed = {"error": None, "count": count}
+    try:
+        outputs = list(fn(model, batches))
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        observed["error"] = error_text(error)
+        return observed
+    observed["outputs"] = [o.detach() for o in outputs]
+    observed["in_caller_thread"] = sum(t == caller for t in threads)
+    observed["param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
+    return observed
