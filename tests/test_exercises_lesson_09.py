@@ -1,4 +1,5 @@
-"""Lesson 09's checkers accept the reference and reject typical wrong answers, saying why."""
+"""Lesson 09's checkers reject typical wrong answers, saying why (that they accept the reference:
+test_exercises.py)."""
 
 import re
 
@@ -165,11 +166,6 @@ def test_rowwise_keeps_small_rows_that_per_tensor_scaling_loses():
     row_error = (quantized.float() / scales - x)[small].norm() / x[small].norm()
     tensor_error = (per_tensor.float() / scale - x)[small].norm() / x[small].norm()
     assert row_error < 0.1 < tensor_error
-
-
-@pytest.mark.parametrize("name", ["09.checkpoint_every", "09.to_float8", "09.to_float8_rowwise"])
-def test_reference_passes(name):
-    assert exercises.check(name, exercises.solution(name))
 
 
 def test_to_float8_reference_saturates_and_round_trips():
