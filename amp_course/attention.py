@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -21,6 +22,13 @@ BACKENDS = {
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "math": SDPBackend.MATH,
 }
+
+
+def sdpa_context(backend: str | None):
+    """SDPA restricted to one kernel (a key of BACKENDS); None: no restriction, whatever the
+    global flags allow (a T4 rehearsal's, for one)."""
+    return contextlib.nullcontext() if backend is None else sdpa_kernel(BACKENDS[backend])
+
 
 # The aten op each fused backend runs; the math backend has none: it decomposes into
 # matmuls and a softmax.

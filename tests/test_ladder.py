@@ -8,7 +8,7 @@ import matplotlib
 import pytest
 import torch
 
-from amp_course import bench, cli, models
+from amp_course import bench, cli, emulation, models
 from amp_course.bench import ladder, ladder_report, timm_vit
 from amp_course.bench.ladder import LadderConfig, LadderRow
 
@@ -55,6 +55,39 @@ def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
     assert "+ max-autotune" not in rungs and rungs["+ batch 256"][0].compile == "reduce-overhead"
     with pytest.raises(ValueError, match="Unknown rung"):
         LadderConfig(rungs=("warp speed",)).rungs_for(torch.device("cuda"))
+
+
+def test_the_t4_rehearsal_leaves_the_flash_rung_out(monkeypatch):
+    monkeypatch.setattr(ladder, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(ladder, "unavailable", lambda: None)
+    monkeypatch.setenv(emulation.ENV, "t4")  # flash attention needs compute capability 8.0
+    rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
+    assert rungs["+ flash attention"][1] == "the emulated Tesla T4 has no flash attention kernel"
+    assert [name for name, (_, why) in rungs.items() if why] == ["+ flash attention"]
+
+
+def test_a_rung_that_runs_out_of_memory_names_its_batch_and_the_ladder_goes_on(monkeypatch):
+    """Simulated on a CPU: the larger batch runs out of memory in its warm-up, the attention rung
+    at that batch while it is timed; the eager rung is measured all the same."""
+    warm = ladder._warm
+
+    def out_of_memory(*args):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 ...")
+
+    def warm_or_run_out(built, rung):
+        if rung.batch == 8:
+            return warm(built, rung)
+        if rung.attention is None:
+            out_of_memory()
+        return out_of_memory
+
+    monkeypatch.setattr(ladder, "_warm", warm_or_run_out)
+    names = ("eager", "+ batch 32", "+ flash attention")
+    config = LadderConfig.smoke_config(timm=False, rungs=names, rounds=1, matmul_peak_tflops=1.0)
+    rows = {row.rung: row for row in ladder.run(config, torch.device("cpu"), progress=None)}
+    assert rows["+ batch 32"].skipped == "out of memory at batch 32"
+    assert rows["+ flash attention"].skipped == "out of memory at batch 32"
+    assert rows["eager"].skipped is None and rows["eager"].median_s > 0
 
 
 @pytest.fixture(scope="module")

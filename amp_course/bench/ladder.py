@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .. import timing
+from .. import emulation, timing
 from ..device import device_name, dtype_name, pick_autocast_dtype
-from ..memory import step_peak_memory
+from ..memory import OutOfMemoryError, step_peak_memory
 from .config import Mode
 from .config import skip_reason as bench_skip_reason
 from .flops import count_step_flops, measure_matmul_flops, mfu, peak_tflops
@@ -158,6 +158,9 @@ def skip_reason(rung: Rung, config: LadderConfig, device: torch.device) -> str |
         return "smoke mode on a CPU: compiling takes minutes here (full mode runs it)"
     if rung.attention in ("efficient", "cudnn") and device.type != "cuda":
         return f"the {rung.attention} attention kernel is CUDA only"
+    profile = emulation.active() if device.type == "cuda" else None
+    if rung.attention in ("flash", "cudnn") and profile and not profile.fused_attention:
+        return f"the emulated {profile.name} has no {rung.attention} attention kernel"
     if rung.fused and fused_adamw_unavailable(device):
         return fused_adamw_unavailable(device)
     return None
@@ -211,14 +214,16 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
                 )
             row.peak_memory_bytes = _peak_memory(built, rung, steps[rung.name], device)
         except Exception as error:  # noqa: BLE001 - one rung failing must not stop the ladder
-            row.skipped = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            row.skipped = _failure(error, rung.batch)
             steps.pop(rung.name, None)
+            built.clear_state()  # what the failed step left (gradients, optimizer state)
     measured, failed = timing.round_robin(
         steps, device=device, rounds=config.rounds, min_run_time=config.min_run_time, label="ladder"
     )
     for name, row in rows.items():
-        if name in failed:
-            row.skipped = failed[name]
+        if name in failed:  # failed while timed: round_robin's "ErrorType: message"
+            out_of_memory = failed[name].startswith(f"{OutOfMemoryError.__name__}:")
+            row.skipped = f"out of memory at batch {row.batch}" if out_of_memory else failed[name]
         if name not in measured:
             continue
         stats = timing.summarise(measured[name])
@@ -229,6 +234,13 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
         row.mfu = mfu(row.flops_per_step, row.median_s, dense) if dense else None
         row.mfu_of_matmul = mfu(row.flops_per_step, row.median_s, matmul)
     return list(rows.values())
+
+
+def _failure(error: Exception, batch: int) -> str:
+    """Why a rung failed, in one line; running out of memory names the batch."""
+    if isinstance(error, OutOfMemoryError):
+        return f"out of memory at batch {batch}"
+    return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
 
 
 def _warm(built: LadderModels, rung: Rung):

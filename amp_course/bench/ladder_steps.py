@@ -3,7 +3,6 @@ wrapper per compile mode and attention kernel, one AdamW per fused flag, shared 
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import itertools
 
@@ -11,24 +10,10 @@ import torch
 
 from .. import data as _data
 from .. import models
+from ..attention import sdpa_context
 from ..precision import AmpRecipe
 from .timm_vit import build_timm_vit
 from .workloads import train_step
-
-
-def sdpa_context(backend: str | None):
-    """SDPA restricted to one kernel ("flash", "efficient", "cudnn", "math"); None: no limit."""
-    if backend is None:
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    names = {
-        "flash": SDPBackend.FLASH_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION,
-        "cudnn": SDPBackend.CUDNN_ATTENTION,
-        "math": SDPBackend.MATH,
-    }
-    return sdpa_kernel(names[backend])
 
 
 class LadderModels:
