@@ -236,9 +236,15 @@ def test_untouched_blank_is_not_done(name):
 
 def test_lesson_modules_import_without_the_references():
     """The grading sandbox hides exercises/solutions: every public module must import without it.
-    Looking an exercise up imports only the modules its name's prefix points to."""
+    Looking an exercise up imports only the modules its name's prefix points to, and lists no
+    folder of references (the grader's guard flags that in a learner's kernel)."""
     code = (
         "import importlib.abc, sys\n"
+        "listed = []\n"
+        "def audit(event, args):\n"
+        "    if event in ('os.listdir', 'os.scandir') and 'solutions' in str(args[0]):\n"
+        "        listed.append(str(args[0]))\n"
+        "sys.addaudithook(audit)\n"
         "class Hide(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
         "        if name.startswith('amp_course.exercises.solutions'):\n"
@@ -249,9 +255,11 @@ def test_lesson_modules_import_without_the_references():
         "print(' '.join(sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
         "    if m.startswith(('amp_course.exercises.lesson_', 'amp_course.exercises.labs_')))))\n"
         "print(len(exercises.names()))\n"
+        "print(listed)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
-    looked_up, count = result.stdout.splitlines()
+    looked_up, count, listed = result.stdout.splitlines()
     assert looked_up.split() == ["labs_beyond_autocast", "labs_bug_hunts", "lesson_05"]
     assert int(count) == len(NAMES)
+    assert listed == "[]"
