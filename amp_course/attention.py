@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from . import emulation
 from .autocast_trace import DtypeRecorder
 from .memory import step_peak_memory
 from .precision import AmpRecipe
@@ -80,17 +81,39 @@ def attention_inputs(batch, heads, tokens, head_dim, *, device, dtype=torch.floa
     return tuple(torch.randn(shape, generator=generator).to(device, dtype) for _ in range(3))
 
 
+def emulated_refusal(backend: str, device) -> str | None:
+    """Why a rehearsed GPU (``AMP_COURSE_EMULATE``) would refuse ``backend``, or None.
+
+    Restricting SDPA to one kernel switches that kernel on whatever the global flags say, so a
+    T4 rehearsal on an H100 would run flash attention, which a T4 does not have: refuse it here.
+    """
+    profile = emulation.active()
+    if profile is None or torch.device(device).type != "cuda" or profile.fused_attention:
+        return None
+    if backend not in ("flash", "cudnn"):
+        return None
+    major, minor = profile.capability
+    return (
+        f"{backend} attention needs compute capability 8.0 or newer; this run rehearses a "
+        f"{profile.name} (sm_{major}{minor}), which has no such kernel"
+    )
+
+
 def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> KernelRun:
-    """Call scaled_dot_product_attention with only ``backend`` allowed; record what ran."""
+    """Call scaled_dot_product_attention with only ``backend`` allowed ("default": whatever the
+    global flags allow); record what ran."""
     run = KernelRun(backend, q.dtype)
-    allowed = list(BACKENDS.values()) if backend == "default" else [BACKENDS[backend]]
+    refusal = emulated_refusal(backend, q.device)
+    if refusal is not None:
+        run.error, run.reasons = refusal, [refusal]
+        return run
     recorder = DtypeRecorder()
     recipe = AmpRecipe(q.device, autocast_dtype)
     # A backend that cannot run warns why (on CUDA) before the error: keep both.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with sdpa_kernel(allowed), recorder:
+            with sdpa_context(None if backend == "default" else backend), recorder:
                 with recipe.autocast():
                     F.scaled_dot_product_attention(q, k, v)
         except RuntimeError as error:
@@ -115,11 +138,15 @@ def cost(q, k, v, backend: str, *, repeats: int = 7) -> tuple[float, int]:
     workspace; nothing that the caller or earlier cells hold.
     """
 
+    refusal = emulated_refusal(backend, q.device)
+    if refusal is not None:
+        raise RuntimeError(refusal)
+
     def make_step():
         inputs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
 
         def step():
-            with sdpa_kernel([BACKENDS[backend]]):
+            with sdpa_context(backend):
                 output = F.scaled_dot_product_attention(*inputs)
             torch.autograd.grad(output.sum(), inputs)  # the gradients, freed on return
 

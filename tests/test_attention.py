@@ -95,3 +95,18 @@ def test_refusal_says_why_and_peaks_count_the_step_only():
     one = q.numel() * q.element_size()
     assert 7 * one <= peak < 20 * one  # copies of q, k, v, the output and three gradients
     del held
+
+
+def test_a_t4_rehearsal_refuses_the_kernels_a_t4_lacks(monkeypatch):
+    # Restricting SDPA to flash would switch flash on again on the H100 that rehearses a T4.
+    from amp_course import emulation
+
+    monkeypatch.setenv(emulation.ENV, "t4")
+    cuda = torch.device("cuda")
+    for backend in ("flash", "cudnn"):
+        reason = attention.emulated_refusal(backend, cuda)
+        assert "compute capability 8.0" in reason and "Tesla T4" in reason
+    assert attention.emulated_refusal("efficient", cuda) is None
+    assert attention.emulated_refusal("flash", torch.device("cpu")) is None
+    monkeypatch.delenv(emulation.ENV)
+    assert attention.emulated_refusal("flash", cuda) is None
