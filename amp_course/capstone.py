@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import memory
+from . import emulation, memory
 from .device import pick_autocast_dtype
 from .models import count_parameters
 from .stats import PairedDifference
@@ -27,7 +27,7 @@ def modes_for(device: torch.device | str) -> tuple[dict[str, torch.dtype | None]
     """
     device = torch.device(device)
     if device.type == "cuda" and pick_autocast_dtype(device, warn=False) != torch.bfloat16:
-        major, minor = torch.cuda.get_device_capability(device)
+        major, minor = emulation.capability(device)  # a rehearsed T4's under emulation
         modes = {k: v for k, v in MODES.items() if v is not torch.bfloat16}
         return modes, (
             f"This GPU (compute capability {major}.{minor}) has no bf16 tensor cores (they "
