@@ -1,10 +1,17 @@
 """Lesson 00 (cells executed from the notebook): the MNIST CNN learns in smoke mode, the AMP run
-follows the fp32 one, and the plots read well."""
+follows the fp32 one, the printed step counts and speed verdicts are what ran, and the plots read
+well."""
+
+import re
+import statistics
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import nbformat
 import pytest
+import torch
 from conftest import ROOT
+from torch.utils.data import TensorDataset
 
 import amp_course as ac
 
@@ -31,13 +38,13 @@ def lesson():
     namespace = run_cells([parameters], {"ac": ac})
     # A short AMP run keeps the test quick where bf16 is emulated; the fp32 run is the lesson's.
     namespace.update(SMOKE=True, DEVICE="cpu", AMP_SMOKE_STEPS=3)
-    run_cells([settings, tagged(nb, "mnist-train")], namespace)
+    run_cells([settings, tagged(nb, "mnist-recipe"), tagged(nb, "mnist-train")], namespace)
     return nb, namespace
 
 
 def test_smoke_mode_cnn_learns_mnist(lesson):
     _, ns = lesson
-    losses, seconds, accuracy = ns["runs"]["fp32"]
+    losses, _, accuracy = ns["runs"]["fp32"]
     assert accuracy > 0.90, f"test accuracy {accuracy:.1%} after {len(losses)} steps"
     assert sum(losses[:5]) / 5 > 2.0  # it starts as a guess among ten digits (ln 10 = 2.30)
     assert sum(losses[-10:]) / 10 < 0.5  # and visibly learns
@@ -56,6 +63,107 @@ def test_amp_run_follows_the_fp32_run(lesson):
         assert abs(fp32 - amp) < 0.1
 
 
+def test_printed_step_counts_are_what_ran_when_the_lesson_asks_for_more_data(monkeypatch, capsys):
+    """Asked for more digits than the data holds, the lesson warns and prints the steps it ran."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    subset = ac.data.load_mnist("subset")
+    tiny = ac.data.MnistData(
+        TensorDataset(*(t[:300] for t in subset.train.tensors)),
+        TensorDataset(*(t[:64] for t in subset.test.tensors)),
+        source="300 test digits",
+    )
+    monkeypatch.setattr(ac.data, "load_mnist", lambda *args, **kwargs: tiny)
+    parameters = tagged(nb, "parameters")
+    ns = run_cells([parameters], {"ac": ac})
+    ns.update(SMOKE=True, DEVICE="cpu", NUM_TRAIN=1000, AMP_SMOKE_STEPS=3)
+    cells = [nb.cells[nb.cells.index(parameters) + 1], tagged(nb, "mnist-recipe")]
+    with pytest.warns(ac.data.ShortDataWarning, match="Asked for 1000 training digits.* holds 300"):
+        run_cells([*cells, tagged(nb, "mnist-train")], ns)
+    printed = capsys.readouterr().out
+    ran = len(ns["runs"]["fp32"][0])
+    assert ran == ns["EPOCHS"] * (300 // ns["BATCH_SIZE"])
+    planned = re.search(r"= (\d+) steps per run", printed)
+    reported = re.search(r"^fp32 +(\d+) steps", printed, re.M)
+    assert planned and reported, printed
+    assert int(planned.group(1)) == int(reported.group(1)) == ran
+
+
+def _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast):
+    """What the speed cell prints for faked step times and faked hardware."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    monkeypatch.setattr(ac.device, "cpu_has_fast_bf16", lambda flags=None: fast)
+    monkeypatch.setattr(ac.device, "cpu_flags", lambda: frozenset({"avx512_fp16"} if fast else {}))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: fast)
+    amp_name = f"AMP ({ac.device.dtype_name(amp_dtype)})"
+    ns = {
+        "ac": ac,
+        "torch": torch,
+        "statistics": statistics,
+        "settings": SimpleNamespace(on_gpu=on_gpu),
+        "device": torch.device("cuda" if on_gpu else "cpu"),
+        "amp_dtype": amp_dtype,
+        "amp_name": amp_name,
+        "runs": {"fp32": ([], [9.0, fp32_s, fp32_s], None), amp_name: ([], [amp_s] * 3, None)},
+    }
+    run_cells([tagged(nb, "mnist-speed")], ns)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict",
+    [
+        (0.02, 0.01, True, torch.bfloat16, (9, 0), "2.00x as fast.*AMP paid off: this GPU has"),
+        (0.02, 0.01, True, torch.float16, (6, 1), "AMP ran faster although this GPU lacks"),
+        (0.01, 0.0105, True, torch.float16, (7, 5), "not pay off at this size, although this GPU"),
+        (0.01, 0.02, False, torch.bfloat16, True, "not pay off at this size, although this CPU"),
+        (0.01, 0.05, False, torch.bfloat16, False, "not pay off, and this CPU lacks native bf16"),
+        (0.01, 0.02, False, torch.float16, False, "this CPU lacks native fp16"),
+        (0.03, 0.01, False, torch.bfloat16, True, "3.00x as fast.*AMP paid off: this CPU has"),
+    ],
+)
+def test_speed_sentences_follow_the_measurement_and_the_hardware(
+    monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict
+):
+    printed = _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast)
+    assert re.search(verdict, printed, re.S), printed
+    assert ("no clear difference" in printed) == (abs(fp32_s / amp_s - 1) < 0.1), printed
+
+
+def _vit_gpu_cell(monkeypatch, usable_gib, peak):
+    """Lesson 00's ViT-L/16 GPU cell with CUDA simulated: its memory helpers and the GPU faked."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    gib, num_params = 2**30, 304_000_000
+    monkeypatch.setattr(ac.memory, "usable_cuda_bytes", lambda device=None: usable_gib * gib)
+    monkeypatch.setattr(ac.memory, "step_peak_memory", peak)
+    ns = {
+        "ac": ac,
+        "settings": SimpleNamespace(on_gpu=True, smoke=False, hardware="a simulated GPU; x"),
+        "VIT_GPU_BATCH": 32,
+        "num_params": num_params,
+        "saved": {"fp32": (0.4 * gib, 0), "AMP": (0.22 * gib, 2 * num_params)},
+        "amp_dtype": torch.float16,
+        "device": torch.device("cuda"),
+    }
+    return run_cells([tagged(nb, "vit-gpu-peak")], ns)
+
+
+def test_vit_gpu_cell_picks_a_batch_that_fits_a_t4(monkeypatch, capsys):
+    _vit_gpu_cell(monkeypatch, 15, lambda make_step, device: 12 * 2**30)
+    printed = capsys.readouterr().out
+    assert "VIT_GPU_BATCH=32 would need" in printed and "this run uses batch 16" in printed
+    assert "fp32: peak 12.00 GiB at batch 16" in printed and "AMP / fp32 peak: 1.00x" in printed
+    _vit_gpu_cell(monkeypatch, 78, lambda make_step, device: 20 * 2**30)
+    assert "VIT_GPU_BATCH=32 fits" in capsys.readouterr().out
+
+
+def test_vit_gpu_cell_names_the_setting_to_lower_when_memory_runs_out(monkeypatch, capsys):
+    def out_of_memory(make_step, device):
+        raise ac.memory.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    _vit_gpu_cell(monkeypatch, 15, out_of_memory)
+    assert "set VIT_GPU_BATCH lower" in capsys.readouterr().out
+
+
 @pytest.fixture
 def figures(monkeypatch):
     """pyplot with ``show`` a no-op, so the figure a cell draws stays open to be inspected."""
@@ -71,7 +179,9 @@ def test_loss_plot_is_linear_and_shows_both_runs(lesson, figures):
     whole, first_steps = plt.gcf().axes
     for ax in (whole, first_steps):
         assert ax.get_yscale() == "linear"
-        assert [line.get_label() for line in ax.get_lines()] == list(ns["runs"])
+        # Each line is named after its run and the number of steps that ran.
+        expected = [f"{name}, {len(run[0])} steps" for name, run in ns["runs"].items()]
+        assert [line.get_label() for line in ax.get_lines()] == expected
     assert whole.get_ylim()[0] == 0
 
 
