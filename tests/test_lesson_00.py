@@ -2,6 +2,7 @@
 follows the fp32 one, the printed step counts and speed verdicts are what ran, and the plots read
 well."""
 
+import math
 import re
 import statistics
 from types import SimpleNamespace
@@ -129,39 +130,59 @@ def test_speed_sentences_follow_the_measurement_and_the_hardware(
     assert ("no clear difference" in printed) == (abs(fp32_s / amp_s - 1) < 0.1), printed
 
 
-def _vit_gpu_cell(monkeypatch, usable_gib, peak):
-    """Lesson 00's ViT-L/16 GPU cell with CUDA simulated: its memory helpers and the GPU faked."""
+def _vit_gpu_cell(monkeypatch, usable_gib, fixed_gib=4.8, per_image_gib=0.48, fail_at=None):
+    """Lesson 00's ViT-L/16 GPU cell on the CPU, with the GPU simulated: a step's peak is
+    ``fixed_gib`` + ``per_image_gib`` per image (about the H100's fp32 ViT-L/16 step), the process
+    may use ``usable_gib``, and a step of ``fail_at`` images or more runs out of memory."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    gib, num_params = 2**30, 304_000_000
+    gib, batches = 2**30, []
+
+    def synthetic_images(batch, device=None):
+        batches.append(batch)
+        return torch.randn(batch, 4), torch.zeros(batch, dtype=torch.long)
+
+    def step_peak_memory(make_step, device):
+        make_step()  # builds the (stand-in) model, optimizer and batch
+        if fail_at is not None and batches[-1] >= fail_at:
+            raise ac.memory.OutOfMemoryError("CUDA out of memory (simulated)")
+        return int((fixed_gib + per_image_gib * batches[-1]) * gib)
+
     monkeypatch.setattr(ac.memory, "usable_cuda_bytes", lambda device=None: usable_gib * gib)
-    monkeypatch.setattr(ac.memory, "step_peak_memory", peak)
+    monkeypatch.setattr(ac.memory, "step_peak_memory", step_peak_memory)
+    monkeypatch.setattr(ac.data, "synthetic_images", synthetic_images)
+    monkeypatch.setattr(ac.models, "build_vit", lambda preset: torch.nn.Linear(4, 10))
     ns = {
         "ac": ac,
+        "torch": torch,
+        "F": torch.nn.functional,
         "settings": SimpleNamespace(on_gpu=True, smoke=False, hardware="a simulated GPU; x"),
+        "VIT_PRESET": "l16",
         "VIT_GPU_BATCH": 32,
-        "num_params": num_params,
-        "saved": {"fp32": (0.4 * gib, 0), "AMP": (0.22 * gib, 2 * num_params)},
+        "num_params": 304_000_000,
+        "saved": {"fp32": (0.31 * gib, 0), "AMP": (0.16 * gib, 608_000_000)},
         "amp_dtype": torch.float16,
-        "device": torch.device("cuda"),
+        "device": torch.device("cpu"),
     }
-    return run_cells([tagged(nb, "vit-gpu-peak")], ns)
+    run_cells([tagged(nb, "vit-gpu-peak")], ns)
+    return batches
 
 
 def test_vit_gpu_cell_picks_a_batch_that_fits_a_t4(monkeypatch, capsys):
-    _vit_gpu_cell(monkeypatch, 15, lambda make_step, device: 12 * 2**30)
+    batches = _vit_gpu_cell(monkeypatch, usable_gib=15)
     printed = capsys.readouterr().out
+    assert "4.80 GiB fixed + 492 MiB per image" in printed, printed
     assert "VIT_GPU_BATCH=32 would need" in printed and "this run uses batch 16" in printed
-    assert "fp32: peak 12.00 GiB at batch 16" in printed and "AMP / fp32 peak: 1.00x" in printed
-    _vit_gpu_cell(monkeypatch, 78, lambda make_step, device: 20 * 2**30)
-    assert "VIT_GPU_BATCH=32 fits" in capsys.readouterr().out
+    assert batches == [2, 4, 16, 16] and "fp32: peak 12.48 GiB at batch 16" in printed
+    batches = _vit_gpu_cell(monkeypatch, usable_gib=78)
+    assert "VIT_GPU_BATCH=32 fits" in capsys.readouterr().out and batches[-2:] == [32, 32]
 
 
 def test_vit_gpu_cell_names_the_setting_to_lower_when_memory_runs_out(monkeypatch, capsys):
-    def out_of_memory(make_step, device):
-        raise ac.memory.OutOfMemoryError("CUDA out of memory (simulated)")
-
-    _vit_gpu_cell(monkeypatch, 15, out_of_memory)
-    assert "set VIT_GPU_BATCH lower" in capsys.readouterr().out
+    _vit_gpu_cell(monkeypatch, usable_gib=78, fail_at=32)  # the estimate was too hopeful
+    printed = capsys.readouterr().out
+    assert "CUDA out of memory (simulated)" in printed and "Set VIT_GPU_BATCH lower" in printed
+    _vit_gpu_cell(monkeypatch, usable_gib=5)  # not even one image fits next to the fixed state
+    assert "Not even one sample fits" in capsys.readouterr().out
 
 
 @pytest.fixture
@@ -185,20 +206,25 @@ def test_loss_plot_is_linear_and_shows_both_runs(lesson, figures):
     assert whole.get_ylim()[0] == 0
 
 
-def test_memory_chart_gives_each_part_one_colour_and_keeps_the_legend_outside(figures):
+def _memory_chart(figures):
+    """The memory chart drawn from the H100's ViT-L/16 figures (only the drawing is under test)."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    gib = 2**30
-    # Made-up sizes: only the drawing is under test here, not the measurement.
+    mib = 2**20
     ns = {
         "ac": ac,
         "plt": plt,
-        "GLOBAL_BATCH": 64,
-        "VIT_NAME": "ViT",
-        "num_params": gib // 16,
-        "saved": {"fp32": (gib // 8, 0), "AMP": (gib // 16, gib // 8)},
+        "GLOBAL_BATCH": 4096,
+        "VIT_NAME": "ViT-L/16",
+        "num_params": 304_326_632,
+        "saved": {"fp32": (316.5 * mib, 0), "AMP": (167.6 * mib, 579.5 * mib)},
     }
     run_cells([tagged(nb, "memory-chart")], ns)
-    ax = plt.gcf().axes[0]
+    return plt.gcf(), ns
+
+
+def test_memory_chart_gives_each_part_one_colour_and_keeps_the_legend_outside(figures):
+    figure, _ = _memory_chart(figures)
+    ax = figure.axes[0]
     parts = ac.memory.MemoryBreakdown.PARTS
     bars = [patch for container in ax.containers for patch in container]
     assert len(bars) == 2 * len(parts)
@@ -207,8 +233,27 @@ def test_memory_chart_gives_each_part_one_colour_and_keeps_the_legend_outside(fi
     assert fp32 == amp and len(set(fp32)) == len(parts)  # one colour per part, the same in both
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [p.replace("_", " ") for p in parts]
-    figure = plt.gcf()
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
     legend_box = legend.get_window_extent(renderer)
     assert legend_box.x0 >= ax.get_window_extent(renderer).x1  # beside the bars, not on them
+
+
+def test_memory_chart_makes_every_part_readable(figures):
+    """The stacked bars leave the small parts as slivers; the second chart shows each part on a
+    log scale, wide enough to see, with its size written beside it."""
+    figure, ns = _memory_chart(figures)
+    each = figure.axes[1]
+    assert each.get_xscale() == "log"
+    left, right = (math.log10(x) for x in each.get_xlim())
+    texts = [t.get_text() for t in each.texts]
+    for mode, breakdown in ns["breakdowns"].items():
+        for part in ac.memory.MemoryBreakdown.PARTS:
+            gib = getattr(breakdown, part) / 2**30
+            if gib == 0:
+                assert f" {mode}: none" in texts
+                continue
+            assert f" {mode}: {gib:.2f} GiB" in texts
+            assert (math.log10(gib) - left) / (right - left) > 0.15, (mode, part)
+    labels = [t.get_text() for t in each.get_yticklabels()]
+    assert labels == [p.replace("_", " ") for p in ac.memory.MemoryBreakdown.PARTS]
