@@ -90,10 +90,7 @@ def verify_file(path: Path, expected: str) -> str:
 
 
 def load_mnist_subset(path: Path | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The shipped 5,000-digit subset as uint8 images [N, 28, 28] and int64 labels.
-
-    Checks the file's SHA-256 first.
-    """
+    """The shipped 5,000-digit subset as uint8 images [N, 28, 28] and int64 labels (SHA checked)."""
     path = Path(path) if path is not None else data_dir() / SUBSET_FILE
     return _parse_subset(verify_file(path, SUBSET_SHA256))
 
@@ -167,12 +164,8 @@ def _torchvision_mnist(root: Path, download: bool):
 
 
 def _mnist_data(train, test, source: str) -> MnistData:
-    (xtr, ytr), (xte, yte) = train, test
-    return MnistData(
-        TensorDataset(_normalise(xtr), ytr),
-        TensorDataset(_normalise(xte), yte),
-        source=f"{source} ({len(ytr)} train / {len(yte)} test)",
-    )
+    sizes = f"{source} ({len(train[1])} train / {len(test[1])} test)"
+    return MnistData(*(TensorDataset(_normalise(x), y) for x, y in (train, test)), source=sizes)
 
 
 def _default_smoke() -> bool:
@@ -216,7 +209,7 @@ def load_mnist(
         if has_files:  # torchvision's copy, from an earlier download: the same digits
             try:
                 return _mnist_data(*_torchvision_mnist(root, False), "torchvision's MNIST files")
-            except Exception:  # noqa: BLE001, S110 - incomplete: the shipped archive follows
+            except Exception:  # noqa: BLE001 - incomplete: the shipped archive follows
                 pass
         archive = data_dir() / FULL_FILE
         if archive.exists() or source == "full":
