@@ -1,4 +1,4 @@
-"""Where the files shipped with the course are: the published quizzes and the MNIST subset.
+"""Where the files shipped with the course are: the published quizzes and the MNIST files.
 
 A wheel (``pip install .``) carries them inside the package, in ``amp_course/course_files/``
 (pyproject.toml maps them there); a git checkout, an editable install and the Colab setup cell's
