@@ -29,17 +29,35 @@ def _info(args) -> int:
 
 
 def _check_data(args) -> int:
-    from .data import SUBSET_FILE, DataIntegrityError, data_dir, load_mnist_subset
+    from pathlib import Path
+
+    from .data import (
+        FULL_FILE,
+        FULL_SHA256,
+        SUBSET_FILE,
+        DataIntegrityError,
+        data_dir,
+        load_mnist_subset,
+        verify_file,
+    )
 
     try:
-        path = args.path or data_dir() / SUBSET_FILE
-        images, labels = load_mnist_subset(path)
+        paths = (
+            [Path(args.path)] if args.path else [data_dir() / SUBSET_FILE, data_dir() / FULL_FILE]
+        )
+        for path in paths:
+            if path.name == FULL_FILE:
+                verify_file(path, FULL_SHA256)
+                print(f"ok: full MNIST archive, SHA-256 verified ({path})")
+                continue
+            images, labels = load_mnist_subset(path)
+            print(
+                f"ok: {len(labels)} digits, {images.shape[1]}x{images.shape[2]}, "
+                f"SHA-256 verified ({path})"
+            )
     except DataIntegrityError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(
-        f"ok: {len(labels)} digits, {images.shape[1]}x{images.shape[2]}, SHA-256 verified ({path})"
-    )
     return 0
 
 
@@ -153,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="describe this machine's device and its AMP dtype")
     info.add_argument("--device", default="auto", help="auto, cpu or cuda")
     info.set_defaults(func=_info)
-    check = sub.add_parser("check-data", help="verify the shipped MNIST subset's checksum")
+    check = sub.add_parser("check-data", help="verify the shipped MNIST files' checksums")
     check.add_argument("path", nargs="?", default=None, help="file to check (default: data/)")
     check.set_defaults(func=_check_data)
     bits = sub.add_parser("inspect", help="show a number's bits in fp32, tf32, fp16, bf16 and fp8")

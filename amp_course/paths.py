@@ -1,5 +1,5 @@
 """Where the course's files are: the checkout's root, the lessons' notebooks, and the files shipped
-with the course (the published quizzes and the MNIST data).
+with the course (the published quizzes and the MNIST files).
 
 A wheel (``pip install .``) carries the shipped files inside the package, in
 ``amp_course/course_files/`` (pyproject.toml maps them there); a git checkout, an editable install

@@ -1,9 +1,23 @@
+import hashlib
 import shutil
+import tarfile
 
 import pytest
 import torch
 
 from amp_course import data
+
+# The canonical MD5s of the four original MNIST files once unpacked, as public loaders list them
+# (for example secml's CDataLoaderMNIST, which checks them after unpacking the .gz downloads).
+IDX_MD5 = {
+    "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
+}
+# Digits per class in MNIST's training and test sets, as the canonical files above give them.
+TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
 
 
 def test_subset_checksum_and_contents():
@@ -30,9 +44,9 @@ def test_missing_data_folder_says_how_to_fix(tmp_path, monkeypatch):
         data.data_dir()
 
 
-def test_offline_falls_back_to_shipped_subset(tmp_path):
-    mnist = data.load_mnist(root=tmp_path, download=False)
-    assert "shipped MNIST subset" in mnist.source
+def test_smoke_mode_uses_the_shipped_subset(tmp_path):
+    mnist = data.load_mnist(root=tmp_path, download=False, smoke=True)
+    assert mnist.source.startswith("shipped MNIST subset, smoke mode")
     assert len(mnist.train) == 4000 and len(mnist.test) == 1000
     x, y = mnist.train[0]
     assert x.shape == (1, 28, 28) and x.dtype == torch.float32
@@ -55,7 +69,7 @@ def test_torchvision_source_without_files_raises_clearly(tmp_path):
 
 
 def test_unknown_source():
-    with pytest.raises(ValueError, match="auto, torchvision, subset"):
+    with pytest.raises(ValueError, match="auto, full, torchvision, subset"):
         data.load_mnist(source="kaggle")
 
 
@@ -71,3 +85,82 @@ def test_synthetic_images_are_imagenet_shaped_and_seeded():
     x2, y2 = data.synthetic_images(4, seed=1)
     assert x1.shape == (4, 3, 224, 224) and y1.max() < 1000
     assert torch.equal(x1, x2) and torch.equal(y1, y2)
+
+
+def test_full_archive_holds_the_canonical_idx_files():
+    with tarfile.open(data.data_dir() / data.FULL_FILE, "r:xz") as archive:
+        assert archive.getnames() == list(data.FULL_MEMBERS)
+        for name, md5 in IDX_MD5.items():
+            assert hashlib.md5(archive.extractfile(name).read()).hexdigest() == md5, name
+
+
+def test_full_mnist_shapes_and_label_counts():
+    (train_x, train_y), (test_x, test_y) = data.load_mnist_full()
+    assert train_x.shape == (60000, 28, 28) and test_x.shape == (10000, 28, 28)
+    assert train_x.dtype == torch.uint8 and train_y.dtype == torch.int64
+    assert torch.bincount(train_y).tolist() == TRAIN_COUNTS
+    assert torch.bincount(test_y).tolist() == TEST_COUNTS
+
+
+def test_subset_digits_are_full_mnist_digits():
+    """Provenance: every digit of the shipped subset, with its label, is one of MNIST's 70,000."""
+    (train_x, train_y), (test_x, test_y) = data.load_mnist_full()
+    full = {
+        (bytes(image.numpy()), int(label))
+        for images, labels in ((train_x, train_y), (test_x, test_y))
+        for image, label in zip(images, labels, strict=True)
+    }
+    images, labels = data.load_mnist_subset()
+    missing = [
+        i for i in range(len(labels)) if (bytes(images[i].numpy()), int(labels[i])) not in full
+    ]
+    assert not missing, f"{len(missing)} subset digits are not in full MNIST, e.g. {missing[:5]}"
+
+
+def test_damaged_full_archive_is_refused(tmp_path):
+    bad = tmp_path / data.FULL_FILE
+    raw = bytearray((data.data_dir() / data.FULL_FILE).read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(data.DataIntegrityError, match="Refusing to use.*SHA-256.*git checkout"):
+        data.load_mnist_full(bad)
+
+
+def test_read_idx_refuses_what_is_not_idx():
+    header = bytes([0, 0, 8, 1]) + (3).to_bytes(4, "big")
+    assert data.read_idx(header + bytes([1, 2, 3])).tolist() == [1, 2, 3]
+    with pytest.raises(data.DataIntegrityError, match="header says"):
+        data.read_idx(header + bytes([1, 2]))
+    with pytest.raises(data.DataIntegrityError, match="not an IDX file"):
+        data.read_idx(b"\x1f\x8b\x08\x00" + header)  # a gzip header: still compressed
+
+
+def test_full_mode_loads_all_of_mnist_offline(tmp_path):
+    mnist = data.load_mnist(root=tmp_path, download=False, smoke=False)
+    assert mnist.source == "full MNIST, mnist_full.tar.xz verified (60000 train / 10000 test)"
+    assert len(mnist.train) == 60000 and len(mnist.test) == 10000
+    assert data.load_mnist("full", root=tmp_path).source == mnist.source  # whatever the mode
+
+
+def test_full_mode_without_the_archive_warns_and_uses_the_subset(tmp_path, monkeypatch):
+    shutil.copy(data.data_dir() / data.SUBSET_FILE, tmp_path / data.SUBSET_FILE)
+    monkeypatch.setenv("AMP_COURSE_DATA", str(tmp_path))
+    with pytest.warns(data.ShortDataWarning, match="neither mnist_full.tar.xz nor torchvision"):
+        mnist = data.load_mnist(root=tmp_path, download=False, smoke=False)
+    assert mnist.source == "shipped MNIST subset (4000 train / 1000 test)"
+    with pytest.raises(data.DataIntegrityError, match="not found"):
+        data.load_mnist("full", root=tmp_path, download=False)
+
+
+def test_asking_for_more_digits_than_the_data_holds_warns_and_uses_them_all():
+    mnist = data.load_mnist("subset")
+    with pytest.warns(data.ShortDataWarning, match="Asked for 9000 training digits.* 62 batches"):
+        train, _ = data.mnist_loaders(64, num_train=9000, data=mnist)
+    assert len(train.dataset) == 4000 and len(train) == 62
+
+
+def test_num_steps_is_what_runs():
+    train, _ = data.mnist_loaders(64, num_train=640, source="subset")
+    assert data.num_steps(train) == 10 and data.num_steps(train, 4) == 4
+    with pytest.warns(data.ShortDataWarning, match="Asked for 200 steps.*gives 10 batches of 64"):
+        assert data.num_steps(train, 200) == 10

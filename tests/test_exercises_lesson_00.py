@@ -14,10 +14,6 @@ NAME = "00.gpus_for"
 GIB = 2**30
 
 
-def test_solution_passes():
-    assert exercises.check(NAME, exercises.solution(NAME))
-
-
 def whole_job_over_one_gpu(num_params, activation, batch, gpu_gib, amp):
     total = (16 + 2 * amp) * num_params + activation * batch
     return math.ceil(total / (0.9 * gpu_gib * GIB))
@@ -80,3 +76,64 @@ def test_observations_are_plain_data():
     observed = lesson.observe(lambda *case: 8.0, 0)
     assert {row["result"] for row in observed["rows"]} == {8}  # 8.0 counts as 8
     assert lesson.observe(lambda *case: "eight", 0)["rows"][0]["result"] == "'eight'"
+
+
+# 00.largest_batch: the batch one GPU holds, for optimizers the lesson did not count.
+BATCH = "00.largest_batch"
+STATE = {"adamw": 8, "sgd_momentum": 4, "sgd": 0}
+
+
+def batch_with(bytes_per_param, usable=0.9, gib_bytes=GIB, rounding=math.floor, clamp=True):
+    """A largest_batch answer that counts ``bytes_per_param(optimizer, amp)`` per parameter."""
+
+    def answer(num_params, activation, gpu_gib, optimizer, amp):
+        room = usable * gpu_gib * gib_bytes - bytes_per_param(optimizer, amp) * num_params
+        count = int(rounding(room / activation))
+        return max(0, count) if clamp else count
+
+    return answer
+
+
+def right(optimizer, amp):
+    return 8 + STATE[optimizer] + 2 * amp
+
+
+def test_largest_batch_solution_passes_and_a_different_correct_answer_too():
+    assert exercises.check(BATCH, exercises.solution(BATCH))
+    assert exercises.check(BATCH, batch_with(right))
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (batch_with(lambda opt, amp: 16 + 2 * amp), "AdamW's 8 bytes of state whatever"),
+        (batch_with(lambda opt, amp: 4 + STATE[opt] + 2 * amp), "left out the gradients"),
+        (batch_with(lambda opt, amp: 8 + STATE[opt]), "left out the 2-byte weight copies"),
+        (
+            batch_with(lambda opt, amp: (8 + STATE[opt]) / (2 if amp else 1)),
+            "halved the fp32 state under AMP",
+        ),
+        (batch_with(right, usable=1.0), "keep 10% free"),
+        (batch_with(right, gib_bytes=1e9), "a GiB as 10\\*\\*9 bytes"),
+        (batch_with(right, rounding=math.ceil), "rounded up"),
+        (batch_with(right, clamp=False), "return 0 when not even one image fits"),
+        (lambda *case: 2.5, "a whole number of images"),
+        (lambda *case: {}["adamw"], "raised KeyError"),
+    ],
+)
+def test_largest_batch_wrong_answers_fail_with_the_reason(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        exercises.check(BATCH, wrong)
+
+
+def test_largest_batch_inputs_vary_with_the_seed():
+    reference = solutions.largest_batch
+    seed0 = [row["result"] for row in lesson.observe_batch(reference, 0)["rows"]]
+    answers = itertools.cycle(seed0)
+    for seed in (1, 2):
+        observed = lesson.observe_batch(lambda *case: next(answers), seed)
+        with pytest.raises(ExerciseFailed):
+            lesson.compare_batch(observed, lesson.observe_batch(reference, seed), seed)
+        cases = lesson.observe_batch(reference, seed)["rows"]
+        assert {row["case"][3] for row in cases} == set(STATE)  # every optimizer, every seed
+        assert 0 in {row["result"] for row in cases}  # and a job that does not fit

@@ -1,50 +1,42 @@
 """Lesson 00 (cells executed from the notebook): the MNIST CNN learns in smoke mode, the AMP run
-follows the fp32 one, and the plots read well."""
+follows the fp32 one, the printed step counts and speed verdicts are what ran, and the plots read
+well."""
+
+import math
+import re
+import statistics
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
-import nbformat
 import pytest
-from conftest import ROOT
+import torch
+from conftest import run_tagged
+from torch.utils.data import TensorDataset
 
 import amp_course as ac
 
-NOTEBOOK = ROOT / "notebooks" / "00_scenario.ipynb"
-
-
-def run_cells(cells, namespace):
-    for cell in cells:
-        exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
-
-
-def tagged(nb, tag):
-    (cell,) = [c for c in nb.cells if tag in c.metadata.get("tags", [])]
-    return cell
+LESSON = "00_scenario"
 
 
 @pytest.fixture(scope="module")
 def lesson():
     """The parameters and settings cells in smoke mode on the CPU, then the MNIST training."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    parameters = tagged(nb, "parameters")
-    settings = nb.cells[nb.cells.index(parameters) + 1]  # the derived-settings cell follows
-    namespace = run_cells([parameters], {"ac": ac})
+    namespace = run_tagged(LESSON, "parameters", namespace={"ac": ac})
     # A short AMP run keeps the test quick where bf16 is emulated; the fp32 run is the lesson's.
     namespace.update(SMOKE=True, DEVICE="cpu", AMP_SMOKE_STEPS=3)
-    run_cells([settings, tagged(nb, "mnist-train")], namespace)
-    return nb, namespace
+    return run_tagged(LESSON, "settings", "mnist-recipe", "mnist-train", namespace=namespace)
 
 
 def test_smoke_mode_cnn_learns_mnist(lesson):
-    _, ns = lesson
-    losses, seconds, accuracy = ns["runs"]["fp32"]
+    ns = lesson
+    losses, _, accuracy = ns["runs"]["fp32"]
     assert accuracy > 0.90, f"test accuracy {accuracy:.1%} after {len(losses)} steps"
     assert sum(losses[:5]) / 5 > 2.0  # it starts as a guess among ten digits (ln 10 = 2.30)
     assert sum(losses[-10:]) / 10 < 0.5  # and visibly learns
 
 
 def test_amp_run_follows_the_fp32_run(lesson):
-    _, ns = lesson
+    ns = lesson
     fp32_losses = ns["runs"]["fp32"][0]
     amp_losses, _, amp_accuracy = ns["runs"][ns["amp_name"]]
     if ns["slow_amp"]:
@@ -54,6 +46,121 @@ def test_amp_run_follows_the_fp32_run(lesson):
     # Same weights, same batches: the first steps differ only by autocast's rounding.
     for fp32, amp in zip(fp32_losses[:3], amp_losses[:3], strict=True):
         assert abs(fp32 - amp) < 0.1
+
+
+def test_printed_step_counts_are_what_ran_when_the_lesson_asks_for_more_data(monkeypatch, capsys):
+    """Asked for more digits than the data holds, the lesson warns and prints the steps it ran."""
+    subset = ac.data.load_mnist("subset")
+    tiny = ac.data.MnistData(
+        TensorDataset(*(t[:300] for t in subset.train.tensors)),
+        TensorDataset(*(t[:64] for t in subset.test.tensors)),
+        source="300 test digits",
+    )
+    monkeypatch.setattr(ac.data, "load_mnist", lambda *args, **kwargs: tiny)
+    ns = run_tagged(LESSON, "parameters", namespace={"ac": ac})
+    ns.update(SMOKE=True, DEVICE="cpu", NUM_TRAIN=1000, AMP_SMOKE_STEPS=3)
+    with pytest.warns(ac.data.ShortDataWarning, match="Asked for 1000 training digits.* holds 300"):
+        run_tagged(LESSON, "settings", "mnist-recipe", "mnist-train", namespace=ns)
+    printed = capsys.readouterr().out
+    ran = len(ns["runs"]["fp32"][0])
+    assert ran == ns["EPOCHS"] * (300 // ns["BATCH_SIZE"])
+    planned = re.search(r"= (\d+) steps per run", printed)
+    reported = re.search(r"^fp32 +(\d+) steps", printed, re.M)
+    assert planned and reported, printed
+    assert int(planned.group(1)) == int(reported.group(1)) == ran
+
+
+def _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast):
+    """What the speed cell prints for faked step times and faked hardware."""
+    monkeypatch.setattr(ac.device, "cpu_has_fast_bf16", lambda flags=None: fast)
+    monkeypatch.setattr(ac.device, "cpu_flags", lambda: frozenset({"avx512_fp16"} if fast else {}))
+    amp_name = f"AMP ({ac.device.dtype_name(amp_dtype)})"
+    ns = {
+        "ac": ac,
+        "torch": torch,
+        "statistics": statistics,
+        "settings": SimpleNamespace(on_gpu=on_gpu, capability=fast if on_gpu else None),
+        "device": torch.device("cuda" if on_gpu else "cpu"),
+        "amp_dtype": amp_dtype,
+        "amp_name": amp_name,
+        "runs": {"fp32": ([], [9.0, fp32_s, fp32_s], None), amp_name: ([], [amp_s] * 3, None)},
+    }
+    run_tagged(LESSON, "mnist-speed", namespace=ns)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict",
+    [
+        (0.02, 0.01, True, torch.bfloat16, (9, 0), "2.00x as fast.*AMP paid off: this GPU has"),
+        (0.02, 0.01, True, torch.float16, (6, 1), "AMP ran faster although this GPU lacks"),
+        (0.01, 0.0105, True, torch.float16, (7, 5), "not pay off at this size, although this GPU"),
+        (0.01, 0.02, False, torch.bfloat16, True, "not pay off at this size, although this CPU"),
+        (0.01, 0.05, False, torch.bfloat16, False, "not pay off, and this CPU lacks native bf16"),
+        (0.01, 0.02, False, torch.float16, False, "this CPU lacks native fp16"),
+        (0.03, 0.01, False, torch.bfloat16, True, "3.00x as fast.*AMP paid off: this CPU has"),
+    ],
+)
+def test_speed_sentences_follow_the_measurement_and_the_hardware(
+    monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict
+):
+    printed = _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast)
+    assert re.search(verdict, printed, re.S), printed
+    assert ("no clear difference" in printed) == (abs(fp32_s / amp_s - 1) < 0.1), printed
+
+
+def _vit_gpu_cell(monkeypatch, usable_gib, fixed_gib=4.8, per_image_gib=0.48, fail_at=None):
+    """Lesson 00's ViT-L/16 GPU cell on the CPU, with the GPU simulated: a step's peak is
+    ``fixed_gib`` + ``per_image_gib`` per image (about the H100's fp32 ViT-L/16 step), the process
+    may use ``usable_gib``, and a step of ``fail_at`` images or more runs out of memory."""
+    gib, batches = 2**30, []
+
+    def synthetic_images(batch, device=None):
+        batches.append(batch)
+        return torch.randn(batch, 4), torch.zeros(batch, dtype=torch.long)
+
+    def step_peak_memory(make_step, device):
+        make_step()  # builds the (stand-in) model, optimizer and batch
+        if fail_at is not None and batches[-1] >= fail_at:
+            raise ac.memory.OutOfMemoryError("CUDA out of memory (simulated)")
+        return int((fixed_gib + per_image_gib * batches[-1]) * gib)
+
+    monkeypatch.setattr(ac.memory, "usable_cuda_bytes", lambda device=None: usable_gib * gib)
+    monkeypatch.setattr(ac.memory, "step_peak_memory", step_peak_memory)
+    monkeypatch.setattr(ac.data, "synthetic_images", synthetic_images)
+    monkeypatch.setattr(ac.models, "build_vit", lambda preset: torch.nn.Linear(4, 10))
+    ns = {
+        "ac": ac,
+        "torch": torch,
+        "F": torch.nn.functional,
+        "settings": SimpleNamespace(on_gpu=True, smoke=False, hardware="a simulated GPU; x"),
+        "VIT_PRESET": "l16",
+        "VIT_GPU_BATCH": 32,
+        "num_params": 304_000_000,
+        "saved": {"fp32": (0.31 * gib, 0), "AMP": (0.16 * gib, 608_000_000)},
+        "amp_dtype": torch.float16,
+        "device": torch.device("cpu"),
+    }
+    run_tagged(LESSON, "vit-gpu-peak", namespace=ns)
+    return batches
+
+
+def test_vit_gpu_cell_picks_a_batch_that_fits_a_t4(monkeypatch, capsys):
+    batches = _vit_gpu_cell(monkeypatch, usable_gib=15)
+    printed = capsys.readouterr().out
+    assert "4.80 GiB fixed + 492 MiB per image" in printed, printed
+    assert "VIT_GPU_BATCH=32 would need" in printed and "this run uses batch 16" in printed
+    assert batches == [2, 4, 16, 16] and "fp32: peak 12.48 GiB at batch 16" in printed
+    batches = _vit_gpu_cell(monkeypatch, usable_gib=78)
+    assert "VIT_GPU_BATCH=32 fits" in capsys.readouterr().out and batches[-2:] == [32, 32]
+
+
+def test_vit_gpu_cell_names_the_setting_to_lower_when_memory_runs_out(monkeypatch, capsys):
+    _vit_gpu_cell(monkeypatch, usable_gib=78, fail_at=32)  # the estimate was too hopeful
+    printed = capsys.readouterr().out
+    assert "CUDA out of memory (simulated)" in printed and "Set VIT_GPU_BATCH lower" in printed
+    _vit_gpu_cell(monkeypatch, usable_gib=5)  # not even one image fits next to the fixed state
+    assert "Not even one sample fits" in capsys.readouterr().out
 
 
 @pytest.fixture
@@ -66,29 +173,35 @@ def figures(monkeypatch):
 
 
 def test_loss_plot_is_linear_and_shows_both_runs(lesson, figures):
-    nb, ns = lesson
-    run_cells([tagged(nb, "mnist-plot")], ns)
+    ns = lesson
+    run_tagged(LESSON, "mnist-plot", namespace=ns)
     whole, first_steps = plt.gcf().axes
     for ax in (whole, first_steps):
         assert ax.get_yscale() == "linear"
-        assert [line.get_label() for line in ax.get_lines()] == list(ns["runs"])
+        # Each line is named after its run and the number of steps that ran.
+        expected = [f"{name}, {len(run[0])} steps" for name, run in ns["runs"].items()]
+        assert [line.get_label() for line in ax.get_lines()] == expected
     assert whole.get_ylim()[0] == 0
 
 
-def test_memory_chart_gives_each_part_one_colour_and_keeps_the_legend_outside(figures):
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    gib = 2**30
-    # Made-up sizes: only the drawing is under test here, not the measurement.
+def _memory_chart(figures):
+    """The memory chart drawn from the H100's ViT-L/16 figures (only the drawing is under test)."""
+    mib = 2**20
     ns = {
         "ac": ac,
         "plt": plt,
-        "GLOBAL_BATCH": 64,
-        "VIT_NAME": "ViT",
-        "num_params": gib // 16,
-        "saved": {"fp32": (gib // 8, 0), "AMP": (gib // 16, gib // 8)},
+        "GLOBAL_BATCH": 4096,
+        "VIT_NAME": "ViT-L/16",
+        "num_params": 304_326_632,
+        "saved": {"fp32": (316.5 * mib, 0), "AMP": (167.6 * mib, 579.5 * mib)},
     }
-    run_cells([tagged(nb, "memory-chart")], ns)
-    ax = plt.gcf().axes[0]
+    run_tagged(LESSON, "memory-chart", namespace=ns)
+    return plt.gcf(), ns
+
+
+def test_memory_chart_gives_each_part_one_colour_and_keeps_the_legend_outside(figures):
+    figure, _ = _memory_chart(figures)
+    ax = figure.axes[0]
     parts = ac.memory.MemoryBreakdown.PARTS
     bars = [patch for container in ax.containers for patch in container]
     assert len(bars) == 2 * len(parts)
@@ -97,8 +210,27 @@ def test_memory_chart_gives_each_part_one_colour_and_keeps_the_legend_outside(fi
     assert fp32 == amp and len(set(fp32)) == len(parts)  # one colour per part, the same in both
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [p.replace("_", " ") for p in parts]
-    figure = plt.gcf()
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
     legend_box = legend.get_window_extent(renderer)
     assert legend_box.x0 >= ax.get_window_extent(renderer).x1  # beside the bars, not on them
+
+
+def test_memory_chart_makes_every_part_readable(figures):
+    """The stacked bars leave the small parts as slivers; the second chart shows each part on a
+    log scale, wide enough to see, with its size written beside it."""
+    figure, ns = _memory_chart(figures)
+    each = figure.axes[1]
+    assert each.get_xscale() == "log"
+    left, right = (math.log10(x) for x in each.get_xlim())
+    texts = [t.get_text() for t in each.texts]
+    for mode, breakdown in ns["breakdowns"].items():
+        for part in ac.memory.MemoryBreakdown.PARTS:
+            gib = getattr(breakdown, part) / 2**30
+            if gib == 0:
+                assert f" {mode}: none" in texts
+                continue
+            assert f" {mode}: {gib:.2f} GiB" in texts
+            assert (math.log10(gib) - left) / (right - left) > 0.15, (mode, part)
+    labels = [t.get_text() for t in each.get_yticklabels()]
+    assert labels == [p.replace("_", " ") for p in ac.memory.MemoryBreakdown.PARTS]

@@ -53,7 +53,7 @@ def installed(tmp_path_factory):
     return python, outside, env, wheel
 
 
-def test_wheel_holds_every_module_the_published_quizzes_and_the_mnist_subset(installed):
+def test_wheel_holds_every_module_the_published_quizzes_and_the_mnist_files(installed):
     names = set(zipfile.ZipFile(installed[3]).namelist())
     package = ROOT / "amp_course"
     modules = {p.relative_to(ROOT).as_posix() for p in package.rglob("*.py")}
@@ -61,6 +61,7 @@ def test_wheel_holds_every_module_the_published_quizzes_and_the_mnist_subset(ins
     for quiz in (ROOT / "quizzes").glob("*.yaml"):
         assert f"amp_course/course_files/quizzes/{quiz.name}" in names
     assert "amp_course/course_files/data/mnist_5k.csv.gz" in names
+    assert "amp_course/course_files/data/mnist_full.tar.xz" in names
     assert not any("MNIST/" in name for name in names)  # never a downloaded torchvision copy
 
 

@@ -1,4 +1,5 @@
-"""Lesson 00 exercise: how many data-parallel GPUs a training job needs, from its bytes."""
+"""Lesson 00 exercises: how many data-parallel GPUs a training job needs, and how large a batch one
+GPU holds for other optimizers, from the bytes of a step."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import math
 
 import torch
 
-from ..memory import gpus_needed
-from . import ExerciseFailed, register
+from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed
+from . import ExerciseFailed, call_answer, fail_on_error, register
 
 MIB, GIB = 2**20, 2**30
 USABLE = 0.9  # the lesson keeps 10% of every GPU for the allocator and workspace
@@ -21,14 +22,16 @@ SEED0_CASES = [
 ]
 
 
+def _picker(seed: int):
+    """``pick(low, high)``: a random integer in [low, high] from ``seed``'s own generator."""
+    generator = torch.Generator().manual_seed(seed)
+    return lambda low, high: int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
 def _cases(seed: int) -> list[tuple]:
     if seed == 0:
         return SEED0_CASES
-    generator = torch.Generator().manual_seed(seed)
-
-    def pick(low, high):
-        return int(torch.randint(low, high + 1, (1,), generator=generator))
-
+    pick = _picker(seed)
     cases = []
     for _ in range(6):  # sizes where the static state is a large part of each GPU
         cases.append(
@@ -128,3 +131,102 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
 
 
 register("00.gpus_for", observe, compare)
+
+
+# 00.largest_batch: the same account turned around (the batch from the memory), for optimizers
+# whose state the lesson did not count.
+OPTIMIZERS = ("adamw", "sgd_momentum", "sgd")
+# (parameters, activation bytes per image, GiB per GPU, optimizer, AMP) for seed 0.
+SEED0_BATCH_CASES = [
+    (300_000_000, 100 * MIB, 24, "adamw", False),
+    (500_000_000, 60 * MIB, 24, "sgd_momentum", True),
+    (1_000_000_000, 150 * MIB, 40, "sgd", True),
+    (2_500_000_000, 50 * MIB, 40, "adamw", True),  # the state alone overflows the GPU
+]
+
+
+def _batch_cases(seed: int) -> list[tuple]:
+    if seed == 0:
+        return SEED0_BATCH_CASES
+    pick = _picker(seed)
+    cases = [
+        (pick(50, 2000) * 1_000_000, pick(10, 320) * MIB, [16, 24, 40, 80][pick(0, 3)], opt, amp)
+        for opt in OPTIMIZERS
+        for amp in (False, True)
+    ]
+    cases.append((pick(3000, 4000) * 1_000_000, pick(10, 320) * MIB, 40, "adamw", True))
+    return cases
+
+
+def observe_batch(fn, seed: int) -> dict:
+    """Call ``fn`` on the cases of ``seed``; record the inputs, the result or the error."""
+    rows = []
+    for case in _batch_cases(seed):
+        result, error = call_answer(fn, *case)
+        rows.append({"case": list(case), "result": _plain(result), "error": error})
+    return {"rows": rows}
+
+
+def _batch_mistakes(num_params, activation, gpu_gib, optimizer, amp) -> dict[str, object]:
+    """What the usual wrong accountings give for one case, each with what to say about it."""
+    state = OPTIMIZER_STATE_BYTES[optimizer]
+    copies = 2 if amp else 0
+
+    def fits(bytes_per_param, usable=USABLE * gpu_gib * GIB, rounding=math.floor, floor_at=0):
+        count = rounding((usable - bytes_per_param * num_params) / activation)
+        return count if floor_at is None else max(floor_at, count)
+
+    return {
+        "returned a negative count: return 0 when not even one image fits": fits(
+            8 + state + copies, floor_at=None
+        ),
+        "counted AdamW's 8 bytes of state whatever the optimizer: SGD with momentum keeps one "
+        "4-byte fp32 buffer per parameter, plain SGD none": fits(16 + copies),
+        "left out the gradients: 4 fp32 bytes per parameter, like the weights": fits(
+            4 + state + copies
+        ),
+        "left out the 2-byte weight copies autocast keeps under AMP": fits(8 + state),
+        "halved the fp32 state under AMP: weights, gradients and optimizer state stay fp32; AMP "
+        "adds 2-byte copies and shrinks only the activations": fits(
+            (8 + state) / 2 if amp else 8 + state
+        ),
+        "used the whole GPU: keep 10% free for the allocator and workspace": fits(
+            8 + state + copies, usable=gpu_gib * GIB
+        ),
+        "counted a GiB as 10**9 bytes; it is 2**30": fits(
+            8 + state + copies, usable=USABLE * gpu_gib * 1e9
+        ),
+        "rounded up: a step holds whole images only, so round down": fits(
+            8 + state + copies, rounding=math.ceil
+        ),
+    }
+
+
+def compare_batch(mine: dict, reference: dict, seed: int) -> None:
+    """Raise ExerciseFailed, in plain words, at the first case where ``mine`` differs."""
+    for got, want in zip(mine["rows"], reference["rows"], strict=True):
+        num_params, activation, gpu_gib, optimizer, amp = want["case"]
+        where = (
+            f"largest_batch({num_params:_}, {activation // MIB} * 2**20, {gpu_gib}, "
+            f"{optimizer!r}, amp={amp})"
+        )
+        fail_on_error(got["error"], where)
+        if got["result"] == want["result"]:
+            continue
+        if isinstance(got["result"], float):
+            raise ExerciseFailed(
+                f"{where} returned {got['result']}: a batch is a whole number of images."
+            )
+        for mistake, value in _batch_mistakes(*want["case"]).items():
+            if got["result"] == value:
+                raise ExerciseFailed(
+                    f"{where} returned {got['result']}, expected {want['result']}: you {mistake}."
+                )
+        raise ExerciseFailed(
+            f"{where} returned {got['result']!r}, expected {want['result']}: the most whole "
+            "images whose activations fit next to the fp32 weights, gradients and optimizer state "
+            f"(+2 bytes per parameter under AMP) in {USABLE:.0%} of the GPU."
+        )
+
+
+register("00.largest_batch", observe_batch, compare_batch)

@@ -1,8 +1,8 @@
-"""Reference solution of lesson 00's exercise (hidden from the grading sandbox)."""
+"""Reference solutions of lesson 00's exercises (hidden from the grading sandbox)."""
 
 from __future__ import annotations
 
-from ...memory import gpus_needed
+from ...memory import gpus_needed, training_memory
 from ..lesson_00 import GIB, USABLE
 
 
@@ -17,4 +17,17 @@ def gpus_for(num_params, activation_bytes_per_image, global_batch, gpu_gib, amp)
     return gpus_needed(static, activation_bytes_per_image, global_batch, gpu_gib * GIB, USABLE)
 
 
-SOLUTIONS = {"00.gpus_for": gpus_for}
+def largest_batch(num_params, activation_bytes_per_image, gpu_gib, optimizer, amp):
+    """Reference: the most images one GPU holds per step, 0 when not even one fits.
+
+    The GPU holds the fp32 weights, their fp32 gradients and the optimizer's fp32 state (AdamW
+    two moments, SGD with momentum one buffer, plain SGD none), under AMP autocast's 2-byte
+    weight copies, and the activations of every image, within 90% of its memory.
+    """
+    copies = 2 * num_params if amp else 0
+    static = training_memory(num_params, 0, optimizer, weight_copy_bytes=copies).total
+    room = USABLE * gpu_gib * GIB - static
+    return max(0, int(room // activation_bytes_per_image))
+
+
+SOLUTIONS = {"00.gpus_for": gpus_for, "00.largest_batch": largest_batch}
