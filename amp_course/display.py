@@ -1,7 +1,9 @@
-"""What the front end running this kernel can show: whether ipywidgets render here.
+"""What the front end running this kernel can show: whether ipywidgets render here; and how an
+exception a learner's code raised is shown in one line.
 
 The quizzes and the bit inspector ask it, and fall back to text (or HTML with a text rendering)
-where widgets would show nothing.
+where widgets would show nothing. The exercise checks and the lab kit that runs a lab's code both
+record errors with ``error_text``, so it sits here, below both.
 """
 
 from __future__ import annotations
@@ -36,3 +38,8 @@ def widgets_available() -> bool:
     if "__vsc_ipynb_file__" in shell.user_ns:
         return True
     return bool(os.environ.get("JPY_SESSION_NAME"))
+
+
+def error_text(error: BaseException) -> str:
+    """How an observation records an exception the learner's code raised (500 characters)."""
+    return f"{type(error).__name__}: {error}"[:500]

@@ -88,6 +88,21 @@ def test_the_package_has_no_import_cycle():
     assert cycles(import_graph(modules())) == set(), "import cycles among amp_course modules"
 
 
+def test_the_package_layers_have_no_cycle():
+    """Seen as its top-level parts (a subpackage counted whole), the package is layered: no part
+    imports one that imports it back, so each sits above everything it uses (the lab kit, for one,
+    below the exercise checks that use it)."""
+    parts = {}
+    for name, targets in import_graph(modules()).items():
+        part = ".".join(name.split(".")[:2])
+        parts.setdefault(part, set()).update(
+            ".".join(t.split(".")[:2]) for t in targets if t != "amp_course"
+        )
+    for part, targets in parts.items():
+        targets.discard(part)
+    assert cycles(parts) == set(), "parts of amp_course that import each other"
+
+
 def test_only_the_website_and_command_lines_import_the_runs():
     graph = import_graph(modules())
     importers = {

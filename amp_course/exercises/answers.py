@@ -6,6 +6,8 @@ kernel, and ``judge`` turns a ``compare`` into a status, for a check cell and th
 
 from __future__ import annotations
 
+from ..display import error_text  # noqa: F401 - the exercises use it from here too
+
 
 class ExerciseFailed(AssertionError):
     """The learner's answer is wrong; the message says what is wrong in plain words.
@@ -70,11 +72,6 @@ def call_answer(fn, *args, **kwargs) -> tuple[object, str | None]:
         return fn(*args, **kwargs), None
     except Exception as error:  # the learner's code: any error is part of the observation
         return None, error_text(error)
-
-
-def error_text(error: BaseException) -> str:
-    """How an observation records an exception the learner's code raised (500 characters)."""
-    return f"{type(error).__name__}: {error}"[:500]
 
 
 def fail_on_error(error: str | None, call: str) -> None:

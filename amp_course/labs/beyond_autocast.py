@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import load_mnist
-from ..exercises.answers import error_text
+from ..display import error_text
 from ..memory import saved_tensor_bytes
 from ..scaling import mlp, mnist_batches
 

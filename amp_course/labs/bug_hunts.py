@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from .. import scaling
 from ..data import load_mnist
-from ..exercises.answers import error_text
+from ..display import error_text
 from ..precision import AmpRecipe
 from ..training import amp_step
 
