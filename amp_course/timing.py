@@ -209,6 +209,14 @@ def format_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def format_cell(value, spec: str) -> str:
+    """A measured value in a table: ``"-"`` when missing, ``format_time`` for the spec ``"time"``,
+    else ``format(value, spec)``."""
+    if value is None:
+        return "-"
+    return format_time(value) if spec == "time" else format(value, spec)
+
+
 class SimulatedQueue:
     """A stand-in for a GPU's asynchronous stream, so a CPU can show why timers must synchronise.
 

@@ -37,12 +37,6 @@ def timm_ratios(rows: list[LadderRow]) -> list[tuple[str, float]]:
     return pairs
 
 
-def _cell(value, spec: str) -> str:
-    if value is None:
-        return "-"
-    return timing.format_time(value) if spec == "time" else format(value, spec)
-
-
 COLUMNS = [
     ("batch", "batch", "d"),
     ("step", "median_s", "time"),
@@ -66,7 +60,7 @@ def format_table(rows: list[LadderRow]) -> str:
         values = asdict(row)
         memory = row.peak_memory_bytes
         values["peak_memory_gib"] = None if memory is None else memory / 2**30
-        cells = "".join(f"{_cell(values[key], spec):>10}" for _, key, spec in COLUMNS)
+        cells = "".join(f"{timing.format_cell(values[key], spec):>10}" for _, key, spec in COLUMNS)
         lines.append(f"{row.rung:<{width}}" + cells)
     return "\n".join(lines)
 

@@ -10,10 +10,6 @@ from .. import timing
 from . import ladder_report
 
 
-def _fmt(value, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def format_report(report: dict) -> str:
     """The report as fixed-width text tables, one per workload."""
     lines = [
@@ -66,16 +62,8 @@ def format_report(report: dict) -> str:
             row = dict(row)
             if row.get("peak_memory_bytes") is not None:
                 row["peak_memory_gib"] = row["peak_memory_bytes"] / 2**30
-            cells = []
-            for _, key, spec in cols:
-                value = row.get(key)
-                text = (
-                    timing.format_time(value)
-                    if spec == "time" and value is not None
-                    else _fmt(value, spec if spec != "time" else "")
-                )
-                cells.append(f"{text:>11}")
-            lines.append(f"{row['mode']:<16}" + "".join(cells))
+            cells = [timing.format_cell(row.get(key), spec) for _, key, spec in cols]
+            lines.append(f"{row['mode']:<16}" + "".join(f"{text:>11}" for text in cells))
     return "\n".join(lines)
 
 
