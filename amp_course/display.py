@@ -1,5 +1,5 @@
 """What the front end running this kernel can show: whether ipywidgets render here; and how an
-exception a learner's code raised is shown in one line.
+exception is shown in one line (a learner's, in a check; a timed function's, in a report).
 
 The quizzes and the bit inspector ask it, and fall back to text (or HTML with a text rendering)
 where widgets would show nothing. The exercise checks and the lab kit that runs a lab's code both
@@ -43,3 +43,10 @@ def widgets_available() -> bool:
 def error_text(error: BaseException) -> str:
     """How an observation records an exception the learner's code raised (500 characters)."""
     return f"{type(error).__name__}: {error}"[:500]
+
+
+def error_line(error: BaseException) -> str:
+    """An exception as one line of a table or report: its type and its message's first line (200
+    characters); an exception with no message gives its type alone."""
+    first = (str(error).splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first[:200]}"

@@ -25,6 +25,8 @@ import torch
 from torch.utils import benchmark
 from torch.utils.benchmark.utils.common import TaskSpec
 
+from .display import error_line
+
 FAKE_TIMES_ENV = "AMP_COURSE_FAKE_TIMES"
 
 
@@ -128,7 +130,7 @@ def round_robin(
                         )
                     )
             except Exception as error:  # noqa: BLE001 - report the function as failed, never crash
-                failed[name] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                failed[name] = error_line(error)
     merged = {
         name: benchmark.Measurement.merge(ms)[0]
         for name, ms in runs.items()

@@ -114,6 +114,18 @@ def test_round_robin_drops_a_function_that_fails_and_keeps_the_others():
     assert entered == {"steady": 3, "flaky": 2}  # once failed, it is not run again
 
 
+def test_round_robin_reports_a_failure_without_a_message():
+    """A bare ``assert`` deep in a compiler raises an error with no message: still one line."""
+
+    def broken():
+        raise AssertionError
+
+    measured, failed = timing.round_robin(
+        {"steady": lambda: None, "broken": broken}, device="cpu", rounds=1, min_run_time=0.003
+    )
+    assert set(measured) == {"steady"} and failed == {"broken": "AssertionError: "}
+
+
 def _runs(*seconds):
     spec = torch.utils.benchmark.utils.common.TaskSpec("fn()", "pass")
     return torch.utils.benchmark.Measurement(1, list(seconds), spec)

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .. import emulation, timing
+from ..attention import emulated_refusal
 from ..device import device_name, dtype_name, pick_autocast_dtype
+from ..display import error_line
 from ..memory import OutOfMemoryError, step_peak_memory
 from .config import Mode
 from .config import skip_reason as bench_skip_reason
@@ -158,9 +160,8 @@ def skip_reason(rung: Rung, config: LadderConfig, device: torch.device) -> str |
         return "smoke mode on a CPU: compiling takes minutes here (full mode runs it)"
     if rung.attention in ("efficient", "cudnn") and device.type != "cuda":
         return f"the {rung.attention} attention kernel is CUDA only"
-    profile = emulation.active() if device.type == "cuda" else None
-    if rung.attention in ("flash", "cudnn") and profile and not profile.fused_attention:
-        return f"the emulated {profile.name} has no {rung.attention} attention kernel"
+    if rung.attention and emulated_refusal(rung.attention, device):
+        return f"the emulated {emulation.active().name} has no {rung.attention} attention kernel"
     if rung.fused and fused_adamw_unavailable(device):
         return fused_adamw_unavailable(device)
     return None
@@ -240,7 +241,7 @@ def _failure(error: Exception, batch: int) -> str:
     """Why a rung failed, in one line; running out of memory names the batch."""
     if isinstance(error, OutOfMemoryError):
         return f"out of memory at batch {batch}"
-    return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    return error_line(error)
 
 
 def _warm(built: LadderModels, rung: Rung):
