@@ -14,10 +14,10 @@ from pathlib import Path
 import nbformat
 
 from .executed import read_stamp
-from .paths import PACKAGE_DIR
+from .paths import ROOT
 
-REPORTS_DIR = PACKAGE_DIR.parent / "reports" / "gpu"
-NOTEBOOKS_DIR = PACKAGE_DIR.parent / "notebooks"
+REPORTS_DIR = ROOT / "reports" / "gpu"
+NOTEBOOKS_DIR = ROOT / "notebooks"
 
 
 @dataclass

@@ -24,14 +24,13 @@ import nbformat
 
 from .. import exercises
 from .. import quiz as _quiz
+from ..paths import ROOT
 from . import kernel, sandbox, verdicts
 from .notebooks import probe_plan, restore
 from .quizzes import grade_quizzes, inside
 from .reports import row, summary, write_csv, write_feedback
 from .settings import Master, Settings, SettingsError
 from .unsandboxed import Findings, Guard, read_findings
-
-ROOT = sandbox.PACKAGE.parent
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import nbformat
 
 from .. import exercises
 from .. import quiz as _quiz
+from ..paths import ROOT, notebooks_in
 from . import sandbox
 from .notebooks import CheckItem, check_items
 
@@ -115,10 +116,10 @@ def _master(path: Path) -> Master | None:
 
 def master_paths(masters=None) -> list[Path]:
     """The master notebooks: a folder's ``*.ipynb`` (default: the course's ``notebooks/``)."""
-    folder = Path(masters) if masters else sandbox.PACKAGE.parent / "notebooks"
+    folder = Path(masters) if masters else ROOT / "notebooks"
     if not folder.is_dir():
         raise SettingsError(f"{folder} is not a folder of master notebooks (--masters)")
-    paths = sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
+    paths = notebooks_in(folder)
     if not paths:
         raise SettingsError(f"no master notebooks (*.ipynb) in {folder} (--masters)")
     return paths

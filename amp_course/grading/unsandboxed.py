@@ -16,7 +16,6 @@ such a run the grader (``Guard``):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import stat
@@ -117,9 +116,9 @@ def _files(paths, caches: bool = False) -> list[Path]:
 class Watch:
     """The instructor's files, snapshotted before each kernel and checked after it.
 
-    ``kept``: hashed and kept in memory, put back when changed (the course package, the masters,
-    the key); ``copy``: the kernels' course with its bytecode, also rid of files added to it;
-    ``stated``: compared by size and time only (the submissions, which may be large).
+    ``kept``: kept in memory, compared byte for byte and put back when changed (the course package,
+    the masters, the key); ``copy``: the kernels' course with its bytecode, also rid of files added
+    to it; ``stated``: compared by size and time only (the submissions, which may be large).
     """
 
     def __init__(self, kept, copy: Path, stated):
@@ -134,7 +133,6 @@ class Watch:
 
     def snapshot(self) -> None:
         self.kept = {p: p.read_bytes() for p in self._kept_files()}
-        self.digests = {p: hashlib.sha256(data).digest() for p, data in self.kept.items()}
         self.stats = self._stats()
 
     def check(self, keep: Path | None = None) -> list[str]:
@@ -149,7 +147,7 @@ class Watch:
                 changes.append(f"added {path}")
         for path, data in self.kept.items():
             try:
-                same = hashlib.sha256(path.read_bytes()).digest() == self.digests[path]
+                same = path.read_bytes() == data
             except OSError:
                 same = False
             if not same:

@@ -124,7 +124,7 @@ def check(folder: Path, on_machine: frozenset[str] = ON_MACHINE) -> list[str]:
     """What is wrong with the wheels in ``folder`` (nothing: an empty list): a package twice, one
     that the machine has, a requirement neither the set nor the machine meets, or one the set's
     version does not satisfy."""
-    wheels = [Wheel.read(path) for path in sorted(Path(folder).glob("*.whl"))]
+    wheels = _wheels(folder)
     problems, have = [], {}
     machine = {normalize(name) for name in on_machine}
     for wheel in wheels:
