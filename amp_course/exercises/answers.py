@@ -6,6 +6,8 @@ kernel, and ``judge`` turns a ``compare`` into a status, for a check cell and th
 
 from __future__ import annotations
 
+import torch
+
 from ..display import error_text  # noqa: F401 - the exercises use it from here too
 
 
@@ -100,3 +102,27 @@ def judge(item, mine, reference, seed: int, not_done: bool = False) -> tuple[str
     except Exception as error:  # malformed observations: the answer returned something odd
         return "failed", f"the check could not read your answer's results ({error_text(error)})."
     return "passed", ""
+
+
+def compare_params(mine, ref, what, rtol=1e-5, atol=1e-7) -> None:
+    """Raise ExerciseFailed unless every tensor in ``mine`` is finite and close to ``ref``."""
+    if len(mine) != len(ref):
+        raise ExerciseFailed(f"{what}: {len(mine)} parameter tensors, expected {len(ref)}.")
+    for index, (a, b) in enumerate(zip(mine, ref, strict=True)):
+        if not torch.isfinite(a).all():
+            raise ExerciseFailed(f"parameter tensor {index} holds inf/NaN after training.")
+        if a.shape != b.shape or not torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol):
+            off = (a.to(b.dtype) - b).abs().max().item() if a.shape == b.shape else float("inf")
+            raise ExerciseFailed(
+                f"{what}: tensor {index} is off by up to "
+                f"{off:.3g} (tolerance {atol:g} + {rtol:g} x |value|)."
+            )
+
+
+def params_close(mine, ref, rtol=1e-5, atol=1e-7) -> bool:
+    """Whether ``compare_params`` accepts ``mine``, for checks that explain a mismatch their way."""
+    try:
+        compare_params(mine, ref, "weights", rtol, atol)
+    except ExerciseFailed:
+        return False
+    return True

@@ -27,6 +27,7 @@ from ..labs.bug_hunts import (
     train_steps,
 )
 from . import ExerciseFailed, ExerciseNotDone, call_answer, fail_on_error, register
+from .answers import compare_params, params_close
 
 
 def observe_run(train, seed, extra=(), scheduler=False) -> dict:
@@ -58,30 +59,6 @@ def compare_outcomes(mine, ref, rtol=1e-5, atol=1e-7) -> None:
     compare_params(
         mine["params"], ref["params"], "parameters differ from the reference fix", rtol, atol
     )
-
-
-def compare_params(mine, ref, what, rtol=1e-5, atol=1e-7) -> None:
-    """Raise ExerciseFailed unless every tensor in ``mine`` is finite and close to ``ref``."""
-    if len(mine) != len(ref):
-        raise ExerciseFailed(f"{what}: {len(mine)} parameter tensors, expected {len(ref)}.")
-    for index, (a, b) in enumerate(zip(mine, ref, strict=True)):
-        if not torch.isfinite(a).all():
-            raise ExerciseFailed(f"parameter tensor {index} holds inf/NaN after training.")
-        if a.shape != b.shape or not torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol):
-            off = (a.to(b.dtype) - b).abs().max().item() if a.shape == b.shape else float("inf")
-            raise ExerciseFailed(
-                f"{what}: tensor {index} is off by up to "
-                f"{off:.3g} (tolerance {atol:g} + {rtol:g} x |value|)."
-            )
-
-
-def params_close(mine, ref, rtol=1e-5, atol=1e-7) -> bool:
-    """Whether ``compare_params`` accepts ``mine``, for checks that explain a mismatch their way."""
-    try:
-        compare_params(mine, ref, "weights", rtol, atol)
-    except ExerciseFailed:
-        return False
-    return True
 
 
 def compare_run(mine, reference, seed: int) -> None:

@@ -9,7 +9,7 @@ import torch
 
 from ..labs.bug_hunts import lab_batches, lab_setup, poisoned_for
 from . import ExerciseFailed, call_answer, fail_on_error, register
-from .labs_bug_hunts import compare_params
+from .answers import compare_params
 
 
 def _split(batch, sizes):

@@ -9,6 +9,7 @@ from torch import nn
 
 from ..debug import ActivationWatch, find_first_nonfinite
 from ..models import build_vit
+from ..scaling import FP16_MAX
 from ..timing import Comparison
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
@@ -132,7 +133,6 @@ register("06.choose_dtype", observe, compare)
 
 
 # ---- An overflow elsewhere: fix it with the smallest fp32 region ---------------------------------
-FP16_MAX = 65504.0
 # (what is planted, encoder layer): seed 0 holds an attention the lesson has not shown, and an MLP.
 OVERFLOW_CASES = [("attention", 1), ("mlp", 3)]
 
@@ -154,9 +154,10 @@ def planted_vit(kind: str, layer: int, seed: int) -> tuple[nn.Module, torch.Tens
     the second down by k. fp32 and bf16 stay finite; fp16 overflows inside that region.
     """
     generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = build_vit("tiny").eval()
-    nn.init.normal_(model.heads.head.weight, std=0.1)
+    with torch.random.fork_rng(devices=[]):  # leave the learner's random stream as it was
+        torch.manual_seed(seed)
+        model = build_vit("tiny").eval()
+        nn.init.normal_(model.heads.head.weight, std=0.1)
     images = torch.randn(4, 1, 28, 28, generator=generator)
     block = model.encoder.layers[layer]
     scaled = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import io
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 import torch.nn.functional as F
@@ -116,14 +116,7 @@ class Outcome:
 
     def plain(self) -> dict:
         """The outcome as plain data for the grader."""
-        return {
-            "params": self.params,
-            "scales": self.scales,
-            "lrs": self.lrs,
-            "warnings": self.warnings,
-            "error": self.error,
-            "step_norms": self.step_norms,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0) -> Outcome:
