@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from . import emulation
-from .memory import OutOfMemoryError
+from .memory import OutOfMemoryError, process_memory_fraction
 
 
 def memory_limits(device: torch.device | str) -> tuple[int, int] | None:
@@ -17,9 +17,7 @@ def memory_limits(device: torch.device | str) -> tuple[int, int] | None:
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
     total = torch.cuda.get_device_properties(device).total_memory
-    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # older torch: none
-    fraction = get_fraction(device) if get_fraction is not None else 1.0
-    return int(total * fraction), total
+    return int(total * process_memory_fraction(device)), total
 
 
 def message(

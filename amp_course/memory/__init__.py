@@ -20,6 +20,7 @@ from .measure import (
     fit_batch,
     largest_batch,
     peak_cuda_memory,
+    process_memory_fraction,
     step_peak_memory,
     usable_cuda_bytes,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "gpus_needed",
     "largest_batch",
     "peak_cuda_memory",
+    "process_memory_fraction",
     "saved_tensor_bytes",
     "saved_tensor_bytes_without_data",
     "step_peak_memory",

@@ -65,13 +65,16 @@ def step_peak_memory(
     device = torch.device(device)
     if device.type != "cuda":
         raise RuntimeError("step_peak_memory needs a CUDA device; on CPU use training_memory().")
-    _clear_cuda(device)
-    baseline = torch.cuda.memory_allocated(device)
-    build_and_run()
-    torch.cuda.synchronize(device)
-    peak = torch.cuda.max_memory_allocated(device) - baseline
+    peak = peak_cuda_memory(build_and_run, device)
     _clear_cuda(device)  # the step's model and optimizer are gone with build_and_run's frame
     return peak
+
+
+def process_memory_fraction(device: torch.device | str = "cuda") -> float:
+    """The share of ``device``'s memory this process may allocate
+    (``torch.cuda.set_per_process_memory_fraction``; 1.0 on a torch too old to report it)."""
+    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    return get_fraction(torch.device(device)) if get_fraction is not None else 1.0
 
 
 def usable_cuda_bytes(device: torch.device | str = "cuda") -> int:
@@ -86,9 +89,7 @@ def usable_cuda_bytes(device: torch.device | str = "cuda") -> int:
     free, total = torch.cuda.mem_get_info(device)
     reserved = torch.cuda.memory_reserved(device)
     cached = reserved - torch.cuda.memory_allocated(device)
-    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    fraction = get_fraction(device) if get_fraction is not None else 1.0
-    capped = int(total * fraction) - reserved
+    capped = int(total * process_memory_fraction(device)) - reserved
     return max(0, min(free, capped) + cached)
 
 
