@@ -82,6 +82,19 @@ def t_interval(values, confidence: float = 0.95) -> tuple[float, float]:
     return mean, t_quantile(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)
 
 
+def two_sample_half_width(a, b, confidence: float = 0.95) -> float:
+    """Half-width of the two-sided t interval of ``mean(b) - mean(a)`` taken as two independent
+    samples (pooled variance, ``len(a) + len(b) - 2`` degrees of freedom): what the same runs
+    would give if nothing paired them."""
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"A confidence interval needs at least 2 values, got {len(a)}, {len(b)}.")
+    df = len(a) + len(b) - 2
+    squares = sum(sum((v - sum(sample) / len(sample)) ** 2 for v in sample) for sample in (a, b))
+    pooled = math.sqrt(squares / df * (1 / len(a) + 1 / len(b)))
+    return t_quantile(0.5 + confidence / 2, df) * pooled
+
+
 @dataclass(frozen=True)
 class PairedDifference:
     """``candidate - reference`` per seed, their mean and its t interval."""

@@ -72,6 +72,16 @@ def test_t_interval():
     assert stats.t_interval([1.0, 1.0])[1] == 0.0
 
 
+def test_two_sample_half_width():
+    # Pooled variance (2 x 1 + 2 x 4) / 4 = 2.5 over 1/3 + 1/3, with t at 4 degrees of freedom.
+    half = stats.two_sample_half_width([1.0, 2.0, 3.0], [2.0, 4.0, 6.0])
+    assert half == pytest.approx(stats.t_quantile(0.975, 4) * math.sqrt(2.5 * 2 / 3))
+    assert half == pytest.approx(3.58438, abs=1e-5)  # 2.776445 x 1.290994, from t tables
+    # Narrower than the two one-sample half-widths combined (t at n - 1, not 2n - 2).
+    combined = math.hypot(stats.t_interval([1, 2, 3])[1], stats.t_interval([2, 4, 6])[1])
+    assert half < combined
+
+
 def test_paired_difference_cancels_what_the_seed_shares():
     # The seed moves both modes by a lot; the candidate is 0.002 lower at every seed but one.
     reference = [0.950, 0.980, 0.965, 0.990, 0.970]
@@ -96,5 +106,7 @@ def test_bad_input_is_explained():
         stats.t_quantile(1.5, 3)
     with pytest.raises(ValueError, match="whole number"):
         stats.t_quantile(0.975, 2.5)
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.two_sample_half_width([0.9], [0.9, 0.91])
     with pytest.raises(ValueError, match="one value per seed"):
         stats.paired_difference([0.9, 0.91], [0.9])
