@@ -125,7 +125,6 @@ def test_a_new_lesson_joins_the_run_and_the_site_without_a_list_to_edit(tmp_path
     names = [p.stem for p in lesson_notebooks(tmp_path)]
     assert names == ["00_scenario", "10_where_time_goes", "labs_bug_hunts"]
     assert sources.lessons(tmp_path) == names
-    assert gpu.GpuRun().lessons == lesson_notebooks(ROOT)
 
 
 def test_the_benchmark_is_called_as_a_library_and_a_failure_is_recorded(tmp_path, monkeypatch):

@@ -4,21 +4,12 @@ ran, every line of their plot stays visible, and the checkpointing cost is read 
 import types
 
 import matplotlib.pyplot as plt
-import nbformat
 import pytest
-from conftest import ROOT
+from conftest import run_tagged
 
 import amp_course as ac
 
-NOTEBOOK = ROOT / "notebooks" / "09_beyond_autocast.ipynb"
-
-
-def run_cells(namespace, *cell_ids):
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    cells = {c.get("id"): c for c in nb.cells}
-    for cell_id in cell_ids:
-        exec(compile(cells[cell_id].source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
+LESSON = "09_beyond_autocast"
 
 
 @pytest.fixture
@@ -29,7 +20,7 @@ def lesson(monkeypatch):
     monkeypatch.setattr(plt, "show", lambda: None)
     subset = ac.data.load_mnist(source="subset")
     monkeypatch.setattr(ac.data, "load_mnist", lambda *a, **k: subset)
-    namespace = run_cells({"ac": ac}, "31f21701")
+    namespace = run_tagged(LESSON, "parameters", namespace={"ac": ac})
     namespace.update(DEVICE="cpu", SMOKE=True)
     yield namespace
     plt.close("all")
@@ -38,7 +29,7 @@ def lesson(monkeypatch):
 def test_pure_bf16_runs_say_and_plot_the_steps_that_ran_and_every_line_shows(lesson, capsys):
     # Full mode asks for more steps than the shipped subset's 4,000 training digits hold.
     lesson.update(SMOKE=False, BF16_STEPS=100)
-    run_cells(lesson, "43fa9c3c", "ff6702b7", "ae19c7bb")
+    run_tagged(LESSON, "settings", "pure-bf16-tools", "pure-bf16-runs", namespace=lesson)
     held = len(lesson["data"].train) // 64
     assert held < 100 and lesson["steps_run"] == held
     assert all(len(losses) == held for losses, _, _ in lesson["results"].values())
@@ -72,7 +63,7 @@ def test_checkpointing_cost_is_read_from_the_measurement(
         return {k: types.SimpleNamespace(median=times[k], iqr=0.001) for k in fns}, {}
 
     monkeypatch.setattr(ac.timing, "round_robin", fake_round_robin)
-    run_cells(lesson, "43fa9c3c", "8701005b")
+    run_tagged(LESSON, "settings", "checkpoint-cost", namespace=lesson)
     printed = capsys.readouterr().out
     extra = lesson["extra_flops"]
     assert 0.1 < extra < 0.34  # the recompute: less than one more forward, a third of a step
