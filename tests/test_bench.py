@@ -3,6 +3,7 @@ import time
 
 import pytest
 import torch
+from conftest import FakeCuda
 
 from amp_course import bench, cli, models, precision
 
@@ -248,11 +249,10 @@ def test_vit_peak_memory_leaves_out_what_the_process_held_before(monkeypatch):
     from amp_course.bench import config, workloads
 
     gib = 2**30
-    for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
-        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
     # Earlier cells hold 0.66 GiB; with the model, its state and one step the peak is 9.37 GiB.
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: int(0.66 * gib))
-    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: int(9.37 * gib))
+    FakeCuda(
+        monkeypatch, allocated=int(0.66 * gib), peak=int(9.37 * gib), free=0, total=0, reserved=0
+    )
     cuda = torch.device("cuda")
     held = workloads._held_cuda_bytes(cuda)
 

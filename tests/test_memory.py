@@ -2,6 +2,7 @@ import gc
 
 import pytest
 import torch
+from conftest import FakeCuda
 from torch import nn
 
 from amp_course import checkpointing, memory, models
@@ -134,24 +135,10 @@ def test_count_saved_bytes_on_a_cpu_gives_the_bytes_of_a_real_forward(checkpoint
     assert memory.count_saved_bytes(build, x.shape, device="cpu", autocast_dtype=dtype) == real
 
 
-class _FakeCuda:
-    """Stands in for torch.cuda's memory counters, so the clean-state logic is tested on a CPU."""
-
-    def __init__(self, monkeypatch, *, allocated, peak, free, total, reserved, fraction=1.0):
-        self.allocated, self.peak = allocated, peak
-        for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
-            monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
-        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: self.allocated)
-        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: self.peak)
-        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (free, total))
-        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: reserved)
-        monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda *a: fraction)
-
-
 def test_peak_leaves_out_what_earlier_cells_hold(monkeypatch):
     gib = 2**30
     # Earlier cells hold 5 GiB; the measured function takes the peak to 7 GiB.
-    _FakeCuda(monkeypatch, allocated=5 * gib, peak=7 * gib, free=0, total=0, reserved=0)
+    FakeCuda(monkeypatch, allocated=5 * gib, peak=7 * gib, free=0, total=0, reserved=0)
     assert memory.peak_cuda_memory(lambda: None, "cuda") == 2 * gib
     assert memory.peak_cuda_memory(lambda: None, "cuda", count_held=True) == 7 * gib
 
@@ -159,7 +146,7 @@ def test_peak_leaves_out_what_earlier_cells_hold(monkeypatch):
 def test_usable_memory_follows_the_per_process_cap(monkeypatch):
     gib = 2**30
     # An 80 GiB card with 70 GiB free, capped at 15 GiB (a T4's) with 3 GiB reserved, 1 cached.
-    _FakeCuda(
+    FakeCuda(
         monkeypatch,
         allocated=2 * gib,
         peak=0,
@@ -169,9 +156,7 @@ def test_usable_memory_follows_the_per_process_cap(monkeypatch):
         fraction=15 / 80,
     )
     assert memory.usable_cuda_bytes("cuda") == 13 * gib  # 15 - 3 reserved + 1 cached
-    _FakeCuda(
-        monkeypatch, allocated=2 * gib, peak=0, free=4 * gib, total=80 * gib, reserved=3 * gib
-    )
+    FakeCuda(monkeypatch, allocated=2 * gib, peak=0, free=4 * gib, total=80 * gib, reserved=3 * gib)
     assert memory.usable_cuda_bytes("cuda") == 5 * gib  # the card's free memory is smaller
 
 

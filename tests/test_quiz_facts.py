@@ -5,23 +5,10 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
-from conftest import ROOT
+from conftest import quiz_key as key
+from conftest import quiz_question as question
 
 from amp_course import memory
-
-SOURCES = ROOT / "quizzes" / "source"
-
-
-def question(lesson: str, question_id: str) -> dict:
-    doc = yaml.safe_load((SOURCES / f"{lesson}.yaml").read_text())
-    (found,) = [q for q in doc["questions"] if q["id"] == question_id]
-    return found
-
-
-def key(lesson: str, question_id: str) -> dict[str, bool]:
-    """Choice text -> marked correct."""
-    return {c["text"]: c["correct"] for c in question(lesson, question_id)["choices"]}
 
 
 def fp16(value: float) -> float:

@@ -4,7 +4,7 @@ import inspect
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
-from test_quiz_facts import key
+from conftest import quiz_key as key
 
 
 def _correct(lesson, question_id):
