@@ -122,6 +122,14 @@ async def run_notebook(
     )
     replies: list = []
     client.on_cell_executed = lambda cell, cell_index, execute_reply: replies.append(execute_reply)
+
+    async def times_out(cell, index: int, remaining: float) -> bool:
+        """Run ``cell`` for at most the cell limit and ``remaining`` s; True when it timed out."""
+        client.timeout = int(min(cell_timeout, remaining))
+        replies.clear()
+        await client.async_execute_cell(cell, index)
+        return any((r or {}).get("content", {}).get("ename") == "Timeout" for r in replies)
+
     try:
         # The kernel's own stdout and stderr are the learner's: they never reach the grader's.
         await client.async_start_new_kernel(
@@ -140,14 +148,11 @@ async def run_notebook(
             remaining = deadline - time.monotonic()
             if remaining <= 1:
                 break
-            client.timeout = int(min(cell_timeout, remaining))
             probe = probes.get(index)
             if probe is not None:
                 key, name, symbol, seed = probe
                 cell = nbformat.v4.new_code_cell(probe_source(name, symbol, seed))
-            replies.clear()
-            await client.async_execute_cell(cell, index)
-            timed_out = any((r or {}).get("content", {}).get("ename") == "Timeout" for r in replies)
+            timed_out = await times_out(cell, index, remaining)
             if probe is not None:
                 results[key] = (
                     {"timeout": f"the check did not finish within {client.timeout} s"}
@@ -155,12 +160,9 @@ async def run_notebook(
                     else _payload(cell)
                 )
         if canary is not None and deadline - time.monotonic() > 1:
-            client.timeout = int(min(cell_timeout, deadline - time.monotonic()))
-            replies.clear()
-            await client.async_execute_cell(nbformat.v4.new_code_cell(canary_source(canary)), 0)
-            answered = not any(
-                (r or {}).get("content", {}).get("ename") == "Timeout" for r in replies
-            )  # it ran: the guard must have logged it
+            cell = nbformat.v4.new_code_cell(canary_source(canary))
+            # It ran: the guard must have logged it.
+            answered = not await times_out(cell, 0, deadline - time.monotonic())
     except DeadKernelError:
         _fill(results, probes, {"error": "the notebook's kernel died (out of memory, or killed)"})
     except Exception as error:  # a kernel that cannot start or talk costs this lesson only
