@@ -168,6 +168,11 @@ def _mnist_data(train, test, source: str) -> MnistData:
     return MnistData(*(TensorDataset(_normalise(x), y) for x, y in (train, test)), source=sizes)
 
 
+def _subset_data(why: str | None = None) -> MnistData:
+    label = "shipped MNIST subset" + (f", {why}" if why else "")
+    return _mnist_data(*_split_subset(*load_mnist_subset()), label)
+
+
 def _default_smoke() -> bool:
     from .lesson import resolve_smoke  # a lesson's own rule: smoke on a CPU or when asked
 
@@ -194,16 +199,14 @@ def load_mnist(
     if source not in SOURCES:
         raise ValueError(f"Unknown MNIST source {source!r}. Valid: {', '.join(SOURCES)}.")
     if source == "subset" or (source == "auto" and (_default_smoke() if smoke is None else smoke)):
-        why = "smoke mode" if source == "auto" else "asked for"
-        return _mnist_data(*_split_subset(*load_mnist_subset()), f"shipped MNIST subset, {why}")
+        return _subset_data("smoke mode" if source == "auto" else "asked for")
     if download is None:
         download = os.environ.get("AMP_COURSE_OFFLINE") != "1"
-    if root is None:
-        try:
-            root = data_dir()
-        except DataIntegrityError:
-            root = Path.cwd() / "data"
-    root = Path(root)
+    try:
+        shipped, missing = data_dir(), None
+    except DataIntegrityError as error:  # an installation without the course's data folder
+        shipped, missing = None, error
+    root = Path(root if root is not None else shipped or Path.cwd() / "data")
     has_files = (root / "MNIST" / "raw").is_dir()
     if source in ("auto", "full"):
         if has_files:  # torchvision's copy, from an earlier download: the same digits
@@ -211,8 +214,10 @@ def load_mnist(
                 return _mnist_data(*_torchvision_mnist(root, False), "torchvision's MNIST files")
             except Exception:  # noqa: BLE001 - incomplete: the shipped archive follows
                 pass
-        archive = data_dir() / FULL_FILE
-        if archive.exists() or source == "full":
+        if shipped is None and source == "full":
+            raise missing
+        archive = None if shipped is None else shipped / FULL_FILE
+        if archive is not None and (archive.exists() or source == "full"):
             return _mnist_data(*load_mnist_full(archive), f"full MNIST, {FULL_FILE} verified")
     try:  # "torchvision", or "auto" in an installation without the archive
         if not download and not has_files:
@@ -222,7 +227,7 @@ def load_mnist(
     except Exception as error:  # noqa: BLE001 - any failure here means "use the shipped subset"
         if source != "auto":
             raise RuntimeError(f"torchvision MNIST unavailable under {root}: {error}") from error
-        subset = _mnist_data(*_split_subset(*load_mnist_subset()), "shipped MNIST subset")
+        subset = _subset_data()
         _warn_short(
             f"Full mode asked for full MNIST, but neither {FULL_FILE} nor torchvision's files "
             f"are here ({error}): using the {subset.source}."

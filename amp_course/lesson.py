@@ -12,7 +12,13 @@ import numpy as np
 import torch
 
 from . import emulation, oom, precision
-from .device import DeviceFallbackWarning, describe_hardware, pick_autocast_dtype, pick_device
+from .device import (
+    BF16_MIN_CAPABILITY,
+    DeviceFallbackWarning,
+    describe_hardware,
+    pick_autocast_dtype,
+    pick_device,
+)
 
 SMOKE_ENV = "AMP_COURSE_SMOKE"
 
@@ -135,7 +141,7 @@ def start(
     else:
         recipe = precision.AmpRecipe(torch_device, autocast_dtype)
         bf16 = recipe.autocast_dtype == torch.bfloat16
-        if profile is not None and bf16 and profile.capability < (8, 0):
+        if profile is not None and bf16 and profile.capability < BF16_MIN_CAPABILITY:
             warnings.warn(
                 f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
                 "bf16 emulated, and slowly), while this GPU runs it at full speed here.",

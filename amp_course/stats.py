@@ -77,9 +77,14 @@ def t_interval(values, confidence: float = 0.95) -> tuple[float, float]:
     if len(values) < 2:
         raise ValueError(f"A confidence interval needs at least 2 values, got {len(values)}.")
     n = len(values)
-    mean = sum(values) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, t_quantile(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)
+    std = math.sqrt(_squared_deviations(values) / (n - 1))
+    return sum(values) / n, t_quantile(0.5 + confidence / 2, n - 1) * std / math.sqrt(n)
+
+
+def _squared_deviations(values: list[float]) -> float:
+    """The sum of squared deviations of ``values`` from their mean."""
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values)
 
 
 def two_sample_half_width(a, b, confidence: float = 0.95) -> float:
@@ -90,7 +95,7 @@ def two_sample_half_width(a, b, confidence: float = 0.95) -> float:
     if len(a) < 2 or len(b) < 2:
         raise ValueError(f"A confidence interval needs at least 2 values, got {len(a)}, {len(b)}.")
     df = len(a) + len(b) - 2
-    squares = sum(sum((v - sum(sample) / len(sample)) ** 2 for v in sample) for sample in (a, b))
+    squares = _squared_deviations(a) + _squared_deviations(b)
     pooled = math.sqrt(squares / df * (1 / len(a) + 1 / len(b)))
     return t_quantile(0.5 + confidence / 2, df) * pooled
 

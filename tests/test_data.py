@@ -164,3 +164,22 @@ def test_num_steps_is_what_runs():
     assert data.num_steps(train) == 10 and data.num_steps(train, 4) == 4
     with pytest.warns(data.ShortDataWarning, match="Asked for 200 steps.*gives 10 batches of 64"):
         assert data.num_steps(train, 200) == 10
+
+
+def test_without_the_data_folder_full_mode_downloads_or_says_what_is_missing(tmp_path, monkeypatch):
+    """An installation without data/ (no subset, no archive): "auto" in full mode takes
+    torchvision's MNIST (downloaded), "full" names the missing folder."""
+
+    def no_folder():
+        raise data.DataIntegrityError("Cannot find the course's data folder")
+
+    digits = (torch.zeros(6, 28, 28, dtype=torch.uint8), torch.arange(6))
+    fetched = []
+    monkeypatch.setattr(data, "data_dir", no_folder)
+    monkeypatch.setattr(
+        data, "_torchvision_mnist", lambda root, download: fetched.append(download) or (digits,) * 2
+    )
+    found = data.load_mnist("auto", root=tmp_path, download=True, smoke=False)
+    assert found.source.startswith("torchvision's MNIST files") and fetched == [True]
+    with pytest.raises(data.DataIntegrityError, match="data folder"):
+        data.load_mnist("full", root=tmp_path, smoke=False)
