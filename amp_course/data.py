@@ -242,19 +242,6 @@ def _warn_short(message: str) -> None:
         warnings.warn(message, ShortDataWarning, stacklevel=3)
 
 
-def num_steps(loader: DataLoader, wanted: int | None = None) -> int:
-    """The batches one pass over ``loader`` gives: ``wanted``, or all it holds when fewer (and
-    then it warns). Print and plot this number, not the one asked for."""
-    available = len(loader)
-    if wanted is not None and wanted > available:
-        _warn_short(
-            f"Asked for {wanted} steps, but one pass over the data gives {available} batches "
-            f"of {loader.batch_size}: {available} steps run."
-        )
-        return available
-    return available if wanted is None else wanted
-
-
 def mnist_loaders(
     batch_size: int = 64,
     num_train: int | None = None,

@@ -159,13 +159,6 @@ def test_asking_for_more_digits_than_the_data_holds_warns_and_uses_them_all():
     assert len(train.dataset) == 4000 and len(train) == 62
 
 
-def test_num_steps_is_what_runs():
-    train, _ = data.mnist_loaders(64, num_train=640, source="subset")
-    assert data.num_steps(train) == 10 and data.num_steps(train, 4) == 4
-    with pytest.warns(data.ShortDataWarning, match="Asked for 200 steps.*gives 10 batches of 64"):
-        assert data.num_steps(train, 200) == 10
-
-
 def test_without_the_data_folder_full_mode_downloads_or_says_what_is_missing(tmp_path, monkeypatch):
     """An installation without data/ (no subset, no archive): "auto" in full mode takes
     torchvision's MNIST (downloaded), "full" names the missing folder."""
