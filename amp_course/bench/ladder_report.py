@@ -69,7 +69,6 @@ def readme_lines(path: Path) -> list[str]:
     """The README's lines for a committed ladder run (``<run>/bench-ladder/bench.json``)."""
     report = json.loads(Path(path).read_text())
     rows = rows_from_report(report)
-    done = [r for r in rows if r.median_s]
     precision = rows[0].precision if rows else "-"
     lines = [
         f"**MFU ladder of a {precision} ViT-B/16 training step** "
@@ -84,12 +83,12 @@ def readme_lines(path: Path) -> list[str]:
             lines.append(f"| {r.rung} | {r.batch} | skipped: {r.skipped} | | | | |")
             continue
         memory = "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**30:.2f} GiB"
-        mfu = "-" if r.mfu is None else f"{r.mfu:.1%}"
         lines.append(
             f"| {r.rung} | {r.batch} | {timing.format_time(r.median_s)} | "
-            f"{r.images_per_s:.0f} | {mfu} | {r.mfu_of_matmul:.1%} | {memory} |"
+            f"{r.images_per_s:.0f} | {timing.format_cell(r.mfu, '.1%')} | "
+            f"{r.mfu_of_matmul:.1%} | {memory} |"
         )
-    for rung, ratio in timm_ratios(done):
+    for rung, ratio in timm_ratios(rows):
         lines += ["", f"timm's ViT-B/16 at the rung {rung!r}: {ratio:.2f}x the course's step time."]
     return lines
 
