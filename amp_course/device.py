@@ -17,6 +17,7 @@ from functools import lru_cache
 import torch
 
 from . import emulation
+from .device_index import cuda_index
 
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 
@@ -215,7 +216,7 @@ def device_name(device: torch.device | str) -> str:
     """The GPU's name, or ``CPU <processor> (<instruction set torch uses>)``."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
+        return torch.cuda.get_device_name(cuda_index(device))
     return f"CPU {cpu_name()} ({torch.backends.cpu.get_cpu_capability()})"
 
 
@@ -246,11 +247,11 @@ def machine_record(device: torch.device | str) -> dict:
     """Where a result was measured: the device, its capability and memory, versions and date."""
     device = torch.device(device)
     cuda = device.type == "cuda"
-    memory = torch.cuda.get_device_properties(device).total_memory if cuda else None
+    memory = torch.cuda.get_device_properties(cuda_index(device)).total_memory if cuda else None
     return {
         "device": device_name(device),
         "device_type": device.type,
-        "capability": list(torch.cuda.get_device_capability(device)) if cuda else None,
+        "capability": list(torch.cuda.get_device_capability(cuda_index(device))) if cuda else None,
         "memory_gib": round(memory / 2**30, 1) if cuda else None,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "versions": versions(),

@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from .data import load_mnist
 from .device import parse_dtype
+from .device_index import cuda_index
 from .lesson import seed_everything
 from .models import build_vit
 from .precision import AmpRecipe
@@ -69,7 +70,7 @@ def setup() -> tuple[int, int, torch.device]:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(cuda_index(device))
         dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .device_index import cuda_index
+
 ENV = "AMP_COURSE_EMULATE"
 
 
@@ -67,7 +69,7 @@ def capability(device: torch.device | str) -> tuple[int, int]:
     profile = active()
     if profile is not None:
         return profile.capability
-    return tuple(torch.cuda.get_device_capability(torch.device(device)))
+    return tuple(torch.cuda.get_device_capability(cuda_index(device)))
 
 
 def tf32_allowed() -> bool:
@@ -79,10 +81,10 @@ def tf32_allowed() -> bool:
 def apply(profile: GpuProfile, device: torch.device | str) -> float:
     """Cap the process's memory on ``device`` and switch off the attention kernels ``profile``
     lacks; returns the memory fraction set. TF32 is held off by ``ac.precision``."""
-    device = torch.device(device)
-    total = torch.cuda.get_device_properties(device).total_memory
+    index = cuda_index(device)
+    total = torch.cuda.get_device_properties(index).total_memory
     fraction = min(1.0, profile.memory_bytes / total)
-    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    torch.cuda.set_per_process_memory_fraction(fraction, index)
     if not profile.fused_attention:
         torch.backends.cuda.enable_flash_sdp(False)
         torch.backends.cuda.enable_cudnn_sdp(False)

@@ -19,6 +19,7 @@ from .device import (
     pick_autocast_dtype,
     pick_device,
 )
+from .device_index import cuda_index
 
 SMOKE_ENV = "AMP_COURSE_SMOKE"
 
@@ -77,7 +78,7 @@ class LessonSettings:
             return None
         if self.emulated is not None:
             return self.emulated.capability
-        return tuple(torch.cuda.get_device_capability(self.device))
+        return tuple(torch.cuda.get_device_capability(cuda_index(self.device)))
 
     def header(self) -> str:
         """What a lesson prints under its title: mode, device, dtype, TF32, seed, emulation."""

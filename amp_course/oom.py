@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from . import emulation
+from .device_index import cuda_index
 from .memory import OutOfMemoryError, process_memory_fraction
 
 
@@ -16,7 +17,7 @@ def memory_limits(device: torch.device | str) -> tuple[int, int] | None:
     device = torch.device(device)
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
-    total = torch.cuda.get_device_properties(device).total_memory
+    total = torch.cuda.get_device_properties(cuda_index(device)).total_memory
     return int(total * process_memory_fraction(device)), total
 
 

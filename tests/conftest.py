@@ -206,17 +206,3 @@ def quiz_question(lesson: str, question_id: str) -> dict:
 def quiz_key(lesson: str, question_id: str) -> dict[str, bool]:
     """A quiz question's choices: text -> marked correct."""
     return {c["text"]: c["correct"] for c in quiz_question(lesson, question_id)["choices"]}
-
-
-class FakeCuda:
-    """Stands in for torch.cuda's memory counters, so the clean-state logic is tested on a CPU."""
-
-    def __init__(self, monkeypatch, *, allocated, peak, free, total, reserved, fraction=1.0):
-        self.allocated, self.peak = allocated, peak
-        for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
-            monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
-        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: self.allocated)
-        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: self.peak)
-        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (free, total))
-        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: reserved)
-        monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda *a: fraction)

@@ -3,7 +3,7 @@ import time
 
 import pytest
 import torch
-from conftest import FakeCuda
+from cuda_double import FakeGpu
 
 from amp_course import bench, cli, models, precision
 
@@ -250,7 +250,7 @@ def test_vit_peak_memory_leaves_out_what_the_process_held_before(monkeypatch):
 
     gib = 2**30
     # Earlier cells hold 0.66 GiB; with the model, its state and one step the peak is 9.37 GiB.
-    FakeCuda(
+    FakeGpu(
         monkeypatch, allocated=int(0.66 * gib), peak=int(9.37 * gib), free=0, total=0, reserved=0
     )
     cuda = torch.device("cuda")

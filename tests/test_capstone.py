@@ -3,6 +3,7 @@ fits the budget, and verdicts that follow the numbers (GPU paths simulated on th
 
 import pytest
 import torch
+from cuda_double import FakeGpu
 
 from amp_course import capstone, memory, models, stats
 
@@ -34,7 +35,7 @@ def test_every_mode_on_a_cpu_and_a_bf16_gpu(monkeypatch):
 
 def test_a_gpu_without_bf16_tensor_cores_leaves_bf16_out(monkeypatch):
     monkeypatch.setattr(capstone, "pick_autocast_dtype", lambda device, warn: torch.float16)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    FakeGpu(monkeypatch, name="Tesla T4", capability=(7, 5), total=15 * GIB)
     modes, note = capstone.modes_for("cuda")
     assert list(modes) == ["fp32", "fp16 + GradScaler"]
     assert "7.5" in note and "bf16 is left out" in note

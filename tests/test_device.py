@@ -2,6 +2,7 @@ import warnings
 
 import pytest
 import torch
+from cuda_double import FakeGpu
 
 from amp_course import device as dev
 from amp_course import timing
@@ -29,8 +30,7 @@ def test_numbered_cuda_without_gpu_falls_back_to_cpu():
 
 
 def test_numbered_cuda_picks_that_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    FakeGpu(monkeypatch, count=2)
     assert dev.pick_device("cuda:1") == torch.device("cuda", 1)
     assert dev.pick_device(" CUDA:0 ") == torch.device("cuda", 0)
     assert dev.pick_device("cuda") == torch.device("cuda")
@@ -83,8 +83,7 @@ def test_unsupported_dtype_object_is_refused():
 )  # H100
 def test_cuda_dtype_follows_compute_capability(monkeypatch, capability, expected):
     # A T4 reports is_bf16_supported() == True (emulation); the choice must ignore that.
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    FakeGpu(monkeypatch, capability=capability)  # is_bf16_supported() answers True
     assert dev.pick_autocast_dtype(torch.device("cuda")) is expected
 
 

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from cuda_double import FakeGpu
 
 import amp_course as ac
 from amp_course import device, exercises
@@ -11,7 +12,7 @@ NAME = "06.choose_dtype"
 @pytest.mark.parametrize("capability", [(6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0), (10, 0)])
 def test_solution_agrees_with_pick_autocast_dtype(monkeypatch, capability):
     """The exercise's answer is the one the course's own device rule gives for that GPU."""
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _device=None: capability)
+    FakeGpu(monkeypatch, capability=capability)
     assert exercises.solution(NAME)(capability, None) == device.pick_autocast_dtype("cuda")
 
 

@@ -165,3 +165,64 @@ def test_table_chart_and_ratios_from_rows():
     fig = ladder_report.plot(rows)
     assert len(fig.axes) == 2
     assert json.loads(json.dumps(ladder_report.as_dicts(rows)))[0]["rung"] == "eager"
+
+
+def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch):
+    """A replayed CUDA graph allocates from the graphs' private pool, which the allocator's peak
+    does not see: every rung run from CUDA graphs, inherited ones included, gets the note and no
+    figure; the others are measured (here with a stand-in for the CUDA measurement)."""
+    monkeypatch.setattr(ladder, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(ladder, "unavailable", lambda: None)
+    rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
+    graphs = ["+ CUDA graphs", "+ max-autotune", "+ batch 256", "+ flash attention"]
+    measured = ["eager", "+ fused AdamW", "+ torch.compile", "timm: eager", "timm: + torch.compile"]
+    assert sorted(graphs + measured) == sorted(rungs)
+    lighter = LadderConfig(rungs=("eager", "+ CUDA graphs", "+ batch 256")).rungs_for("cuda")
+    inherited = _by_name(lighter)["+ batch 256"][0]  # builds on reduce-overhead, not max-autotune
+
+    monkeypatch.setattr(ladder, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
+    model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
+    built = type("Built", (), {"models": {"course": model, "timm": model}})()
+    built.clear_state = lambda: None
+    cuda = type("Device", (), {"type": "cuda"})()
+    for rung in [rungs[name][0] for name in graphs] + [inherited]:
+        assert ladder._peak_memory(built, rung, lambda: None, cuda) is None, rung.name
+        assert ladder.memory_note(rung) == ladder.GRAPH_MEMORY_NOTE, rung.name
+    for name in measured:
+        assert ladder._peak_memory(built, rungs[name][0], lambda: None, cuda) == 1080, name
+        assert ladder.memory_note(rungs[name][0]) is None, name
+
+
+def test_the_table_and_readme_say_not_measured_for_graph_rungs_even_from_an_old_report(tmp_path):
+    common = dict(model="course", fused=True, attention=None, precision="bf16", mfu_of_matmul=0.3)
+    timed = dict(median_s=0.04, images_per_s=1600, **common)
+    old = [  # written before rows had a memory_note: the allocator's peak for the graph rung
+        LadderRow("eager", batch=64, compile=None, peak_memory_bytes=5 * 2**30, **timed),
+        LadderRow("+ CUDA graphs", batch=64, compile="reduce-overhead", **timed),
+    ]
+    old[1].peak_memory_bytes = int(0.97 * 2**30)
+    dicts = ladder_report.as_dicts(old)
+    for row in dicts:
+        row.pop("memory_note", None)
+    report = {"config": {"rounds": 3}, "results": {"ladder": dicts}}
+    (tmp_path / "bench.json").write_text(json.dumps(report))
+    rows = ladder_report.rows_from_report(json.loads(json.dumps(report)))
+    assert rows[1].peak_memory_bytes is None
+    assert rows[1].memory_note == ladder.GRAPH_MEMORY_NOTE
+    assert rows[0].peak_memory_bytes == 5 * 2**30 and rows[0].memory_note is None
+    again = ladder_report.rows_from_report(
+        {"results": {"ladder": json.loads(json.dumps(ladder_report.as_dicts(rows)))}}
+    )
+    assert again == rows  # the note survives the JSON round trip
+
+    table = ladder_report.format_table(rows).splitlines()
+    assert table[1].rstrip().endswith("5.00") and table[2].rstrip().endswith("not measured")
+    assert len(table[2]) == len(table[1]) == len(table[0])  # the columns stay aligned
+    assert "0.97" not in "\n".join(table)
+    assert table[3] == f"peak memory {ladder.GRAPH_MEMORY_NOTE} (+ CUDA graphs)"
+    readme = ladder_report.readme_lines(tmp_path / "bench.json")
+    assert readme[5].startswith("| + CUDA graphs | 64 |") and readme[5].endswith("| not measured |")
+    assert readme[4].endswith("| 5.00 GiB |") and "0.97" not in "\n".join(readme)
+    assert readme[7] == "Peak memory not measured: CUDA graphs run from a private memory pool " + (
+        "that the allocator's peak does not see (+ CUDA graphs)."
+    )

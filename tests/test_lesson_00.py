@@ -109,11 +109,15 @@ def test_speed_sentences_follow_the_measurement_and_the_hardware(
     assert ("no clear difference" in printed) == (abs(fp32_s / amp_s - 1) < 0.1), printed
 
 
-def _vit_gpu_cell(monkeypatch, usable_gib, fixed_gib=4.8, per_image_gib=0.48, fail_at=None):
+def _vit_gpu_cell(
+    monkeypatch, usable_gib, fixed_gib=4.8, per_image_gib=0.48, fail_at=None, one_time_gib=0.0
+):
     """Lesson 00's ViT-L/16 GPU cell on the CPU, with the GPU simulated: a step's peak is
     ``fixed_gib`` + ``per_image_gib`` per image (about the H100's fp32 ViT-L/16 step), the process
-    may use ``usable_gib``, and a step of ``fail_at`` images or more runs out of memory."""
-    gib, batches = 2**30, []
+    may use ``usable_gib``, a step of ``fail_at`` images or more runs out of memory, and the
+    process's first step also allocates ``one_time_gib`` that stays (cuBLAS's workspace: in the
+    first peak, in every later baseline)."""
+    gib, batches, measured = 2**30, [], []
 
     def synthetic_images(batch, device=None):
         batches.append(batch)
@@ -123,7 +127,9 @@ def _vit_gpu_cell(monkeypatch, usable_gib, fixed_gib=4.8, per_image_gib=0.48, fa
         make_step()  # builds the (stand-in) model, optimizer and batch
         if fail_at is not None and batches[-1] >= fail_at:
             raise ac.memory.OutOfMemoryError("CUDA out of memory (simulated)")
-        return int((fixed_gib + per_image_gib * batches[-1]) * gib)
+        one_time = one_time_gib if not measured else 0.0
+        measured.append(batches[-1])
+        return int((fixed_gib + per_image_gib * batches[-1] + one_time) * gib)
 
     monkeypatch.setattr(ac.memory, "usable_cuda_bytes", lambda device=None: usable_gib * gib)
     monkeypatch.setattr(ac.memory, "step_peak_memory", step_peak_memory)
@@ -150,7 +156,7 @@ def test_vit_gpu_cell_picks_a_batch_that_fits_a_t4(monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "4.80 GiB fixed + 492 MiB per image" in printed, printed
     assert "VIT_GPU_BATCH=32 would need" in printed and "this run uses batch 16" in printed
-    assert batches == [2, 4, 16, 16] and "fp32: peak 12.48 GiB at batch 16" in printed
+    assert batches == [2, 2, 4, 16, 16] and "fp32: peak 12.48 GiB at batch 16" in printed
     batches = _vit_gpu_cell(monkeypatch, usable_gib=78)
     assert "VIT_GPU_BATCH=32 fits" in capsys.readouterr().out and batches[-2:] == [32, 32]
 
@@ -161,6 +167,15 @@ def test_vit_gpu_cell_names_the_setting_to_lower_when_memory_runs_out(monkeypatc
     assert "CUDA out of memory (simulated)" in printed and "Set VIT_GPU_BATCH lower" in printed
     _vit_gpu_cell(monkeypatch, usable_gib=5)  # not even one image fits next to the fixed state
     assert "Not even one sample fits" in capsys.readouterr().out
+
+
+def test_vit_gpu_cell_plans_from_steps_after_the_first(monkeypatch, capsys):
+    """On an H200 the first step's one-time allocations made the bytes per image negative and
+    fit_batch planned batch -6912: the cell discards a first step before it measures."""
+    batches = _vit_gpu_cell(monkeypatch, usable_gib=139, per_image_gib=0.3, one_time_gib=1.5)
+    printed = capsys.readouterr().out
+    assert "4.80 GiB fixed + 307 MiB per image" in printed, printed
+    assert "VIT_GPU_BATCH=32 fits" in printed and batches[-2:] == [32, 32]
 
 
 @pytest.fixture

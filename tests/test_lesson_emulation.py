@@ -1,10 +1,9 @@
 """The T4 rehearsal on a big GPU (``ac.emulation``) and the out-of-memory message, simulated on a
 CPU: torch.cuda's queries are replaced by an H100's answers; the settings are torch's own flags."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
+from cuda_double import FakeGpu
 
 from amp_course import emulation, lesson, memory, oom, precision
 from amp_course.device import DeviceFallbackWarning
@@ -15,29 +14,14 @@ H100_BYTES = 80 * GIB
 
 @pytest.fixture
 def fake_h100(monkeypatch):
-    """torch.cuda answering as one H100 would; the memory cap is recorded, not set."""
-    state = {"fraction": 1.0}
-
-    def set_fraction(fraction, device=None):
-        assert isinstance(fraction, float) and 0 < fraction <= 1  # what torch itself checks
-        state["fraction"] = fraction
-
-    props = SimpleNamespace(total_memory=H100_BYTES, name="NVIDIA H100 80GB HBM3")
-    cuda = torch.cuda
-    monkeypatch.setattr(cuda, "is_available", lambda: True)
-    monkeypatch.setattr(cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(cuda, "get_device_capability", lambda device=None: (9, 0))
-    monkeypatch.setattr(cuda, "get_device_properties", lambda device=None: props)
-    monkeypatch.setattr(cuda, "get_device_name", lambda device=None: props.name)
-    monkeypatch.setattr(cuda, "set_per_process_memory_fraction", set_fraction)
-    monkeypatch.setattr(cuda, "get_per_process_memory_fraction", lambda d=None: state["fraction"])
-    monkeypatch.setattr(cuda, "mem_get_info", lambda d=None: (H100_BYTES - GIB, H100_BYTES))
-    monkeypatch.setattr(cuda, "memory_reserved", lambda d=None: 0)
-    monkeypatch.setattr(cuda, "memory_allocated", lambda d=None: 0)
-    monkeypatch.setattr(cuda, "manual_seed_all", lambda seed: None)
+    """torch.cuda answering as one H100 would, refusing what torch refuses; the memory cap is
+    recorded (``.fraction``), not set."""
+    gpu = FakeGpu(
+        monkeypatch, name="NVIDIA H100 80GB HBM3", total=H100_BYTES, free=H100_BYTES - GIB
+    )
     saved = (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.cudnn_sdp_enabled())
     with precision.tf32(False):  # puts back the TF32 settings the emulation changes
-        yield state
+        yield gpu
     torch.backends.cuda.enable_flash_sdp(saved[0])
     torch.backends.cuda.enable_cudnn_sdp(saved[1])
 
@@ -46,7 +30,7 @@ def test_without_the_variable_nothing_is_emulated(monkeypatch, fake_h100, capsys
     monkeypatch.delenv(emulation.ENV, raising=False)
     settings = lesson.start(smoke=False, device="cuda")
     assert settings.on_gpu and settings.emulated is None and settings.capability == (9, 0)
-    assert settings.autocast_dtype is torch.bfloat16 and fake_h100["fraction"] == 1.0
+    assert settings.autocast_dtype is torch.bfloat16 and fake_h100.fraction == 1.0
     out = capsys.readouterr().out
     assert "bf16 and fp16" in out and "TF32 at start:" in out and "T4" not in out
 
@@ -62,7 +46,7 @@ def test_the_t4_rehearsal_caps_memory_and_switches_off_what_a_t4_lacks(
         assert precision.tf32_enabled() == {"matmul": False, "conv": False}
         with precision.tf32(True):  # asked for later, TF32 stays off: a T4 has none
             assert precision.tf32_enabled() == {"matmul": False, "conv": False}
-    assert fake_h100["fraction"] == pytest.approx(15 / 80)
+    assert fake_h100.fraction == pytest.approx(15 / 80)
     assert not torch.backends.cuda.flash_sdp_enabled()
     assert not torch.backends.cuda.cudnn_sdp_enabled()
     assert torch.backends.cuda.mem_efficient_sdp_enabled()  # a T4 runs this one
@@ -138,3 +122,11 @@ def test_an_out_of_memory_error_in_a_cell_shows_the_message_and_still_fails(caps
     assert isinstance(other.error_in_exec, ValueError)
     assert "Tried to allocate 2.00 GiB." in shown and "Lower BATCH_SIZE" in shown
     assert "Traceback" not in shown and "More." not in shown
+
+
+def test_the_out_of_memory_limits_read_the_cap_of_an_index_less_cuda_device(fake_h100):
+    """The message's limits come from ``"cuda"`` as lessons name it (torch refuses that device in
+    get_per_process_memory_fraction: the message crashed on a GPU)."""
+    fake_h100.fraction = 15 / 80
+    for device in ("cuda", torch.device("cuda"), torch.device("cuda", 0)):
+        assert oom.memory_limits(device) == (15 * GIB, H100_BYTES)

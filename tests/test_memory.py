@@ -2,7 +2,7 @@ import gc
 
 import pytest
 import torch
-from conftest import FakeCuda
+from cuda_double import FakeGpu
 from torch import nn
 
 from amp_course import checkpointing, memory, models
@@ -138,7 +138,7 @@ def test_count_saved_bytes_on_a_cpu_gives_the_bytes_of_a_real_forward(checkpoint
 def test_peak_leaves_out_what_earlier_cells_hold(monkeypatch):
     gib = 2**30
     # Earlier cells hold 5 GiB; the measured function takes the peak to 7 GiB.
-    FakeCuda(monkeypatch, allocated=5 * gib, peak=7 * gib, free=0, total=0, reserved=0)
+    FakeGpu(monkeypatch, allocated=5 * gib, peak=7 * gib, free=0, total=0, reserved=0)
     assert memory.peak_cuda_memory(lambda: None, "cuda") == 2 * gib
     assert memory.peak_cuda_memory(lambda: None, "cuda", count_held=True) == 7 * gib
 
@@ -146,7 +146,7 @@ def test_peak_leaves_out_what_earlier_cells_hold(monkeypatch):
 def test_usable_memory_follows_the_per_process_cap(monkeypatch):
     gib = 2**30
     # An 80 GiB card with 70 GiB free, capped at 15 GiB (a T4's) with 3 GiB reserved, 1 cached.
-    FakeCuda(
+    FakeGpu(
         monkeypatch,
         allocated=2 * gib,
         peak=0,
@@ -156,7 +156,7 @@ def test_usable_memory_follows_the_per_process_cap(monkeypatch):
         fraction=15 / 80,
     )
     assert memory.usable_cuda_bytes("cuda") == 13 * gib  # 15 - 3 reserved + 1 cached
-    FakeCuda(monkeypatch, allocated=2 * gib, peak=0, free=4 * gib, total=80 * gib, reserved=3 * gib)
+    FakeGpu(monkeypatch, allocated=2 * gib, peak=0, free=4 * gib, total=80 * gib, reserved=3 * gib)
     assert memory.usable_cuda_bytes("cuda") == 5 * gib  # the card's free memory is smaller
 
 
@@ -204,3 +204,21 @@ def test_clean_peaks_on_a_gpu():
     weights = 1024 * 1025 * 4
     assert 4 * weights <= step_bytes < 2**30  # weights, grads and two Adam moments at least
     del held
+
+
+@pytest.mark.parametrize(
+    "per_sample, fixed", [(-16 * 2**20, 6 * 2**30), (0, 6 * 2**30), (2**20, -(2**30))]
+)
+def test_fit_batch_refuses_sizes_no_step_has(per_sample, fixed):
+    """A measurement gone wrong (a first step's one-time allocations made one H200 run's bytes
+    per image negative) is refused with the setting named, never planned as a batch below 1."""
+    with pytest.raises(ValueError, match="Cannot plan VIT_GPU_BATCH.*set VIT_GPU_BATCH by hand"):
+        memory.fit_batch(32, per_sample, fixed, 139 * 2**30, setting="VIT_GPU_BATCH")
+
+
+def test_fit_batch_never_plans_below_one_sample():
+    gib = 2**30
+    with pytest.raises(ValueError, match="BATCH=0: a batch holds at least one sample"):
+        memory.fit_batch(0, gib, gib, 40 * gib, setting="BATCH")
+    # Room for 3 samples (fewer than a multiple of 8): the batch is 3, not rounded down to 0.
+    assert memory.fit_batch(32, gib, gib, int(4.8 * gib)).batch_size == 3

@@ -4,9 +4,9 @@ with timm's ViT-B/16 under the same settings timed in the same round-robin.
 
 Each rung is a ``Rung`` (what it changes) and gives a ``LadderRow`` (what it measured): step time,
 images/s, MFU against the published dense peak and against this run's measured matmul peak, and
-peak memory. Rows are dataclasses, saved as JSON by ``amp-course bench --workloads ladder``
-(``results["ladder"]`` of bench.json); ``ladder_report`` reads them back and renders tables and
-charts from them.
+peak memory (not for rungs run from CUDA graphs: ``memory_note`` says why). Rows are dataclasses,
+saved as JSON by ``amp-course bench --workloads ladder`` (``results["ladder"]`` of bench.json);
+``ladder_report`` reads them back and renders tables and charts from them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ from .ladder_steps import LadderModels, model_image_size
 from .timm_vit import unavailable
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that use CUDA graphs
+GRAPH_MEMORY_NOTE = (
+    "not measured: CUDA graphs run from a private memory pool "
+    "that the allocator's peak does not see"
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class LadderRow:
     matmul_peak_tflops: float | None = None
     mfu_of_matmul: float | None = None
     peak_memory_bytes: int | None = None
+    memory_note: str | None = None  # why peak_memory_bytes is None for a rung that ran
     skipped: str | None = None
 
 
@@ -167,6 +172,14 @@ def skip_reason(rung: Rung, config: LadderConfig, device: torch.device) -> str |
     return None
 
 
+def memory_note(rung: Rung | LadderRow) -> str | None:
+    """Why ``rung`` (a Rung or a LadderRow) gets no peak memory in the ladder; None: it gets one."""
+    # A replayed CUDA graph allocates nothing through the caching allocator: its activations live
+    # in the graphs' private pool, which cudagraph trees share among every graph recorded so far
+    # (earlier rungs' too), so neither the allocator's peak nor the pool's size is this rung's.
+    return GRAPH_MEMORY_NOTE if rung.compile in CUDA_GRAPH_MODES else None
+
+
 @functools.lru_cache(maxsize=8)
 def fused_adamw_unavailable(device: torch.device) -> str | None:
     """Why fused AdamW cannot run on ``device``, or None (probed once per device)."""
@@ -214,6 +227,7 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
                     lambda kind=rung.model: built.build(kind), model_image_size(model)
                 )
             row.peak_memory_bytes = _peak_memory(built, rung, steps[rung.name], device)
+            row.memory_note = memory_note(rung)
         except Exception as error:  # noqa: BLE001 - one rung failing must not stop the ladder
             row.skipped = _failure(error, rung.batch)
             steps.pop(rung.name, None)
@@ -254,8 +268,8 @@ def _warm(built: LadderModels, rung: Rung):
 
 def _peak_memory(built: LadderModels, rung: Rung, step, device) -> int | None:
     """Parameters plus one step's peak from a clean state (optimizer state, gradients,
-    activations, workspaces); what a rung's CUDA graphs hold between steps is not in it."""
-    if device.type != "cuda":
+    activations, workspaces); None off CUDA and for rungs ``memory_note`` leaves unmeasured."""
+    if device.type != "cuda" or memory_note(rung):
         return None
     built.clear_state()
     model = built.models[rung.model]

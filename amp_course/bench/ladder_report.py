@@ -7,7 +7,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from .. import timing
-from .ladder import LadderRow
+from .ladder import LadderRow, memory_note
 
 
 def as_dicts(rows: list[LadderRow]) -> list[dict]:
@@ -20,10 +20,17 @@ def rows_from_report(report: dict | str | Path) -> list[LadderRow]:
     if not isinstance(report, dict):
         report = json.loads(Path(report).read_text())
     names = {f.name for f in fields(LadderRow)}
-    return [
+    rows = [
         LadderRow(**{k: v for k, v in row.items() if k in names})
         for row in report["results"].get("ladder", [])
     ]
+    for row in rows:
+        # A report written before rows had a memory_note holds the allocator's peak for CUDA-graph
+        # rungs: a figure far below what they use, never to be shown.
+        note = memory_note(row)
+        if note and not row.skipped:
+            row.peak_memory_bytes, row.memory_note = None, note
+    return rows
 
 
 def timm_ratios(rows: list[LadderRow]) -> list[tuple[str, float]]:
@@ -37,32 +44,43 @@ def timm_ratios(rows: list[LadderRow]) -> list[tuple[str, float]]:
     return pairs
 
 
-COLUMNS = [
-    ("batch", "batch", "d"),
-    ("step", "median_s", "time"),
-    ("img/s", "images_per_s", ".4g"),
-    ("TFLOP/s", "achieved_tflops", ".3g"),
-    ("MFU", "mfu", ".1%"),
-    ("of matmul", "mfu_of_matmul", ".1%"),
-    ("peak GiB", "peak_memory_gib", ".2f"),
+COLUMNS = [  # (title, LadderRow field, format spec, width)
+    ("batch", "batch", "d", 10),
+    ("step", "median_s", "time", 10),
+    ("img/s", "images_per_s", ".4g", 10),
+    ("TFLOP/s", "achieved_tflops", ".3g", 10),
+    ("MFU", "mfu", ".1%", 10),
+    ("of matmul", "mfu_of_matmul", ".1%", 10),
+    ("peak GiB", "peak_memory_gib", ".2f", 14),  # wide enough for NOT_MEASURED
 ]
+NOT_MEASURED = "not measured"  # the peak-memory cell of a row with a memory_note
+
+
+def memory_notes(rows: list[LadderRow]) -> list[str]:
+    """One line per reason some rungs' peak memory was not measured, naming those rungs."""
+    by_note: dict[str, list[str]] = {}
+    for row in rows:
+        if row.memory_note and not row.skipped:
+            by_note.setdefault(row.memory_note, []).append(row.rung)
+    return [f"peak memory {note} ({', '.join(names)})" for note, names in by_note.items()]
 
 
 def format_table(rows: list[LadderRow]) -> str:
     """The ladder as a fixed-width table; MFU is against the published dense peak, "of matmul"
     against the matmul FLOP/s this run measured."""
     width = max([len(r.rung) for r in rows] + [4]) + 2
-    lines = [f"{'rung':<{width}}" + "".join(f"{title:>10}" for title, _, _ in COLUMNS)]
+    lines = [f"{'rung':<{width}}" + "".join(f"{t:>{w}}" for t, _, _, w in COLUMNS)]
     for row in rows:
         if row.skipped:
             lines.append(f"{row.rung:<{width}}skipped: {row.skipped}")
             continue
-        values = asdict(row)
         memory = row.peak_memory_bytes
-        values["peak_memory_gib"] = None if memory is None else memory / 2**30
-        cells = "".join(f"{timing.format_cell(values[key], spec):>10}" for _, key, spec in COLUMNS)
-        lines.append(f"{row.rung:<{width}}" + cells)
-    return "\n".join(lines)
+        values = {**asdict(row), "peak_memory_gib": None if memory is None else memory / 2**30}
+        cells = {key: timing.format_cell(values[key], spec) for _, key, spec, _ in COLUMNS}
+        if row.memory_note:
+            cells["peak_memory_gib"] = NOT_MEASURED
+        lines.append(f"{row.rung:<{width}}" + "".join(f"{cells[k]:>{w}}" for _, k, _, w in COLUMNS))
+    return "\n".join(lines + memory_notes(rows))
 
 
 def readme_lines(path: Path) -> list[str]:
@@ -83,11 +101,14 @@ def readme_lines(path: Path) -> list[str]:
             lines.append(f"| {r.rung} | {r.batch} | skipped: {r.skipped} | | | | |")
             continue
         memory = "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**30:.2f} GiB"
+        memory = NOT_MEASURED if r.memory_note else memory
         lines.append(
             f"| {r.rung} | {r.batch} | {timing.format_time(r.median_s)} | "
             f"{r.images_per_s:.0f} | {timing.format_cell(r.mfu, '.1%')} | "
             f"{r.mfu_of_matmul:.1%} | {memory} |"
         )
+    for note in memory_notes(rows):
+        lines += ["", f"{note[0].upper()}{note[1:]}."]
     for rung, ratio in timm_ratios(rows):
         lines += ["", f"timm's ViT-B/16 at the rung {rung!r}: {ratio:.2f}x the course's step time."]
     return lines

@@ -14,6 +14,7 @@ import torch
 
 from .. import data as _data
 from .. import models, precision, timing
+from ..device_index import cuda_index
 from ..memory import largest_batch, peak_cuda_memory
 from ..training import amp_step
 from .config import MNIST_TRAIN_SIZE, BenchConfig, Mode
@@ -142,7 +143,7 @@ def _held_cuda_bytes(device) -> int:
     if device.type != "cuda":
         return 0
     gc.collect()
-    return torch.cuda.memory_allocated(device)
+    return torch.cuda.memory_allocated(cuda_index(device))
 
 
 def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches, held: int) -> int | None:

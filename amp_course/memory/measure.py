@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..device_index import cuda_index
+
 OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
@@ -34,11 +36,12 @@ def peak_cuda_memory(
     if device.type != "cuda":
         raise RuntimeError("peak_cuda_memory needs a CUDA device; on CPU use training_memory().")
     _clear_cuda(device)
-    baseline = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
+    index = cuda_index(device)
+    baseline = torch.cuda.memory_allocated(index)
+    torch.cuda.reset_peak_memory_stats(index)
     fn()
     torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - (0 if count_held else baseline)
+    return torch.cuda.max_memory_allocated(index) - (0 if count_held else baseline)
 
 
 def step_peak_memory(
@@ -59,7 +62,8 @@ def step_peak_memory(
         for _ in range(warmup):
             step()
         torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)  # the build's transient peak is not the step's
+        # The build's transient peak is not the step's.
+        torch.cuda.reset_peak_memory_stats(cuda_index(device))
         step()
 
     device = torch.device(device)
@@ -70,11 +74,11 @@ def step_peak_memory(
     return peak
 
 
-def process_memory_fraction(device: torch.device | str = "cuda") -> float:
+def process_memory_fraction(device: torch.device | str | int = "cuda") -> float:
     """The share of ``device``'s memory this process may allocate
     (``torch.cuda.set_per_process_memory_fraction``; 1.0 on a torch too old to report it)."""
     get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    return get_fraction(torch.device(device)) if get_fraction is not None else 1.0
+    return get_fraction(cuda_index(device)) if get_fraction is not None else 1.0
 
 
 def usable_cuda_bytes(device: torch.device | str = "cuda") -> int:
@@ -85,11 +89,11 @@ def usable_cuda_bytes(device: torch.device | str = "cuda") -> int:
     ``mem_get_info`` alone would report the whole card), counting the allocator's cached but
     unused blocks as free.
     """
-    device = torch.device(device)
-    free, total = torch.cuda.mem_get_info(device)
-    reserved = torch.cuda.memory_reserved(device)
-    cached = reserved - torch.cuda.memory_allocated(device)
-    capped = int(total * process_memory_fraction(device)) - reserved
+    index = cuda_index(device)
+    free, total = torch.cuda.mem_get_info(index)
+    reserved = torch.cuda.memory_reserved(index)
+    cached = reserved - torch.cuda.memory_allocated(index)
+    capped = int(total * process_memory_fraction(index)) - reserved
     return max(0, min(free, capped) + cached)
 
 
@@ -116,10 +120,22 @@ def fit_batch(
     ``fixed_bytes`` (weights, gradients, optimizer state) are paid once, ``bytes_per_sample``
     (activations) per sample; only ``headroom`` of the memory is planned for, the rest is left to
     the allocator's fragmentation and kernels' workspace. The batch is a multiple of ``multiple``
-    when it has to shrink. Raises ``MemoryError`` naming ``setting`` when not even one sample fits.
+    when it has to shrink, and never below 1. Raises ``MemoryError`` naming ``setting`` when not
+    even one sample fits, ``ValueError`` when the sizes given cannot be a step's (a measurement
+    that went wrong: a per-sample size that is not positive, negative fixed bytes).
     """
-    budget = available_bytes * headroom - fixed_bytes
     gib = 2**30
+    if wanted < 1:
+        raise ValueError(f"{setting}={wanted}: a batch holds at least one sample.")
+    if bytes_per_sample <= 0 or fixed_bytes < 0:
+        raise ValueError(
+            f"Cannot plan {setting} from {bytes_per_sample / 2**20:.1f} MiB per sample and "
+            f"{fixed_bytes / gib:.2f} GiB fixed: a step's memory grows with its batch and its "
+            "fixed part is not negative, so the measurement behind these sizes went wrong (a "
+            "first measurement that also paid one-time allocations, or noise). Measure again, or "
+            f"set {setting} by hand in the parameters cell."
+        )
+    budget = available_bytes * headroom - fixed_bytes
     if budget < bytes_per_sample:
         raise MemoryError(
             f"Not even one sample fits: the step needs {fixed_bytes / gib:.2f} GiB of weights, "
@@ -132,7 +148,7 @@ def fit_batch(
         return BatchChoice(
             wanted, f"{setting}={wanted} fits in {available_bytes / gib:.1f} GiB available."
         )
-    batch = max(1, fits // multiple * multiple) if fits >= multiple else fits
+    batch = fits // multiple * multiple if fits >= multiple else fits  # fits >= 1 here
     return BatchChoice(
         batch,
         f"{setting}={wanted} would need about "

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..device_index import cuda_index
+
 CATEGORIES = ("parameters", "optimizer state", "gradients", "activations", "temporaries", "other")
 PHASES = ("forward done", "backward done", "optimizer step done", "gradients freed")
 COLOURS = {
@@ -165,7 +167,7 @@ def record_cuda_step(
         "parameters": sum(p.numel() * p.element_size() for p in parameters if p.is_cuda),
         "optimizer state": sum(t.numel() * t.element_size() for t in state),
     }
-    held["other"] = max(0, torch.cuda.memory_allocated(device) - sum(held.values()))
+    held["other"] = max(0, torch.cuda.memory_allocated(cuda_index(device)) - sum(held.values()))
     markers = []
 
     def mark():
@@ -191,10 +193,10 @@ def record_cuda_step(
         del loss
         mark()
         torch.cuda.synchronize(device)
-        snapshot = torch.cuda.memory._snapshot(device)
+        snapshot = torch.cuda.memory._snapshot(cuda_index(device))
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = cuda_index(device)
     return timeline_from_trace(
         snapshot["device_traces"][index],
         [m.data_ptr() for m in markers],

@@ -1,13 +1,15 @@
 """The GPU machine's offline bootstrap: the wheels it lacks, fetched here, checked to form a closed
 set, and the line that installs them there.
 
-The GPU machine has Python 3.12 with torch 2.11, torchvision, numpy, matplotlib, PyYAML, tqdm and
-pytest, no package index and no Jupyter stack. The GPU run needs papermill, nbval and a kernel
-(ipykernel, ipywidgets), lesson 09's FP8 training needs torchao and lesson 10's comparison timm.
-``fetch`` downloads them and everything they require that the machine lacks, as CPython 3.12
-manylinux x86_64 wheels, one version each: the version this environment runs the tests with
+The GPU machine has Python 3.12 with torch 2.11, torchvision, timm, transformers, lightning and
+what they bring, but no package index, no Jupyter stack and no torchao: ``gpu_machine_packages.txt``
+beside this module records its packages (with the versions read there), ``ON_MACHINE`` holds them.
+The GPU run needs papermill, nbval and a kernel (ipykernel, ipywidgets), lesson 09's FP8 training
+torchao. ``fetch`` downloads them and everything they require that the machine lacks, as CPython
+3.12 manylinux x86_64 wheels, one version each: the version this environment runs the tests with
 where it has the package, else the pin in ``PINS``. ``check`` reads every wheel's requirements and
-refuses the set unless each one is met by a wheel of the set or by a package on the machine.
+refuses the set unless each one is met by a wheel of the set or by a package on the machine (at
+its recorded version, where one was recorded).
 
     python -m amp_course.gpu_run --fetch-wheels .whl   # download, check, print the install line
     python -m amp_course.gpu_run --check-wheels .whl   # check only (no network)
@@ -16,48 +18,27 @@ refuses the set unless each one is met by a wheel of the set or by a package on 
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.resources
 import re
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from email.parser import HeaderParser
 from pathlib import Path
 
 from ..paths import ROOT
 
-# What the GPU run and the lessons import on the machine that it does not have.
-NEEDED = (
-    "papermill",
-    "nbval",
-    "nbclient",
-    "nbformat",
-    "ipykernel",
-    "ipywidgets",
-    "torchao",
-    "timm",
-)
+# What the GPU run and the lessons import on the machine that it does not have. Not timm: the
+# machine has timm 1.0.29 (with its Hub client), which lesson 10 and the bench use as it is.
+NEEDED = ("papermill", "nbval", "nbclient", "nbformat", "ipykernel", "ipywidgets", "torchao")
 # Versions for packages this environment does not have (it has the Jupyter stack).
 # torchao 0.18.0 is the newest release, and it loads its compiled kernels from torch 2.11 on
 # (torchao/__init__.py: min_torch_version 2.11.0; since 0.17.0 torchao is built against torch's
-# stable ABI instead of one exact torch version, pytorch/ao#2919). timm and its Hub client: the
-# newest releases; the lessons build timm's models without pretrained weights (no download).
-PINS = {
-    "torchao": "0.18.0",
-    "timm": "1.0.31",
-    "huggingface-hub": "2.4.0",
-    "safetensors": "0.8.0",
-}
-# On the GPU machine already, with what torch, torchvision, matplotlib and pytest bring; never
-# carried (a second copy on PYTHONPATH would shadow the machine's own).
-ON_MACHINE = frozenset(
-    """
-    torch torchvision numpy matplotlib pyyaml tqdm pytest
-    filelock fsspec jinja2 markupsafe networkx sympy mpmath setuptools typing-extensions triton
-    pillow contourpy cycler fonttools kiwisolver packaging pyparsing python-dateutil six
-    iniconfig pluggy pygments
-    aiohttp attrs click coverage psutil requests
-    """.split()
-)
+# stable ABI instead of one exact torch version, pytorch/ao#2919).
+PINS = {"torchao": "0.18.0"}
+MACHINE_FILE = "gpu_machine_packages.txt"  # beside this module: the machine's packages
 PYTHON = "3.12"
 PLATFORMS = (
     "manylinux_2_28_x86_64",
@@ -95,6 +76,30 @@ def _requirement_type():
     return Requirement
 
 
+def read_machine_packages(text: str) -> dict[str, str | None]:
+    """The packages a list like ``gpu_machine_packages.txt`` names: normalized name -> the
+    recorded version, or None where none was recorded. Comments start with ``#``."""
+    packages: dict[str, str | None] = {}
+    for line in text.splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        req = _requirement_type()(entry)
+        pins = list(req.specifier)
+        ops = [pin.operator for pin in pins]
+        if req.extras or req.marker or req.url or ops not in ([], ["=="]) or "*" in entry:
+            raise ValueError(f"{MACHINE_FILE}: not a name or name==version: {line!r}")
+        packages[normalize(req.name)] = pins[0].version if pins else None
+    return packages
+
+
+# On the GPU machine already; never carried (a second copy on PYTHONPATH would shadow the
+# machine's own). Read from the package, so that a wheel install of the course has it too.
+ON_MACHINE = read_machine_packages(
+    importlib.resources.files(__package__).joinpath(MACHINE_FILE).read_text(encoding="utf-8")
+)
+
+
 @dataclass(frozen=True)
 class Wheel:
     """One wheel file: its distribution, version and the requirements that apply on the machine."""
@@ -109,24 +114,31 @@ class Wheel:
         requirement = _requirement_type()
         with zipfile.ZipFile(path) as archive:
             meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-            lines = archive.read(meta).decode("utf-8").splitlines()
-        fields = dict(line.split(": ", 1) for line in lines if ": " in line and line[0] != " ")
+            # The headers only: the description after them may hold lines like "Version: 2".
+            fields = HeaderParser().parsestr(archive.read(meta).decode("utf-8"))
         requires = []
-        for line in lines:
-            if line.startswith("Requires-Dist:"):
-                req = requirement(line.split(":", 1)[1].strip())
-                if req.marker is None or req.marker.evaluate(MARKER_ENV):
-                    requires.append(req)
-        return cls(path, normalize(fields["Name"]), fields["Version"], tuple(requires))
+        for line in fields.get_all("Requires-Dist") or []:
+            req = requirement(line)
+            if req.marker is None or req.marker.evaluate(MARKER_ENV):
+                requires.append(req)
+        return cls(path, normalize(fields["Name"]), fields["Version"].strip(), tuple(requires))
 
 
-def check(folder: Path, on_machine: frozenset[str] = ON_MACHINE) -> list[str]:
+def _machine(on_machine: Mapping[str, str | None] | Iterable[str]) -> dict[str, str | None]:
+    """The machine's packages by normalized name: from a mapping to versions, or bare names."""
+    if isinstance(on_machine, Mapping):
+        return {normalize(name): version for name, version in on_machine.items()}
+    return dict.fromkeys(map(normalize, on_machine))
+
+
+def check(folder: Path, on_machine=ON_MACHINE) -> list[str]:
     """What is wrong with the wheels in ``folder`` (nothing: an empty list): a package twice, one
-    that the machine has, a requirement neither the set nor the machine meets, or one the set's
-    version does not satisfy."""
+    that the machine has, a requirement neither the set nor the machine meets, or one that the
+    set's version, or the machine's recorded version, does not satisfy (``on_machine``: as
+    ``ON_MACHINE``, or bare names)."""
     wheels = _wheels(folder)
     problems, have = [], {}
-    machine = {normalize(name) for name in on_machine}
+    machine = _machine(on_machine)
     for wheel in wheels:
         if wheel.name in have:
             problems.append(f"two wheels of {wheel.name}: {have[wheel.name]} and {wheel.version}")
@@ -143,6 +155,9 @@ def check(folder: Path, on_machine: frozenset[str] = ON_MACHINE) -> list[str]:
                 problems.append(
                     f"{wheel.path.name} needs {req}: neither in the set nor on the machine"
                 )
+            elif machine[name] and not req.specifier.contains(machine[name], prereleases=True):
+                # A machine package is never carried: a wheel it is too old (or new) for is refused.
+                problems.append(f"{wheel.path.name} needs {req}; the machine has {machine[name]}")
     return problems
 
 
@@ -167,13 +182,13 @@ def _wheels(folder: Path) -> list[Wheel]:
     return [Wheel.read(path) for path in sorted(Path(folder).glob("*.whl"))]
 
 
-def fetch(folder: Path, needed=NEEDED, on_machine: frozenset[str] = ON_MACHINE) -> list[str]:
+def fetch(folder: Path, needed=NEEDED, on_machine=ON_MACHINE) -> list[str]:
     """Download ``needed`` and what they require that the machine lacks into ``folder``, until the
     set is closed; returns the problems that remain (``check``'s, and requirements without a
     version to carry). Wheels of other versions, or of packages no longer needed, are removed."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    machine = {normalize(name) for name in on_machine}
+    machine = set(_machine(on_machine))
     wanted: dict[str, str] = {}
     unpinned: set[str] = set()
     todo = {normalize(name) for name in needed}
