@@ -1,6 +1,8 @@
 """An executed copy's stamp: which device and torch version produced its outputs, when, and in
 which mode, kept in the notebook's metadata. ``amp_course.runs.execute`` stamps every copy it
-makes; the website, and whatever shows a committed run's outputs, reads it."""
+makes; the website, and whatever shows a committed run's outputs, reads it. Whether a copy ran
+the lesson as it is now (``cells_differing``) is decided here too, for the website and the GPU
+run's plan alike."""
 
 from __future__ import annotations
 
@@ -54,3 +56,27 @@ def read_stamp(nb) -> dict:
             f"{', '.join(missing)}): it was not made by the course's test run or GPU run"
         )
     return dict(record)
+
+
+def shown_cells(nb) -> list[tuple[str, str]]:
+    """What a page shows of a notebook as written: each cell's type and source, exercise cells
+    (blanks in the notebook, solutions in a run) and the parameters papermill injects aside."""
+    aside = {"exercise", "injected-parameters"}
+    return [
+        (cell.cell_type, cell.source)
+        for cell in nb.cells
+        if not aside & set(cell.get("metadata", {}).get("tags", []))
+    ]
+
+
+def cells_differing(committed, executed) -> int:
+    """How many cells of the notebook and of the run's copy differ in markdown or code (0: the
+    copy ran the lesson as it is now)."""
+    import difflib
+
+    matcher = difflib.SequenceMatcher(None, shown_cells(committed), shown_cells(executed), False)
+    return sum(
+        max(end_a - start_a, end_b - start_b)  # a changed cell counts once, not removed and added
+        for tag, start_a, end_a, start_b, end_b in matcher.get_opcodes()
+        if tag != "equal"
+    )

@@ -4,7 +4,11 @@
   stamped (``amp_course.executed``: device, torch, date, mode), a list of lessons run in turn,
   nbval's command;
 - ``gpu``: the GPU run (every lesson in full mode, nbval, the benchmark matrix) under
-  ``reports/gpu/<device>/``; ``parts``: a run made in parts merged into one report;
+  ``reports/gpu/<device>/``; ``parts``: a run made in parts merged into one report; ``plan``:
+  what a run of the current notebooks lacks, as parts with their minutes, and the next ones run;
+  ``gpu_smoke``: the CUDA smoke pass (every lesson at smoke sizes under nbval, plainly and
+  T4-rehearsed, several at a time) under ``reports/gpu/<device>-smoke/``; ``gpu_cli``: their
+  command line;
 - ``smoke``: each lesson's smoke-mode time on this CPU (``reports/smoke/``);
 - ``files``: a committed GPU run's files read as typed figures; ``results``: those figures
   rendered as the README's section and the website's GPU page;
@@ -15,5 +19,7 @@ Each module is a library of functions; the command lines are thin shells
 their ``main``. The library calls the benchmark as ``ac.bench.run(config, device)``, never through
 a command line, and takes the checkout's root and the lessons from ``ac.paths``. Nothing below
 this package imports it; the website, which renders its reports, does. The stamp stays below
-(``amp_course.executed``): the website and any lesson that shows a committed run's output read it.
+(``amp_course.executed``): the website and any lesson that shows a committed run's output read it;
+so do the committed runs' folders and each lesson's copies in them (``amp_course.committed_runs``),
+which the website, the README's results and the plan all read.
 """

@@ -5,7 +5,9 @@ and date.
 Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
 A run can be split into parts (``--notebooks``, ``--skip-nbval``, ``--nbval-only``, ``--tag``,
 which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``); ``--merge FOLDER`` then
-writes the folder's ``report.json`` from its parts, on any machine. ``--amp-dtype fp16`` runs
+writes the folder's ``report.json`` from its parts, on any machine. ``--plan`` prints what a run
+of the current notebooks still lacks, as parts with their minutes, and ``--next MINUTES`` runs the
+parts that fit and merges them (``amp_course.runs.plan``). ``--amp-dtype fp16`` runs
 lessons with that AMP_DTYPE parameter, into ``<device-name>-fp16/``. ``--emulate t4`` rehearses a
 Colab T4 on this GPU (``ac.emulation``: 15 GiB, fp16 with a GradScaler, no TF32, no flash or cuDNN
 attention) in every lesson kernel, into ``<device-name>-t4-emulated/``. ``--fetch-wheels .whl``
@@ -117,14 +119,15 @@ def run_nbval(executed: list[Path], out_dir: Path, timeout_s: int, tag: str = ""
     return result.returncode
 
 
-def run_bench(out_dir: Path, device) -> str:
-    """The benchmark matrix at full size, with torch.compile and fused AdamW variants, written to
-    ``out_dir/bench``; "passed", or what failed (the lessons' results are kept either way)."""
+def run_bench(out_dir: Path, device, config=None, name: str = "bench") -> str:
+    """The benchmark matrix at full size, with torch.compile and fused AdamW variants (or
+    ``config``, a ``BenchConfig``), written to ``out_dir/<name>``; "passed", or what failed (the
+    lessons' results are kept either way)."""
     from .. import bench
 
     try:
-        report = bench.run(bench.BenchConfig.full(compile=True, fused=True), device)
-        paths = bench.write_report(report, out_dir / "bench")
+        report = bench.run(config or bench.BenchConfig.full(compile=True, fused=True), device)
+        paths = bench.write_report(report, out_dir / name)
     except Exception as error:  # noqa: BLE001 - any failure is recorded in the run's report
         return f"failed ({type(error).__name__}: {str(error)[:300]})"
     print(bench.format_report(report))

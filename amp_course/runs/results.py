@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..bench import ladder_report
 from ..bench.config import PRECISIONS
+from ..committed_runs import full_copies, gpu_reports
 from ..paths import ROOT, lesson_notebooks
 from ..timing import format_time
 from .files import checked_output_cells, collect
@@ -172,6 +173,34 @@ def notebooks_sentence(folder: Path, lessons: list[Path] | None = None) -> str:
     return text
 
 
+def copies_lines(reports: Path, lessons: list[Path] | None = None) -> list[str]:
+    """Where each of ``lessons`` (the course's by default) has its newest passing full-mode copy
+    among the GPU runs in ``reports``: the device, torch, date and mode of the copy's stamp, and its
+    run's folder. A run is made of parts from loans on different days and devices."""
+    folders = gpu_reports(reports=reports)
+    lines = [
+        "**Where each lesson's copy comes from:** the newest passing full-mode copy of each "
+        "lesson among the GPU runs in `reports/gpu/`, as its stamp names it (a run is made in "
+        "parts, on different days and devices). A lesson's page shows that copy while the lesson "
+        "is unchanged since it ran; `python -m amp_course.gpu_run --plan` lists what a run of the "
+        "current notebooks still lacks.",
+        "",
+        "| lesson | device | torch | date | mode | run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for path in lesson_notebooks() if lessons is None else lessons:
+        copy = next(full_copies(path.stem, folders), None)
+        if copy is None:
+            lines.append(f"| {path.stem} | no GPU run yet | | | | |")
+            continue
+        stamp = copy.stamp
+        lines.append(
+            f"| {path.stem} | {stamp['device']} | {stamp['torch']} | {stamp['date'][:10]} "
+            f"| {stamp['mode']} | `{copy.folder.name}/` |"
+        )
+    return lines
+
+
 def timing_sentence(rows: list[dict], config: dict) -> str:
     """What the step times of a bench workload's ``rows`` are the median of (``config``: the
     bench report's that ran it)."""
@@ -201,6 +230,8 @@ def results_markdown(folder: Path) -> str:
         f"Measured on one {report['device']} (driver {report['driver']}, torch "
         f"{versions['torch']}, CUDA {versions['cuda']}) on {report['date'][:10]}; every figure "
         f"below comes from the files in `{rel.as_posix()}/`. {notebooks_sentence(data['folder'])}",
+        "",
+        *copies_lines(Path(data["folder"]).parent),
         "",
         f"**ViT-B/16 training step, batch {data['vit']['fp32']['batch_size']}** "
         f"(`{bench['sources']['vit_b16']}`: {timing_sentence(vit_rows, data['vit_config'])}; MFU "

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import nbformat
 
+from ..executed import cells_differing
 from ..paths import ROOT
 from ..runs.files import bench_report
 from ..runs.results import results_markdown
 from . import pages
-from .sources import Source, cells_differing, report_record
+from .sources import Source, report_record
 
 
 def _on_its_page(run: dict, folder: Path, sources: dict[str, Source], root: Path) -> str:

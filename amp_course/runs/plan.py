@@ -1,0 +1,311 @@
+"""What a full-mode GPU run of the current notebooks still lacks, as parts in priority order with
+each part's minutes, and the parts that fit a loan's minutes run and merged into their run's folder
+(``python -m amp_course.gpu_run --plan``, ``--next MINUTES``).
+
+A GPU is lent for minutes at a time, so the course's run is built from parts made by different
+loans, possibly on different days and devices. What is done is read from every committed run
+folder under ``reports/gpu/`` (``amp_course.committed_runs``): a lesson is done when a passing
+full-mode copy ran it as it is now. Each part runs tagged ``<name>-<date>`` (its
+``report-<tag>.json``), and ``parts.merge_reports`` merges it into its folder.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from ..committed_runs import full_copies, run_records, up_to_date
+from ..paths import ROOT, lesson_notebooks
+from . import gpu, gpu_smoke
+from .parts import merge_reports, part_name
+
+# The fp16 pass (README, "fp16 pass"): the lessons whose fp16 recipe a Colab T4 runs, with
+# AMP_DTYPE="fp16", into <device>-fp16/.
+FP16_PASS = ("00_scenario", "03_grad_scaler", "04_training_loops")
+# The bench parts: the ViT-B/16 matrix the README's results read (as the committed run made it),
+# and lesson 10's MFU ladder (`amp-course bench --workloads ladder`).
+BENCHES = {
+    "bench-vit_b16": {"workloads": ("vit_b16",), "compile": True, "fused": True},
+    "bench-ladder": {"workloads": ("ladder",)},
+}
+# Seconds a part's lessons (papermill, full mode) or bench workload take where no committed run
+# has timed it, or timed it before it grew. From the runbook (../shared/GPU-RUNBOOK.md), an H200
+# loan after the committed H100 run: lesson 10 took 260 s, lesson 08 about 140 s with its 100 s
+# training budget (the H100 run timed an older 08 at 37 s), the ViT-B/16 bench about 150 s. The
+# ladder has not run as a bench part yet: lesson 10 climbs the same ladder. The H100 run's other
+# lessons took 12-52 s.
+ESTIMATES_S = {
+    "08_capstone": 140,
+    "10_where_time_goes": 260,
+    "vit_b16": 150,
+    "ladder": 260,
+    "any other lesson": 60,
+}
+PART_START_S = 15  # a part's own cost beyond its lessons: the kernel's start, the report
+# The CUDA smoke pass (``runs.gpu_smoke``): every lesson twice under nbval, six at a time; about
+# 2-3 minutes on an H100 or H200 (../shared/GPU-RUNBOOK.md), less when only some lessons changed.
+SMOKE_S = {"all": 210, "each": 15}
+# A cell calling the course's timers: such a lesson's figures would be skewed by a kernel beside it.
+TIMERS = re.compile(r"\bac\.(timing|bench)\.")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the GPU run: what it runs, its minutes and where they come from, and why."""
+
+    name: str  # its tag starts with it: "10_where_time_goes", "bench-ladder", "t4-00_scenario"
+    kind: str  # "lesson", "bench", "t4-pass" or "fp16-pass"
+    runs: tuple[str, ...]  # the notebooks it executes, or the bench workloads
+    minutes: float
+    source: str  # "last run on <device> <date>", or "estimate" (ESTIMATES_S)
+    why: str
+    alone: bool = False  # it times things: nothing else may share the GPU while it runs
+
+
+def times_things(nb) -> bool:
+    """Whether a lesson times something (a code cell calls ``ac.timing`` or ``ac.bench``)."""
+    return any(cell.cell_type == "code" and TIMERS.search(cell.source) for cell in nb.cells)
+
+
+def _records(reports: Path):
+    """Each committed part's record: a folder's ``report-*.json``, or its ``report.json`` if it
+    has none (a run made in one go); the merged report dates each lesson by its newest part."""
+    for folder in sorted(p for p in Path(reports).iterdir() if p.is_dir()):
+        paths = sorted(folder.glob("report-*.json")) or sorted(folder.glob("report.json"))
+        for path in paths:
+            try:
+                yield json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue  # an interrupted part: nothing to time by
+
+
+def last_runs(reports: Path) -> dict[str, tuple[float, str]]:
+    """Each lesson's (by stem) and bench workload's seconds in the newest committed run of it on
+    any device, with "last run on <device> <date>"; failed runs left out."""
+    found: dict[str, tuple[str, float, str]] = {}
+
+    def keep(name: str, seconds, record: dict) -> None:
+        date = str(record.get("date", ""))
+        if seconds and date >= found.get(name, ("",))[0]:
+            found[name] = (date, float(seconds), record.get("device", "an unnamed GPU"))
+
+    if not Path(reports).is_dir():
+        return {}
+    for record in _records(reports):
+        for run in record.get("notebooks", []):
+            if run.get("status") == "passed":
+                keep(Path(run["notebook"]).stem, run.get("seconds"), record)
+    for path in sorted(Path(reports).glob("*/bench*/bench.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for workload, seconds in record.get("seconds", {}).items():
+            if record.get("results", {}).get(workload):
+                keep(workload, seconds, record)
+    return {
+        name: (seconds, f"last run on {device} {date[:10]}")
+        for name, (date, seconds, device) in found.items()
+    }
+
+
+def _minutes(name: str, runs: dict) -> tuple[float, str]:
+    """A part's minutes from the last run of ``name`` (``last_runs``) or ESTIMATES_S, and which:
+    an estimate larger than the last run wins, since it timed the part after it grew."""
+    seconds, source = runs.get(name, (0.0, ""))
+    estimate = ESTIMATES_S.get(name, 0 if seconds else ESTIMATES_S["any other lesson"])
+    if estimate > seconds:
+        seconds, source = estimate, "estimate"
+    seconds += PART_START_S
+    return round(seconds / 60, 1), source
+
+
+def _lacking(committed, lesson: str, folders: list[Path], what: str) -> str | None:
+    """Why ``lesson`` needs a run into ``folders``' kind of run (None: a copy there is current)."""
+    current, stale = up_to_date(committed, full_copies(lesson, folders))
+    if current is not None:
+        return None
+    if stale is None:
+        return f"no passing {what} copy"
+    copy, changed = stale
+    when = f"{copy.stamp['device']} {copy.stamp['date'][:10]}"
+    return f"changed since its {what} run on {when} ({changed} cell(s) differ)"
+
+
+def _benched(reports: Path, workload: str) -> bool:
+    for path in Path(reports).glob("*/bench*/bench.json"):
+        if json.loads(path.read_text(encoding="utf-8")).get("results", {}).get(workload):
+            return True
+    return False
+
+
+def _pass_parts(lessons: dict, folders: list[Path], runs: dict, kind: str) -> list[Part]:
+    """A part for each of ``lessons`` (path: notebook) that no copy in ``folders`` ran as it is."""
+    prefix, what = {
+        "lesson": ("", "full-mode"),
+        "t4-pass": ("t4-", "T4-rehearsed"),
+        "fp16-pass": ("fp16-", "fp16"),
+    }[kind]
+    parts = []
+    for path, nb in lessons.items():
+        why = _lacking(nb, path.stem, folders, what)
+        if why is not None:
+            minutes = _minutes(path.stem, runs)
+            # Only the lessons' own run gives speed figures; the passes check that each lesson
+            # completes (a rehearsed T4 still runs at the big GPU's speed).
+            alone = kind == "lesson" and times_things(nb)
+            parts.append(Part(prefix + path.stem, kind, (path.name,), *minutes, why, alone))
+    return parts
+
+
+def plan(root: Path = ROOT, reports: Path | None = None) -> list[Part]:
+    """What a full-mode run of ``root``'s notebooks lacks, given the runs in ``reports`` (the
+    checkout's ``reports/gpu``), in priority order: the CUDA smoke pass of the lessons without a
+    passing verdict for their current text, the lessons, the bench and the ladder, the
+    T4-rehearsed pass, the fp16 pass."""
+    reports = Path(root) / "reports" / "gpu" if reports is None else Path(reports)
+    smoke = []
+    stale = gpu_smoke.stale(root, reports)
+    if stale:
+        every = len(gpu_smoke.jobs_for(lesson_notebooks(root)))
+        seconds = SMOKE_S["all"] if len(stale) == every else SMOKE_S["each"] * len(stale) + 60
+        why = f"no passing CUDA smoke verdict for the current text of {len(stale)} of {every}"
+        smoke = [Part("smoke", "smoke", tuple(stale), round(seconds / 60, 1), "estimate", why)]
+    records = run_records(reports)
+    runs = last_runs(reports)
+    own, t4, fp16 = [], [], []  # each pass's folders, newest first
+    for folder, record in records:
+        if record.get("emulated"):
+            t4 += [folder] if folder.name.endswith("-t4-emulated") else []
+        elif record.get("amp_dtype", "lesson default") == "lesson default":
+            own.append(folder)
+        elif record.get("amp_dtype") == "fp16":
+            fp16.append(folder)
+    lessons = {path: nbformat.read(path, as_version=4) for path in lesson_notebooks(root)}
+    parts = smoke + _pass_parts(lessons, own, runs, "lesson")
+    for name, config in BENCHES.items():
+        (workload,) = config["workloads"]
+        if not _benched(reports, workload):
+            why = f"no bench*/bench.json with results[{workload!r}] in any GPU run"
+            parts.append(Part(name, "bench", (workload,), *_minutes(workload, runs), why))
+    parts += _pass_parts(lessons, t4, runs, "t4-pass")
+    fp16_lessons = {path: nb for path, nb in lessons.items() if path.stem in FP16_PASS}
+    return parts + _pass_parts(fp16_lessons, fp16, runs, "fp16-pass")
+
+
+def select_next(parts: list[Part], minutes: float) -> list[Part]:
+    """The parts, in priority order, that fit ``minutes`` together: each is taken if it fits what
+    is left, and one too big is passed over for smaller ones after it. Time for the copies to come
+    back (about 2 minutes on a lent GPU) is the caller's to keep aside: pass what is left after it.
+    """
+    chosen, left = [], minutes
+    for part in parts:
+        if part.minutes <= left:
+            chosen.append(part)
+            left -= part.minutes
+    return chosen
+
+
+def run_part(part: Part, device, out: Path, root: Path, tag: str) -> tuple[dict, Path]:
+    """Run ``part`` on ``device`` as the tagged part ``tag`` of its run under ``out``: lessons
+    through ``gpu.execute`` (without nbval: the smoke pass executes every lesson under nbval), a
+    bench through ``gpu.run_bench``, the smoke pass through ``gpu_smoke.run``; its report (the
+    smoke pass's summary) and its run's folder."""
+    if part.kind == "smoke":
+        record = gpu.environment_record(device)
+        folder = gpu_smoke.folder_for(record["device"], out)
+        names = set(part.runs)
+        jobs = [job for job in gpu_smoke.jobs_for(lesson_notebooks(root)) if job.name in names]
+        return gpu_smoke.run(jobs, folder, record), folder
+    if part.kind == "bench":
+        from .. import bench
+
+        record = {**gpu.environment_record(device), "amp_dtype": "lesson default"}
+        record |= {"notebooks": [], "nbval": "skipped"}
+        folder = Path(out) / gpu.run_folder(record["device"])
+        config = bench.BenchConfig.full(**BENCHES[part.name])
+        record["bench"] = gpu.run_bench(folder, device, config, part.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / part_name("report", tag, ".json")).write_text(json.dumps(record, indent=2) + "\n")
+        return record, folder
+    run = gpu.GpuRun(
+        out=Path(out),
+        notebooks=tuple(Path(root) / "notebooks" / name for name in part.runs),
+        skip_nbval=True,  # the smoke pass runs nbval: it need not double a full-mode run's time
+        skip_bench=True,
+        amp_dtype="fp16" if part.kind == "fp16-pass" else None,
+        emulate="t4" if part.kind == "t4-pass" else None,
+        tag=tag,
+    )
+    record = gpu.execute(run, device)
+    return record, run.folder(record["device"])
+
+
+def _keep_whole_run(folder: Path) -> None:
+    """A run made in one go left only its report.json (no ``parts`` count, which a merge writes):
+    keep it as a part, or merging the new parts would drop its lessons."""
+    report = folder / "report.json"
+    if report.exists():
+        record = json.loads(report.read_text(encoding="utf-8"))
+        if "parts" not in record:
+            stamp = re.sub(r"\D", "", str(record.get("date", "")))[:14] or "undated"
+            report.replace(folder / part_name("report", f"whole-{stamp}", ".json"))
+
+
+def run_next(
+    minutes: float, device, out: Path | None = None, root: Path = ROOT, clock=time.monotonic
+) -> dict:
+    """Run the parts of the plan that fit ``minutes`` (``select_next``) on ``device``, one after
+    another (a timed part never shares the GPU), each tagged ``<name>-<UTC date>`` in its run's
+    folder under ``out`` (the checkout's ``reports/gpu``); a part is not started once its minutes
+    would pass ``minutes`` from the start. Then each folder's parts are merged into its
+    report.json. Returns the parts run (name, passed, folder), those left, and the merged reports.
+    """
+    out = Path(root) / "reports" / "gpu" if out is None else Path(out)
+    start = clock()
+    date = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d")
+    ran, left, folders = [], [], []
+    for part in select_next(plan(root, out), minutes):
+        if (clock() - start) / 60 + part.minutes > minutes:
+            left.append(part.name)  # the parts before it ran longer than their minutes
+            continue
+        print(f"part {part.name} ({part.minutes} min): {part.why}", flush=True)
+        record, folder = run_part(part, device, out, root, f"{part.name}-{date}")
+        if part.kind == "smoke":
+            ran.append({"part": part.name, "passed": record["passed"], "folder": str(folder)})
+            continue
+        passed = record["bench"] == "passed" if part.kind == "bench" else gpu.passed(record)
+        ran.append({"part": part.name, "passed": passed, "folder": str(folder)})
+        folders += [folder] if folder not in folders else []
+    for folder in folders:
+        _keep_whole_run(folder)
+    merged = {str(folder): merge_reports(folder) for folder in folders}
+    return {"ran": ran, "left": left, "merged": merged}
+
+
+def format_plan(parts: list[Part]) -> str:
+    """The plan as a table: each part's name, minutes, where they come from and why it is needed,
+    then the total."""
+    if not parts:
+        return "Nothing is lacking: every lesson, bench and pass has a current committed copy.\n"
+    rows = [("part", "minutes", "from", "why")]
+    rows += [
+        (p.name + (" *" if p.alone else ""), f"{p.minutes:.1f}", p.source, p.why) for p in parts
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(
+            [row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]), row[3]]
+        )
+        for row in rows
+    ]
+    total = sum(p.minutes for p in parts)
+    lines += [
+        "",
+        f"{len(parts)} part(s), {total:.1f} minutes in all. * times things: runs alone on the GPU. "
+        "Minutes count papermill; nbval runs in the smoke pass, at smoke sizes.",
+    ]
+    return "\n".join(lines) + "\n"
