@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -70,13 +71,12 @@ def jobs_for(notebooks: list[Path] | None = None, rehearsals=REHEARSALS) -> list
 
 
 def _prepare(job: SmokeJob, folder: Path) -> Path:
-    """The lesson with its exercise blanks filled, where nbval runs it."""
+    """The lesson with its exercise blanks filled, in ``folder``, where nbval runs it."""
     import nbformat
 
     from ..exercises import fill_solutions
 
-    copy = folder / "notebooks" / f"{job.name}.ipynb"
-    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy = Path(folder) / f"{job.name}.ipynb"
     nbformat.write(fill_solutions(nbformat.read(job.lesson, as_version=4)), copy)
     return copy
 
@@ -128,12 +128,14 @@ def run_job(job: SmokeJob, folder: Path, cell_timeout: int, threads: int = 2) ->
     junit = folder / f"{job.name}.xml"
     junit.unlink(missing_ok=True)  # a verdict never reads an earlier run's XML
     start = time.monotonic()
-    try:
-        copy = _prepare(job, folder)
-        command = nbval_command([copy], cell_timeout, junit)
-        code, output = _run(command, _environment(job, threads), JOB_TIMEOUT_S)
-    except Exception as error:  # noqa: BLE001 - a lesson that cannot start is a failed lesson
-        code, output = 1, f"{type(error).__name__}: {error}"
+    # The filled copy is not kept: the verdict, the log and the JUnit XML say what ran.
+    with tempfile.TemporaryDirectory(prefix="amp-course-smoke-") as tmp:
+        try:
+            copy = _prepare(job, Path(tmp))
+            command = nbval_command([copy], cell_timeout, junit)
+            code, output = _run(command, _environment(job, threads), JOB_TIMEOUT_S)
+        except Exception as error:  # noqa: BLE001 - a lesson that cannot start is a failed lesson
+            code, output = 1, f"{type(error).__name__}: {error}"
     (folder / f"{job.name}.log").write_text(output)
     verdict = {
         "notebook": job.lesson.name,
