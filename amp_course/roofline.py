@@ -4,8 +4,9 @@ matmul, a large copy) or published, and where an operator of a given arithmetic 
 An operator that does F FLOPs and moves B bytes needs at least ``F / peak`` seconds of arithmetic
 and ``B / bandwidth`` seconds of memory traffic; whichever is larger is its *floor* and names its
 regime: compute-bound above the ridge point (``peak / bandwidth`` FLOP per byte), memory-bound
-below. What a step takes beyond the sum of its operators' floors is overhead: launches, Python,
-idle hardware, kernels that reach neither roof.
+below. What a step takes beyond the sum of its operators' floors is not all overhead: it holds
+the time no kernel runs (launches, Python, waits for the host) and the time kernels run below both
+roofs (small, unaligned or badly tiled work); a profiler's kernel times tell the two apart.
 """
 
 from __future__ import annotations

@@ -266,3 +266,24 @@ def test_vit_peak_memory_leaves_out_what_the_process_held_before(monkeypatch):
     peak = workloads._peak_memory(Trainer(), config.Mode("bf16"), cuda, lambda: None, held)
     assert peak == int(9.37 * gib) - int(0.66 * gib)
     assert workloads._held_cuda_bytes(torch.device("cpu")) == 0
+
+
+@pytest.mark.parametrize(
+    "name", ["NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA H800"]
+)
+def test_variants_without_datasheet_figures_get_none_rather_than_another_cards(name):
+    # "H100" and "H200" are substrings of these names, but the cards' clocks and memory differ
+    # from the SXM cards' and the course has no checked figures for them: none, not the SXM's.
+    assert bench.peak_tflops(name, "bf16") is None and bench.peak_bandwidth_tbs(name) is None
+    assert name in bench.flops.datasheet_note(name)
+
+
+def test_sxm_figures_are_the_hopper_whitepapers_and_every_model_has_its_name_words():
+    for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        peaks = {p: bench.peak_tflops(name, p) for p in ("fp32", "tf32", "bf16")}
+        assert peaks == {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4}
+        assert bench.flops.datasheet_note(name) is None
+    assert bench.peak_bandwidth_tbs("NVIDIA H200") == 4.8
+    assert bench.peak_bandwidth_tbs("NVIDIA A100 80GB PCIe") == 1.935
+    assert set(bench.PEAK_TFLOPS) | set(bench.PEAK_BANDWIDTH_TBS) <= set(bench.flops.NAME_WORDS)
+    assert "CPU" in bench.flops.datasheet_note("CPU x86_64 (AVX2)")

@@ -9,12 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from amp_course import exercises, op_costs
+from amp_course.device import parse_dtype
 from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_10 as lesson
 from amp_course.exercises.solutions import lesson_10 as solutions
 
 NAMES = ["10.matmul_intensity", "10.wave_efficiency", "10.conv_intensity"]
-DTYPES = {2: torch.bfloat16, 4: torch.float32}
+DTYPES = {2: torch.bfloat16, 4: torch.float32}  # the convolution cases' itemsizes
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -26,11 +27,12 @@ def test_cases_differ_from_seed_to_seed(name):
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_matmul_reference_matches_the_recorded_operator(seed):
-    for m, k, n, itemsize in lesson.matmul_cases(seed):
-        a = torch.empty(m, k, device="meta", dtype=DTYPES[itemsize])
-        b = torch.empty(k, n, device="meta", dtype=DTYPES[itemsize])
-        (op,) = op_costs.record_ops(lambda a=a, b=b: torch.mm(a, b))
-        assert solutions.matmul_intensity(m, k, n, itemsize) == pytest.approx(op.intensity)
+    for batch, m, k, n, dtype in lesson.matmul_cases(seed):
+        a = torch.empty(batch, m, k, device="meta", dtype=parse_dtype(dtype))
+        b = torch.empty(batch, k, n, device="meta", dtype=parse_dtype(dtype))
+        (op,) = op_costs.record_ops(lambda a=a, b=b: torch.bmm(a, b))
+        assert op.dtype == dtype
+        assert solutions.matmul_intensity(batch, m, k, n, dtype) == pytest.approx(op.intensity)
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -50,33 +52,72 @@ def test_conv_reference_matches_the_recorded_operator(seed):
 def test_wave_efficiency_of_the_lessons_shapes():
     # 32 x 32 = 1024 tiles fill 7.76 waves of 132 SMs: 8 waves; 4104 needs 33 x 33 = 1089
     # tiles, 8.25 waves: 9.
-    assert solutions.wave_efficiency(4096, 4096, 128, 128, 132) == pytest.approx(
+    assert solutions.wave_efficiency(1, 4096, 4096, 128, 128, 132) == pytest.approx(
         4096**2 / (8 * 132 * 128**2)
     )
-    assert solutions.wave_efficiency(4104, 4104, 128, 128, 132) == pytest.approx(
+    assert solutions.wave_efficiency(1, 4104, 4104, 128, 128, 132) == pytest.approx(
         4104**2 / (9 * 132 * 128**2)
     )
-    assert solutions.wave_efficiency(128, 128, 128, 128, 1) == 1.0
+    assert solutions.wave_efficiency(1, 128, 128, 128, 128, 1) == 1.0
+    # A batch shares the waves: 768 matrices of 2 x 2 tiles are 3072 tiles, 23.3 waves of 132:
+    # 24, not 768 waves of one matrix's 4 tiles each.
+    assert solutions.wave_efficiency(768, 197, 197, 128, 128, 132) == pytest.approx(
+        768 * 197**2 / (24 * 132 * 128**2)
+    )
 
 
-def _macs(m, k, n, itemsize):
-    return m * k * n / (itemsize * (m * k + k * n + m * n))
+SIZES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
-def _no_output(m, k, n, itemsize):
-    return 2 * m * k * n / (itemsize * (m * k + k * n))
+def _macs(batch, m, k, n, dtype):
+    return solutions.matmul_intensity(batch, m, k, n, dtype) / 2
 
 
-def _elements(m, k, n, itemsize):
-    return 2 * m * k * n / (m * k + k * n + m * n)
+def _no_output(batch, m, k, n, dtype):
+    return 2 * batch * m * k * n / (SIZES[dtype] * batch * (m * k + k * n))
 
 
-def _tiles_only(m, n, tile_m, tile_n, sms):
+def _one_input(batch, m, k, n, dtype):
+    return 2 * batch * m * k * n / (SIZES[dtype] * batch * (m * k + m * n))
+
+
+def _two_bytes_always(batch, m, k, n, dtype):
+    return 2 * batch * m * k * n / (2 * batch * (m * k + k * n + m * n))
+
+
+def _elements(batch, m, k, n, dtype):
+    return 2 * batch * m * k * n / (batch * (m * k + k * n + m * n))
+
+
+def _batch_in_flops_only(batch, m, k, n, dtype):
+    return 2 * batch * m * k * n / (SIZES[dtype] * (m * k + k * n + m * n))
+
+
+def _batch_in_bytes_only(batch, m, k, n, dtype):
+    return 2 * m * k * n / (SIZES[dtype] * batch * (m * k + k * n + m * n))
+
+
+def _tiles_only(batch, m, n, tile_m, tile_n, sms):
     return m * n / (math.ceil(m / tile_m) * math.ceil(n / tile_n) * tile_m * tile_n)
 
 
-def _floor_tiles(m, n, tile_m, tile_n, sms):
-    tiles = max(1, (m // tile_m) * (n // tile_n))
+def _floor_tiles(batch, m, n, tile_m, tile_n, sms):
+    tiles = max(1, batch * (m // tile_m) * (n // tile_n))
+    return batch * m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
+
+
+def _floor_waves(batch, m, n, tile_m, tile_n, sms):
+    tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    return batch * m * n / (max(1, tiles // sms) * sms * tile_m * tile_n)
+
+
+def _waves_per_matrix(batch, m, n, tile_m, tile_n, sms):
+    tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    return batch * m * n / (batch * math.ceil(tiles / sms) * sms * tile_m * tile_n)
+
+
+def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
+    tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
     return m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
 
 
@@ -92,12 +133,24 @@ def _conv_macs(*case):
 @pytest.mark.parametrize(
     "name, wrong, words",
     [
-        ("10.matmul_intensity", _macs, "You counted multiply-adds"),
-        ("10.matmul_intensity", _no_output, "The output is written to memory too"),
-        ("10.matmul_intensity", _elements, "Divide by bytes, not elements"),
+        ("10.matmul_intensity", _macs, "1,907,539,968 FLOPs: half the reference's"),
+        (
+            "10.matmul_intensity",
+            _no_output,
+            "38,731,776 bytes: the reference's count without the output",
+        ),
+        ("10.matmul_intensity", _one_input, "without the left input or the right input"),
+        ("10.matmul_intensity", _two_bytes_always, "1, 12608, 768, 3072, 'fp32') returned"),
+        ("10.matmul_intensity", _two_bytes_always, "101,548,032 bytes: every element at 2 bytes"),
+        ("10.matmul_intensity", _elements, "49,171,200 bytes: every element at 1 byte."),
+        ("10.matmul_intensity", _batch_in_flops_only, "one product's bytes, against the FLOPs"),
+        ("10.matmul_intensity", _batch_in_bytes_only, "one product's FLOPs, against the bytes"),
         ("10.matmul_intensity", lambda *case: "high", "should return a number, got 'high'"),
-        ("10.wave_efficiency", _tiles_only, "That is the tile quantisation alone"),
-        ("10.wave_efficiency", _floor_tiles, "Count tiles with ceil"),
+        ("10.wave_efficiency", _tiles_only, "1,024 tile slots: not a whole number of waves of 108"),
+        ("10.wave_efficiency", _floor_tiles, "792 tile slots: 6 waves of 132"),
+        ("10.wave_efficiency", _floor_waves, "972 tile slots: 9 waves of 108"),
+        ("10.wave_efficiency", _waves_per_matrix, "101,376 tile slots: 768 waves of 132"),
+        ("10.wave_efficiency", _one_matrix_useful, "38,809 useful elements: one matrix"),
         ("10.conv_intensity", _conv_no_weight, "The weight is read from memory too"),
         ("10.conv_intensity", _conv_macs, "You counted multiply-adds"),
         ("10.conv_intensity", lambda *case: 1 / 0, "raised ZeroDivisionError"),
@@ -106,3 +159,39 @@ def _conv_macs(*case):
 def test_wrong_answers_are_rejected_with_the_reason(name, wrong, words):
     with pytest.raises(ExerciseFailed, match=re.escape(words)):
         exercises.check(name, wrong)
+
+
+def _matmul_without_batch(batch, m, k, n, dtype):
+    # The batch cancels: each product has its own inputs and output.
+    itemsize = torch.finfo(parse_dtype(dtype)).bits // 8
+    return 2 * m * k * n / (itemsize * (m * k + k * n + m * n))
+
+
+def _matmul_by_itemsize(batch, m, k, n, dtype):
+    elements = batch * m * k + batch * k * n + batch * m * n
+    return (2 * batch * m * k * n) / (elements * parse_dtype(dtype).itemsize)
+
+
+def _waves_by_integer_ceil(batch, m, n, tile_m, tile_n, sms):
+    tiles = batch * (-(-m // tile_m)) * (-(-n // tile_n))
+    return batch * m * n / (-(-tiles // sms) * sms * tile_m * tile_n)
+
+
+def _waves_as_two_shares(batch, m, n, tile_m, tile_n, sms):
+    tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    tile_share = batch * m * n / (tiles * tile_m * tile_n)
+    return tile_share * tiles / (math.ceil(tiles / sms) * sms)
+
+
+@pytest.mark.parametrize(
+    "name, answer",
+    [
+        ("10.matmul_intensity", _matmul_without_batch),
+        ("10.matmul_intensity", _matmul_by_itemsize),
+        ("10.wave_efficiency", _waves_by_integer_ceil),
+        ("10.wave_efficiency", _waves_as_two_shares),
+    ],
+)
+@pytest.mark.parametrize("seed", [0, 12345, 987654321])
+def test_right_answers_written_differently_pass(name, answer, seed):
+    assert exercises.verdict(name, answer, seed)[0] == "passed"

@@ -133,3 +133,14 @@ def test_the_picture_places_every_data_moving_operator(toy):
     placed = sum(len(c.get_offsets()) for c in ax.collections)
     assert placed == 3
     assert "toy" in ax.get_title()
+
+
+def test_each_dtype_has_its_own_ridge_and_unknown_variants_have_no_roofline():
+    # Quiz 10's layer norm is judged against fp32's ridge, about 20 FLOP per byte on an H100
+    # SXM, not bf16's, about 295.
+    h100 = roofline.published("NVIDIA H100 80GB HBM3")
+    assert h100.ridge("fp32") == pytest.approx(19.97, rel=1e-3)
+    assert h100.ridge("bf16") == pytest.approx(295.3, rel=1e-3)
+    assert h100.regime(1.0, "fp32") == "memory-bound" and h100.regime(25, "fp32") == "compute-bound"
+    assert roofline.published("NVIDIA H100 NVL") is None
+    assert roofline.published("NVIDIA GH200 480GB") is None

@@ -1,8 +1,10 @@
-"""Lesson 10 exercises: the arithmetic intensity of a matmul, tile and wave quantisation, and
-(transfer) the intensity of a convolution.
+"""Lesson 10 exercises, each a case the lesson's text did not work out: the arithmetic intensity
+of a batched matmul in a named dtype, tile and wave quantisation of a batched output on a given
+GPU, and the intensity of a convolution.
 
 Each is a number per case: ``observe`` calls the learner's function on cases built from the seed
-and records what it returned; ``compare`` names the usual mistake when it finds one. The
+and records what it returned; ``compare`` says, at the first case that differs, what the value
+means against the reference's account (which bytes, FLOPs, waves or tiles it implies). The
 references are in ``solutions/lesson_10.py``; tests/test_exercises_lesson_10.py checks them
 against ``ac.op_costs``'s count of real operators.
 """
@@ -50,33 +52,76 @@ def _compare(mine, reference, name: str, diagnose) -> None:
             raise ExerciseFailed(f"{call} returned {result:.6g}, expected {expected:.6g}. {hint}")
 
 
-# ---- 10.matmul_intensity -------------------------------------------------------------------------
-MATMUL_CASES = [
-    (4096, 4096, 4096, 2),  # a large square bf16 matmul
-    (64 * 197, 768, 3072, 2),  # ViT-B/16's first MLP layer at batch 64, bf16
-    (64 * 197, 768, 768, 4),  # an attention projection in fp32
-    (1, 4096, 4096, 2),  # a matrix-vector product
-    (8, 8, 8, 4),
+# ---- 10.matmul_intensity: a batched matmul, its dtype given by name ----------------------------
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes per element of each dtype name
+MATMUL_CASES = [  # (batch, m, k, n, dtype)
+    (64 * 12, 197, 64, 197, "bf16"),  # ViT-B/16's attention scores Q @ K^T at batch 64, unfused
+    (1, 64 * 197, 768, 3072, "fp32"),  # its first MLP layer in fp32: one product
+    (64 * 12, 197, 197, 64, "fp16"),  # the scores times V
+    (8, 1, 4096, 1000, "bf16"),  # eight matrix-vector products
+    (3, 5, 7, 11, "fp32"),
 ]
 
 
 def matmul_cases(seed: int) -> list[tuple]:
     if seed == 0:
         return list(MATMUL_CASES)
-    sizes = _draw(seed, 15, 1, 5000)
-    return [(sizes[i], sizes[i + 1], sizes[i + 2], (2, 4)[i % 2]) for i in range(0, 15, 3)]
+    sizes = _draw(seed, 20, 1, 5000)
+    names = list(ITEMSIZE)
+    return [
+        (1 + sizes[i] % 64, sizes[i + 1], sizes[i + 2], sizes[i + 3], names[(i // 4) % 3])
+        for i in range(0, 20, 4)
+    ]
 
 
-def _diagnose_matmul(case, got, expected) -> str:
-    m, k, n, itemsize = case
-    flops = 2 * m * k * n
-    if math.isclose(got, expected / 2, rel_tol=1e-9):
-        return "You counted multiply-adds: each is 2 FLOPs (a multiply and an add)."
-    if math.isclose(got, expected * itemsize, rel_tol=1e-9):
-        return "Divide by bytes, not elements: multiply the element counts by itemsize."
-    if math.isclose(got, flops / (itemsize * (m * k + k * n)), rel_tol=1e-9):
-        return "The output is written to memory too: count its m x n elements."
-    return "FLOPs are 2*m*k*n; bytes are itemsize * (m*k + k*n + m*n)."
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9)
+
+
+def _missing(parts: dict[str, int], deficit: float) -> str | None:
+    """The parts (one, or all but one) whose bytes add up to ``deficit``, in words."""
+    names = list(parts)
+    groups = [[name] for name in names] + [[a, b] for a in names for b in names if a < b]
+    found = [group for group in groups if _close(sum(parts[g] for g in group), deficit)]
+    if not found:
+        return None
+    return " or ".join(" and ".join(group) for group in found)
+
+
+def _explain_matmul(case, got: float) -> str:
+    """What differs between ``got`` and the reference's FLOPs over bytes, for this case."""
+    batch, m, k, n, dtype = case
+    size = ITEMSIZE[dtype]
+    flops = 2 * batch * m * k * n
+    parts = {
+        "the left input": batch * m * k * size,
+        "the right input": batch * k * n * size,
+        "the output": batch * m * n * size,
+    }
+    total = sum(parts.values())
+    account = (
+        f"The reference counts {flops:,} FLOPs over {total:,} bytes ("
+        + ", ".join(f"{name} {nbytes:,}" for name, nbytes in parts.items())
+        + f", at {size} bytes per {dtype} element)."
+    )
+    if got <= 0:
+        return account
+    implied_bytes, implied_flops = flops / got, got * total
+    said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
+    missing = _missing(parts, total - implied_bytes)
+    if missing:
+        return f"{said}: the reference's count without {missing}."
+    for per_element in range(1, size):
+        if _close(implied_bytes, total / size * per_element):
+            return f"{said}: every element at {per_element} byte{'s' if per_element > 1 else ''}."
+    if batch > 1 and _close(implied_bytes, total / batch):
+        return f"{said}: one product's bytes, against the FLOPs of all {batch}."
+    said = f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs"
+    if _close(implied_flops, flops / 2):
+        return f"{said}: half the reference's (or, at its FLOPs, twice its bytes)."
+    if batch > 1 and _close(implied_flops, flops / batch):
+        return f"{said}: one product's FLOPs, against the bytes of all {batch}."
+    return account
 
 
 def observe_matmul_intensity(fn, seed: int) -> list[dict]:
@@ -84,49 +129,67 @@ def observe_matmul_intensity(fn, seed: int) -> list[dict]:
 
 
 def compare_matmul_intensity(mine, reference, seed: int) -> None:
-    _compare(mine, reference, "matmul_intensity", _diagnose_matmul)
+    _compare(mine, reference, "matmul_intensity", lambda case, got, _: _explain_matmul(case, got))
 
 
 register("10.matmul_intensity", observe_matmul_intensity, compare_matmul_intensity)
 
 
-# ---- 10.wave_efficiency --------------------------------------------------------------------------
-H100_SMS = 132  # streaming multiprocessors of an H100 SXM
-WAVE_CASES = [
-    (4096, 4096, 128, 128, H100_SMS),
-    (4104, 4104, 128, 128, H100_SMS),  # one more row and column of tiles
-    (4095, 4095, 128, 128, H100_SMS),
-    (64 * 197, 3072, 128, 256, H100_SMS),
-    (100, 100, 128, 128, H100_SMS),  # one tile, mostly padding, on one SM
-    (256, 256, 64, 64, 4),
+# ---- 10.wave_efficiency: a batched output on a given GPU ----------------------------------------
+WAVE_CASES = [  # (batch, m, n, tile_m, tile_n, sms)
+    (1, 4096, 4096, 128, 128, 108),  # one matrix on an A100's 108 SMs
+    (64 * 12, 197, 197, 128, 128, 132),  # ViT-B/16's attention scores at batch 64 on an H100 SXM
+    (1, 4104, 4104, 128, 128, 114),  # an H100 PCIe's 114 SMs
+    (16, 1000, 3000, 128, 256, 40),  # a T4's 40
+    (3, 100, 100, 128, 128, 4),  # three tiles, mostly padding, in one wave
+    (1, 256, 256, 64, 64, 4),  # 16 whole tiles in 4 whole waves
 ]
 
 
 def wave_cases(seed: int) -> list[tuple]:
     if seed == 0:
         return list(WAVE_CASES)
-    sizes = _draw(seed, 12, 1, 9000)
+    sizes = _draw(seed, 18, 1, 9000)
     tiles = (64, 128, 256)
     return [
-        (sizes[i], sizes[i + 1], tiles[i % 3], tiles[(i // 2) % 3], (108, 132, 40)[i % 3])
-        for i in range(0, 12, 2)
+        (
+            1 + sizes[i] % 32,
+            sizes[i + 1],
+            sizes[i + 2],
+            tiles[i % 3],
+            tiles[(i // 3) % 3],
+            (108, 132, 40, 114, 80, 58)[i // 3],
+        )
+        for i in range(0, 18, 3)
     ]
 
 
-def _diagnose_waves(case, got, expected) -> str:
-    m, n, tile_m, tile_n, sms = case
-    tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
-    if math.isclose(got, m * n / (tiles * tile_m * tile_n), rel_tol=1e-9):
-        return (
-            f"That is the tile quantisation alone: {tiles} tiles run in waves of {sms} (one tile "
-            "per SM), and the last wave's idle SMs count as lost too."
-        )
-    if got > 1:
-        return "An efficiency is a fraction of the launched work: at most 1."
-    return (
-        "Count tiles with ceil (a partial tile is a whole tile), waves with ceil(tiles / sms); "
-        "return m*n / (waves * sms * tile_m * tile_n)."
+def _explain_waves(case, got: float) -> str:
+    """What differs between ``got`` and the reference's useful over launched work."""
+    batch, m, n, tile_m, tile_n, sms = case
+    per_matrix = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    tiles = batch * per_matrix
+    waves = math.ceil(tiles / sms)
+    useful, area = batch * m * n, tile_m * tile_n
+    account = (
+        f"The reference has {useful:,} useful elements ({batch} x {m} x {n}) in {tiles:,} tiles "
+        f"({per_matrix:,} a matrix), run in {waves:,} wave{'s' if waves > 1 else ''} of {sms} "
+        f"SMs: {waves * sms:,} tile slots of {tile_m} x {tile_n}."
     )
+    if got <= 0:
+        return account
+    if batch > 1 and _close(got * waves * sms * area, m * n):
+        return (
+            f"{account} Over those slots your value means {m * n:,} useful elements: one matrix's."
+        )
+    slots = useful / (got * area)
+    if abs(slots - round(slots)) < 1e-6 * slots and round(slots) != waves * sms:
+        slots = round(slots)
+        said = f"{account} For that useful work your value means {slots:,} tile slots"
+        if slots % sms == 0:
+            return f"{said}: {slots // sms:,} waves of {sms}."
+        return f"{said}: not a whole number of waves of {sms}."
+    return account
 
 
 def observe_wave_efficiency(fn, seed: int) -> list[dict]:
@@ -134,7 +197,7 @@ def observe_wave_efficiency(fn, seed: int) -> list[dict]:
 
 
 def compare_wave_efficiency(mine, reference, seed: int) -> None:
-    _compare(mine, reference, "wave_efficiency", _diagnose_waves)
+    _compare(mine, reference, "wave_efficiency", lambda case, got, _: _explain_waves(case, got))
 
 
 register("10.wave_efficiency", observe_wave_efficiency, compare_wave_efficiency)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import math
 
 
-def matmul_intensity(m, k, n, itemsize):
-    """FLOPs per byte of (m x k) @ (k x n): both inputs read once, the output written once."""
-    return 2 * m * k * n / (itemsize * (m * k + k * n + m * n))
+def matmul_intensity(batch, m, k, n, dtype):
+    """FLOPs per byte of ``batch`` products (m x k) @ (k x n) in the dtype named ``dtype``
+    ("fp32", "fp16", "bf16"): every input read once, every output written once."""
+    itemsize = {"fp32": 4, "fp16": 2, "bf16": 2}[dtype]
+    flops = 2 * batch * m * k * n
+    return flops / (itemsize * batch * (m * k + k * n + m * n))
 
 
-def wave_efficiency(m, n, tile_m, tile_n, sms):
-    """The share of launched tile work that is useful: partial tiles and the last wave's idle SMs
-    are the waste."""
-    tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+def wave_efficiency(batch, m, n, tile_m, tile_n, sms):
+    """The share of launched tile work that is useful when ``batch`` outputs of m x n share the
+    GPU's waves: partial tiles and the last wave's idle SMs are the waste."""
+    tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
     waves = math.ceil(tiles / sms)
-    return m * n / (waves * sms * tile_m * tile_n)
+    return batch * m * n / (waves * sms * tile_m * tile_n)
 
 
 def conv_intensity(batch, c_in, c_out, size, kernel, itemsize):
