@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 from cuda_double import FakeGpu
@@ -9,25 +11,35 @@ from amp_course.exercises import ExerciseFailed, lesson_06
 NAME = "06.choose_dtype"
 
 
-@pytest.mark.parametrize("capability", [(6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0), (10, 0)])
+@pytest.mark.parametrize(
+    "capability", [(3, 7), (5, 2), (6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0), (10, 0), (12, 0)]
+)
 def test_solution_agrees_with_pick_autocast_dtype(monkeypatch, capability):
     """The exercise's answer is the one the course's own device rule gives for that GPU."""
     FakeGpu(monkeypatch, capability=capability)
     assert exercises.solution(NAME)(capability, None) == device.pick_autocast_dtype("cuda")
 
 
-# What the lesson says each device should train in.
+# What the lesson's rule gives each device of the check (none of these GPUs is named in it).
 EXPECTED = {
-    "V100": torch.float16,
-    "T4": torch.float16,
-    "A100": torch.bfloat16,
-    "H100": torch.bfloat16,
-    "RTX 3090": torch.bfloat16,
+    "GTX 1080": torch.float16,  # 6.1: no tensor cores, still fp16 by the rule
+    "L4": torch.bfloat16,
+    "Tesla M40": torch.float16,  # 5.2
+    "RTX 2080 Ti": torch.float16,
+    "B200": torch.bfloat16,
+    "Jetson AGX Orin": torch.bfloat16,
+    "RTX 5090": torch.bfloat16,  # 12.0: a major above 9
     "a Sapphire Rapids CPU (AMX)": torch.bfloat16,  # measured faster
     "an AMD Zen 4 CPU (AVX512-BF16)": torch.float32,  # native bf16, measured slower
     "an AVX2 CPU": torch.float32,
     "another AMX CPU": torch.float32,  # 0.96x, within the noise
 }
+
+
+def test_seed_zero_asks_about_gpus_the_lesson_does_not_name():
+    names = {name for name, capability, _, _ in lesson_06.devices(0) if capability}
+    assert names.isdisjoint({"V100", "T4", "A100", "H100", "P100", "K80"})
+    assert set(EXPECTED) == {name for name, *_ in lesson_06.devices(0)}
 
 
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
@@ -39,6 +51,24 @@ def test_every_case_follows_the_rule_of_ac_device(seed):
         assert reference(capability, cpu) == rule, name
         if name in EXPECTED:
             assert rule == EXPECTED[name], name
+
+
+def by_major(cc, cpu):  # another correct style: the major version alone decides on a GPU
+    if cc is None:
+        return torch.bfloat16 if cpu.bf16.distinguishable and cpu.bf16.ratio < 1 else torch.float32
+    return torch.bfloat16 if cc[0] >= 8 else torch.float16
+
+
+def by_number(cc, cpu):  # another: the capability as a number, the verdict string on a CPU
+    if cc is None:
+        return {"faster": torch.bfloat16}.get(cpu.bf16.verdict, torch.float32)
+    return torch.bfloat16 if float(f"{cc[0]}.{cc[1]}") >= 8.0 else torch.float16
+
+
+@pytest.mark.parametrize("right", [by_major, by_number])
+def test_other_right_answers_pass(right):
+    for seed in (0, 12345, 987654321):
+        assert exercises.verdict(NAME, right, seed) == ("passed", ""), seed
 
 
 def test_other_seeds_hold_cpus_both_ways():
@@ -65,13 +95,37 @@ def ratio_below_one(cc, cpu):  # ignores the spread
     return torch.bfloat16 if cc >= (8, 0) else torch.float16
 
 
+def named_gpus_only(cc, cpu):  # the lesson's examples as a table
+    if cc is None:
+        return torch.bfloat16 if cpu.bf16.verdict == "faster" else torch.float32
+    return {(7, 0): torch.float16, (7, 5): torch.float16}.get(tuple(cc), torch.bfloat16)
+
+
+def no_tensor_cores_means_fp32(cc, cpu):
+    if cc is None:
+        return torch.bfloat16 if cpu.bf16.verdict == "faster" else torch.float32
+    return torch.float32 if cc < (7, 0) else torch.float16 if cc < (8, 0) else torch.bfloat16
+
+
+def majors_8_and_9(cc, cpu):  # the lesson's bf16 GPUs are 8.x and 9.x
+    if cc is None:
+        return torch.bfloat16 if cpu.bf16.verdict == "faster" else torch.float32
+    return torch.bfloat16 if cc[0] in (8, 9) else torch.float16
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (lambda cc, cpu: torch.bfloat16, "T4|V100"),  # bf16 everywhere
-        (lambda cc, cpu: torch.float16, "A100"),  # fp16 everywhere
+        (lambda cc, cpu: torch.bfloat16, "GTX 1080 .*no tensor cores"),  # bf16 everywhere
+        (lambda cc, cpu: torch.float16, r"L4 \(compute capability \(8, 9\)\).*bf16 tensor"),
         (lambda cc, cpu: torch.float16 if cc is None or cc < (8, 0) else torch.bfloat16, "CPU"),
-        (lambda cc, cpu: torch.bfloat16 if cc is None or cc >= (7, 5) else torch.float16, "T4"),
+        (
+            lambda cc, cpu: torch.bfloat16 if cc is None or cc >= (7, 5) else torch.float16,
+            "RTX 2080 Ti",
+        ),
+        (named_gpus_only, r"GTX 1080 \(compute capability \(6, 1\)\): you chose torch.bfloat16"),
+        (no_tensor_cores_means_fp32, r"GTX 1080.*you chose torch.float32.*fp16 with a GradScaler"),
+        (majors_8_and_9, r"B200 \(compute capability \(10, 0\)\): you chose torch.float16"),
         (by_flags, r"Zen 4.*flags say native bf16 \(avx512_bf16\).*1\.61x.*slower"),
         (amx_tile_means_bf16, "Zen 4|another AMX"),
         (ratio_below_one, r"another AMX CPU.*0\.96x.*not distinguishable"),
@@ -105,6 +159,58 @@ def to_bf16(model, images):
     return model.to(torch.bfloat16)
 
 
+def _wrap(model, name, region=ac.debug.Fp32Region):
+    model.set_submodule(name, region(model.get_submodule(name)))
+    return model
+
+
+def _layer(name):
+    return ".".join(name.split(".")[:3])  # encoder.layers.encoder_layer_N
+
+
+def wrap_encoder_layer(model, images):  # the culprit's whole layer, attention and MLP
+    return _wrap(model, _layer(_first(model, images).name))
+
+
+def layer_around_the_mlp(model, images):  # right for the attention, too large for the MLP
+    name = _first(model, images).name
+    return _wrap(model, name if name.endswith("self_attention") else _layer(name))
+
+
+def wrap_both_linears(model, images):  # two regions: the MLP's Linears, the GELU between in fp32
+    name = _first(model, images).name
+    if not name.endswith(".0"):
+        return _wrap(model, name)
+    return _wrap(_wrap(model, name), name[:-1] + "3")
+
+
+class OwnRegion(torch.nn.Module):
+    """A learner's own fp32 region: autocast off, inputs cast to fp32."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args, **kwargs):
+        def fp32(a):
+            return a.float() if torch.is_tensor(a) else a
+
+        with torch.autocast("cpu", enabled=False):
+            return self.inner(*map(fp32, args), **{k: fp32(v) for k, v in kwargs.items()})
+
+
+def own_region_on_a_copy(model, images):
+    model = copy.deepcopy(model)
+    name = _first(model, images).name
+    return _wrap(model, name.removesuffix(".0"), OwnRegion)  # the MLP, or the attention
+
+
+@pytest.mark.parametrize("right", [wrap_both_linears, own_region_on_a_copy])
+def test_fix_overflow_accepts_every_smallest_region(right):
+    for seed in (0, 12345):
+        assert exercises.verdict(FIX, right, seed) == ("passed", ""), seed
+
+
 def test_the_plants_overflow_only_in_fp16():
     model, images = lesson_06.planted_vit("attention", 1, 0)
     culprit = _first(model, images)
@@ -120,6 +226,16 @@ def test_the_plants_overflow_only_in_fp16():
         (lambda model, images: model, "still overflows at .*self_attention: that is the module"),
         (wrap_culprit_only, r"still overflows at .*mlp\.3: the region ends too early"),
         (wrap_everything, "also runs .* in float32"),
+        (
+            wrap_encoder_layer,
+            r"attention your fix also runs .*encoder_layer_1\.mlp\.0, .*mlp\.3 in float32\. The "
+            r"smallest region .* runs only encoder\.layers\.encoder_layer_1\.self_attention",
+        ),
+        (
+            layer_around_the_mlp,
+            r"encoder_layer_3's mlp your fix also runs encoder\.layers\.encoder_layer_3\."
+            r"self_attention in float32\. .* runs only .*mlp\.0, .*mlp\.3 in float32",
+        ),
         (to_bf16, "changed the parameters' dtype"),
         (lambda model, images: None, "return the model"),
     ],

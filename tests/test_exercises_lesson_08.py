@@ -1,4 +1,4 @@
-"""Lesson 08's exercises (the interval by hand, the seeds a comparison needs): answers written
+"""Lesson 08's exercises (a one-sided bound by hand, the seeds a comparison needs): answers written
 differently from the reference pass, the usual mistakes fail with their reason (that the reference
 passes: test_exercises.py)."""
 
@@ -16,48 +16,69 @@ from amp_course.exercises.solutions import lesson_08 as solutions
 NAME = "08.accuracy_interval"
 
 
-def test_a_hand_written_interval_passes():
-    def interval(values, confidence=0.95):
+def test_hand_written_bounds_pass():
+    def bound(values, confidence=0.95):
         n = len(values)
-        t = stats.t_quantile(0.5 + confidence / 2, n - 1)
-        return statistics.mean(values), t * statistics.stdev(values) / math.sqrt(n)
+        t = stats.t_quantile(confidence, n - 1)
+        return statistics.mean(values) - t * statistics.stdev(values) / math.sqrt(n)
 
-    assert exercises.check(NAME, interval)
-
-
-def with_quantile(quantile, spread=statistics.stdev, divisor=math.sqrt):
-    def interval(values, confidence=0.95):
+    def from_sums(values, confidence=0.95):  # another style: sums by hand, numbers as floats
         n = len(values)
-        return statistics.mean(values), quantile(confidence, n) * spread(values) / divisor(n)
+        mean = sum(values) / n
+        variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+        return mean - stats.t_quantile(confidence, n - 1) * math.sqrt(variance / n)
 
-    return interval
+    for right in (bound, from_sums):
+        for seed in (0, 12345):
+            assert exercises.verdict(NAME, right, seed) == ("passed", ""), (right, seed)
 
 
-def normal(confidence, n):
+def with_quantile(quantile, spread=statistics.stdev, divisor=math.sqrt, sign=-1):
+    def lower_bound(values, confidence=0.95):
+        n = len(values)
+        half = quantile(confidence, n) * spread(values) / divisor(n)
+        return statistics.mean(values) + sign * half
+
+    return lower_bound
+
+
+def normal_one_sided(confidence, n):
+    return statistics.NormalDist().inv_cdf(confidence)
+
+
+def normal(confidence, n):  # two-sided, for seeds_needed
     return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def t_two_sided(confidence, n):
+def t_one_sided(confidence, n):
+    return stats.t_quantile(confidence, n - 1)
+
+
+def t_two_sided(confidence, n):  # the lesson's interval: the transcription
     return stats.t_quantile(0.5 + confidence / 2, n - 1)
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (with_quantile(normal), "used the normal quantile \\(1.96\\) instead of Student's t"),
         (
-            with_quantile(lambda c, n: stats.t_quantile(0.5 + c / 2, n)),
-            "used n = 5 degrees of freedom",
+            with_quantile(t_two_sided),
+            r"lower end of the two-sided 95% interval.*leaves all 0.05 below it, so its t is "
+            r"taken at 0.95, not at 0.975",
         ),
-        (with_quantile(t_two_sided, spread=statistics.pstdev), "population standard deviation"),
+        (with_quantile(normal_one_sided), r"normal quantile \(1.64\) instead of Student's t"),
+        (with_quantile(lambda c, n: stats.t_quantile(c, n)), "uses n = 5 degrees of freedom"),
+        (with_quantile(t_one_sided, spread=statistics.pstdev), "population standard deviation"),
+        (with_quantile(t_one_sided, divisor=lambda n: n), "divides by n"),
+        (with_quantile(t_one_sided, divisor=lambda n: 1), r"does not divide by sqrt\(n\)"),
+        (with_quantile(t_one_sided, sign=1), "above the mean: that is an upper bound"),
         (
-            with_quantile(lambda c, n: stats.t_quantile(c, n - 1)),
-            "a two-sided 95% interval leaves 0.025 in each tail",
+            lambda v, c: t_one_sided(c, len(v)) * statistics.stdev(v) / math.sqrt(len(v)),
+            "distance below the mean, not the bound itself",
         ),
-        (with_quantile(t_two_sided, divisor=lambda n: n), "divided by n"),
-        (with_quantile(t_two_sided, divisor=lambda n: 1), "did not divide by sqrt\\(n\\)"),
-        (lambda values, confidence: (values[0], 0.01), "the mean of the values is 0.9732"),
-        (lambda values, confidence: 0.01, "not a pair of numbers"),
+        (lambda v, c: min(v), r"gave 0.969, expected 0.96987: yours is 0.0042 below the mean"),
+        (lambda v, c: stats.t_interval(v, c), "not one number"),
+        (lambda v, c: v[7], "raised IndexError"),
     ],
 )
 def test_wrong_answers_fail_with_the_reason(wrong, message):
@@ -65,9 +86,20 @@ def test_wrong_answers_fail_with_the_reason(wrong, message):
         exercises.check(NAME, wrong)
 
 
+def test_the_mistakes_are_told_apart_at_every_seed():
+    """Every mistake gives a bound at least 1e-5 from the right one (zero spread aside)."""
+    for seed in (0, 12345, 987654321):
+        for values, confidence in lesson._cases(seed):
+            if statistics.stdev(values) == 0:
+                continue
+            right = solutions.accuracy_lower_bound(values, confidence)
+            for mistake, value in lesson._mistakes(values, confidence).items():
+                assert abs(value - right) > 1e-5, (seed, values, mistake)
+
+
 def test_inputs_vary_with_the_seed():
     answers = itertools.cycle(
-        [row["result"] for row in lesson.observe(solutions.accuracy_interval, 0)["rows"]]
+        [row["result"] for row in lesson.observe(solutions.accuracy_lower_bound, 0)["rows"]]
     )
 
     def hard_coded(values, confidence):
@@ -76,7 +108,7 @@ def test_inputs_vary_with_the_seed():
     assert exercises.check(NAME, hard_coded)
     with pytest.raises(ExerciseFailed):
         lesson.compare(
-            lesson.observe(hard_coded, 1), lesson.observe(solutions.accuracy_interval, 1), 1
+            lesson.observe(hard_coded, 1), lesson.observe(solutions.accuracy_lower_bound, 1), 1
         )
 
 

@@ -1,7 +1,9 @@
 """Lesson 09's checkers reject typical wrong answers, saying why (that they accept the reference:
 test_exercises.py)."""
 
+import functools
 import re
+import warnings
 
 import conftest
 import pytest
@@ -18,11 +20,48 @@ def _every_block(model, k):
     return solutions.checkpoint_every(model, 1)
 
 
-def _off_by_one(model, k):
+def _wrap(model, indices, wrapper=Checkpointed):
     blocks = encoder_blocks(model)
-    for index in range(k - 1, len(blocks), k):  # blocks k-1, 2k-1, ... instead of 0, k, ...
-        blocks[index] = Checkpointed(blocks[index])
+    for index in indices:
+        blocks[index] = wrapper(blocks[index])
     return model
+
+
+def _off_by_one(model, k):  # blocks k-1, 2k-1, ... instead of 0, k, ...
+    return _wrap(model, range(k - 1, len(encoder_blocks(model)), k))
+
+
+def _from_block_k(model, k):  # blocks k, 2k, ...: block 0 left out
+    return _wrap(model, range(k, len(encoder_blocks(model)), k))
+
+
+def _every_second_block(model, k):  # the lesson's example, whatever k
+    return _wrap(model, range(0, len(encoder_blocks(model)), 2))
+
+
+class _Reentrant(torch.nn.Module):
+    """A block under torch.utils.checkpoint, reentrant (explicitly, or by torch's default)."""
+
+    def __init__(self, block, **kwargs):
+        super().__init__()
+        self.block, self.kwargs = block, kwargs
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.block, x, **self.kwargs)
+
+
+def _reentrant(model, k):
+    wrapper = functools.partial(_Reentrant, use_reentrant=True)
+    return _wrap(model, range(0, len(encoder_blocks(model)), k), wrapper)
+
+
+def _reentrant_by_default(model, k):  # no use_reentrant: torch warns and runs the reentrant one
+    return _wrap(model, range(0, len(encoder_blocks(model)), k), _Reentrant)
+
+
+def _own_non_reentrant(model, k):  # another correct style: torch.utils.checkpoint by hand
+    wrapper = functools.partial(_Reentrant, use_reentrant=False)
+    return _wrap(model, range(0, len(encoder_blocks(model)), k), wrapper)
 
 
 class _HandWritten(torch.nn.Module):
@@ -55,50 +94,110 @@ def _copy_of_the_model(model, k):
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (_every_block, "blocks [0, 1, 2] were recomputed"),
-        (_off_by_one, "blocks [1] were recomputed"),
+        (_every_block, "with k=3 on a 5-block ViT, blocks [0, 1, 2, 3, 4] were recomputed"),
+        (
+            _off_by_one,
+            "blocks [2] were recomputed in backward; the reference recomputes blocks [0, 3]",
+        ),
+        (_from_block_k, "blocks [3] were recomputed"),
+        (_every_second_block, "blocks [0, 2, 4] were recomputed"),
+        (_reentrant, "holds 2 CheckpointFunctionBackward node(s), the reentrant checkpoint's"),
+        (_reentrant_by_default, "holds 2 CheckpointFunctionBackward node(s)"),
         (_hand_written, "lost the forward's autocast state"),
         (_copy_of_the_model, "got no gradient"),
         (lambda model, k: 1 / 0, "ZeroDivisionError"),
     ],
 )
 def test_checkpoint_every_rejects(wrong, words):
-    with pytest.raises(ExerciseFailed, match=re.escape(words)):
-        exercises.check("09.checkpoint_every", wrong)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's warning when use_reentrant is not passed
+        with pytest.raises(ExerciseFailed, match=re.escape(words)):
+            exercises.check("09.checkpoint_every", wrong)
+
+
+def _by_index(model, k):  # another correct style: a range with step k over the blocks
+    return _wrap(model, range(0, len(encoder_blocks(model)), k))
+
+
+@pytest.mark.parametrize("right", [_own_non_reentrant, _by_index])
+def test_checkpoint_every_accepts_other_right_answers(right):
+    for seed in (0, 12345):
+        assert exercises.verdict("09.checkpoint_every", right, seed) == ("passed", ""), seed
 
 
 def test_checkpoint_every_inputs_vary_with_the_seed():
     seen = {
-        (o["depth"], o["k"])
-        for o in (lesson.observe_checkpoint_every(solutions.checkpoint_every, s) for s in range(6))
+        tuple((o["depth"], o["k"]) for o in lesson.observe_checkpoint_every(_every_block, s))
+        for s in range(4)
     }
     assert len(seen) > 1
+    assert all(k != 2 for _, k in lesson.CHECKPOINT_CASES)  # not the lesson's "every second block"
 
 
-def _unscaled(x, fp8_dtype):
+def _scaled(x, fp8_dtype, amax, low=None):
+    """x cast with the scale that maps ``amax`` onto the format's max, clipped to [low, -low]."""
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = fp8_max / torch.tensor(amax, dtype=torch.float32)
+    low = fp8_max if low is None else low
+    return (x * scale).clamp(-low, low).to(fp8_dtype), scale
+
+
+def _unscaled(x, fp8_dtype, history):
     return x.to(fp8_dtype), torch.tensor(1.0)
 
 
-def _inverted(x, fp8_dtype):
-    scale = x.abs().max().clamp(min=1e-12) / torch.finfo(fp8_dtype).max
+def _inverted(x, fp8_dtype, history):
+    scale = max(max(history), 1e-12) / torch.finfo(fp8_dtype).max
     return (x * scale).to(fp8_dtype), scale
 
 
-def _no_floor(x, fp8_dtype):
-    scale = torch.finfo(fp8_dtype).max / x.abs().max()
+def _current_scaling(x, fp8_dtype, history):  # the lesson's own amax: the history ignored
+    return _scaled(x, fp8_dtype, x.abs().max().clamp(min=1e-12).item())
+
+
+def _most_recent(x, fp8_dtype, history):  # Transformer Engine's other choice, not the largest
+    return _scaled(x, fp8_dtype, max(history[-1], 1e-12))
+
+
+def _no_clip(x, fp8_dtype, history):  # e5m2's cast overflows to inf where x grew past its history
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = fp8_max / max(max(history), 1e-12)
     return (x * scale).to(fp8_dtype), scale
 
 
-def _always_e4m3(x, fp8_dtype):
-    return solutions.to_float8(x, torch.float8_e4m3fn)
+def _clip_at_448(x, fp8_dtype, history):  # e4m3's max for every format
+    return _scaled(x, fp8_dtype, max(max(history), 1e-12), low=448.0)
+
+
+def _no_floor(x, fp8_dtype, history):
+    return _scaled(x, fp8_dtype, max(history))
+
+
+def _always_e4m3(x, fp8_dtype, history):
+    return solutions.to_float8(x, torch.float8_e4m3fn, history)
+
+
+def _in_float64(x, fp8_dtype, history):  # another correct style: the scale as a Python float
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = fp8_max / max(*history, 1e-12)
+    return torch.clamp(x.double() * scale, -fp8_max, fp8_max).to(fp8_dtype), scale
 
 
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (_unscaled, "your scale is 1"),
-        (_inverted, "the format's max over the tensor's amax"),
-        (_no_floor, "an amax of 0 gives an infinite scale"),
+        (_unscaled, "your scale is 1, the reference's 99.2986"),
+        (_inverted, "your scale is 0.0100706, the reference's 99.2986"),
+        (_current_scaling, "your scale is 109.229, the reference's 99.2986 (the history [3.69"),
+        (_most_recent, "your scale is 109.229, the reference's 99.2986"),
+        (
+            _no_clip,
+            "grown past their history (e5m2) x_fp8 holds 50 inf or NaN values where the "
+            "reference's holds none: x * scale reaches 1.147e+05, and the largest finite "
+            "torch.float8_e5m2 is 57344.",
+        ),
+        (_clip_at_448, "with the same scale; your largest |x_fp8| is 448, the reference's 57344"),
+        (_no_floor, "an all-zero history (e5m2) your scale is inf"),
         (_always_e4m3, "cast to the requested torch.float8_e5m2"),
     ],
 )
@@ -107,12 +206,25 @@ def test_to_float8_rejects(wrong, words):
         exercises.check("09.to_float8", wrong)
 
 
+def test_to_float8_accepts_another_style():
+    for seed in (0, 12345):
+        assert exercises.verdict("09.to_float8", _in_float64, seed) == ("passed", ""), seed
+
+
+def test_the_clip_is_what_keeps_e5m2_finite():
+    """Why the check sees a missing clip: this torch's e5m2 cast overflows to inf (e4m3fn has no
+    inf: it saturates to 448 from torch 2.12, NaN before), so only the e5m2 case can tell."""
+    beyond = torch.tensor([1e6])
+    assert beyond.to(torch.float8_e5m2).float().isinf().all()
+    assert not beyond.to(torch.float8_e4m3fn).float().isinf().any()
+
+
 def _per_tensor(x, fp8_dtype):
-    return solutions.to_float8(x, fp8_dtype)
+    return solutions.to_float8(x, fp8_dtype, [x.abs().max().item()])
 
 
 def _per_tensor_in_rows(x, fp8_dtype):
-    quantized, scale = solutions.to_float8(x, fp8_dtype)
+    quantized, scale = _per_tensor(x, fp8_dtype)
     return quantized, scale.reshape(1, 1).expand(x.shape[0], 1)
 
 
@@ -161,15 +273,15 @@ def test_rowwise_keeps_small_rows_that_per_tensor_scaling_loses():
     # Why the exercise matters: the smallest rows of the check's first case.
     x, fp8_dtype = next(iter(lesson.rowwise_inputs(0).values()))
     quantized, scales = solutions.to_float8_rowwise(x, fp8_dtype)
-    per_tensor, scale = solutions.to_float8(x, fp8_dtype)
+    per_tensor, scale = _per_tensor(x, fp8_dtype)
     small = x.abs().amax(1).argmin()
     row_error = (quantized.float() / scales - x)[small].norm() / x[small].norm()
     tensor_error = (per_tensor.float() / scale - x)[small].norm() / x[small].norm()
     assert row_error < 0.1 < tensor_error
 
 
-def test_to_float8_reference_saturates_and_round_trips():
+def test_to_float8_reference_clips_and_round_trips():
     x = torch.tensor([0.0, 1e-3, -2.0, 4.0])
-    q, scale = solutions.to_float8(x, torch.float8_e4m3fn)
-    assert q.dtype == torch.float8_e4m3fn and q.float().abs().max() == 448
-    torch.testing.assert_close(q.float() / scale, x, rtol=0.07, atol=1e-3)
+    q, scale = solutions.to_float8(x, torch.float8_e5m2, [1.0, 2.0])  # x grew past its history
+    assert q.dtype == torch.float8_e5m2 and q.float().abs().max() == 57344
+    torch.testing.assert_close(q.float()[:3] / scale, x[:3], rtol=0.13, atol=1e-3)

@@ -1,5 +1,5 @@
-"""Lesson 08 exercises: a Student-t confidence interval of test accuracy over seeds, and the
-number of seeds a paired comparison needs."""
+"""Lesson 08 exercises: a one-sided Student-t bound of test accuracy over seeds (the lesson shows
+two-sided intervals only), and the number of seeds a paired comparison needs."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from . import ExerciseFailed, register
 # The cases a learner's check cell (seed 0) runs: (accuracies over seeds, confidence).
 SEED0_CASES = [
     ([0.971, 0.975, 0.969, 0.978, 0.973], 0.95),
-    ([0.90, 0.93], 0.95),  # two seeds: t(0.975, 1) = 12.7, a very wide interval
+    ([0.90, 0.93], 0.95),  # two seeds: t(0.95, 1) = 6.31, a bound far below the mean
     ([0.981, 0.979, 0.984, 0.977], 0.99),
-    ([0.96, 0.96, 0.96], 0.95),  # no spread: a zero half-width
+    ([0.962, 0.958, 0.965, 0.960, 0.963, 0.959], 0.9),
+    ([0.96, 0.96, 0.96], 0.95),  # no spread: the bound is the mean
 ]
-REL_TOL = 1e-4
+ABS_TOL = 1e-7  # accuracies are fractions near 1; the mistakes below differ by 1e-5 or more
 
 
 def _cases(seed: int) -> list[tuple[list[float], float]]:
@@ -34,15 +35,6 @@ def _cases(seed: int) -> list[tuple[list[float], float]]:
     return cases
 
 
-def _pair(result):
-    """(mean, half-width) as two floats, or None when ``result`` is not such a pair."""
-    try:
-        mean, half = result
-        return [float(mean), float(half)]
-    except (TypeError, ValueError):
-        return None
-
-
 def observe(fn, seed: int) -> dict:
     """Call ``fn(values, confidence)`` on the cases of ``seed``; record inputs and results."""
     rows = []
@@ -50,9 +42,10 @@ def observe(fn, seed: int) -> dict:
         row = {"values": list(values), "confidence": confidence, "result": None, "error": None}
         try:
             result = fn(list(values), confidence)
-            row["result"] = _pair(result)
-            if row["result"] is None:
-                row["error"] = f"returned {result!r}, not a pair of numbers"
+            if isinstance(result, (int, float)) and not isinstance(result, bool):
+                row["result"] = float(result)
+            else:
+                row["error"] = f"returned {result!r}, not one number"
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             row["error"] = f"raised {type(error).__name__}: {error}"
         rows.append(row)
@@ -60,25 +53,28 @@ def observe(fn, seed: int) -> dict:
 
 
 def _mistakes(values: list[float], confidence: float) -> dict[str, float]:
-    """The half-widths the usual mistakes give, each with what to say about it."""
-    n, s = len(values), statistics.stdev(values)
+    """The bounds the usual mistakes give, each with what to say about it."""
+    n, mean, s = len(values), statistics.mean(values), statistics.stdev(values)
+    t = t_quantile(confidence, n - 1)
     two_sided = 0.5 + confidence / 2
-    t = t_quantile(two_sided, n - 1)
-    z = statistics.NormalDist().inv_cdf(two_sided)
+    z = statistics.NormalDist().inv_cdf(confidence)
     return {
-        f"used the normal quantile ({z:.3g}) instead of Student's t with n - 1 = {n - 1} "
-        f"degrees of freedom ({t:.3g})": z * s / math.sqrt(n),
-        f"used n = {n} degrees of freedom; the sample standard deviation leaves n - 1": (
-            t_quantile(two_sided, n) * s / math.sqrt(n)
+        f"is the lower end of the two-sided {confidence:.0%} interval, which leaves "
+        f"{(1 - confidence) / 2:g} below it; a one-sided bound leaves all {1 - confidence:g} "
+        f"below it, so its t is taken at {confidence:g}, not at {two_sided:g}": (
+            mean - t_quantile(two_sided, n - 1) * s / math.sqrt(n)
         ),
-        "used the population standard deviation (divided by n); use the sample one "
-        "(divided by n - 1, statistics.stdev)": t * statistics.pstdev(values) / math.sqrt(n),
-        f"took t at {confidence:g}: a two-sided {confidence:.0%} interval leaves "
-        f"{(1 - confidence) / 2:g} in each tail, so take it at {two_sided:g}": (
-            t_quantile(confidence, n - 1) * s / math.sqrt(n)
+        f"uses the normal quantile ({z:.3g}) instead of Student's t with n - 1 = {n - 1} "
+        f"degrees of freedom ({t:.3g})": mean - z * s / math.sqrt(n),
+        f"uses n = {n} degrees of freedom; the sample standard deviation leaves n - 1": (
+            mean - t_quantile(confidence, n) * s / math.sqrt(n)
         ),
-        "divided by n: the standard error of a mean is s / sqrt(n)": t * s / n,
-        "did not divide by sqrt(n): that is the spread of one run, not of the mean": t * s,
+        "uses the population standard deviation (divided by n); the sample one divides by "
+        "n - 1 (statistics.stdev)": mean - t * statistics.pstdev(values) / math.sqrt(n),
+        "divides by n: the standard error of a mean is s / sqrt(n)": mean - t * s / n,
+        "does not divide by sqrt(n): that is the spread of one run, not of the mean": mean - t * s,
+        "is above the mean: that is an upper bound": mean + t * s / math.sqrt(n),
+        "is the distance below the mean, not the bound itself": t * s / math.sqrt(n),
     }
 
 
@@ -86,25 +82,20 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
     """Raise ExerciseFailed, in plain words, at the first case where ``mine`` differs."""
     for got, want in zip(mine["rows"], reference["rows"], strict=True):
         values, confidence = got["values"], got["confidence"]
-        where = f"accuracy_interval({values}, {confidence})"
+        where = f"accuracy_lower_bound({values}, {confidence})"
         if got["error"]:
-            raise ExerciseFailed(f"{where} {got['error']}; return (mean, half_width).")
-        (mean, half), (want_mean, want_half) = got["result"], want["result"]
-        if not math.isclose(mean, want_mean, rel_tol=REL_TOL):
-            raise ExerciseFailed(
-                f"{where} gave the mean {mean:.6g}; the mean of the values is {want_mean:.6g}."
-            )
-        if math.isclose(half, want_half, rel_tol=REL_TOL, abs_tol=1e-12):
+            raise ExerciseFailed(f"{where} {got['error']}; return the bound as one number.")
+        bound, want_bound = got["result"], want["result"]
+        if math.isclose(bound, want_bound, rel_tol=0, abs_tol=ABS_TOL):
             continue
+        said = f"{where} gave {bound:.6g}, expected {want_bound:.6g}"
         for mistake, value in _mistakes(values, confidence).items():
-            if want_half > 0 and math.isclose(half, value, rel_tol=REL_TOL):
-                raise ExerciseFailed(
-                    f"{where} gave the half-width {half:.4g}, expected {want_half:.4g}: "
-                    f"you {mistake}."
-                )
+            if math.isclose(bound, value, rel_tol=0, abs_tol=ABS_TOL):
+                raise ExerciseFailed(f"{said}: your bound {mistake}.")
+        mean = statistics.mean(values)
         raise ExerciseFailed(
-            f"{where} gave the half-width {half:.4g}, expected {want_half:.4g}: "
-            "t(0.5 + confidence / 2, n - 1) x s / sqrt(n), with s the sample standard deviation."
+            f"{said}: yours is {mean - bound:.4g} below the mean of the values ({mean:.6g}), the "
+            f"expected bound {mean - want_bound:.4g} below it."
         )
 
 

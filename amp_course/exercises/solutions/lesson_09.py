@@ -17,10 +17,10 @@ def checkpoint_every(model, k):
     return model
 
 
-def to_float8(x: torch.Tensor, fp8_dtype: torch.dtype):
-    """Reference: scale so that the tensor's amax lands on the format's max, saturate, cast."""
+def to_float8(x: torch.Tensor, fp8_dtype: torch.dtype, amax_history):
+    """Reference: delayed scaling, the largest amax of the history onto the format's max, clip."""
     fp8_max = torch.finfo(fp8_dtype).max
-    amax = x.abs().max().float().clamp(min=AMAX_EPS)
+    amax = torch.tensor(max(amax_history), dtype=torch.float32).clamp(min=AMAX_EPS)
     scale = fp8_max / amax
     return (x.float() * scale).clamp(-fp8_max, fp8_max).to(fp8_dtype), scale
 
