@@ -9,7 +9,14 @@ from amp_course.exercises.solutions.lesson_01 import decompose_bits
 def test_solution_matches_the_inspector():
     from amp_course import inspector
 
-    for dtype, name in [(torch.float32, "fp32"), (torch.float16, "fp16"), (torch.bfloat16, "bf16")]:
+    formats = [
+        (torch.float32, "fp32"),
+        (torch.float16, "fp16"),
+        (torch.bfloat16, "bf16"),
+        (torch.float8_e5m2, "fp8 e5m2"),
+        (torch.float8_e4m3fn, "fp8 e4m3"),
+    ]
+    for dtype, name in formats:
         for value in lesson_01.CASES + lesson_01.cases(12345):
             f = inspector.decompose(value, name)
             assert decompose_bits(value, dtype) == (f.sign, f.exponent, f.mantissa)
@@ -18,9 +25,24 @@ def test_solution_matches_the_inspector():
 def unmasked(value, dtype):
     # Forgets that view() gives a signed integer: negative numbers break.
     e, m = lesson_01.LAYOUTS[dtype]
-    view = {32: torch.int32, 16: torch.int16}[1 + e + m]
+    view = {32: torch.int32, 16: torch.int16, 8: torch.int8}[1 + e + m]
     bits = torch.tensor(value, dtype=torch.float64).to(dtype).view(view).item()
     return bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+
+
+def hinted_formats_only(value, dtype):
+    # Copies the three layouts the lesson spells out and stops there.
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise KeyError(dtype)
+    return decompose_bits(value, dtype)
+
+
+def e4m3_read_as_e5m2(value, dtype):
+    # Takes every fp8 format for 1/5/2.
+    if dtype == torch.float8_e4m3fn:
+        bits = torch.tensor(value, dtype=torch.float64).to(dtype).view(torch.uint8).item()
+        return bits >> 7, (bits >> 2) & 31, bits & 3
+    return decompose_bits(value, dtype)
 
 
 def fp16_layout_everywhere(value, dtype):
@@ -33,16 +55,35 @@ def fp16_layout_everywhere(value, dtype):
 
 
 @pytest.mark.parametrize(
-    "wrong", [unmasked, fp16_layout_everywhere, lambda v, d: (0, 0, 0), lambda v, d: 1.0]
+    "wrong",
+    [
+        unmasked,
+        fp16_layout_everywhere,
+        hinted_formats_only,
+        e4m3_read_as_e5m2,
+        lambda v, d: (0, 0, 0),
+        lambda v, d: 1.0,
+    ],
 )
 def test_wrong_answers_fail(wrong):
     with pytest.raises(exercises.ExerciseFailed):
         exercises.check("01.bit_fields", wrong)
 
 
-def test_wrong_answers_say_what_is_wrong():
-    with pytest.raises(exercises.ExerciseFailed, match=r"decompose\(-2.0, torch.float32\).*mask"):
+def test_wrong_answers_say_what_differs():
+    """The message gives the call, the fields returned, the bits torch stores and their fields."""
+    with pytest.raises(exercises.ExerciseFailed) as failure:
         exercises.check("01.bit_fields", unmasked)
+    assert str(failure.value) == (
+        "01.bit_fields: decompose(-2.0, torch.float32) returned (sign, exponent, mantissa) = "
+        "(-1, 128, 0); "
+        "torch casts -2.0 to the 32 bits 11000000000000000000000000000000, whose fields are "
+        "(1, 128, 0)."
+    )
+    with pytest.raises(exercises.ExerciseFailed, match=r"decompose\(1.0, torch.float8_e4m3fn\)"):
+        exercises.check("01.bit_fields", e4m3_read_as_e5m2)
+    with pytest.raises(exercises.ExerciseFailed, match=r"torch.float8_e5m2\).*raised KeyError"):
+        exercises.check("01.bit_fields", hinted_formats_only)
     with pytest.raises(exercises.ExerciseFailed, match="three integers"):
         exercises.check("01.bit_fields", lambda v, d: 1.0)
 
@@ -127,3 +168,24 @@ def bias_off_by_one(bits, e, m):
 def test_value_of_misreadings_fail_and_say_why(wrong, message):
     with pytest.raises(exercises.ExerciseFailed, match=message):
         exercises.check(VALUE_OF, wrong)
+
+
+def via_bit_strings(value, dtype):
+    # Another right way: the integer view read as a string of bits, sliced.
+    exponent_bits, mantissa_bits = {
+        torch.float32: (8, 23),
+        torch.float16: (5, 10),
+        torch.bfloat16: (8, 7),
+        torch.float8_e5m2: (5, 2),
+        torch.float8_e4m3fn: (4, 3),
+    }[dtype]
+    width = 1 + exponent_bits + mantissa_bits
+    stored = torch.tensor(value, dtype=torch.float64).to(dtype)
+    number = stored.view({32: torch.int32, 16: torch.int16, 8: torch.int8}[width]).item()
+    text = format(number % (1 << width), f"0{width}b")
+    return int(text[0]), int(text[1 : 1 + exponent_bits], 2), int(text[1 + exponent_bits :], 2)
+
+
+@pytest.mark.parametrize("seed", [0, 12345, 987654321])
+def test_right_answers_written_differently_pass(seed):
+    assert exercises.verdict("01.bit_fields", via_bit_strings, seed) == ("passed", "")

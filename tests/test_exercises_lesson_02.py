@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -51,9 +53,35 @@ def test_cuda_solution_matches_a_real_gpu():
     assert got == CUDA_PREDICTIONS
 
 
+def test_the_lesson_never_runs_the_expressions_it_asks_about():
+    """A transfer: none of the exercise's ops is one the lesson traced or ran on the CPU."""
+    import nbformat
+    from conftest import ROOT
+
+    notebook = nbformat.read(ROOT / "notebooks" / "02_autocast.ipynb", as_version=4)
+    code = "\n".join(
+        c.source
+        for c in notebook.cells
+        if c.cell_type == "code" and "exercise" not in c.metadata.get("tags", [])
+    )
+    for op in ("bmm", "conv1d", "cumsum", "prod", "l1_loss", "stack"):
+        assert not re.search(rf"\b{op}\(", code), op
+    assert "a.double() @" not in code and "b.half()" not in code
+
+
 def cuda_thinking():
-    # Softmax and cat guessed from the CUDA lists: fp32.
-    return {**PREDICTIONS, "torch.softmax(a @ b, dim=-1)": torch.float32}
+    # cumsum read from CUDA's lists: fp32.
+    return {**PREDICTIONS, "torch.cumsum(a @ b, dim=0)": torch.float32}
+
+
+def every_float_is_cast():
+    # autocast taken to cast float64 inputs of a listed op too.
+    return {**PREDICTIONS, "a.double() @ b.double()": torch.bfloat16}
+
+
+def fp16_input_kept():
+    # A listed op taken to leave an fp16 input alone.
+    return {**PREDICTIONS, "a @ b.half()": torch.float16}
 
 
 @pytest.mark.parametrize(
@@ -62,7 +90,9 @@ def cuda_thinking():
         {k: torch.bfloat16 for k in lesson_02.EXPRESSIONS},
         {k: torch.float32 for k in lesson_02.EXPRESSIONS},
         cuda_thinking(),
-        {"a @ b": torch.bfloat16},
+        every_float_is_cast(),
+        fp16_input_kept(),
+        {"torch.bmm(a[None], b[None])": torch.bfloat16},
         [torch.bfloat16],
     ],
 )
@@ -71,14 +101,25 @@ def test_wrong_answers_fail(wrong):
         exercises.check(CPU, wrong)
 
 
-def test_messages_name_the_wrong_and_missing_predictions_but_not_the_answers(capsys):
+@pytest.mark.parametrize(
+    "wrong, named",
+    [
+        (cuda_thinking(), "torch.cumsum(a @ b, dim=0) (cumsum is on CUDA's float32 list"),
+        (every_float_is_cast(), "a.double() @ b.double() (matmul is on the lower-precision"),
+        (fp16_input_kept(), "a @ b.half() (matmul is on the lower-precision list"),
+    ],
+)
+def test_messages_name_the_wrong_predictions_but_not_the_answers(wrong, named):
     with pytest.raises(exercises.ExerciseFailed) as failure:
-        exercises.check(CPU, cuda_thinking())
+        exercises.check(CPU, wrong)
     message = str(failure.value)
-    assert "1 of 8 wrong under CPU autocast: torch.softmax(a @ b, dim=-1) (softmax is" in message
-    assert "torch.bfloat16" not in message and "torch.float32" not in message  # no answers
-    with pytest.raises(exercises.ExerciseFailed, match="no prediction yet for: F.linear"):
-        exercises.check(CPU, {"a @ b": torch.bfloat16})
+    assert f"1 of 8 wrong under CPU autocast: {named}" in message
+    assert "torch.bfloat16" not in message and "torch.float" not in message  # no answers
+
+
+def test_a_missing_prediction_is_named():
+    with pytest.raises(exercises.ExerciseFailed, match="no prediction yet for: F.conv1d"):
+        exercises.check(CPU, {"torch.bmm(a[None], b[None])": torch.bfloat16})
 
 
 def cpu_thinking_on_cuda():

@@ -15,6 +15,16 @@ def real_tracker(*case):
     return int(lesson_03.run_scaler(*case)[1].state_dict()["_growth_tracker"])
 
 
+def test_the_tracker_restarts_after_a_growth_so_it_is_not_clean_steps_in_a_row():
+    """torch's _amp_update_scale_: the growth_interval-th clean update grows the scale and sets
+    the tracker back to 0. Seven clean steps at growth_interval=3 leave it at 1, not 7."""
+    log, scaler, trackers = lesson_03.run_scaler(8.0, 2.0, 0.5, 3, (), 7)
+    assert log == [8.0, 8.0, 16.0, 16.0, 16.0, 32.0, 32.0]
+    assert (
+        trackers == [1, 2, 0, 1, 2, 0, 1] == [*trackers[:-1], real_tracker(8.0, 2.0, 0.5, 3, (), 7)]
+    )
+
+
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_reference_reads_what_the_real_gradscaler_did(seed):
     capped = 0
@@ -53,6 +63,15 @@ def keeps_counting_after_overflow(scales, init, growth, backoff, interval):
     return found, good
 
 
+def clean_steps_in_a_row(scales, init, growth, backoff, interval):
+    found, _ = read_scale_log(scales, init, growth, backoff, interval)
+    good, before = 0, init
+    for after in scales:
+        good = 0 if after < before else good + 1  # never restarts at a growth
+        before = after
+    return found, good
+
+
 def any_change_is_an_overflow(scales, init, growth, backoff, interval):
     previous = [init, *scales[:-1]]
     found = [step for step, (a, b) in enumerate(zip(previous, scales, strict=True)) if a != b]
@@ -62,8 +81,18 @@ def any_change_is_an_overflow(scales, init, growth, backoff, interval):
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (ignores_the_cap, "count restarts at 0 all the same"),
-        (keeps_counting_after_overflow, "an overflow restarts the count"),
+        # Each message gives the tracker's value and the step where it last went back to 0.
+        (
+            ignores_the_cap,
+            r"good_steps=2; GradScaler's _growth_tracker ends at 0: it last went back to 0 at "
+            r"step 7 \(the count reached growth_interval while the scale stayed at 1.70141e\+38",
+        ),
+        (keeps_counting_after_overflow, r"good_steps=1; GradScaler's _growth_tracker ends at 0"),
+        (
+            clean_steps_in_a_row,
+            r"good_steps=4; GradScaler's _growth_tracker ends at 1: it last went back to 0 at "
+            r"step 10 \(the scale grew, 32768 -> 65536\)",
+        ),
         (any_change_is_an_overflow, "update\\(\\) lowers the scale exactly when"),
         (lambda *args: ([], 0), "at step 2 the scale dropped"),
         (lambda *args: 3, "return a pair"),
@@ -84,3 +113,10 @@ def test_seed_zero_answers_replayed_fail_at_the_graders_seed():
     replay = lambda log, *config: table.get(tuple(log), ([], 0))  # noqa: E731
     assert exercises.verdict(NAME, replay, 0)[0] == "passed"
     assert exercises.verdict(NAME, replay, 12345)[0] == "failed"
+
+
+@pytest.mark.parametrize("seed", [12345, 987654321, *range(1, 30)])
+def test_the_graders_runs_catch_each_misreading(seed):
+    """At any seed the run near float32's max ends where the cap rule decides the count."""
+    for wrong in (ignores_the_cap, keeps_counting_after_overflow, clean_steps_in_a_row):
+        assert exercises.verdict(NAME, wrong, seed)[0] == "failed", wrong.__name__

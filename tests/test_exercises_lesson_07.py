@@ -1,25 +1,35 @@
 """Lesson 07's exercises (FSDP2 precision, the scaler per strategy): equivalent answers pass, the
 usual wrong choices fail and say why."""
 
+import dataclasses
 import itertools
+import subprocess
+import sys
 
+import conftest
 import pytest
 import torch
+from conftest import ROOT
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 from amp_course import exercises
+from amp_course.dist_train import mixed_precision_policy
 from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_07 as lesson
 from amp_course.exercises.solutions import lesson_07 as solutions
+from amp_course.precision import AmpRecipe
 
 NAME = "07.fsdp_precision"
 
 
 def test_equivalent_spellings_pass():
-    # For fp32 training param_dtype=torch.float32 means no cast, as None does, and reduce_dtype
-    # None means "as param_dtype": FSDP2 treats both alike (FSDPParam.init_dtype_attrs).
+    # For fp32 training param_dtype=torch.float32 means no cast, as None does; reduce_dtype None
+    # means "as param_dtype" (FSDPParam.init_dtype_attrs); output_dtype None keeps the compute
+    # dtype, fp32 there.
     def spelled_out(amp_dtype, device):
-        policy = MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32)
+        policy = MixedPrecisionPolicy(
+            param_dtype=amp_dtype, reduce_dtype=torch.float32, output_dtype=torch.float32
+        )
         if amp_dtype == torch.float32:
             policy = MixedPrecisionPolicy(param_dtype=torch.float32)
         scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
@@ -32,13 +42,28 @@ def _scaler(amp_dtype, device):
     return solutions.fsdp_precision(amp_dtype, device)[1]
 
 
+def _changed(amp_dtype, **fields):
+    """The reference policy with ``fields`` changed."""
+    policy = solutions.fsdp_precision(amp_dtype, torch.device("cpu"))[0]
+    return dataclasses.replace(policy, **fields)
+
+
+def the_lessons_policy(amp_dtype, device):
+    # The policy printed above the exercise, copied: outputs in the compute dtype.
+    recipe = AmpRecipe(device, amp_dtype)
+    return mixed_precision_policy(recipe), _scaler(amp_dtype, device)
+
+
 def reduce_in_low_precision(amp_dtype, device):
-    policy = solutions.fsdp_precision(amp_dtype, device)[0]
-    return MixedPrecisionPolicy(param_dtype=policy.param_dtype), _scaler(amp_dtype, device)
+    return _changed(amp_dtype, reduce_dtype=None), _scaler(amp_dtype, device)
 
 
 def no_cast(amp_dtype, device):
-    return MixedPrecisionPolicy(reduce_dtype=torch.float32), _scaler(amp_dtype, device)
+    return _changed(amp_dtype, param_dtype=None), _scaler(amp_dtype, device)
+
+
+def inputs_not_cast(amp_dtype, device):
+    return _changed(amp_dtype, cast_forward_inputs=False), _scaler(amp_dtype, device)
 
 
 def scaler_always_on(amp_dtype, device):
@@ -50,22 +75,18 @@ def scaler_never_on(amp_dtype, device):
     return policy, torch.amp.GradScaler(device.type, enabled=False)
 
 
-def changed_output_dtype(amp_dtype, device):
-    policy = solutions.fsdp_precision(amp_dtype, device)[0]
-    changed = MixedPrecisionPolicy(
-        param_dtype=policy.param_dtype, reduce_dtype=torch.float32, output_dtype=torch.float32
-    )
-    return changed, _scaler(amp_dtype, device)
-
-
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (reduce_in_low_precision, "reduced in bf16; set reduce_dtype=torch.float32"),
-        (no_cast, "gather the weights in fp32; with bf16 training set param_dtype"),
+        (
+            the_lessons_policy,
+            "the root's forward would return its outputs .* in bf16, the reference's in fp32",
+        ),
+        (reduce_in_low_precision, "reduced in bf16, the reference's in fp32"),
+        (no_cast, "gather the weights, and the layers compute, in fp32; the reference's in bf16"),
+        (inputs_not_cast, "with cast_forward_inputs=False the root's fp32 inputs would reach"),
         (scaler_always_on, "bf16 has fp32's exponent range, so disable it"),
         (scaler_never_on, "fp16 needs loss scaling"),
-        (changed_output_dtype, "leave output_dtype at its default"),
         (
             lambda dtype, device: solutions.fsdp_precision(dtype, device)[0],
             "return \\(policy, scaler\\)",
@@ -73,9 +94,49 @@ def changed_output_dtype(amp_dtype, device):
         (lambda dtype, device: (None, _scaler(dtype, device)), "build it with"),
     ],
 )
-def test_wrong_answers_fail_with_the_reason(wrong, message):
+def test_wrong_answers_fail_with_what_differs(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(NAME, wrong)
+
+
+def test_the_reference_policy_does_what_the_exercise_asks_in_a_real_fsdp2_process():
+    """One gloo process: under the reference's bf16 policy and no autocast the first Linear
+    computes in bf16 and the root returns fp32; the lesson's policy returns bf16; without the
+    input cast the first layer fails."""
+    code = f"""
+import os, torch, torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from amp_course.dist_train import mixed_precision_policy
+from amp_course.exercises.solutions.lesson_07 import fsdp_precision
+from amp_course.precision import AmpRecipe
+import dataclasses
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{conftest.free_port()}")
+dist.init_process_group("gloo", rank=0, world_size=1)
+cpu, bf16 = torch.device("cpu"), torch.bfloat16
+reference = fsdp_precision(bf16, cpu)[0]
+policies = [reference, mixed_precision_policy(AmpRecipe(cpu, bf16)),
+            dataclasses.replace(reference, cast_forward_inputs=False)]
+for policy in policies:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 4))
+    seen = []
+    model[0].register_forward_hook(lambda m, a, out: seen.append(str(out.dtype)))
+    fully_shard(model, mp_policy=policy)
+    try:
+        out = model(torch.randn(2, 8))
+        print(out.dtype, seen[0])
+    except RuntimeError as error:
+        print("error", "must have the same dtype" in str(error))
+dist.destroy_process_group()
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "torch.float32 torch.bfloat16",
+        "torch.bfloat16 torch.bfloat16",
+        "error True",
+    ]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a 'cuda' scaler works where CUDA does")

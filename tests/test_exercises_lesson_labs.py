@@ -131,6 +131,27 @@ def _no_update(model, optimizer, scaler, batches):
         scaler.step(optimizer)
 
 
+def _no_zero_grad(model, optimizer, scaler, batches):
+    for images, labels in batches:  # the corrupt batch's inf stays in the accumulated .grad
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+
+def _tracker_reset(model, optimizer, scaler):
+    state = {**scaler.state_dict(), "_growth_tracker": 0}
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": state}
+
+
+def _fresh_scaler_at_the_same_scale(model, optimizer, scaler):
+    fresh = torch.amp.GradScaler("cpu", init_scale=scaler.get_scale(), growth_interval=3)
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": fresh.state_dict(),
+    }
+
+
 WRONG = {
     "labs.clip_after_unscale": [_no_clip, _clip_after_step],
     "labs.accumulation": [
@@ -145,6 +166,8 @@ WRONG = {
     ],
     "labs.scheduler_skip": [_suppressed_warning, _no_scheduler],
     "labs.resume": [
+        _tracker_reset,
+        _fresh_scaler_at_the_same_scale,
         lambda m, o, s: {"model": m.state_dict(), "scaler": s.state_dict()},
         lambda m, o, s: {
             "model": m.state_dict(),
@@ -171,7 +194,7 @@ WRONG = {
             torch.amp.GradScaler("cpu"),
         ),
     ],
-    "labs.extra_step": [_optimizer_step_only, _no_update],
+    "labs.extra_step": [_optimizer_step_only, _no_update, _no_zero_grad],
 }
 
 
@@ -222,28 +245,89 @@ def test_correct_fixes_written_differently_pass(name, variant):
 
 @pytest.mark.parametrize("seed", [0, 12345])
 def test_resumed_reference_continues_exactly_like_the_uninterrupted_run(seed):
-    model, scaler, intact = lab.resumed_run(fixes.save_checkpoint, seed)
-    assert intact == {"scaler": True, "optimizer": True}
+    model, scaler, differs = lab.resumed_run(fixes.save_checkpoint, seed)
+    assert differs == {"scaler": {}, "optimizer": None}
     reference, optimizer, ref_scaler = lab.lab_setup(seed)
     lab.train_steps(reference, optimizer, ref_scaler, lab.lab_batches(lab.poisoned_for(seed), seed))
     assert scaler.history == ref_scaler.history[lab.resume_point(seed) :]
     assert ac_scaling.same_parameters(model, reference)
 
 
-def test_messages_say_what_to_fix():
-    with pytest.raises(ExerciseFailed, match="divide each micro-batch's loss"):
-        exercises.check("labs.accumulation", _accumulate_without_dividing)
-    with pytest.raises(ExerciseFailed, match="last, shorter group"):
-        exercises.check("labs.accumulation", _accumulate_dropping_the_last_group)
-    with pytest.raises(ExerciseFailed, match="the last group holds 1 batch"):
-        exercises.check("labs.accumulation", _accumulate_dividing_the_last_group_by_steps)
-    with pytest.raises(ExerciseFailed, match="growth_interval=2000"):
-        exercises.check("labs.half_model", WRONG["labs.half_model"][2])
-    with pytest.raises(ExerciseFailed, match="GradScaler is back at its initial state"):
-        exercises.check("labs.resume", WRONG["labs.resume"][1])
-    with pytest.raises(ExerciseFailed, match="keep them float32"):
-        exercises.check("labs.half_model", WRONG["labs.half_model"][0])
-    with pytest.raises(ExerciseFailed, match="lr_scheduler.step"):
-        exercises.check("labs.scheduler_skip", broken_versions()["labs.scheduler_skip"])
-    with pytest.raises(ExerciseFailed, match="should be disabled"):
-        exercises.check("labs.bf16_scaler", broken_versions()["labs.bf16_scaler"])
+@pytest.mark.parametrize("seed", [0, *range(1, 40)])
+def test_every_resume_point_has_a_growth_tracker_to_lose(seed):
+    """A checkpoint without the scaler, or with its tracker reset, fails at every seed."""
+    model, optimizer, scaler = lab.lab_setup(seed)
+    batches = lab.lab_batches(lab.poisoned_for(seed), seed)
+    lab.train_steps(model, optimizer, scaler, batches[: lab.resume_point(seed)])
+    assert scaler.state_dict()["_growth_tracker"] != 0
+
+
+def test_lab2_broken_loop_stops_at_the_second_micro_batch(monkeypatch):
+    """What the notebook says of lab 2's broken loop: it crashes at the second micro-batch's
+    unscale_, before any optimizer step."""
+    calls = []
+    forward = lab.forward_loss
+    monkeypatch.setattr(lab, "forward_loss", lambda *a: calls.append(1) or forward(*a))
+    broken = broken_versions()["labs.accumulation"]
+    out = lab.run(broken, (lab.ACCUMULATION_STEPS, lab.ACCUMULATION_MAX_NORM))
+    assert out.error == (
+        "RuntimeError: unscale_() has already been called on this optimizer since the last "
+        "update()."
+    )
+    assert len(calls) == 2 and out.step_norms == [] and out.scales == []
+
+
+# Each wrong answer, and what its message must name (what differs, never a guessed cause).
+MESSAGES = [
+    ("labs.accumulation", _accumulate_without_dividing, r"gradient norm is .*, 2x the reference's"),
+    (
+        "labs.accumulation",
+        _accumulate_dropping_the_last_group,
+        "ran optimizer.step\\(\\) 2 times, the reference 3",
+    ),
+    (
+        "labs.accumulation",
+        _accumulate_dividing_the_last_group_by_steps,
+        r"group 5 of 5, 1 batch\), .*0.5x the reference's",
+    ),
+    ("labs.half_model", WRONG["labs.half_model"][2], "growth_interval=2000"),
+    ("labs.half_model", WRONG["labs.half_model"][0], r"parameters are \['torch.float16'\]"),
+    (
+        "labs.resume",
+        WRONG["labs.resume"][3],
+        r"GradScaler's state_dict\(\) differs .*: scale 65536 \(saved: 32768\), "
+        r"_growth_tracker 0 \(saved: 1\)",
+    ),
+    # A reset tracker alone is named as such, not as a scaler "back at its initial state".
+    (
+        "labs.resume",
+        _tracker_reset,
+        r"differs from the saved one: _growth_tracker 0 \(saved: 1\)\.$",
+    ),
+    ("labs.resume", _fresh_scaler_at_the_same_scale, r": _growth_tracker 0 \(saved: 1\)\.$"),
+    ("labs.resume", WRONG["labs.resume"][2], r"optimizer's state_dict\(\) differs"),
+    ("labs.scheduler_skip", "broken", "lr_scheduler.step"),
+    ("labs.bf16_scaler", "broken", "should be disabled"),
+    # The extra optimizer.step(): it ran on the skipped first step.
+    (
+        "labs.extra_step",
+        "broken",
+        r"after update\(\) number 1 .* had run 1 time in all .*; in the reference 0 times",
+    ),
+    # A missing zero_grad: the step after the corrupt batch is skipped too; no word of update().
+    (
+        "labs.extra_step",
+        _no_zero_grad,
+        r"after update\(\) number 2 .* had run 0 times in all and the scale was 16384; "
+        r"in the reference 1 time, scale 32768",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, pattern", MESSAGES)
+def test_messages_say_what_differs(name, wrong, pattern):
+    wrong = broken_versions()[name] if wrong == "broken" else wrong
+    with pytest.raises(ExerciseFailed, match=pattern) as failure:
+        exercises.check(name, wrong)
+    assert "initial state" not in str(failure.value)
+    assert "one update() per optimizer step" not in str(failure.value)

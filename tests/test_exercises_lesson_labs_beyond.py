@@ -86,6 +86,15 @@ def _tensor_result(losses):
     return torch.stack(losses).float().mean()
 
 
+def _fp32_mean_rounded_to_bf16(losses):
+    """An fp32 mean, exact enough, returned through a bf16 tensor: no running sum at all."""
+    return torch.stack(losses).float().mean().to(torch.bfloat16).item()
+
+
+def _bf16_mean(losses):
+    return torch.stack(losses).mean().item()  # reduced in fp32 inside, rounded to bf16 at the end
+
+
 def _in_the_calling_thread(model, batches):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         return [model(batch) for batch in batches]
@@ -161,13 +170,15 @@ WRONG = {
         (_cast_inside_the_kernel, "outside autocast the kernel received"),
     ],
     "labs.bf16_loss_sum": [
-        (_fp16_sum, "accumulate in float32 or in Python floats"),
+        (_fp16_sum, "yours has 11 significant bits"),
+        (_fp32_mean_rounded_to_bf16, "yours has 8 significant bits"),
+        (_bf16_mean, "yours has 8 significant bits"),
         (_tensor_result, "return a Python float"),
     ],
     "labs.thread_autocast": [
         (_in_the_calling_thread, "ran in the calling thread"),
-        (_bf16_model, "keep them float32"),
-        (_fp16_in_workers, "is torch.float16, expected torch.bfloat16"),
+        (_bf16_model, "weights are now ['torch.bfloat16'], the reference's ['torch.float32']"),
+        (_fp16_in_workers, "is torch.float16, the reference's torch.bfloat16"),
     ],
     "labs.autocast_pool": [
         (_pool_with_bf16, "under fp16 autocast the calls ran in bf16, not fp16"),
@@ -198,3 +209,15 @@ def test_observations_vary_with_the_seed():
     assert len({checks.observe_pool(pool, s)["count"] for s in range(6)}) > 1
     widths = {lab.run_checkpointed(checkpointed, s)["output"].shape for s in range(6)}
     assert len(widths) > 1
+
+
+@pytest.mark.parametrize("wrong", [_fp32_mean_rounded_to_bf16, _bf16_mean, _fp16_sum])
+def test_a_rounded_mean_is_told_by_its_values_not_blamed_on_a_running_sum(wrong):
+    """The message gives the exact mean and the learner's, never a guessed cause."""
+    losses = lab.lab_losses(0)
+    exact = sum(x.item() for x in losses) / len(losses)
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check("labs.bf16_loss_sum", wrong)
+    message = str(failure.value)
+    assert f"the mean loss is {exact:.6f}; yours is {wrong(losses):.6f}" in message
+    assert "running sum" not in message and "accumulate" not in message

@@ -9,24 +9,35 @@ import torch
 
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
-# (exponent bits, mantissa bits) of the formats the exercise covers.
-LAYOUTS = {torch.float32: (8, 23), torch.float16: (5, 10), torch.bfloat16: (8, 7)}
+# (exponent bits, mantissa bits) of the formats the exercise covers: the three the lesson's hints
+# spell out, and two fp8 formats it leaves to the learner (8-bit integer views, other layouts).
+LAYOUTS = {
+    torch.float32: (8, 23),
+    torch.float16: (5, 10),
+    torch.bfloat16: (8, 7),
+    torch.float8_e5m2: (5, 2),
+    torch.float8_e4m3fn: (4, 3),
+}
 DTYPES = {str(dtype): dtype for dtype in LAYOUTS}
 
 # The cases a learner's check cell uses (seed 0): ordinary numbers, fp16's largest, subnormals,
-# a value that underflows fp16, both zeros, infinity, one that overflows fp16.
+# a value that underflows fp16, both zeros, infinity, one that overflows fp16, two in fp8's range.
 CASES = [1.0, -2.0, 0.1, 3.14159, 65504.0, -1e-3, 6e-8, 1e-40, 0.0, -0.0, math.inf, 1e5]
+CASES += [300.0, -0.0137]
 EDGES = [0.0, -0.0, math.inf, -math.inf, 65504.0, 1e-40]
 
 
 def cases(seed: int) -> list[float]:
-    """Seed 0: CASES. Other seeds: the edge cases and ten random values over fp32's range."""
+    """Seed 0: CASES. Other seeds: the edge cases, ten random values over fp32's range and five
+    over fp8's."""
     if seed == 0:
         return list(CASES)
     generator = torch.Generator().manual_seed(seed)
     exponents = torch.empty(10, dtype=torch.float64).uniform_(-44.0, 38.0, generator=generator)
-    mantissas = torch.empty(10, dtype=torch.float64).uniform_(1.0, 10.0, generator=generator)
-    signs = torch.randint(0, 2, (10,), generator=generator) * 2 - 1
+    fp8_range = torch.empty(5, dtype=torch.float64).uniform_(-5.0, 4.0, generator=generator)
+    exponents = torch.cat([exponents, fp8_range])
+    mantissas = torch.empty(15, dtype=torch.float64).uniform_(1.0, 10.0, generator=generator)
+    signs = torch.randint(0, 2, (15,), generator=generator) * 2 - 1
     values = (signs * mantissas * 10.0**exponents).tolist()
     return EDGES + [float(v) for v in values]
 
@@ -66,9 +77,8 @@ def compare(mine, reference, seed: int) -> None:
             bits = (sign << (width - 1)) | (exponent << mantissa_bits) | mantissa
             raise ExerciseFailed(
                 f"decompose({value}, {dtype}) returned (sign, exponent, mantissa) = "
-                f"{tuple(got['fields'])}, but the bits {bits:0{width}b} give "
-                f"{tuple(want['fields'])}. {dtype} has 1 sign, {exponent_bits} exponent "
-                f"and {mantissa_bits} mantissa bits; mask the integer view to make it unsigned."
+                f"{tuple(got['fields'])}; torch casts {value} to the {width} bits "
+                f"{bits:0{width}b}, whose fields are {tuple(want['fields'])}."
             )
 
 

@@ -7,27 +7,33 @@ import torch.nn.functional as F
 
 from . import ExerciseFailed, ExerciseNotDone, register
 
-# Expressions over two float32 tensors a, b (4 x 4), under torch.autocast("cpu", torch.bfloat16).
+# Expressions over two float32 tensors a, b (4 x 4), under torch.autocast("cpu", torch.bfloat16):
+# ops the lesson did not trace, and inputs that are not float32.
 EXPRESSIONS = {
-    "a @ b": lambda a, b: a @ b,
-    "F.linear(a, b)": lambda a, b: F.linear(a, b),
-    "a + b": lambda a, b: a + b,
-    "(a @ b) + a": lambda a, b: (a @ b) + a,
-    "torch.softmax(a @ b, dim=-1)": lambda a, b: torch.softmax(a @ b, dim=-1),
-    "F.mse_loss(a @ b, b)": lambda a, b: F.mse_loss(a @ b, b),
-    "torch.cat([a @ b, a])": lambda a, b: torch.cat([a @ b, a]),
-    "(a @ b).float()": lambda a, b: (a @ b).float(),
+    "torch.bmm(a[None], b[None])": lambda a, b: torch.bmm(a[None], b[None]),
+    "F.conv1d(a[None], b[:, :, None])": lambda a, b: F.conv1d(a[None], b[:, :, None]),
+    "torch.cumsum(a @ b, dim=0)": lambda a, b: torch.cumsum(a @ b, dim=0),
+    "torch.prod(a @ b)": lambda a, b: torch.prod(a @ b),
+    "F.l1_loss(a @ b, b)": lambda a, b: F.l1_loss(a @ b, b),
+    "torch.stack([a @ b, a])": lambda a, b: torch.stack([a @ b, a]),
+    "a.double() @ b.double()": lambda a, b: a.double() @ b.double(),
+    "a @ b.half()": lambda a, b: a @ b.half(),
 }
 # Where to look, for a wrong prediction: never the answer itself.
 HINTS = {
-    "a @ b": "find matmul on the CPU's lists",
-    "F.linear(a, b)": "find linear on the CPU's lists",
-    "a + b": "add is on no list: what do its inputs define?",
-    "(a @ b) + a": "add is on no list and promotes its inputs: what are their dtypes?",
-    "torch.softmax(a @ b, dim=-1)": "softmax is on CUDA's float32 list; is it on the CPU's?",
-    "F.mse_loss(a @ b, b)": "look for mse_loss on the CPU's lists",
-    "torch.cat([a @ b, a])": "cat is on the CPU's widest-input-type list: which input is wider?",
-    "(a @ b).float()": "an explicit cast comes after autocast chose the matmul's dtype",
+    "torch.bmm(a[None], b[None])": "find bmm on the CPU's lists",
+    "F.conv1d(a[None], b[:, :, None])": "find conv1d on the CPU's lists",
+    "torch.cumsum(a @ b, dim=0)": "cumsum is on CUDA's float32 list; is it on the CPU's?",
+    "torch.prod(a @ b)": "find prod on the CPU's lists",
+    "F.l1_loss(a @ b, b)": "look for l1_loss on the CPU's lists",
+    "torch.stack([a @ b, a])": (
+        "stack is on the CPU's widest-input-type list: which input is wider?"
+    ),
+    "a.double() @ b.double()": (
+        "matmul is on the lower-precision list, but which floating-point inputs does autocast "
+        "cast? (section 5 states the rule for custom_fwd's casts)"
+    ),
+    "a @ b.half()": "matmul is on the lower-precision list: to what does it cast each input?",
 }
 
 # Under torch.autocast("cuda", torch.float16): a, b float32 (4 x 4), q, k, v float32 (1, 2, 4, 8).

@@ -1,5 +1,5 @@
 """Lesson 03 exercise: read a dynamic loss scaler's log (the scale after every update()) back into
-the steps that overflowed and the clean-step count at the end; logs come from real GradScalers."""
+the steps that overflowed and the growth tracker at the end; logs come from real GradScalers."""
 
 from __future__ import annotations
 
@@ -35,13 +35,42 @@ def cases(seed: int) -> list[tuple]:
         growth, backoff = [(2.0, 0.5), (1.5, 0.3), (3.0, 0.7), (4.0, 0.25)][pick(4)]
         init = 2.0 ** (126 - pick(2)) if index == 0 else [2.0**16, 1000.0, 3.0][pick(3)]
         overflows = tuple(sorted({pick(steps) for _ in range(pick(4))}))
+        if index == 1:  # ends soon after an overflow that cut a count short
+            interval = max(interval, 2)
+            overflows = _overflow_mid_count(init, growth, backoff, interval, overflows, steps)
+        # The run near float32's max goes on until the tracker last restarted at a growth the
+        # cap refused, so that the count at the end depends on that rule.
+        while (
+            index == 0
+            and steps < 64
+            and not _restarted_at_cap(init, growth, backoff, interval, overflows, steps)
+        ):
+            steps += 1
         drawn.append((init, growth, backoff, interval, overflows, steps, "a random run"))
     return drawn
 
 
+def _overflow_mid_count(init, growth, backoff, interval, overflows, steps) -> tuple[int, ...]:
+    """One overflow in the last ``interval`` steps, where the tracker stood above 0 (and none
+    before it, so that nothing earlier has restarted the count already)."""
+    trackers = run_scaler(init, growth, backoff, interval, (), steps)[2]
+    for last in range(steps - 1, max(steps - 1 - interval, 0), -1):
+        if trackers[last - 1] != 0:
+            return (last,)
+    return overflows
+
+
+def _restarted_at_cap(*case) -> bool:
+    """Whether the tracker of ``run_scaler(*case)`` last went back to 0 with the scale unchanged."""
+    log, _, trackers = run_scaler(*case)
+    restarts = [step for step, tracker in enumerate(trackers) if tracker == 0]
+    return bool(restarts) and log[restarts[-1]] == ([case[0], *log][restarts[-1]])
+
+
 def run_scaler(init_scale, growth_factor, backoff_factor, growth_interval, overflows, steps):
     """Run a real torch.amp.GradScaler for ``steps`` steps, with an inf in the gradients at the
-    steps in ``overflows``; returns (its scale after every update(), the scaler)."""
+    steps in ``overflows``; returns (its scale after every update(), the scaler, its growth
+    tracker after every update())."""
     scaler = torch.amp.GradScaler(
         "cpu",
         init_scale=init_scale,
@@ -51,7 +80,7 @@ def run_scaler(init_scale, growth_factor, backoff_factor, growth_interval, overf
     )
     weight = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([weight], lr=0.0)
-    log = []
+    log, trackers = [], []
     for step in range(steps):
         optimizer.zero_grad()
         scaler.scale(weight.sum()).backward()
@@ -60,7 +89,8 @@ def run_scaler(init_scale, growth_factor, backoff_factor, growth_interval, overf
         scaler.step(optimizer)
         scaler.update()
         log.append(scaler.get_scale())
-    return log, scaler
+        trackers.append(int(scaler.state_dict()["_growth_tracker"]))
+    return log, scaler, trackers
 
 
 def scaler_log(*case) -> list[float]:
@@ -72,11 +102,12 @@ def observe(read_scale_log, seed: int) -> list[dict]:
     """``read_scale_log`` on each case's log: the pair it returns, or what went wrong."""
     results = []
     for init, growth, backoff, interval, overflows, steps, what in cases(seed):
-        log = scaler_log(init, growth, backoff, interval, overflows, steps)
+        log, _, trackers = run_scaler(init, growth, backoff, interval, overflows, steps)
         got, error = call_answer(read_scale_log, list(log), init, growth, backoff, interval)
         record = {
             "config": [init, growth, backoff, interval],
             "log": log,
+            "trackers": trackers,
             "what": what,
             "error": error,
         }
@@ -90,19 +121,23 @@ def observe(read_scale_log, seed: int) -> list[dict]:
     return results
 
 
-def _count(log, init, interval, reset_at_cap=True, reset_on_overflow=True) -> int:
-    """The clean-step count at the end of ``log`` under rules that may skip a detail."""
-    good, before = 0, init
-    for after in log:
-        if after < before:
-            good = 0 if reset_on_overflow else good
-        else:
-            good += 1
-            grew = after > before
-            if good == interval and (grew or reset_at_cap):
-                good = 0
-        before = after
-    return good
+def _last_restart(log, trackers, init, growth) -> str:
+    """When and why the real growth tracker last went back to 0, in words."""
+    restarts = [step for step, tracker in enumerate(trackers) if tracker == 0]
+    if not restarts:
+        return "it never went back to 0, so it counts every update() of the log"
+    step = restarts[-1]
+    before, after = (init if step == 0 else log[step - 1]), log[step]
+    if after < before:
+        why = f"the scale dropped, {before:g} -> {after:g}"
+    elif after > before:
+        why = f"the scale grew, {before:g} -> {after:g}"
+    else:
+        why = (
+            f"the count reached growth_interval while the scale stayed at {before:g}, since "
+            f"{before:g} x {growth:g} overflows float32"
+        )
+    return f"it last went back to 0 at step {step} ({why})"
 
 
 def compare(mine, reference, seed: int) -> None:
@@ -128,22 +163,10 @@ def compare(mine, reference, seed: int) -> None:
                 "exactly when an optimizer's gradients held an inf or NaN."
             )
         if good != want_good:
-            hints = [
-                (
-                    _count(log, init, interval, reset_at_cap=False),
-                    "at float32's largest scale a growth is skipped (the grown scale would be "
-                    "inf), but the count restarts at 0 all the same",
-                ),
-                (
-                    _count(log, init, interval, reset_on_overflow=False),
-                    "an overflow restarts the count at 0",
-                ),
-            ]
-            hint = next((why for value, why in hints if value == good), None)
             raise ExerciseFailed(
                 f"for {what} (growth_interval={interval}; log: {shown}) you end with "
-                f"good_steps={good}, GradScaler with {want_good}"
-                + (f": {hint}." if hint else ": count the clean updates since the last change.")
+                f"good_steps={good}; GradScaler's _growth_tracker ends at {want_good}: "
+                f"{_last_restart(log, want['trackers'], init, growth)}."
             )
 
 

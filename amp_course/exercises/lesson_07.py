@@ -1,4 +1,5 @@
-"""Lesson 07 exercise: FSDP2's mixed-precision policy and the loss scaler for each AMP dtype."""
+"""Lesson 07 exercises: FSDP2's mixed-precision policy for the root of a run without autocast, and
+the loss scaler for each AMP dtype and strategy."""
 
 from __future__ import annotations
 
@@ -65,13 +66,15 @@ def observe(fn, seed: int) -> dict:
     return {"rows": rows}
 
 
-def _effective(policy: dict) -> tuple[str, str]:
-    """What FSDP2 really does with fp32 parameters: the gather dtype and the reduction dtype.
+def _effective(policy: dict) -> tuple[str, str, str]:
+    """What FSDP2 really does with fp32 parameters and fp32 inputs, outside autocast: the gather
+    (compute) dtype, the reduction dtype, and the dtype of the root's outputs.
 
-    param_dtype None (or fp32) means no cast; reduce_dtype None means "as param_dtype".
+    param_dtype None (or fp32) means no cast; reduce_dtype None means "as param_dtype";
+    output_dtype None means the outputs keep the dtype the layers computed in.
     """
     gather = policy["param_dtype"] or "fp32"
-    return gather, policy["reduce_dtype"] or gather
+    return gather, policy["reduce_dtype"] or gather, policy["output_dtype"] or gather
 
 
 def compare(mine: dict, reference: dict, seed: int) -> None:
@@ -88,25 +91,30 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
                 f"{where}: the policy is a {got['policy_type']}; build it with "
                 "torch.distributed.fsdp.MixedPrecisionPolicy."
             )
-        gather, reduce = _effective(got["policy"])
-        want_gather, want_reduce = _effective(want["policy"])
+        gather, reduce, output = _effective(got["policy"])
+        want_gather, want_reduce, want_output = _effective(want["policy"])
         if gather != want_gather:
             raise ExerciseFailed(
-                f"{where}: FSDP2 would gather the weights in {gather}; with {name} training "
-                f"set param_dtype so they are cast to {want_gather} (None: no cast) and the "
-                "layers compute, and the all-gather moves, in the autocast dtype."
+                f"{where}: FSDP2 would gather the weights, and the layers compute, in {gather}; "
+                f"the reference's in {want_gather}."
             )
         if reduce != want_reduce:
             raise ExerciseFailed(
-                f"{where}: the gradients would be reduced in {reduce}; set reduce_dtype="
-                "torch.float32: a sum over many ranks in a 16-bit dtype loses precision."
+                f"{where}: the gradients would be reduced in {reduce}, the reference's in "
+                f"{want_reduce}."
             )
-        for field in ("output_dtype", "cast_forward_inputs"):
-            if got["policy"][field] != want["policy"][field]:
-                raise ExerciseFailed(
-                    f"{where}: leave {field} at its default ({want['policy'][field]}); the "
-                    "lesson's policy sets param_dtype and reduce_dtype only."
-                )
+        if output != want_output:
+            raise ExerciseFailed(
+                f"{where}: the root's forward would return its outputs (the logits the loss "
+                f"reads) in {output}, the reference's in {want_output}."
+            )
+        casts = got["policy"]["cast_forward_inputs"]
+        if want_gather != "fp32" and casts != want["policy"]["cast_forward_inputs"]:
+            raise ExerciseFailed(
+                f"{where}: with cast_forward_inputs={casts} the root's fp32 inputs would reach "
+                f"its {gather} weights uncast, and with no autocast the first layer fails on "
+                "the mismatch; the reference's policy casts them."
+            )
         if got["scaler"] is None:
             raise ExerciseFailed(
                 f"{where}: the scaler is a {got['scaler_type']}; return a torch.amp.GradScaler, "

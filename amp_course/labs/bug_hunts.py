@@ -45,10 +45,13 @@ class RecordingScaler(torch.amp.GradScaler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.history: list[float] = []
+        self.on_update = None  # run() counts the optimizer steps taken by each update()
 
     def update(self, new_scale=None):
         super().update(new_scale)
         self.history.append(self.get_scale())
+        if self.on_update is not None:
+            self.on_update()
 
 
 @functools.lru_cache(maxsize=4)
@@ -113,6 +116,8 @@ class Outcome:
     # The gradient norm at each optimizer.step() that ran (seen by a step pre-hook: after
     # unscale_ and clipping); skipped steps never call it.
     step_norms: list[float] = field(default_factory=list)
+    # How many optimizer.step() calls had run when each update() returned.
+    steps_at_update: list[int] = field(default_factory=list)
 
     def plain(self) -> dict:
         """The outcome as plain data for the grader."""
@@ -132,6 +137,7 @@ def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0) -> Outcome:
     optimizer.register_step_pre_hook(
         lambda *_: outcome.step_norms.append(torch.nn.utils.get_total_norm(grads()).item())
     )
+    scaler.on_update = lambda: outcome.steps_at_update.append(len(outcome.step_norms))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         args = (model, optimizer, sched, scaler) if scheduler else (model, optimizer, scaler)
@@ -154,6 +160,9 @@ def symptom(train, extra=(), scheduler=False, label="the broken loop"):
         print("  crashed with", out.error)
     print("  scale after each update():", [f"{s:g}" for s in out.scales])
     print(f"  optimizer steps that ran: {len(out.step_norms)} of {NUM_BATCHES} batches")
+    totals = out.steps_at_update
+    per_update = [b - a for a, b in zip([0, *totals][:-1], totals, strict=True)]
+    print("  optimizer steps that ran before each update():", per_update)
     if scheduler:
         print("  final learning rate:", f"{out.lrs[0]:.6g}")
     bad = [i for i, p in enumerate(out.params) if not torch.isfinite(p).all()]
@@ -167,8 +176,20 @@ def symptom(train, extra=(), scheduler=False, label="the broken loop"):
 
 # ---- Lab 5: a run that checkpoints, resumes in fresh objects and trains on -----------------------
 def resume_point(seed: int) -> int:
-    """How many steps run before the checkpoint: RESUME_AT for seed 0."""
-    return RESUME_AT if seed == 0 else 3 + seed % 5
+    """How many steps run before the checkpoint: RESUME_AT for seed 0; otherwise the first step
+    from 3 + seed % 5 on (or else the last before it) after which the growth tracker is not 0,
+    so that a checkpoint which loses it (a fresh scaler's is 0) changes what the resumed scaler
+    holds."""
+    if seed == 0:
+        return RESUME_AT
+    model, optimizer, scaler = lab_setup(seed)
+    counting = []  # the step counts after which the tracker is not 0
+    for step, batch in enumerate(lab_batches(poisoned_for(seed), seed)[:-1]):
+        train_steps(model, optimizer, scaler, [batch])
+        if scaler.state_dict()["_growth_tracker"] != 0:
+            counting.append(step + 1)
+    start = 3 + seed % 5
+    return next((n for n in counting if n >= start), counting[-1] if counting else start)
 
 
 def load_checkpoint(checkpoint, model, optimizer, scaler):
@@ -184,7 +205,8 @@ def resumed_run(save, seed: int = 0):
     """Train, checkpoint with ``save`` through torch.save, resume in fresh objects, train on.
 
     Seed 0 resumes after RESUME_AT of the notebook's batches; other seeds elsewhere, on other
-    batches. Returns the resumed (model, scaler) and which states came back intact.
+    batches. Returns the resumed (model, scaler) and what came back different from the state at
+    the checkpoint: ``{"scaler": {field: [after loading, saved]}, "optimizer": text or None}``.
     """
     batches = lab_batches(poisoned_for(seed), seed)
     resume_at = resume_point(seed)
@@ -196,12 +218,30 @@ def resumed_run(save, seed: int = 0):
     buffer.seek(0)
     model, optimizer, scaler = lab_setup(seed + 1)  # a new process: fresh objects, other weights
     load_checkpoint(torch.load(buffer, weights_only=True), model, optimizer, scaler)
-    intact = {
-        "scaler": scaler.state_dict() == saved["scaler"],
-        "optimizer": _same_state(optimizer.state_dict(), saved["optimizer"]),
+    restored = scaler.state_dict()
+    differs = {
+        "scaler": {
+            key: [restored.get(key), value]
+            for key, value in saved["scaler"].items()
+            if restored.get(key) != value
+        },
+        "optimizer": _optimizer_difference(optimizer.state_dict(), saved["optimizer"]),
     }
     train_steps(model, optimizer, scaler, batches[resume_at:])
-    return model, scaler, intact
+    return model, scaler, differs
+
+
+def _optimizer_difference(restored: dict, saved: dict) -> str | None:
+    """How an optimizer's state_dict() after loading differs from the saved one, in words."""
+    if _same_state(restored, saved):
+        return None
+    have, had = restored["state"], saved["state"]
+    if have.keys() != had.keys():
+        return f"per-parameter state for {len(have)} parameters, saved for {len(had)}"
+    if not _same_state(have, had):
+        fields = sorted({key for entry in had.values() for key in entry})
+        return f"per-parameter state ({', '.join(fields)}) with other values than saved"
+    return "param_groups other than saved"
 
 
 def _same_state(a, b):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import torch
 
 PREDICTIONS = {
-    "a @ b": torch.bfloat16,  # matmul: on the CPU lower-precision list
-    "F.linear(a, b)": torch.bfloat16,  # linear: on the list
-    "a + b": torch.float32,  # unlisted: runs in its inputs' dtype
-    "(a @ b) + a": torch.float32,  # unlisted add promotes bf16 + fp32 to fp32
-    "torch.softmax(a @ b, dim=-1)": torch.bfloat16,  # unlisted on CPU (fp32-listed on CUDA)
-    "F.mse_loss(a @ b, b)": torch.float32,  # mse_loss: on the CPU fp32 list
-    "torch.cat([a @ b, a])": torch.float32,  # cat: promotes to the widest input
-    "(a @ b).float()": torch.float32,  # an explicit cast wins
+    "torch.bmm(a[None], b[None])": torch.bfloat16,  # bmm: on the CPU lower-precision list
+    "F.conv1d(a[None], b[:, :, None])": torch.bfloat16,  # conv1d: on the list
+    "torch.cumsum(a @ b, dim=0)": torch.bfloat16,  # unlisted on CPU (fp32-listed on CUDA)
+    "torch.prod(a @ b)": torch.float32,  # prod: on the CPU fp32 list
+    "F.l1_loss(a @ b, b)": torch.float32,  # l1_loss: on the CPU fp32 list
+    "torch.stack([a @ b, a])": torch.float32,  # stack: promotes to the widest input
+    "a.double() @ b.double()": torch.float64,  # autocast never casts float64 inputs
+    "a @ b.half()": torch.bfloat16,  # a listed op casts every other floating input, fp16 too
 }
 
 CUDA_PREDICTIONS = {

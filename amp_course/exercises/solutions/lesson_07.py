@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ...dist_train import make_scaler, mixed_precision_policy
@@ -9,9 +11,11 @@ from ...precision import AmpRecipe
 
 
 def fsdp_precision(amp_dtype: torch.dtype, device: torch.device):
-    """Reference: (MixedPrecisionPolicy, scaler) for one FSDP2 process training in ``amp_dtype``."""
+    """Reference: (the root's MixedPrecisionPolicy, scaler) for one FSDP2 process computing in
+    ``amp_dtype`` without autocast: the course's policy, plus fp32 outputs for the loss."""
     recipe = AmpRecipe(device, amp_dtype)
-    return mixed_precision_policy(recipe), make_scaler("fsdp", recipe)
+    policy = dataclasses.replace(mixed_precision_policy(recipe), output_dtype=torch.float32)
+    return policy, make_scaler("fsdp", recipe)
 
 
 def scaler_for(strategy: str, amp_dtype: torch.dtype, device):
