@@ -66,31 +66,34 @@ def measure(
     kernel selection and (with torch.compile) compilation before timing starts. We take
     ``repeats`` runs of a fixed number of calls (sized so all runs together last about
     ``min_run_time``) and merge them, so the spread is always measured: ``blocked_autorange``
-    can return a single block for slow functions.
+    can return a single block for slow functions. A function whose one call fills a run is timed
+    one call per run, by the same clock: ``Timer.timeit`` would add two untimed warm-up calls to
+    every run, tripling what a slow step (bf16 emulated on a CPU) costs to time.
     """
     faked = fake_seconds(description)
     for _ in range(1 if faked is not None else warmup):
         fn()
     synchronize(device)
+    names = dict(label=label, sub_label=sub_label, description=description)
+    threads = torch.get_num_threads()
+    spec = TaskSpec("fn()", "pass", num_threads=threads, **names)
     if faked is not None:
-        spec = TaskSpec("fn()", "pass", label=label, sub_label=sub_label, description=description)
         return benchmark.Measurement(1, [faked] * repeats, spec)
 
     def clock() -> float:
         synchronize(device)
         return time.perf_counter()
 
-    timer = benchmark.Timer(
-        stmt="fn()",
-        globals={"fn": fn},
-        label=label,
-        sub_label=sub_label,
-        description=description,
-        num_threads=torch.get_num_threads(),
-        timer=clock,
-    )
-    probe = timer.timeit(1).median
+    def one_call() -> float:
+        start = clock()
+        fn()
+        return clock() - start
+
+    probe = one_call()
     number = max(1, int(min_run_time / repeats / max(probe, 1e-9)))
+    if number == 1:
+        return benchmark.Measurement(1, [one_call() for _ in range(repeats)], spec)
+    timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=clock, **names)
     runs = [timer.timeit(number) for _ in range(repeats)]
     return benchmark.Measurement.merge(runs)[0]
 
@@ -103,10 +106,13 @@ def round_robin(
     min_run_time: float,
     label: str = "",
     context: Callable[[str], AbstractContextManager] | None = None,
+    warmup: int = 3,
+    repeats: int = 3,
 ) -> tuple[dict[str, benchmark.Measurement], dict[str, str]]:
     """Time each ``fns[name]`` round-robin (A/B interleaved); a function that raises is dropped.
 
-    Each round measures every function once, so drift in machine load or clocks hits them all
+    Each round measures every function once (``repeats`` runs, after ``warmup`` untimed calls in
+    the first round and one in later rounds), so drift in machine load or clocks hits them all
     alike; ``context(name)``, when given, is entered around each measurement (e.g. a mode's
     precision flags). Returns ({name: merged Measurement}, {name: why it failed}).
     """
@@ -122,9 +128,9 @@ def round_robin(
                         measure(
                             fn,
                             device=device,
-                            warmup=3 if round_index == 0 else 1,
+                            warmup=warmup if round_index == 0 else 1,
                             min_run_time=min_run_time,
-                            repeats=3,
+                            repeats=repeats,
                             label=label,
                             description=name,
                         )
@@ -224,12 +230,24 @@ class SimulatedQueue:
 
     ``launch(seconds)`` queues that much work and returns at once, as a CUDA kernel launch does;
     ``synchronize()`` blocks until the queued work would have finished. Inside ``as_cuda()``,
-    ``torch.cuda.synchronize`` is this queue's, so code written for a GPU can be timed here.
+    ``torch.cuda.synchronize`` and ``torch.accelerator.synchronize`` are this queue's and both
+    ``is_available()`` say True, so code written for a GPU (torch.utils.benchmark's timer too)
+    can be timed here.
 
     ``virtual=True`` runs on the queue's own clock instead of the machine's: inside ``as_cuda()``
-    ``time.perf_counter`` reads it, and it moves only when ``synchronize`` waits for queued work.
-    Nothing sleeps, and what a timer reports is exact whatever the machine's load.
+    every wall clock of ``time`` (``WALL_CLOCKS``, and ``timeit.default_timer``) reads it, and it
+    moves only when ``synchronize`` waits for queued work. Nothing sleeps, and what a timer
+    reports is exact whatever the machine's load.
     """
+
+    WALL_CLOCKS = (
+        "perf_counter",
+        "perf_counter_ns",
+        "monotonic",
+        "monotonic_ns",
+        "time",
+        "time_ns",
+    )
 
     def __init__(self, virtual: bool = False):
         self.virtual = virtual
@@ -255,12 +273,30 @@ class SimulatedQueue:
         self.clock_reads += 1
         return self.now()
 
+    def _read_clock_ns(self) -> int:
+        return round(self._read_clock() * 1e9)
+
+    def clocks(self) -> dict[str, Callable[[], float]]:
+        """What each of ``time``'s wall clocks reads inside ``as_cuda()`` (virtual queues)."""
+        return {
+            n: self._read_clock_ns if n.endswith("_ns") else self._read_clock
+            for n in self.WALL_CLOCKS
+        }
+
     @contextlib.contextmanager
     def as_cuda(self) -> Iterator[SimulatedQueue]:
         from unittest import mock
 
+        patches = {
+            "torch.cuda.synchronize": self.synchronize,
+            "torch.accelerator.synchronize": self.synchronize,
+            "torch.cuda.is_available": lambda: True,
+            "torch.accelerator.is_available": lambda: True,
+        }
+        if self.virtual:
+            patches |= {f"time.{name}": clock for name, clock in self.clocks().items()}
+            patches["timeit.default_timer"] = self._read_clock
         with contextlib.ExitStack() as stack:
-            stack.enter_context(mock.patch("torch.cuda.synchronize", self.synchronize))
-            if self.virtual:
-                stack.enter_context(mock.patch("time.perf_counter", self._read_clock))
+            for target, replacement in patches.items():
+                stack.enter_context(mock.patch(target, replacement))
             yield self

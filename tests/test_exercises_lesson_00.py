@@ -19,39 +19,89 @@ def whole_job_over_one_gpu(num_params, activation, batch, gpu_gib, amp):
     return math.ceil(total / (0.9 * gpu_gib * GIB))
 
 
-def weights_only(num_params, activation, batch, gpu_gib, amp):
-    room = 0.9 * gpu_gib * GIB - (4 + 2 * amp) * num_params
-    return math.ceil(batch / (room // activation)) if room >= activation else None
+def counting(bytes_per_param=16, copies=True, usable=0.9, gib_bytes=GIB, share=None):
+    """A gpus_for answer that searches the fewest GPUs with its own accounting; ``share(batch,
+    gpus)`` is the images one GPU holds (right: rounded up)."""
+    share = share or (lambda batch, gpus: -(-batch // gpus))
 
+    def answer(num_params, activation, batch, gpu_gib, amp):
+        state = (bytes_per_param + (2 if amp and copies else 0)) * num_params
+        for gpus in range(1, batch + 1):
+            if state + activation * share(batch, gpus) <= usable * gpu_gib * gib_bytes:
+                return gpus
+        return None
 
-def no_weight_copies(num_params, activation, batch, gpu_gib, amp):
-    room = 0.9 * gpu_gib * GIB - 16 * num_params
-    return math.ceil(batch / (room // activation)) if room >= activation else None
-
-
-def whole_gpu(num_params, activation, batch, gpu_gib, amp):
-    room = gpu_gib * GIB - (16 + 2 * amp) * num_params
-    return math.ceil(batch / (room // activation)) if room >= activation else None
+    return answer
 
 
 def zero_instead_of_none(num_params, activation, batch, gpu_gib, amp):
     return solutions.gpus_for(num_params, activation, batch, gpu_gib, amp) or 0
 
 
+def one_too_many(*case):
+    right = solutions.gpus_for(*case)
+    return None if right is None else right + 1
+
+
+def room_over_images(num_params, activation, batch, gpu_gib, amp):
+    """Right, written differently: how many images fit on one GPU, then the GPUs they need."""
+    room = 0.9 * gpu_gib * 2**30 - (18 if amp else 16) * num_params
+    images = int(room // activation)
+    return math.ceil(batch / images) if images >= 1 else None
+
+
+def test_a_right_answer_written_differently_passes():
+    for seed in (0, 1, 2):
+        lesson.compare(
+            lesson.observe(room_over_images, seed), lesson.observe(solutions.gpus_for, seed), seed
+        )
+    assert exercises.check(NAME, counting())
+
+
+# Each message states the account at the count returned: the state, ceil(batch / GPUs) images,
+# the total against the usable memory, so the learner sees which term differs from theirs.
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (whole_job_over_one_gpu, "every GPU holds all of them, and only the batch is split"),
-        (weights_only, "counted 4 bytes per parameter"),
-        (no_weight_copies, "left out the 2-byte weight copies"),
-        (whole_gpu, "keep 10% free"),
-        (zero_instead_of_none, "return None when not even one image per GPU fits"),
+        (whole_job_over_one_gpu, r"returned 8, expected 23: on 8 GPUs .* 128 image\(s\)"),
+        (counting(bytes_per_param=4), r"returned 9, expected 23: on 9 GPUs .*16 bytes x"),
+        (counting(copies=False), r"returned 12, expected 14: on 12 GPUs each holds 18 bytes"),
+        (counting(usable=1.0), r"returned 17, expected 23.*more than the 21.600 GiB usable"),
+        (counting(gib_bytes=1e9), r"returned 30, expected 23: fewer GPUs fit, on 23 GPUs"),
+        (one_too_many, r"returned 24, expected 23: fewer GPUs fit.*within the 21.600 GiB usable"),
+        (zero_instead_of_none, "expected None: even with one image per GPU.*Return None when"),
+        (lambda *case: 23.5, "returned 23.5, expected 23: a count of GPUs is a whole number"),
         (lambda *case: 1 / 0, "raised ZeroDivisionError"),
     ],
 )
-def test_wrong_answers_fail_with_the_reason(wrong, message):
+def test_wrong_answers_fail_saying_what_differs(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message) as failure:
+        exercises.check(NAME, wrong)
+    assert "you " not in str(failure.value)  # the account, not a guess at the mistake
+
+
+UNROUNDED = {
+    "a fraction of an image": lambda batch, gpus: batch / gpus,
+    "rounded down": lambda batch, gpus: batch // gpus,
+}
+
+
+@pytest.mark.parametrize("share", UNROUNDED.values(), ids=UNROUNDED)
+def test_a_share_not_rounded_up_fails_at_every_seed(share):
+    """0 parameters, 100 MiB per image, a global batch of 46 on 1 GiB GPUs: 46 / 5 = 9.2 images
+    fit in 921.6 MiB, but a GPU holds whole images, ceil(46 / 5) = 10 of them: 6 GPUs, not 5."""
+    wrong = counting(share=share)
+    message = (
+        r"gpus_for\(0, 100 \* 2\*\*20, 46, 1, amp=False\) returned 5, expected 6: on 5 GPUs .*"
+        r"ceil\(46 / 5\) = 10 image\(s\) x 100.0 MiB = 1000.0 MiB .*more than the 921.6 MiB usable"
+    )
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(NAME, wrong)
+    for seed in (1, 2, 12345):
+        with pytest.raises(ExerciseFailed, match="ceil"):
+            lesson.compare(
+                lesson.observe(wrong, seed), lesson.observe(solutions.gpus_for, seed), seed
+            )
 
 
 def test_inputs_vary_with_the_seed():

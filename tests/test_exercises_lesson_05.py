@@ -1,12 +1,20 @@
 import math
 import time
+import timeit
+from time import perf_counter
+from time import perf_counter_ns as nanoseconds
 
 import pytest
+import torch
+from torch.utils import benchmark
 
 from amp_course import exercises, timing
-from amp_course.exercises import ExerciseFailed, lesson_05
+from amp_course.exercises import ExerciseFailed, lesson_05, mfu_checks
+
+SEEDS = (0, 1, 12345)
 
 
+# ---- 05.mfu (the grading tests' toy lesson grades it) --------------------------------------------
 @pytest.mark.parametrize(
     "wrong, message",
     [
@@ -20,13 +28,209 @@ def test_mfu_wrong_answers_fail(wrong, message):
         exercises.check("05.mfu", wrong)
 
 
-def _no_sync(fn, device, warmup=3, iters=10):
+# ---- 05.mfu_estimate: MFU from a model's shape, forward-only steps included ----------------------
+def _estimate(param=6, attention=12, forward=3, ms=1e3, per_batch=True, tera=1e12, scale=1):
+    """An mfu_estimate answer: ``param``·N·T + ``attention``·L·d·T² FLOPs per sample for a training
+    step, divided by ``forward`` for a forward pass alone."""
+
+    def mfu_estimate(n, layers, width, tokens, batch, step_ms, peak, training):
+        flops = param * n * tokens + attention * layers * width * tokens**2
+        flops = (flops if training else flops / forward) * (batch if per_batch else 1)
+        return scale * flops / (step_ms / ms) / (peak * tera)
+
+    return mfu_estimate
+
+
+def _forward_param_term_only(n, layers, width, tokens, batch, step_ms, peak, training):
+    """A third of the parameter term for a forward pass, but attention's term left whole."""
+    attention = 12 * layers * width * tokens**2
+    flops = (6 * n * tokens + attention) if training else (2 * n * tokens + attention)
+    return batch * flops / (step_ms / 1e3) / (peak * 1e12)
+
+
+def test_mfu_estimate_right_answers_written_differently_pass():
+    def in_steps(n, layers, width, tokens, batch, step_ms, peak, training):
+        forward = 2 * n * tokens + 4 * layers * width * tokens * tokens  # per sample
+        per_second = batch * forward * (3 if training else 1) * 1000 / step_ms
+        return per_second / 1e12 / peak
+
+    for answer in (_estimate(), in_steps):
+        for seed in SEEDS:
+            assert exercises.verdict("05.mfu_estimate", answer, seed) == ("passed", ""), seed
+
+
+def test_mfu_estimate_cases_cover_both_kinds_of_step_at_every_seed():
+    for seed in SEEDS:
+        assert {case[-1] for case in mfu_checks.estimate_cases(seed)} == {True, False}
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (
+            _estimate(forward=1),
+            r"training=False\) returned .*, 3x the expected.*forward pass alone",
+        ),
+        (_estimate(param=2, attention=4), r"training=True\) returned .*, 0.3333x the expected"),
+        (_forward_param_term_only, r"training=False\) returned .*, 1.148x the expected"),
+        (_estimate(attention=0), r"0.8679x the expected 0.2572: a training step"),
+        (_estimate(param=4, attention=8), "0.6667x the expected"),
+        (_estimate(ms=1), r"0.001x the expected.*in 350 ms that is 80.26 TFLOP/s"),
+        (_estimate(per_batch=False), r"0.03125x the expected.* of 32 samples counts 28.09 TFLOP"),
+        (_estimate(tera=1), r"1e\+12x the expected.*against a peak of 312 TFLOP/s"),
+        (_estimate(scale=100), "100x the expected"),
+        (lambda *case: "26%", r"should return a number, got '26%'"),
+    ],
+)
+def test_mfu_estimate_wrong_answers_fail_saying_what_differs(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        exercises.check("05.mfu_estimate", wrong)
+    for seed in SEEDS[1:]:  # and at the grader's seeds
+        assert exercises.verdict("05.mfu_estimate", wrong, seed)[0] == "failed", seed
+
+
+# ---- 05.timer ------------------------------------------------------------------------------------
+def _timer(clock="perf_counter", sync=timing.synchronize, scale=1.0):
+    """The usual timer, reading ``time.<clock>()`` (seconds, or nanoseconds with ``scale=1e-9``)."""
+
+    def time_steps(fn, device, warmup=3, iters=10):
+        for _ in range(warmup):
+            fn()
+        sync(device)
+        start = getattr(time, clock)()
+        for _ in range(iters):
+            fn()
+        sync(device)
+        return (getattr(time, clock)() - start) * scale / iters
+
+    return time_steps
+
+
+def _imported_clock(fn, device, warmup=3, iters=10):
+    """``from time import perf_counter`` at the top of the file, as a learner's notebook has it."""
     for _ in range(warmup):
         fn()
-    start = time.perf_counter()
+    torch.cuda.synchronize(device)
+    start = perf_counter()
     for _ in range(iters):
         fn()
-    return (time.perf_counter() - start) / iters
+    torch.cuda.synchronize(device)
+    return (perf_counter() - start) / iters
+
+
+def _imported_ns_clock(fn, device, warmup=3, iters=10):
+    for _ in range(warmup):
+        fn()
+    timing.synchronize(device)
+    start = nanoseconds()
+    for _ in range(iters):
+        fn()
+    timing.synchronize(device)
+    return (nanoseconds() - start) / 1e9 / iters
+
+
+def _imported_inside(fn, device, warmup=3, iters=10):
+    from time import monotonic as clock
+
+    for _ in range(warmup):
+        fn()
+    timing.synchronize(device)
+    start = clock()
+    for _ in range(iters):
+        fn()
+    timing.synchronize(device)
+    return (clock() - start) / iters
+
+
+def _clock_as_default(fn, device, warmup=3, iters=10, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    timing.synchronize(device)
+    start = clock()
+    for _ in range(iters):
+        fn()
+    timing.synchronize(device)
+    return (clock() - start) / iters
+
+
+def _guarded_by_is_available(fn, device, warmup=3, iters=10):
+    for _ in range(warmup):
+        fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = timeit.default_timer()
+    for _ in range(iters):
+        fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return (timeit.default_timer() - start) / iters
+
+
+def _per_call(fn, device, warmup=3, iters=10):
+    """Two clock readings per call, each after a synchronise: the sum of the calls' times."""
+    for _ in range(warmup):
+        fn()
+    timing.synchronize(device)
+    total = 0.0
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        timing.synchronize(device)
+        total += time.perf_counter() - start
+    return total / iters
+
+
+def _torch_benchmark(fn, device, warmup=3, iters=10):
+    for _ in range(warmup):
+        fn()
+    return benchmark.Timer("fn()", globals={"fn": fn}).timeit(iters).mean
+
+
+def _on_a_loaded_machine(fn, device, warmup=3, iters=10):
+    """The usual timer, on a machine so busy that every call takes far longer than the GPU work."""
+
+    def slow():
+        time.sleep(0.01)  # the Python side of each step waits on other processes
+        fn()
+
+    return _timer()(slow, device, warmup, iters)
+
+
+RIGHT_TIMERS = {
+    "time.perf_counter": _timer(),
+    "from time import perf_counter": _imported_clock,
+    "time.perf_counter_ns": _timer("perf_counter_ns", scale=1e-9),
+    "from time import perf_counter_ns": _imported_ns_clock,
+    "time.monotonic": _timer("monotonic"),
+    "time.time": _timer("time"),
+    "imported inside the function": _imported_inside,
+    "a default argument": _clock_as_default,
+    "behind torch.cuda.is_available()": _guarded_by_is_available,
+    "torch.accelerator.synchronize": _timer(sync=lambda device: torch.accelerator.synchronize()),
+    "per call": _per_call,
+    "torch.utils.benchmark.Timer": _torch_benchmark,
+    "on a loaded machine": _on_a_loaded_machine,
+}
+
+
+@pytest.mark.parametrize("answer", RIGHT_TIMERS.values(), ids=RIGHT_TIMERS)
+def test_a_correct_timer_passes_however_it_reads_the_clock(answer):
+    """What is timed is graded, not how the clock was imported: the check's simulated GPU keeps
+    its own time, which every wall clock reads, and the host's delays are not GPU time."""
+    for seed in SEEDS:
+        assert exercises.verdict("05.timer", answer, seed) == ("passed", ""), seed
+
+
+def test_the_learners_clock_is_the_real_one_again_after_the_check():
+    exercises.check("05.timer", _imported_clock)
+    real = lesson_05._REAL_CLOCKS
+    assert globals()["perf_counter"] is time.perf_counter is real["perf_counter"]
+    assert globals()["nanoseconds"] is time.perf_counter_ns is real["perf_counter_ns"]
+    assert timeit.default_timer is real["perf_counter"]
+
+
+def _no_sync(fn, device, warmup=3, iters=10):
+    return _timer(sync=lambda device: None)(fn, device, warmup, iters)
 
 
 def _no_warmup(fn, device, warmup=3, iters=10):
@@ -37,46 +241,12 @@ def _no_warmup(fn, device, warmup=3, iters=10):
     return (time.perf_counter() - start) / iters
 
 
-def _sync_only_at_end_with_first_call(fn, device, warmup=3, iters=10):
-    timing.synchronize(device)
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    timing.synchronize(device)
-    return (time.perf_counter() - start) / iters
-
-
-def _sync_only_when_cuda_is_available(fn, device, warmup=3, iters=10):
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    if torch.cuda.is_available():  # False on the check's simulated GPU: it never waits
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize(device)
-    return (time.perf_counter() - start) / iters
-
-
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
-def test_timer_failure_names_the_allowed_synchronisation():
-    allowed = r"only sees torch\.cuda\.synchronize\(device\).*is_available"
-    with pytest.raises(ExerciseFailed, match=allowed):
-        exercises.check("05.timer", _sync_only_when_cuda_is_available)
+def _warmup_never_run(fn, device, warmup=3, iters=10):
+    return _timer()(fn, device, 0, iters)
 
 
 def _no_divide(fn, device, warmup=3, iters=10):
-    for _ in range(warmup):
-        fn()
-    timing.synchronize(device)
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    timing.synchronize(device)
-    return time.perf_counter() - start  # the total, not per call
+    return iters * _timer()(fn, device, warmup, iters)
 
 
 def _no_sync_after_warmup(fn, device, warmup=3, iters=10):
@@ -89,63 +259,53 @@ def _no_sync_after_warmup(fn, device, warmup=3, iters=10):
     return (time.perf_counter() - start) / iters
 
 
-def _another_clock(fn, device, warmup=3, iters=10):
+def _per_call_without_sync(fn, device, warmup=3, iters=10):
+    """Two clock readings around every call, none after a synchronise: the launches only."""
     for _ in range(warmup):
         fn()
     timing.synchronize(device)
-    start = time.monotonic()
+    total = 0.0
     for _ in range(iters):
+        start = time.perf_counter()
         fn()
-    timing.synchronize(device)
-    return (time.monotonic() - start) / iters
+        total += time.perf_counter() - start
+    return total / iters
 
 
-def _on_a_loaded_machine(fn, device, warmup=3, iters=10):
-    """The reference, on a machine so busy that every call takes far longer than the GPU work."""
-
-    def slow():
-        time.sleep(0.01)  # the Python side of each step waits on other processes
-        fn()
-
-    for _ in range(warmup):
-        slow()
-    timing.synchronize(device)
-    start = time.perf_counter()
-    for _ in range(iters):
-        slow()
-    timing.synchronize(device)
-    return (time.perf_counter() - start) / iters
+def _torch_benchmark_without_warmup(fn, device, warmup=3, iters=10):
+    return benchmark.Timer("fn()", globals={"fn": fn}).timeit(iters).mean  # its own 2 calls only
 
 
-def test_a_correct_timer_passes_on_a_loaded_machine():
-    # The check's simulated GPU keeps its own time: the host's delays are not GPU time.
-    assert exercises.check("05.timer", _on_a_loaded_machine)
+WRONG_TIMERS = {
+    "no synchronize": (_no_sync, "before the work finished"),
+    "per call, no synchronize": (_per_call_without_sync, "before the work finished"),
+    "warm-up timed": (_no_warmup, "queued before the clock started"),
+    "no synchronize after the warm-up": (_no_sync_after_warmup, "Synchronise after the warm-up"),
+    "no warm-up": (_warmup_never_run, "run at least 13 times .*it ran 10"),
+    "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "it ran 12"),
+    "the total": (_no_divide, "exactly iters = 10 times too much.*divide by iters"),
+    "CPU time": (_timer("process_time"), "none of the wall clocks.*process_time"),
+    "milliseconds": (_timer(scale=1e3), "exactly the step time in milliseconds"),
+    "nanoseconds": (_timer("perf_counter_ns"), "exactly the step time in nanoseconds"),
+}
 
 
-@pytest.mark.parametrize(
-    "wrong, message",
-    [
-        (_no_sync, "before the work finished"),
-        (_no_warmup, "queued before the clock started"),
-        (_no_sync_after_warmup, "Synchronise after the warm-up"),
-        (_sync_only_at_end_with_first_call, "run 12 times"),
-        (_no_divide, "exactly iters = 10 times too much.*divide by iters"),
-        (_another_clock, r"never called time\.perf_counter"),
-    ],
-)
-def test_timer_wrong_answers_fail(wrong, message):
+@pytest.mark.parametrize("wrong, message", WRONG_TIMERS.values(), ids=WRONG_TIMERS)
+def test_timer_wrong_answers_fail_saying_what_differs(wrong, message):
     with pytest.raises(ExerciseFailed, match=message) as failure:
         exercises.check("05.timer", wrong)
     if wrong is _no_divide:
         assert "first call" not in str(failure.value)
+    for seed in SEEDS[1:]:  # and at the grader's seeds
+        assert exercises.verdict("05.timer", wrong, seed)[0] == "failed", seed
 
 
 # ---- Will it fit? -----------------------------------------------------------------------------
-def _batch(state=16, copies=2, halve=False, floor=math.floor, clamp=True):
+def _batch(state=16, copies=2, halve=False, floor=math.floor, clamp=True, usable=0.9):
     def largest_batch(num_params, fp32_bytes, ratio, memory, amp):
         fixed = num_params * (state + (copies if amp else 0))
         per_sample = fp32_bytes * ((0.5 if halve else ratio) if amp else 1)
-        batch = floor((memory - fixed) / per_sample)
+        batch = floor((usable * memory - fixed) / per_sample)
         return max(0, batch) if clamp else batch
 
     return largest_batch
@@ -153,6 +313,22 @@ def _batch(state=16, copies=2, halve=False, floor=math.floor, clamp=True):
 
 def test_largest_batch_own_formula_passes():
     assert exercises.check("05.largest_batch", _batch())
+
+
+def test_largest_batch_keeps_lesson_00s_headroom():
+    """One rule: lesson 05's check, lesson 00's and ac.memory.gpus_needed keep the same share."""
+    from amp_course.exercises import lesson_00
+
+    assert lesson_05.USABLE == lesson_00.USABLE == 0.9
+    assert "keep 10% of `memory_bytes` free" in _markdown_of("05_speed_memory", "90642612")
+
+
+def _markdown_of(lesson, cell_id):
+    import nbformat
+    from conftest import ROOT
+
+    nb = nbformat.read(ROOT / "notebooks" / f"{lesson}.ipynb", as_version=4)
+    return " ".join(next(c.source for c in nb.cells if c.id == cell_id).split())
 
 
 def test_largest_batch_cases_include_one_where_amp_fits_fewer():
@@ -163,16 +339,23 @@ def test_largest_batch_cases_include_one_where_amp_fits_fewer():
     assert any(reference(*c, True) == reference(*c, False) == 0 for c in cases)
 
 
+# Each message states the account at the batch returned (too large) or expected (too small).
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (_batch(copies=0), "16-bit weight copies"),
-        (_batch(state=8), "16 bytes per parameter"),
-        (_batch(halve=True), "measured ratio, not by half"),
+        (_batch(usable=1.0), r"returned 54, expected 48: at batch 54 .*more than the 13.500 GiB"),
+        (_batch(copies=0), r"amp=True\) returned 88, .*at batch 88 the step holds 18 bytes"),
+        (_batch(state=8), r"returned 51, expected 48: at batch 51 the step holds 16 bytes"),
+        (_batch(halve=True), r"expected 87: at batch 96 .* x 0.1375 GiB \(0.25 GiB x 0.55\)"),
+        (
+            _batch(usable=0.85),
+            r"returned 45, expected 48: a larger batch fits, at batch 48 .*within",
+        ),
         (_batch(floor=lambda x: x), "round down|return an int"),
         (_batch(clamp=False), "when nothing fits, return 0"),
     ],
 )
-def test_largest_batch_mistakes_are_diagnosed(wrong, message):
-    with pytest.raises(ExerciseFailed, match=message):
+def test_largest_batch_wrong_answers_fail_saying_what_differs(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message) as failure:
         exercises.check("05.largest_batch", wrong)
+    assert "you " not in str(failure.value)

@@ -2,9 +2,10 @@
 follows the fp32 one, the printed step counts and speed verdicts are what ran, and the plots read
 well."""
 
+import functools
+import itertools
 import math
 import re
-import statistics
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -29,7 +30,7 @@ def lesson():
 
 def test_smoke_mode_cnn_learns_mnist(lesson):
     ns = lesson
-    losses, _, accuracy = ns["runs"]["fp32"]
+    losses, _, accuracy, _ = ns["runs"]["fp32"]
     assert accuracy > 0.90, f"test accuracy {accuracy:.1%} after {len(losses)} steps"
     assert sum(losses[:5]) / 5 > 2.0  # it starts as a guess among ten digits (ln 10 = 2.30)
     assert sum(losses[-10:]) / 10 < 0.5  # and visibly learns
@@ -38,7 +39,7 @@ def test_smoke_mode_cnn_learns_mnist(lesson):
 def test_amp_run_follows_the_fp32_run(lesson):
     ns = lesson
     fp32_losses = ns["runs"]["fp32"][0]
-    amp_losses, _, amp_accuracy = ns["runs"][ns["amp_name"]]
+    amp_losses, _, amp_accuracy, _ = ns["runs"][ns["amp_name"]]
     if ns["slow_amp"]:
         assert len(amp_losses) == 3 and amp_accuracy is None  # stopped early, and says so
     else:
@@ -70,43 +71,157 @@ def test_printed_step_counts_are_what_ran_when_the_lesson_asks_for_more_data(mon
     assert int(planned.group(1)) == int(reported.group(1)) == ran
 
 
-def _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast):
-    """What the speed cell prints for faked step times and faked hardware."""
+def _runs(*seconds):
+    """A Measurement whose runs took ``seconds``: what round_robin returns for one step."""
+    spec = torch.utils.benchmark.utils.common.TaskSpec("fn()", "pass")
+    return torch.utils.benchmark.Measurement(1, list(seconds), spec)
+
+
+class _Batch:
+    def to(self, device):
+        torch.device(device)  # as strict about the device's name as a tensor
+        return self
+
+
+def _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast, failed=None):
+    """What the speed cell prints for faked interleaved timings (the runs' seconds of each step)
+    and faked hardware."""
     monkeypatch.setattr(ac.device, "cpu_has_fast_bf16", lambda flags=None: fast)
     monkeypatch.setattr(ac.device, "cpu_flags", lambda: frozenset({"avx512_fp16"} if fast else {}))
     amp_name = f"AMP ({ac.device.dtype_name(amp_dtype)})"
+    stepped = []
+
+    def fake_round_robin(fns, *, device, rounds, min_run_time, **kwargs):
+        assert list(fns) == ["fp32", amp_name] and rounds >= 3  # both steps, in alternation
+        for fn in fns.values():
+            fn()
+        times = {"fp32": _runs(*fp32_s), amp_name: _runs(*amp_s)}
+        return {k: v for k, v in times.items() if k not in (failed or {})}, failed or {}
+
+    monkeypatch.setattr(ac.timing, "round_robin", fake_round_robin)
+    state = ("model", "optimizer", "scaler")
     ns = {
         "ac": ac,
         "torch": torch,
-        "statistics": statistics,
+        "functools": functools,
         "settings": SimpleNamespace(on_gpu=on_gpu, capability=fast if on_gpu else None),
         "device": torch.device("cuda" if on_gpu else "cpu"),
         "amp_dtype": amp_dtype,
         "amp_name": amp_name,
-        "runs": {"fp32": ([], [9.0, fp32_s, fp32_s], None), amp_name: ([], [amp_s] * 3, None)},
+        "slow_amp": False,
+        "train_loader": [(_Batch(), _Batch())],  # images and labels that go to any device
+        "train_step": lambda *args: stepped.append(args[-1]),
+        "runs": {"fp32": ([], [9.0], None, state), amp_name: ([], [0.1], None, state)},
     }
     run_tagged(LESSON, "mnist-speed", namespace=ns)
+    assert stepped == [None, amp_dtype]  # each timed function is a step of its own precision
     return capsys.readouterr().out
 
 
+FAST, CLOSE, SLOW = (0.0095, 0.01, 0.0105), (0.0098, 0.0102, 0.0108), (0.019, 0.02, 0.021)
+
+
 @pytest.mark.parametrize(
-    "fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict",
+    "fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict, no_difference",
     [
-        (0.02, 0.01, True, torch.bfloat16, (9, 0), "2.00x as fast.*AMP paid off: this GPU has"),
-        (0.02, 0.01, True, torch.float16, (6, 1), "AMP ran faster although this GPU lacks"),
-        (0.01, 0.0105, True, torch.float16, (7, 5), "not pay off at this size, although this GPU"),
-        (0.01, 0.02, False, torch.bfloat16, True, "not pay off at this size, although this CPU"),
-        (0.01, 0.05, False, torch.bfloat16, False, "not pay off, and this CPU lacks native bf16"),
-        (0.01, 0.02, False, torch.float16, False, "this CPU lacks native fp16"),
-        (0.03, 0.01, False, torch.bfloat16, True, "3.00x as fast.*AMP paid off: this CPU has"),
+        (SLOW, FAST, True, torch.bfloat16, (9, 0), "faster.*AMP paid off: this GPU has", False),
+        (SLOW, FAST, True, torch.float16, (6, 1), "AMP ran faster although this GPU lacks", False),
+        (
+            FAST,
+            CLOSE,
+            True,
+            torch.float16,
+            (7, 5),
+            "not pay off at this size, although this GPU",
+            True,
+        ),
+        (
+            FAST,
+            SLOW,
+            False,
+            torch.bfloat16,
+            True,
+            "not pay off at this size, although this CPU",
+            False,
+        ),
+        (
+            FAST,
+            SLOW,
+            False,
+            torch.bfloat16,
+            False,
+            "not pay off, and this CPU lacks native bf16",
+            False,
+        ),
+        (FAST, SLOW, False, torch.float16, False, "this CPU lacks native fp16", False),
+        (
+            (0.029, 0.03, 0.031),
+            FAST,
+            False,
+            torch.bfloat16,
+            True,
+            "takes 0.33x the strict fp32 time.*AMP paid off: this CPU has",
+            False,
+        ),
+        # Medians 1.3x apart, but the runs' spreads overlap: a loaded machine, no verdict.
+        (
+            (0.01, 0.013, 0.03),
+            (0.009, 0.01, 0.028),
+            False,
+            torch.bfloat16,
+            True,
+            "not pay off",
+            True,
+        ),
+        # Medians 5% apart with tight spreads: told apart, whatever their ratio.
+        (
+            (0.0104, 0.0105, 0.0106),
+            (0.0099, 0.01, 0.0101),
+            True,
+            torch.bfloat16,
+            (9, 0),
+            "paid",
+            False,
+        ),
     ],
 )
-def test_speed_sentences_follow_the_measurement_and_the_hardware(
-    monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict
+def test_speed_sentences_follow_the_interleaved_measurement_and_the_hardware(
+    monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast, verdict, no_difference
 ):
     printed = _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast)
     assert re.search(verdict, printed, re.S), printed
-    assert ("no clear difference" in printed) == (abs(fp32_s / amp_s - 1) < 0.1), printed
+    assert ("no clear difference" in printed) == no_difference, printed
+    assert ("not distinguishable" in printed) == no_difference, printed
+
+
+def test_speed_cell_gives_no_verdict_when_a_timed_step_fails(monkeypatch, capsys):
+    failed = {"AMP (bf16)": "RuntimeError: out of memory"}
+    printed = _speed_verdict(monkeypatch, capsys, SLOW, FAST, False, torch.bfloat16, True, failed)
+    assert "AMP (bf16): the timed step failed (RuntimeError: out of memory)" in printed
+    assert "paid off" not in printed and "faster" not in printed
+
+
+def test_speed_cell_times_the_trained_models_in_alternation(lesson, monkeypatch, capsys):
+    """The real cell, after the lesson's training: both steps timed round-robin, and the verdict
+    printed is ac.timing.compare's on those timings, not the training runs' medians."""
+    calls = []
+    round_robin = ac.timing.round_robin
+
+    def spy(fns, **kwargs):
+        wrapped = {name: (lambda n=name, f=fn: (calls.append(n), f())) for name, fn in fns.items()}
+        return round_robin(wrapped, **kwargs)
+
+    monkeypatch.setattr(ac.timing, "round_robin", spy)
+    ns = lesson
+    run_tagged(LESSON, "mnist-speed", namespace=ns)
+    printed = capsys.readouterr().out
+    amp_name = ns["amp_name"]
+    switches = sum(a != b for a, b in itertools.pairwise(calls))
+    assert switches >= 2 * 3 - 1, calls  # fp32 and AMP alternate, round after round
+    measured = ns["measured"]
+    expected = ac.timing.compare(measured["fp32"], measured[amp_name], ("strict fp32", amp_name))
+    assert expected.sentence() in printed, printed
+    assert ("no clear difference" in printed) == (expected.verdict == "indistinguishable")
 
 
 def _vit_gpu_cell(

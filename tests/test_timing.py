@@ -156,3 +156,60 @@ def test_fake_times_replace_the_measured_ones_but_still_call_the_function(monkey
         {"fp32": lambda: None, "fp16": lambda: None}, device="cpu", rounds=2, min_run_time=0.002
     )
     assert measured["fp32"].median == 2e-3 and measured["fp16"].median < 1e-3  # fp16: real
+
+
+def test_a_slow_function_is_timed_one_call_per_run_without_extra_calls():
+    """A step that fills a run by itself (bf16 emulated on a CPU) costs warm-up + 1 + repeats
+    calls: torch's Timer.timeit would add two untimed calls to every run."""
+    queue = timing.SimulatedQueue(virtual=True)
+    calls = []
+
+    def step():  # 50 ms of queued work: more than min_run_time / repeats
+        calls.append(1)
+        queue.launch(0.05)
+
+    with queue.as_cuda():
+        measured = timing.measure(step, device="cuda", warmup=2, min_run_time=0.03, repeats=3)
+    assert len(calls) == 2 + 1 + 3
+    assert measured.times == pytest.approx([0.05] * 3)
+
+
+def test_round_robin_takes_the_warmup_and_repeats_asked_for():
+    calls = {"a": 0, "b": 0}
+    queue = timing.SimulatedQueue(virtual=True)
+
+    def step(name):
+        def run():
+            calls[name] += 1
+            queue.launch(0.05)
+
+        return run
+
+    with queue.as_cuda():
+        measured, failed = timing.round_robin(
+            {"a": step("a"), "b": step("b")},
+            device="cuda",
+            rounds=3,
+            min_run_time=0.01,
+            warmup=1,
+            repeats=1,
+        )
+    assert not failed and len(measured["a"].times) == len(measured["b"].times) == 3
+    assert calls == {"a": 3 * (1 + 1 + 1), "b": 9}  # per round: a warm-up, the probe, one run
+
+
+def test_a_virtual_queue_is_every_wall_clock_and_a_cuda_device_inside_as_cuda():
+    import timeit
+
+    real = {name: getattr(time, name) for name in timing.SimulatedQueue.WALL_CLOCKS}
+    has_cuda = torch.cuda.is_available()
+    queue = timing.SimulatedQueue(virtual=True)
+    with queue.as_cuda():
+        assert torch.cuda.is_available() and torch.accelerator.is_available()
+        queue.launch(0.25)
+        torch.accelerator.synchronize()  # waits for the queue, as torch.cuda.synchronize does
+        assert time.perf_counter() == time.monotonic() == time.time() == timeit.default_timer()
+        assert time.perf_counter() == 0.25 and time.perf_counter_ns() == 250_000_000
+        assert time.monotonic_ns() == time.time_ns() == 250_000_000
+    assert {name: getattr(time, name) for name in real} == real
+    assert timeit.default_timer is time.perf_counter and torch.cuda.is_available() == has_cuda

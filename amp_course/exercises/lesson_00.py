@@ -3,6 +3,7 @@ GPU holds for other optimizers, from the bytes of a step."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -11,7 +12,9 @@ from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
 MIB, GIB = 2**20, 2**30
-USABLE = 0.9  # the lesson keeps 10% of every GPU for the allocator and workspace
+# The headroom rule of ac.memory.gpus_needed, which lessons 00 and 05 follow: keep 10% of every
+# GPU free for the allocator and workspace.
+USABLE = inspect.signature(gpus_needed).parameters["usable_fraction"].default
 # The cases a learner's check cell (seed 0) runs: (parameters, activation bytes per image,
 # global batch, GiB per GPU, AMP). The messages below name them.
 SEED0_CASES = [
@@ -19,6 +22,10 @@ SEED0_CASES = [
     (1_500_000_000, 150 * MIB, 1024, 40, True),
     (25_000_000, 20 * MIB, 256, 24, False),  # fits on one GPU
     (5_000_000_000, 10 * MIB, 1024, 80, True),  # the static state alone overflows one GPU
+    # A share that is not rounded up passes the two cases below: 46 / 5 = 9.2 images of 100 MiB
+    # fit in 921.6 MiB, but a GPU holds ceil(46 / 5) = 10; so 6 GPUs, not 5 (and 10, not 9).
+    (0, 100 * MIB, 46, 1, False),
+    (600_000_000, 200 * MIB, 200, 16, True),
 ]
 
 
@@ -26,6 +33,18 @@ def _picker(seed: int):
     """``pick(low, high)``: a random integer in [low, high] from ``seed``'s own generator."""
     generator = torch.Generator().manual_seed(seed)
     return lambda low, high: int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def _static(num_params: int, amp: bool) -> int:
+    """fp32 weights, gradients and AdamW's two moments, and autocast's copies under AMP."""
+    return (16 + (2 if amp else 0)) * num_params
+
+
+def _unrounded(num_params, activation, batch, gpu_gib, amp) -> int | None:
+    """The fewest GPUs if a GPU could hold a fraction of an image (global batch / GPUs)."""
+    room = USABLE * gpu_gib * GIB - _static(num_params, amp)
+    gpus = math.ceil(activation * batch / room) if room > 0 else batch + 1
+    return gpus if gpus <= batch else None
 
 
 def _cases(seed: int) -> list[tuple]:
@@ -43,7 +62,20 @@ def _cases(seed: int) -> list[tuple]:
                 bool(pick(0, 1)),
             )
         )
-    return cases
+    rounding = []  # two cases a share that is not rounded up gets wrong, drawn until found
+    while len(rounding) < 2:
+        case = (
+            pick(0, 1000) * 1_000_000,
+            pick(50, 320) * MIB,
+            pick(20, 500),
+            [8, 16, 24][pick(0, 2)],
+            bool(pick(0, 1)),
+        )
+        num_params, activation, batch, gpu_gib, amp = case
+        right = gpus_needed(_static(num_params, amp), activation, batch, gpu_gib * GIB, USABLE)
+        if right is not None and _unrounded(*case) != right:
+            rounding.append(case)
+    return cases + rounding
 
 
 def _plain(value):
@@ -72,62 +104,49 @@ def observe(fn, seed: int) -> dict:
     return {"rows": rows}
 
 
-def _mistakes(num_params, activation, batch, gpu_gib, amp) -> dict[str, object]:
-    """What the usual wrong accountings give for one case, each with what to say about it."""
-    copies = 2 * num_params if amp else 0
+def _size(num_bytes: float) -> str:
+    return f"{num_bytes / GIB:.3f} GiB" if num_bytes >= GIB else f"{num_bytes / MIB:.1f} MiB"
+
+
+def _account(num_params, activation, batch, gpu_gib, amp, gpus: int) -> str:
+    """What each of ``gpus`` GPUs holds in this case, against what it may use, in words."""
+    images = -(-batch // gpus)
+    state, activations = _static(num_params, amp), images * activation
     usable = USABLE * gpu_gib * GIB
-    whole = 16 * num_params + copies + activation * batch
-    return {
-        "divided the whole job's memory by one GPU's, as if the weights, gradients and Adam "
-        "state were split too: with data parallelism every GPU holds all of them, and only the "
-        "batch is split": math.ceil(whole / usable),
-        "counted 4 bytes per parameter (the weights alone): the gradients add 4 and AdamW's two "
-        "moments 8, 16 bytes in all": gpus_needed(
-            4 * num_params + copies, activation, batch, gpu_gib * GIB, USABLE
-        ),
-        "shrank the weights, gradients or Adam state under AMP: they stay fp32 (16 bytes per "
-        "parameter); AMP adds 2-byte weight copies and shrinks only the activations": gpus_needed(
-            8 * num_params + copies, activation, batch, gpu_gib * GIB, USABLE
-        ),
-        "left out the 2-byte weight copies autocast makes under AMP": gpus_needed(
-            16 * num_params, activation, batch, gpu_gib * GIB, USABLE
-        ),
-        "used the whole GPU: keep 10% free for the allocator and workspace": gpus_needed(
-            16 * num_params + copies, activation, batch, gpu_gib * GIB, 1.0
-        ),
-        "counted a GiB as 10**9 bytes; it is 2**30": gpus_needed(
-            16 * num_params + copies, activation, batch, gpu_gib * 1e9, USABLE
-        ),
-    }
+    return (
+        f"on {gpus} GPUs each holds {16 + 2 * amp} bytes x {num_params:_} parameters = "
+        f"{_size(state)} of state and ceil({batch} / {gpus}) = {images} image(s) x "
+        f"{_size(activation)} = {_size(activations)} of activations, {_size(state + activations)}"
+        f" in all: {'within' if state + activations <= usable else 'more than'} the "
+        f"{_size(usable)} usable ({USABLE:.0%} of {gpu_gib} GiB)"
+    )
 
 
 def compare(mine: dict, reference: dict, seed: int) -> None:
-    """Raise ExerciseFailed, in plain words, at the first case where ``mine`` differs."""
+    """Raise ExerciseFailed at the first case where ``mine`` differs, with the account of memory
+    at the count returned and at the expected one: what differs, not a guess at why."""
     for got, want in zip(mine["rows"], reference["rows"], strict=True):
-        num_params, activation, batch, gpu_gib, amp = want["case"]
+        case = want["case"]
+        num_params, activation, batch, gpu_gib, amp = case
         where = (
             f"gpus_for({num_params:_}, {activation // MIB} * 2**20, {batch}, {gpu_gib}, amp={amp})"
         )
         if got["error"]:
             raise ExerciseFailed(f"{where} raised {got['error']}.")
-        if got["result"] == want["result"]:
+        result, expected = got["result"], want["result"]
+        if result == expected:
             continue
-        if want["result"] is None:
+        said = f"{where} returned {result!r}, expected {expected}"
+        if expected is None:
             raise ExerciseFailed(
-                f"{where} returned {got['result']!r}, but {16 + 2 * amp} bytes per parameter "
-                f"do not fit in {USABLE:.0%} of a {gpu_gib} GiB GPU even before any activation: "
-                "return None when not even one image per GPU fits."
+                f"{said}: even with one image per GPU, {_account(*case, batch)}. Return None "
+                "when not even one image per GPU fits."
             )
-        for mistake, value in _mistakes(num_params, activation, batch, gpu_gib, amp).items():
-            if got["result"] == value:
-                raise ExerciseFailed(
-                    f"{where} returned {got['result']}, expected {want['result']}: you {mistake}."
-                )
-        raise ExerciseFailed(
-            f"{where} returned {got['result']!r}, expected {want['result']}: the fewest GPUs "
-            "whose share of the batch's activations fits next to the whole static state "
-            f"(16 bytes per parameter, +2 under AMP) in {USABLE:.0%} of each GPU."
-        )
+        if not isinstance(result, int) or result < 1:
+            raise ExerciseFailed(f"{said}: a count of GPUs is a whole number, at least 1.")
+        if result < expected:
+            raise ExerciseFailed(f"{said}: {_account(*case, result)}.")
+        raise ExerciseFailed(f"{said}: fewer GPUs fit, {_account(*case, expected)}.")
 
 
 register("00.gpus_for", observe, compare)

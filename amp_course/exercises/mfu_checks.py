@@ -1,0 +1,118 @@
+"""Lesson 05's MFU checks, apart from its module (which registers them) to keep each short: MFU
+from a step's FLOPs (``05.mfu``, the grading tests' toy lesson grades it) and MFU estimated from a
+model's shape (``05.mfu_estimate``, the lesson's exercise)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import ExerciseFailed, call_answer, fail_on_error
+
+# ---- MFU from a step's FLOPs: the grading tests' toy lesson (tests/fixtures/grading) grades it;
+# lesson 05's exercise is 05.mfu_estimate below, which asks for a case the lesson did not show.
+MFU_CASES = [(106.6e9 * 64, 0.1, 989.4), (371e9 * 32, 0.25, 312.0), (1e12, 1.0, 1.0)]
+
+
+def mfu_cases(seed: int) -> list[tuple[float, float, float]]:
+    """Seed 0: MFU_CASES (ViT steps on an H100 and an A100). Other seeds: random steps."""
+    if seed == 0:
+        return list(MFU_CASES)
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.rand(6, 3, generator=generator, dtype=torch.float64).tolist()
+    return [(10 ** (9 + 5 * f), 10 ** (2 * s - 2), 10 ** (3 * p)) for f, s, p in draws]
+
+
+def as_number(got) -> float | None:
+    """``got`` as a float if it is a real number (not a bool), else None."""
+    return float(got) if isinstance(got, (int, float)) and not isinstance(got, bool) else None
+
+
+def _observe_numbers(fn, cases) -> list[dict]:
+    """``fn(*case)`` for every case: the inputs, and the number returned or the error."""
+    results = []
+    for case in cases:
+        got, error = call_answer(fn, *case)
+        number = as_number(got)
+        returned = None if number is not None else repr(got)[:80]
+        results.append({"case": list(case), "error": error, "result": number, "returned": returned})
+    return results
+
+
+def observe_mfu(mfu, seed: int) -> list[dict]:
+    return _observe_numbers(mfu, mfu_cases(seed))
+
+
+def compare_mfu(mine, reference, seed: int) -> None:
+    for got, want in zip(mine, reference, strict=True):
+        flops, seconds, peak = want["case"]
+        fail_on_error(got["error"], f"mfu({flops:.4g}, {seconds:.4g}, {peak:.4g})")
+        expected, result = want["result"], got["result"]
+        if result is None or not math.isfinite(result):
+            shown = got["returned"] if result is None else result
+            raise ExerciseFailed(f"mfu{(flops, seconds, peak)} should be a number, got {shown}.")
+        if math.isclose(result, 100 * expected, rel_tol=1e-6):
+            raise ExerciseFailed("Return a fraction (0.07), not a percentage (7.0).")
+        if math.isclose(result, expected * 1e12, rel_tol=1e-6):
+            raise ExerciseFailed("The peak is in TFLOP/s: multiply it by 1e12 to get FLOP/s.")
+        if not math.isclose(result, expected, rel_tol=1e-6):
+            raise ExerciseFailed(
+                f"mfu({flops:.4g}, {seconds:.4g}, {peak:.4g}) returned {result:.4g}, "
+                f"expected {expected:.4g} (achieved FLOP/s over peak FLOP/s)."
+            )
+
+
+# ---- MFU estimated from a model's shape, for a case lesson 05 did not show ----------------------
+# (parameters, layers, width, tokens per sample, batch, step ms, peak TFLOP/s, training step?)
+ESTIMATE_CASES = [
+    (124_000_000, 12, 768, 1024, 32, 350.0, 312.0, True),  # a GPT-2-small-sized LM, A100 bf16
+    (6_700_000_000, 32, 4096, 2048, 8, 900.0, 989.4, False),  # a 7B LM's forward, H100 bf16
+    (304_000_000, 24, 1024, 197, 64, 400.0, 65.0, False),  # ViT-L/16 evaluation, T4 fp16
+    (110_000_000, 12, 768, 512, 64, 800.0, 65.0, True),  # a BERT-base-sized step, T4 fp16
+]
+
+
+def estimate_cases(seed: int) -> list[tuple]:
+    """Seed 0: ESTIMATE_CASES. Other seeds: six random shapes and peaks, both kinds of step, each
+    timed so that its MFU is a plausible 10% to 60%."""
+    if seed == 0:
+        return list(ESTIMATE_CASES)
+    generator = torch.Generator().manual_seed(seed)
+    cases = []
+    for i, draw in enumerate(torch.rand(6, 6, generator=generator, dtype=torch.float64).tolist()):
+        n, layers, width, tokens, batch, share = draw
+        peak, training = (8.1, 65.0, 312.0, 989.4)[i % 4], i % 2 == 0
+        shape = (int(10 ** (7 + 3 * n)), 4 + int(44 * layers), 128 * (2 + int(62 * width)))
+        run = (2 ** (7 + int(5 * tokens)), 1 + int(63 * batch))
+        flops = run[1] * (6 * shape[0] * run[0] + 12 * shape[1] * shape[2] * run[0] ** 2)
+        seconds = flops / (3 if not training else 1) / (peak * 1e12 * (0.1 + 0.5 * share))
+        cases.append((*shape, *run, max(0.1, round(seconds * 1e3, 1)), peak, training))
+    return cases
+
+
+def observe_estimate(mfu_estimate, seed: int) -> list[dict]:
+    return _observe_numbers(mfu_estimate, estimate_cases(seed))
+
+
+def compare_estimate(mine, reference, seed: int) -> None:
+    for got, want in zip(mine, reference, strict=True):
+        n, layers, width, tokens, batch, step_ms, peak, training = want["case"]
+        call = (
+            f"mfu_estimate({n:_}, {layers}, {width}, {tokens}, {batch}, {step_ms:g}, {peak:g}, "
+            f"training={training})"
+        )
+        fail_on_error(got["error"], call)
+        result, expected = got["result"], want["result"]
+        if result is None or not math.isfinite(result):
+            shown = got["returned"] if result is None else result
+            raise ExerciseFailed(f"{call} should return a number, got {shown}.")
+        if math.isclose(result, expected, rel_tol=1e-6):
+            continue
+        flops = expected * peak * 1e12 * step_ms / 1e3  # what the expected value counts per step
+        kind = "a training step (forward and backward)" if training else "a forward pass alone"
+        raise ExerciseFailed(
+            f"{call} returned {result:.4g}, {result / expected:.4g}x the expected {expected:.4g}: "
+            f"{kind} of {batch} samples counts {flops / 1e12:.4g} TFLOP; in {step_ms:g} ms that "
+            f"is {flops / step_ms * 1e3 / 1e12:.4g} TFLOP/s, against a peak of {peak:g} TFLOP/s."
+        )
