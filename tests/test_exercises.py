@@ -200,7 +200,7 @@ NAMES = exercises.names()
 # References that are the course's own helpers, which the lessons use openly: the bf16-scaler
 # lab's (ac.training.make_scaler), the MFU formula the benchmark uses (ac.bench.mfu) and lesson
 # 08's interval (ac.stats.t_interval).
-PUBLIC_REFERENCES = {"labs.bf16_scaler", "05.mfu", "08.accuracy_interval"}
+PUBLIC_REFERENCES = {"labs.bf16_scaler", "05.mfu"}
 
 
 @pytest.mark.parametrize("name", NAMES)
