@@ -152,27 +152,87 @@ def test_largest_batch_accepts_a_correct_answer_written_differently():
     assert exercises.check(BATCH, batch_with(right))
 
 
+def test_largest_batch_right_answers_at_the_graders_seeds():
+    def by_bytes_per_parameter(num_params, activation, gpu_gib, optimizer, amp):
+        per_param = {"adamw": 16, "sgd_momentum": 12, "sgd": 8}[optimizer] + (2 if amp else 0)
+        room = int(0.9 * gpu_gib * 2**30) - per_param * num_params
+        return room // activation if room >= activation else 0
+
+    for seed in (0, 12345, 987654321):
+        for answer in (batch_with(right), by_bytes_per_parameter):
+            assert exercises.verdict(BATCH, answer, seed) == ("passed", "")
+
+
+# The seed-0 cases: 300 M parameters, 100 MiB an image, 24 GiB, AdamW in fp32 (175 images);
+# 500 M, 60 MiB, 24 GiB, SGD with momentum under AMP (257); 2,500 M under AMP on 40 GiB (0).
+STATE_300M = (
+    r"16 bytes \(fp32 weights 4, gradients 4, adamw state 8\) x 300_000_000 parameters = "
+    r"4.470 GiB of state"
+)
+STATE_500M = (
+    r"14 bytes \(fp32 weights 4, gradients 4, sgd_momentum state 4, autocast's copies 2\) x "
+    r"500_000_000 parameters = 6.519 GiB of state"
+)
+USABLE_24 = r"the 21.600 GiB usable \(90% of 24 GiB\)"
+
+
+# Each message gives the memory at the batch returned (too many) or expected (too few): the
+# state per parameter, the activations, the total against the usable memory.
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (batch_with(lambda opt, amp: 16 + 2 * amp), "AdamW's 8 bytes of state whatever"),
-        (batch_with(lambda opt, amp: 4 + STATE[opt] + 2 * amp), "left out the gradients"),
-        (batch_with(lambda opt, amp: 8 + STATE[opt]), "left out the 2-byte weight copies"),
-        (
-            batch_with(lambda opt, amp: (8 + STATE[opt]) / (2 if amp else 1)),
-            "halved the fp32 state under AMP",
+        (  # AdamW's state whatever the optimizer
+            batch_with(lambda opt, amp: 16 + 2 * amp),
+            r"'sgd_momentum', amp=True\) returned 225, expected 257: more images fit, with 257 "
+            rf"image\(s\) the GPU holds {STATE_500M} and 257 x 60.0 MiB = 15.059 GiB of "
+            rf"activations, 21.578 GiB in all: within {USABLE_24}\.$",
         ),
-        (batch_with(right, usable=1.0), "keep 10% free"),
-        (batch_with(right, gib_bytes=1e9), "a GiB as 10\\*\\*9 bytes"),
-        (batch_with(right, rounding=math.ceil), "rounded up"),
-        (batch_with(right, clamp=False), "return 0 when not even one image fits"),
-        (lambda *case: 2.5, "a whole number of images"),
+        (  # no gradients
+            batch_with(lambda opt, amp: 4 + STATE[opt] + 2 * amp),
+            rf"returned 186, expected 175: with 186 image\(s\) the GPU holds {STATE_300M} and "
+            rf"186 x 100.0 MiB = 18.164 GiB of activations, 22.634 GiB in all: more than "
+            rf"{USABLE_24}",
+        ),
+        (  # no autocast copies
+            batch_with(lambda opt, amp: 8 + STATE[opt]),
+            rf"returned 273, expected 257: with 273 image\(s\) the GPU holds {STATE_500M}.* "
+            r"22.515 GiB in all: more than",
+        ),
+        (  # the fp32 state halved under AMP
+            batch_with(lambda opt, amp: (8 + STATE[opt]) / (2 if amp else 1)),
+            r"returned 320, expected 257: .* 25.269 GiB in all: more than",
+        ),
+        (  # the whole GPU
+            batch_with(right, usable=1.0),
+            r"returned 199, expected 175: .*23.904 GiB in all: more than the 21.600 GiB usable",
+        ),
+        (  # a GiB of 10**9 bytes
+            batch_with(right, gib_bytes=1e9),
+            r"returned 160, expected 175: more images fit, with 175 image\(s\) .* 21.560 GiB in "
+            "all: within",
+        ),
+        (  # rounded up
+            batch_with(right, rounding=math.ceil),
+            r"returned 176, expected 175: .* 176 x 100.0 MiB = 17.188 GiB of activations, 21.658 "
+            r"GiB in all: more than",
+        ),
+        (  # negative when nothing fits
+            batch_with(right, clamp=False),
+            r"\(2_500_000_000, 50 \* 2\*\*20, 40, 'adamw', amp=True\) returned -122, expected 0: "
+            r"not even one image fits, with 1 image\(s\) .* = 41.910 GiB of state .* more than "
+            r"the 36.000 GiB usable \(90% of 40 GiB\)",
+        ),
+        (lambda *case: 2.5, "returned 2.5, expected 175: a batch is a whole number of images"),
         (lambda *case: {}["adamw"], "raised KeyError"),
     ],
 )
-def test_largest_batch_wrong_answers_fail_with_the_reason(wrong, message):
-    with pytest.raises(ExerciseFailed, match=message):
+def test_largest_batch_wrong_answers_fail_saying_what_differs(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message) as failure:
         exercises.check(BATCH, wrong)
+    said = str(failure.value)
+    assert "you " not in said  # the account, not a guess at the mistake
+    for guess in ("left out", "rounded up", "keep 10% free", "halved", "whatever the optimizer"):
+        assert guess not in said
 
 
 def test_largest_batch_inputs_vary_with_the_seed():

@@ -1,5 +1,5 @@
-"""Lesson 10's checkers accept the references, reject the usual mistakes saying why, and the
-references agree with ac.op_costs's count of real operators (an independent oracle)."""
+"""Lesson 10's checkers accept the references, reject the usual mistakes saying what differs, and
+the references agree with ac.op_costs's count of real operators (an independent oracle)."""
 
 import math
 import re
@@ -7,6 +7,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 from amp_course import exercises, op_costs
 from amp_course.device import parse_dtype
@@ -121,15 +122,6 @@ def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
     return m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
 
 
-def _conv_no_weight(batch, c_in, c_out, size, kernel, itemsize):
-    flops = 2 * batch * c_out * size * size * c_in * kernel * kernel
-    return flops / (itemsize * batch * (c_in + c_out) * size * size)
-
-
-def _conv_macs(*case):
-    return solutions.conv_intensity(*case) / 2
-
-
 @pytest.mark.parametrize(
     "name, wrong, words",
     [
@@ -151,8 +143,6 @@ def _conv_macs(*case):
         ("10.wave_efficiency", _floor_waves, "972 tile slots: 9 waves of 108"),
         ("10.wave_efficiency", _waves_per_matrix, "101,376 tile slots: 768 waves of 132"),
         ("10.wave_efficiency", _one_matrix_useful, "38,809 useful elements: one matrix"),
-        ("10.conv_intensity", _conv_no_weight, "The weight is read from memory too"),
-        ("10.conv_intensity", _conv_macs, "You counted multiply-adds"),
         ("10.conv_intensity", lambda *case: 1 / 0, "raised ZeroDivisionError"),
     ],
 )
@@ -195,3 +185,120 @@ def _waves_as_two_shares(batch, m, n, tile_m, tile_n, sms):
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_right_answers_written_differently_pass(name, answer, seed):
     assert exercises.verdict(name, answer, seed)[0] == "passed"
+
+
+# ---- 10.conv_intensity: wrong answers told by what differs, right ones written differently -----
+def _conv(flops, elements, itemsize):
+    return flops / (itemsize * elements)
+
+
+def _conv_macs(batch, c_in, c_out, size, kernel, itemsize):
+    return solutions.conv_intensity(batch, c_in, c_out, size, kernel, itemsize) / 2
+
+
+def _conv_no_weight(batch, c_in, c_out, size, kernel, itemsize):
+    flops = 2 * batch * c_out * size * size * c_in * kernel * kernel
+    return _conv(flops, batch * (c_in + c_out) * size * size, itemsize)
+
+
+def _conv_unfolded_input(batch, c_in, c_out, size, kernel, itemsize):
+    """im2col's input: every input element once per kernel position."""
+    flops = 2 * batch * c_out * size * size * c_in * kernel * kernel
+    elements = (batch * c_in * size**2 + c_out * c_in) * kernel**2 + batch * c_out * size**2
+    return _conv(flops, elements, itemsize)
+
+
+def _conv_elements(batch, c_in, c_out, size, kernel, itemsize):
+    return solutions.conv_intensity(batch, c_in, c_out, size, kernel, 1)
+
+
+def _conv_two_bytes(batch, c_in, c_out, size, kernel, itemsize):
+    return solutions.conv_intensity(batch, c_in, c_out, size, kernel, 2)
+
+
+def _conv_padded_input(batch, c_in, c_out, size, kernel, itemsize):
+    padded = size + 2 * (kernel // 2)
+    flops = 2 * batch * c_out * size * size * c_in * kernel * kernel
+    elements = batch * c_in * padded**2 + c_out * c_in * kernel**2 + batch * c_out * size**2
+    return _conv(flops, elements, itemsize)
+
+
+def _conv_no_kernel_area(batch, c_in, c_out, size, kernel, itemsize):
+    flops = 2 * batch * c_out * size * size * c_in
+    elements = batch * c_in * size**2 + c_out * c_in * kernel**2 + batch * c_out * size**2
+    return _conv(flops, elements, itemsize)
+
+
+# The first case is the MNIST CNN's first layer, (128, 1, 32, 28, 3, 4): 57,802,752 FLOPs over
+# 401,408 + 1,152 + 12,845,056 = 13,247,616 bytes.
+CONV_WRONG = [
+    (
+        _conv_macs,
+        "means 28,901,376 FLOPs: half the reference's (or, at its FLOPs, twice its bytes)",
+    ),
+    (_conv_no_weight, "means 13,246,464 bytes: the reference's count without the weight."),
+    (
+        _conv_unfolded_input,
+        "16,458,880 bytes: the reference's count with the input counted 9 times",
+    ),
+    (_conv_elements, "means 3,311,904 bytes: every element at 1 byte."),
+    (_conv_two_bytes, "means 6,623,808 bytes: every element at 2 bytes."),
+    (_conv_padded_input, "13,307,008 bytes, 59,392 more than the reference's (14,848 elements"),
+    (_conv_no_kernel_area, "means 6,422,528 FLOPs: 1/9 of the reference's."),
+    (lambda *case: "high", "should return a number, got 'high'"),
+]
+
+
+@pytest.mark.parametrize("wrong, words", CONV_WRONG, ids=[w.__name__ for w, _ in CONV_WRONG])
+def test_conv_wrong_answers_are_told_what_differs(wrong, words):
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check("10.conv_intensity", wrong)
+    message = str(failure.value)
+    assert words in message
+    if wrong.__name__ != "<lambda>":  # the case, the values and the reference's breakdown
+        account = (
+            "conv_intensity(128, 1, 32, 28, 3, 4) returned {}, expected 4.36326. The reference "
+            "counts 57,802,752 FLOPs over 13,247,616 bytes (the input 128 x 1 x 28 x 28: 401,408, "
+            "the weight 32 x 1 x 3 x 3: 1,152, the output 128 x 32 x 28 x 28: 12,845,056, at 4 "
+            "bytes per element)."
+        )
+        assert account.format(f"{wrong(128, 1, 32, 28, 3, 4):.6g}") in message
+    for guess in ("You counted", "is read from memory too", "forgot", "you "):
+        assert guess not in message
+
+
+@pytest.mark.parametrize("wrong", [w for w, _ in CONV_WRONG][:-1])
+@pytest.mark.parametrize("seed", [12345, 987654321])
+def test_conv_wrong_answers_fail_at_the_graders_seeds(wrong, seed):
+    status, message = exercises.verdict("10.conv_intensity", wrong, seed)
+    assert status == "failed" and "The reference counts" in message
+
+
+def test_every_seed_runs_both_itemsizes():
+    """An answer that ignores ``itemsize`` (fixed at 2 bytes) fails at every seed."""
+    for seed in (0, 1, 2, 3, 12345, 987654321):
+        assert {case[-1] for case in lesson.conv_cases(seed)} == {2, 4}
+
+
+def _conv_counted_by_torch(batch, c_in, c_out, size, kernel, itemsize):
+    dtype = DTYPES[itemsize]
+    x = torch.empty(batch, c_in, size, size, device="meta", dtype=dtype)
+    w = torch.empty(c_out, c_in, kernel, kernel, device="meta", dtype=dtype)
+    with FlopCounterMode(display=False) as counter:
+        y = F.conv2d(x, w, padding=kernel // 2)
+    moved = sum(t.numel() * t.element_size() for t in (x, w, y))
+    return counter.get_total_flops() / moved
+
+
+def _conv_per_output_element(batch, c_in, c_out, size, kernel, itemsize):
+    out = (size + 2 * (kernel // 2) - kernel) // 1 + 1  # the output's size, in general
+    outputs = batch * c_out * out * out
+    per_output = 2 * c_in * kernel * kernel  # FLOPs of one output element
+    elements = batch * c_in * size * size + c_out * c_in * kernel * kernel + outputs
+    return outputs * per_output / elements / itemsize
+
+
+@pytest.mark.parametrize("answer", [_conv_counted_by_torch, _conv_per_output_element])
+@pytest.mark.parametrize("seed", [0, 12345, 987654321])
+def test_conv_right_answers_written_differently_pass(answer, seed):
+    assert exercises.verdict("10.conv_intensity", answer, seed)[0] == "passed"

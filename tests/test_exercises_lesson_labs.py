@@ -307,7 +307,13 @@ MESSAGES = [
     ("labs.resume", _fresh_scaler_at_the_same_scale, r": _growth_tracker 0 \(saved: 1\)\.$"),
     ("labs.resume", WRONG["labs.resume"][2], r"optimizer's state_dict\(\) differs"),
     ("labs.scheduler_skip", "broken", "lr_scheduler.step"),
-    ("labs.bf16_scaler", "broken", "should be disabled"),
+    (
+        "labs.bf16_scaler",
+        "broken",
+        r"make_scaler\(device\(type='cpu'\), torch.bfloat16\) returned an enabled GradScaler "
+        r"\(get_scale\(\) 65536\); the reference returns a disabled GradScaler "
+        r"\(get_scale\(\) 1\)\.$",
+    ),
     # The extra optimizer.step(): it ran on the skipped first step.
     (
         "labs.extra_step",
@@ -331,3 +337,71 @@ def test_messages_say_what_differs(name, wrong, pattern):
         exercises.check(name, wrong)
     assert "initial state" not in str(failure.value)
     assert "one update() per optimizer step" not in str(failure.value)
+
+
+# ---- Lab 3: what each make_scaler returned against the reference, never why ---------------------
+class _ScaleCopies(torch.amp.GradScaler):
+    """A scaler whose scale() returns a copy of the loss even when disabled."""
+
+    def scale(self, outputs):
+        return outputs * 1.0
+
+
+SCALER_WRONG = [
+    (
+        lambda device, dtype: torch.amp.GradScaler("cpu", enabled=False),
+        r"make_scaler\(device\(type='cpu'\), torch.float16\) returned a disabled GradScaler "
+        r"\(get_scale\(\) 1\); the reference returns an enabled GradScaler \(get_scale\(\) 65536\)",
+    ),
+    (
+        lambda device, dtype: torch.amp.GradScaler("cpu") if dtype == torch.float16 else None,
+        r"torch.bfloat16\) returned None; the reference returns a disabled GradScaler",
+    ),
+    (
+        lambda device, dtype: torch.amp.GradScaler("cpu", enabled=dtype != torch.float32),
+        r"torch.bfloat16\) returned an enabled GradScaler \(get_scale\(\) 65536\); the reference "
+        r"returns a disabled",
+    ),
+    (
+        lambda device, dtype: torch.amp.GradScaler(
+            "cpu", init_scale=1024.0, enabled=dtype == torch.float16
+        ),
+        r"returned an enabled GradScaler \(get_scale\(\) 1024\); the reference returns an enabled "
+        r"GradScaler \(get_scale\(\) 65536\)",
+    ),
+    (
+        lambda device, dtype: _ScaleCopies("cpu", enabled=dtype == torch.float16),
+        r"scaler.scale\(loss\) for loss = tensor\(1.5000\) returned another object, "
+        r"tensor\(1.5000\); the reference's returns the loss itself\.",
+    ),
+]
+
+
+@pytest.mark.parametrize("wrong, pattern", SCALER_WRONG)
+def test_bf16_scaler_messages_say_what_differs(wrong, pattern):
+    with pytest.raises(ExerciseFailed, match=pattern) as failure:
+        exercises.check("labs.bf16_scaler", wrong)
+    said = str(failure.value)
+    assert "only fp16 needs" not in said and "keep GradScaler's" not in said
+    assert "should be" not in said
+    for seed in (12345, 987654321):  # and at the grader's seeds, a device given by name
+        assert exercises.verdict("labs.bf16_scaler", wrong, seed)[0] == "failed"
+
+
+def _scaler_by_value(device, autocast_dtype):  # nanoGPT's style: the switch is a value
+    return torch.amp.GradScaler(
+        torch.device(device).type, enabled=(autocast_dtype is torch.float16)
+    )
+
+
+def _scaler_by_branch(device, autocast_dtype):
+    device_type = device if isinstance(device, str) else device.type
+    if autocast_dtype == torch.float16:
+        return torch.amp.GradScaler(device_type, init_scale=2.0**16)
+    return torch.amp.GradScaler(device_type, enabled=False)
+
+
+@pytest.mark.parametrize("answer", [_scaler_by_value, _scaler_by_branch])
+@pytest.mark.parametrize("seed", [0, 12345, 987654321])
+def test_bf16_scaler_right_answers_written_differently_pass(answer, seed):
+    assert exercises.verdict("labs.bf16_scaler", answer, seed) == ("passed", "")

@@ -1,7 +1,8 @@
 """The beyond-autocast labs: each symptom is real, and each checker rejects the usual wrong
-fixes with a message that says why (that the reference passes and the notebook's broken code
-fails: test_exercises.py and test_exercises_lesson_labs.py)."""
+fixes with a message that says what differs (that the reference passes and the notebook's broken
+code fails: test_exercises.py and test_exercises_lesson_labs.py)."""
 
+import functools
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -181,12 +182,12 @@ WRONG = {
         (_fp16_in_workers, "is torch.float16, the reference's torch.bfloat16"),
     ],
     "labs.autocast_pool": [
-        (_pool_with_bf16, "under fp16 autocast the calls ran in bf16, not fp16"),
-        (_pool_reading_the_state_in_the_worker, "read it in the calling thread"),
-        (_pool_like_parallel_apply, "carry the caller's dtype too"),
-        (_pool_always_on, "the caller had autocast off"),
-        (_in_the_calling_thread, "ran in the calling thread"),
-        (_pool_out_of_order, "in the items' order"),
+        (_pool_with_bf16, "called under fp16 autocast, result 0 is bf16, the reference's fp16."),
+        (_pool_reading_the_state_in_the_worker, "under bf16 autocast, result 0 is fp32"),
+        (_pool_like_parallel_apply, "under fp16 autocast, bf16 (the reference's fp16)"),
+        (_pool_always_on, "called outside autocast, result 0 is bf16, the reference's fp32."),
+        (_in_the_calling_thread, "3 of fn's 3 calls ran in the calling thread"),
+        (_pool_out_of_order, "result 0 differs from the reference's result 0, fn(items[0])"),
     ],
 }
 
@@ -221,3 +222,131 @@ def test_a_rounded_mean_is_told_by_its_values_not_blamed_on_a_running_sum(wrong)
     message = str(failure.value)
     assert f"the mean loss is {exact:.6f}; yours is {wrong(losses):.6f}" in message
     assert "running sum" not in message and "accumulate" not in message
+
+
+# ---- Lab 5 (the pool): what differs, by caller state; never a guessed fix -----------------------
+def _pool_calling_fn_twice(fn, items):
+    results = solutions.map_in_workers(fn, items)
+    solutions.map_in_workers(fn, items[:1])
+    return results
+
+
+def _pool_returning_nothing(fn, items):
+    solutions.map_in_workers(fn, items)
+
+
+def _pool_raising(fn, items):
+    raise RuntimeError("no pool here")
+
+
+def _pool_dropping_the_last(fn, items):
+    return solutions.map_in_workers(fn, items)[:-1]
+
+
+POOL_MESSAGES = [
+    (
+        _pool_reading_the_state_in_the_worker,
+        "called under bf16 autocast, result 0 is fp32, the reference's bf16. The results' dtypes "
+        "by the caller's state: under bf16 autocast, fp32 (the reference's bf16); under fp16 "
+        "autocast, fp32 (the reference's fp16); outside autocast, fp32 (the reference's fp32).",
+    ),
+    (
+        _pool_like_parallel_apply,
+        "called under fp16 autocast, result 0 is bf16, the reference's fp16. The results' dtypes "
+        "by the caller's state: under bf16 autocast, bf16 (the reference's bf16); under fp16 "
+        "autocast, bf16 (the reference's fp16); outside autocast, fp32 (the reference's fp32).",
+    ),
+    (
+        _pool_always_on,
+        "outside autocast, bf16 (the reference's fp32).",
+    ),
+    (
+        _in_the_calling_thread,
+        "called under bf16 autocast, 3 of fn's 3 calls ran in the calling thread; in the "
+        "reference none did: all ran in the pool's worker threads.",
+    ),
+    (_pool_out_of_order, "by up to 0.97; it equals the reference's result 2."),
+    (
+        _pool_calling_fn_twice,
+        "called under bf16 autocast, fn ran 4 times for the 3 items; in the reference 3 times",
+    ),
+    (
+        _pool_returning_nothing,
+        "called under bf16 autocast, map_in_workers returned None; the reference returns a list "
+        "of 3 results.",
+    ),
+    (
+        _pool_dropping_the_last,
+        "map_in_workers returned 2 results for 3 items; the reference returns 3.",
+    ),
+    (_pool_raising, "called under bf16 autocast, map_in_workers raised RuntimeError: no pool here"),
+]
+
+
+POOL_GUESSES = (
+    "enter autocast",
+    "never entered",
+    "carry the caller",
+    "read it in the calling thread",
+    "thread-local",
+    "call it once per item",
+    "run every call",
+    "order?",
+)
+
+
+@pytest.mark.parametrize("wrong, words", POOL_MESSAGES, ids=[w.__name__ for w, _ in POOL_MESSAGES])
+def test_pool_messages_say_what_differs(wrong, words):
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check("labs.autocast_pool", wrong)
+    said = str(failure.value)
+    assert words in said
+    for guess in POOL_GUESSES:
+        assert guess not in said
+    for seed in (12345, 987654321):
+        assert exercises.verdict("labs.autocast_pool", wrong, seed)[0] == "failed"
+
+
+def _pool_with_futures(fn, items):
+    """Right, written differently: the caller's state captured once, one future per item."""
+    state = {"enabled": torch.is_autocast_enabled("cpu"), "dtype": torch.get_autocast_dtype("cpu")}
+
+    def run(item):
+        with torch.autocast("cpu", **state):
+            return fn(item)
+
+    with ThreadPoolExecutor() as pool:
+        futures = [pool.submit(run, item) for item in items]
+        return [future.result() for future in futures]
+
+
+def _pool_with_a_partial(fn, items):
+    """Right, written differently: the state passed as arguments, results reordered by index."""
+    enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+    def run(indexed, enabled, dtype):
+        index, item = indexed
+        with torch.autocast("cpu", dtype=dtype, enabled=enabled):
+            return index, fn(item)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        done = pool.map(functools.partial(run, enabled=enabled, dtype=dtype), enumerate(items))
+        return [result for _, result in sorted(done, key=lambda pair: pair[0])]
+
+
+def _pool_as_a_generator(fn, items):
+    """Right, written differently: a generator, run when the check lists its results."""
+    enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+    def run(item):
+        with torch.autocast("cpu", dtype=dtype, enabled=enabled):
+            return fn(item)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield from pool.map(run, items)
+
+
+@pytest.mark.parametrize("answer", [_pool_with_futures, _pool_with_a_partial, _pool_as_a_generator])
+@pytest.mark.parametrize("seed", [0, 12345, 987654321])
+def test_pool_right_answers_written_differently_pass(answer, seed):
+    assert exercises.verdict("labs.autocast_pool", answer, seed) == ("passed", "")

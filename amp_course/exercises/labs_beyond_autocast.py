@@ -191,69 +191,91 @@ def observe_pool(fn, seed: int) -> dict:
             threads.append(threading.get_ident())
             return block(x)
 
-        try:
+        try:  # a lazy result (a generator) runs inside the caller's state too
             with torch.autocast(DEVICE_TYPE, dtype=dtype, enabled=enabled):
-                results = list(fn(work, items))
+                returned = fn(work, items)
+                results = list(returned) if hasattr(type(returned), "__iter__") else None
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            observed["error"] = f"{case}: {error_text(error)}"
+            observed["error"] = f"called {case}, map_in_workers raised {error_text(error)}"
+            return observed
+        if results is None:  # say what came back, not list()'s TypeError
+            observed["error"] = (
+                f"called {case}, map_in_workers returned {repr(returned)[:60]}; the reference "
+                f"returns a list of {count} results."
+            )
             return observed
         observed["cases"][case] = {
-            "outputs": [r.detach() if isinstance(r, torch.Tensor) else None for r in results],
+            "outputs": [
+                r.detach() if isinstance(r, torch.Tensor) else repr(r)[:60] for r in results
+            ],
             "calls": len(threads),
             "in_caller_thread": sum(t == caller for t in threads),
         }
     return observed
 
 
-def _dtype_hint(case: str, got_dtype: torch.dtype, wanted_dtype: torch.dtype) -> str:
-    got, wanted = dtype_name(got_dtype), dtype_name(wanted_dtype)
-    if wanted_dtype == torch.float32:
-        return (
-            f"the caller had autocast off, but the calls ran in {got}: enter autocast in the "
-            "worker with the caller's enabled flag, not always on."
-        )
-    if got_dtype == torch.float32:
-        return (
-            f"{case} the calls ran in fp32: the worker thread never entered autocast. Its state "
-            "is thread-local: read it in the calling thread (inside a worker you read the "
-            "worker's own, default state) and enter it around each call."
-        )
-    return (
-        f"{case} the calls ran in {got}, not {wanted}: the worker entered autocast with a fixed "
-        "or default dtype; carry the caller's dtype too."
+def _dtypes(outputs: list) -> str:
+    names = sorted({dtype_name(o.dtype) for o in outputs if isinstance(o, torch.Tensor)})
+    return "/".join(names) or "no tensor"
+
+
+def _dtypes_by_caller(mine: dict, reference: dict) -> str:
+    """The results' dtypes under each caller state, the learner's against the reference's."""
+    return "; ".join(
+        f"{case}, {_dtypes(mine['cases'][case]['outputs'])} (the reference's "
+        f"{_dtypes(want['outputs'])})"
+        for case, want in reference["cases"].items()
     )
 
 
 def compare_pool(mine: dict, reference: dict, seed: int) -> None:
+    """Name the first caller state and result where ``mine`` differs from the reference's."""
     if mine["error"]:
-        raise ExerciseFailed(f"your function raised {mine['error']}")
+        raise ExerciseFailed(mine["error"])
     count = reference["count"]
     for case, want in reference["cases"].items():
-        got = mine["cases"][case]
+        got, called = mine["cases"][case], f"called {case},"
         if got["calls"] != count:
             raise ExerciseFailed(
-                f"{case} fn was called {got['calls']} times for {count} items; call it once per "
-                "item."
+                f"{called} fn ran {_times(got['calls'])} for the {count} items; in the reference "
+                f"{_times(count)}, once per item."
             )
         if got["in_caller_thread"]:
             raise ExerciseFailed(
-                f"{case} {got['in_caller_thread']} call(s) ran in the calling thread; run every "
-                "call in a worker thread of the pool."
+                f"{called} {got['in_caller_thread']} of fn's {count} calls ran in the calling "
+                "thread; in the reference none did: all ran in the pool's worker threads."
             )
         if len(got["outputs"]) != count:
             raise ExerciseFailed(
-                f"{case} you returned {len(got['outputs'])} results for {count} items."
+                f"{called} map_in_workers returned {len(got['outputs'])} results for {count} "
+                f"items; the reference returns {count}."
             )
         for index, (a, b) in enumerate(zip(got["outputs"], want["outputs"], strict=True)):
-            if a is None:
-                raise ExerciseFailed(f"{case} result {index} is not what fn returned.")
-            if a.dtype != b.dtype:
-                raise ExerciseFailed(_dtype_hint(case, a.dtype, b.dtype))
-            if not torch.equal(a, b):
-                raise ExerciseFailed(
-                    f"{case} result {index} differs from fn(items[{index}]) under the caller's "
-                    "state (results in the items' order?)."
+            shown = f"a {dtype_name(b.dtype)} tensor of shape {tuple(b.shape)}"
+            if not isinstance(a, torch.Tensor) or a.shape != b.shape:
+                what = (
+                    a if not isinstance(a, torch.Tensor) else f"a tensor of shape {tuple(a.shape)}"
                 )
+                raise ExerciseFailed(
+                    f"{called} result {index} is {what}; the reference's is {shown}."
+                )
+            if a.dtype != b.dtype:
+                raise ExerciseFailed(
+                    f"{called} result {index} is {dtype_name(a.dtype)}, the reference's "
+                    f"{dtype_name(b.dtype)}. The results' dtypes by the caller's state: "
+                    f"{_dtypes_by_caller(mine, reference)}."
+                )
+            if not torch.equal(a, b):
+                same = [j for j, c in enumerate(want["outputs"]) if torch.equal(a, c)]
+                raise ExerciseFailed(
+                    f"{called} result {index} differs from the reference's result {index}, "
+                    f"fn(items[{index}]), by up to {(a.float() - b.float()).abs().max():.3g}"
+                    + (f"; it equals the reference's result {same[0]}." if same else ".")
+                )
+
+
+def _times(count: int) -> str:
+    return f"{count} time" if count == 1 else f"{count} times"
 
 
 register("labs.autocast_pool", observe_pool, compare_pool)

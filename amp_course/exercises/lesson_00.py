@@ -186,66 +186,46 @@ def observe_batch(fn, seed: int) -> dict:
     return {"rows": rows}
 
 
-def _batch_mistakes(num_params, activation, gpu_gib, optimizer, amp) -> dict[str, object]:
-    """What the usual wrong accountings give for one case, each with what to say about it."""
-    state = OPTIMIZER_STATE_BYTES[optimizer]
-    copies = 2 if amp else 0
-
-    def fits(bytes_per_param, usable=USABLE * gpu_gib * GIB, rounding=math.floor, floor_at=0):
-        count = rounding((usable - bytes_per_param * num_params) / activation)
-        return count if floor_at is None else max(floor_at, count)
-
-    return {
-        "returned a negative count: return 0 when not even one image fits": fits(
-            8 + state + copies, floor_at=None
-        ),
-        "counted AdamW's 8 bytes of state whatever the optimizer: SGD with momentum keeps one "
-        "4-byte fp32 buffer per parameter, plain SGD none": fits(16 + copies),
-        "left out the gradients: 4 fp32 bytes per parameter, like the weights": fits(
-            4 + state + copies
-        ),
-        "left out the 2-byte weight copies autocast keeps under AMP": fits(8 + state),
-        "halved the fp32 state under AMP: weights, gradients and optimizer state stay fp32; AMP "
-        "adds 2-byte copies and shrinks only the activations": fits(
-            (8 + state) / 2 if amp else 8 + state
-        ),
-        "used the whole GPU: keep 10% free for the allocator and workspace": fits(
-            8 + state + copies, usable=gpu_gib * GIB
-        ),
-        "counted a GiB as 10**9 bytes; it is 2**30": fits(
-            8 + state + copies, usable=USABLE * gpu_gib * 1e9
-        ),
-        "rounded up: a step holds whole images only, so round down": fits(
-            8 + state + copies, rounding=math.ceil
-        ),
-    }
+def _batch_account(num_params, activation, gpu_gib, optimizer, amp, images: int) -> str:
+    """What one GPU holds with ``images`` images in this case, against what it may use, in words."""
+    optimizer_bytes, copies = OPTIMIZER_STATE_BYTES[optimizer], 2 if amp else 0
+    per_param = 8 + optimizer_bytes + copies
+    state, activations = per_param * num_params, images * activation
+    usable = USABLE * gpu_gib * GIB
+    parts = f"fp32 weights 4, gradients 4, {optimizer} state {optimizer_bytes}" + (
+        ", autocast's copies 2" if amp else ""
+    )
+    return (
+        f"with {images} image(s) the GPU holds {per_param} bytes ({parts}) x {num_params:_} "
+        f"parameters = {_size(state)} of state and {images} x {_size(activation)} = "
+        f"{_size(activations)} of activations, {_size(state + activations)} in all: "
+        f"{'within' if state + activations <= usable else 'more than'} the {_size(usable)} usable "
+        f"({USABLE:.0%} of {gpu_gib} GiB)"
+    )
 
 
 def compare_batch(mine: dict, reference: dict, seed: int) -> None:
-    """Raise ExerciseFailed, in plain words, at the first case where ``mine`` differs."""
+    """Raise ExerciseFailed at the first case where ``mine`` differs, with the account of memory
+    at the batch returned or at the expected one: what differs, not a guess at why."""
     for got, want in zip(mine["rows"], reference["rows"], strict=True):
-        num_params, activation, gpu_gib, optimizer, amp = want["case"]
+        case = want["case"]
+        num_params, activation, gpu_gib, optimizer, amp = case
         where = (
             f"largest_batch({num_params:_}, {activation // MIB} * 2**20, {gpu_gib}, "
             f"{optimizer!r}, amp={amp})"
         )
         fail_on_error(got["error"], where)
-        if got["result"] == want["result"]:
+        result, expected = got["result"], want["result"]
+        if result == expected:
             continue
-        if isinstance(got["result"], float):
-            raise ExerciseFailed(
-                f"{where} returned {got['result']}: a batch is a whole number of images."
-            )
-        for mistake, value in _batch_mistakes(*want["case"]).items():
-            if got["result"] == value:
-                raise ExerciseFailed(
-                    f"{where} returned {got['result']}, expected {want['result']}: you {mistake}."
-                )
-        raise ExerciseFailed(
-            f"{where} returned {got['result']!r}, expected {want['result']}: the most whole "
-            "images whose activations fit next to the fp32 weights, gradients and optimizer state "
-            f"(+2 bytes per parameter under AMP) in {USABLE:.0%} of the GPU."
-        )
+        said = f"{where} returned {result!r}, expected {expected}"
+        if not isinstance(result, int):
+            raise ExerciseFailed(f"{said}: a batch is a whole number of images.")
+        if expected == 0:  # the state alone, or with one image, is over the usable memory
+            raise ExerciseFailed(f"{said}: not even one image fits, {_batch_account(*case, 1)}.")
+        if result > expected:
+            raise ExerciseFailed(f"{said}: {_batch_account(*case, result)}.")
+        raise ExerciseFailed(f"{said}: more images fit, {_batch_account(*case, expected)}.")
 
 
 register("00.largest_batch", observe_batch, compare_batch)

@@ -203,7 +203,7 @@ def compare_wave_efficiency(mine, reference, seed: int) -> None:
 register("10.wave_efficiency", observe_wave_efficiency, compare_wave_efficiency)
 
 
-# ---- 10.conv_intensity ---------------------------------------------------------------------------
+# ---- 10.conv_intensity: a stride-1 convolution that keeps the image size ------------------------
 CONV_CASES = [  # (batch, c_in, c_out, size, kernel, itemsize): the MNIST CNN's layers, and more
     (128, 1, 32, 28, 3, 4),
     (128, 32, 64, 28, 3, 2),
@@ -217,24 +217,67 @@ def conv_cases(seed: int) -> list[tuple]:
     if seed == 0:
         return list(CONV_CASES)
     draws = _draw(seed, 20, 1, 512)
+    # Both itemsizes at every seed, so an answer that ignores the argument fails at the grader's.
     return [
         (1 + draws[i] % 64, draws[i + 1], draws[i + 2], 1 + draws[i + 3] % 56, (1, 3, 5)[i % 3])
-        + ((2, 4)[i % 2],)
+        + ((2, 4)[(i // 4) % 2],)
         for i in range(0, 20, 4)
     ]
 
 
-def _diagnose_conv(case, got, expected) -> str:
+def _ratio(value: float, reference: float) -> str | None:
+    """``value`` against ``reference`` in words, where one is a whole multiple of the other."""
+    larger, smaller = max(value, reference), min(value, reference)
+    whole = round(larger / smaller)
+    if whole < 2 or not _close(larger, whole * smaller):
+        return None
+    if value > reference:
+        return f"{whole} times the reference's"
+    return "half the reference's" if whole == 2 else f"1/{whole} of the reference's"
+
+
+def _explain_conv(case, got: float) -> str:
+    """What differs between ``got`` and the reference's FLOPs over bytes, for this case."""
     batch, c_in, c_out, size, kernel, itemsize = case
-    if math.isclose(got, expected / 2, rel_tol=1e-9):
-        return "You counted multiply-adds: each is 2 FLOPs."
-    weight = c_out * c_in * kernel * kernel
-    activations = batch * (c_in + c_out) * size * size
-    if math.isclose(got, expected * (weight + activations) / activations, rel_tol=1e-9):
-        return "The weight is read from memory too: count its c_out*c_in*kernel^2 elements."
+    shapes = {
+        "the input": (batch, c_in, size, size),
+        "the weight": (c_out, c_in, kernel, kernel),
+        "the output": (batch, c_out, size, size),
+    }
+    parts = {name: math.prod(shape) * itemsize for name, shape in shapes.items()}
+    flops, total = 2 * batch * c_out * size * size * c_in * kernel * kernel, sum(parts.values())
+    account = (
+        f"The reference counts {flops:,} FLOPs over {total:,} bytes ("
+        + ", ".join(
+            f"{name} {' x '.join(map(str, shapes[name]))}: {parts[name]:,}" for name in parts
+        )
+        + f", at {itemsize} bytes per element)."
+    )
+    if got <= 0:
+        return account
+    implied_bytes, implied_flops = flops / got, got * total
+    said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
+    missing = _missing(parts, total - implied_bytes)
+    if missing:
+        return f"{said}: the reference's count without {missing}."
+    for name, nbytes in parts.items():
+        times = round((implied_bytes - total) / nbytes) + 1
+        if times >= 2 and _close(implied_bytes, total + (times - 1) * nbytes):
+            return f"{said}: the reference's count with {name} counted {times} times."
+    for per_element in range(1, itemsize):
+        if _close(implied_bytes, total / itemsize * per_element):
+            return f"{said}: every element at {per_element} byte{'s' if per_element > 1 else ''}."
+    ratio = _ratio(implied_flops, flops)
+    if ratio:
+        return (
+            f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs: {ratio}"
+            + (" (or, at its FLOPs, twice its bytes)." if ratio.startswith("half") else ".")
+        )
+    extra = implied_bytes - total
     return (
-        "Each output element (batch*c_out*size^2 of them) sums c_in*kernel^2 products; bytes are "
-        "the input, the weight and the output, times itemsize."
+        f"{said}, {abs(extra):,.0f} {'more' if extra > 0 else 'fewer'} than the reference's "
+        f"({abs(extra) / itemsize:,.6g} elements of {itemsize} bytes); or, over the reference's "
+        f"bytes, {implied_flops:,.0f} FLOPs."
     )
 
 
@@ -243,7 +286,7 @@ def observe_conv_intensity(fn, seed: int) -> list[dict]:
 
 
 def compare_conv_intensity(mine, reference, seed: int) -> None:
-    _compare(mine, reference, "conv_intensity", _diagnose_conv)
+    _compare(mine, reference, "conv_intensity", lambda case, got, _: _explain_conv(case, got))
 
 
 register("10.conv_intensity", observe_conv_intensity, compare_conv_intensity)
