@@ -1,0 +1,298 @@
+"""The more-failures labs' kit: their seeded inputs, and functions that run a lab's code on them and
+record what happened (crashes, NaN, dtypes, what each optimizer did).
+
+Everything runs on the CPU, with fp16 autocast and a real ``torch.amp.GradScaler`` where a lab needs
+loss scaling, so each symptom shows on any machine. Seed 0 is what the notebook shows; other seeds
+(the grader's) draw other sizes, masks and positions. The checks that judge a fix are in
+``amp_course.exercises.labs_more_failures``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data import load_mnist
+from ..display import error_text
+from ..scaling import mnist_batches
+from .bug_hunts import RecordingScaler
+
+DEVICE_TYPE = "cpu"
+SCALER_KWARGS = dict(init_scale=2.0**16, growth_interval=3)
+# The autocast dtype of each case a check runs (None: no autocast, fp32).
+AUTOCAST_CASES = {"fp16 autocast": torch.float16, "bf16 autocast": torch.bfloat16, "fp32": None}
+
+
+def seeded(seed: int) -> torch.Generator:
+    """The generator every lab draws its inputs from."""
+    return torch.Generator().manual_seed(seed)
+
+
+def autocast(dtype: torch.dtype | None) -> torch.autocast:
+    """CPU autocast in ``dtype``, or disabled (plain fp32) for None."""
+    # A disabled autocast still takes a dtype its device supports.
+    return torch.autocast(DEVICE_TYPE, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+
+# ---- Lab 1: an optimizer none of whose parameters got a gradient ---------------------------------
+NUM_BATCHES = 8
+# Seed 0: the batches that carry parity labels, and a corrupt one (huge pixels: its fp16 forward
+# overflows, so the scaler must skip that step).
+AUX_LABELS = (True, False, True, False, False, True, True, False)
+CORRUPT = (5,)
+LR, AUX_LR = 0.05, 1e-3
+
+
+class TwoHeads(nn.Module):
+    """A shared MLP trunk with a digit head and an auxiliary parity head (trained by its own
+    optimizer). ``forward`` returns the trunk's features; the loss picks the heads."""
+
+    def __init__(self, hidden: int = 32):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(784, hidden), nn.ReLU())
+        self.head, self.aux = nn.Linear(hidden, 10), nn.Linear(hidden, 2)
+
+    def forward(self, images):
+        return self.trunk(images)
+
+
+def multitask_model(seed: int = 0) -> TwoHeads:
+    """The lab's model, seeded so two calls build identical weights."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return TwoHeads()
+
+
+def multitask_optimizers(model: TwoHeads) -> list[torch.optim.Optimizer]:
+    """SGD with momentum for the trunk and the digit head, Adam for the parity head."""
+    main = itertools.chain(model.trunk.parameters(), model.head.parameters())
+    return [
+        torch.optim.SGD(main, lr=LR, momentum=0.9),
+        torch.optim.Adam(model.aux.parameters(), lr=AUX_LR),
+    ]
+
+
+def multitask_loss(model, images, labels, has_aux):
+    """The digit loss under fp16 autocast, plus the parity loss on batches that carry its labels."""
+    with torch.autocast(DEVICE_TYPE, dtype=torch.float16):
+        features = model(images)
+        loss = F.cross_entropy(model.head(features), labels)
+        if has_aux:
+            loss = loss + F.cross_entropy(model.aux(features), labels % 2)
+    return loss
+
+
+@functools.lru_cache(maxsize=4)
+def _digits(seed: int):
+    data = load_mnist(source="subset")  # the shipped digits: the same on every machine
+    return tuple(mnist_batches(NUM_BATCHES, batch_size=16, seed=seed, data=data))
+
+
+def multitask_plan(seed: int = 0) -> tuple[tuple[bool, ...], tuple[int, ...]]:
+    """(which batches carry parity labels, which are corrupt): the notebook's for seed 0."""
+    if seed == 0:
+        return AUX_LABELS, CORRUPT
+    generator = seeded(seed)
+    has_aux = [bool(b) for b in torch.randint(0, 2, (NUM_BATCHES,), generator=generator)]
+    with_labels, without = torch.randperm(NUM_BATCHES, generator=generator)[:2].tolist()
+    has_aux[with_labels], has_aux[without] = True, False  # both kinds of batch, somewhere
+    corrupt = int(torch.randint(1, NUM_BATCHES, (), generator=generator))
+    return tuple(has_aux), (corrupt,)
+
+
+def multitask_batches(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor, bool]]:
+    """(images, labels, has_aux) for each batch of real MNIST digits; corrupt ones overflow fp16."""
+    has_aux, corrupt = multitask_plan(seed)
+    return [
+        (images * (1e6 if index in corrupt else 1.0), labels.clone(), has_aux[index])
+        for index, (images, labels) in enumerate(_digits(seed))
+    ]
+
+
+def run_multitask(train, seed: int = 0) -> dict:
+    """Run ``train(model, optimizers, scaler, batches)``; record after each update() the scale and
+    the optimizer steps each optimizer had taken, then the weights of both parts."""
+    model = multitask_model(seed)
+    optimizers = multitask_optimizers(model)
+    scaler = RecordingScaler(DEVICE_TYPE, **SCALER_KWARGS)
+    steps, updates = [0, 0], []
+    for index, optimizer in enumerate(optimizers):
+        optimizer.register_step_post_hook(lambda *_, i=index: steps.__setitem__(i, steps[i] + 1))
+    scaler.on_update = lambda: updates.append([scaler.get_scale(), *steps])
+    has_aux, corrupt = multitask_plan(seed)
+    observed = {"error": None, "has_aux": list(has_aux), "corrupt": list(corrupt)}
+    try:
+        train(model, optimizers, scaler, multitask_batches(seed))
+    except Exception as error:  # noqa: BLE001 - the learner's loop: a crash is what it did
+        observed["error"] = error_text(error)
+    observed["updates"] = updates
+    main = itertools.chain(model.trunk.parameters(), model.head.parameters())
+    observed["main"] = [p.detach().clone() for p in main]
+    observed["aux"] = [p.detach().clone() for p in model.aux.parameters()]
+    return observed
+
+
+# ---- Labs 2 and 3: masked attention under autocast -----------------------------------------------
+def masked_inputs(seed: int, large: bool = False):
+    """q, k, v (fp32, [batch, heads, length, dim]) and ``keep`` (True: the query may attend to the
+    key), for right-padded sequences: every query has at least one key. ``large`` gives scores
+    near -12000, in fp16's range, as a query pointing away from every key gives."""
+    generator = seeded(seed)
+    length = 6 if seed == 0 else int(torch.randint(4, 10, (), generator=generator))
+    shape = (2, 2, length, 16)
+    q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
+    if large:  # q . k / 4 = -55 * 55 * 16 / 4 and noise: below -1e4, above fp16's -65504
+        q, k = -55 + 0.5 * q, 55 + 2 * k
+    lengths = torch.randint(1, length, (2,), generator=generator)
+    keep = (torch.arange(length) < lengths[:, None])[:, None, None, :]
+    return q, k, v, keep
+
+
+def run_masked(fn, seed: int = 0) -> dict:
+    """``fn(q, k, v, keep)`` in each autocast case, and on fp16 scores near -12000: its output, and
+    the weight it gives the masked keys (its output for values 1 at masked keys, 0 elsewhere)."""
+    cases = {**AUTOCAST_CASES, "fp16 autocast, scores near -12000": torch.float16}
+    observed = {}
+    for case, dtype in cases.items():
+        q, k, v, keep = masked_inputs(seed, large="-12000" in case)
+        masked = (~keep).transpose(-1, -2).expand(-1, q.shape[1], -1, v.shape[-1])
+        indicator = masked.to(v.dtype).contiguous()
+        try:
+            with autocast(dtype):
+                out, weight = fn(q, k, v, keep), fn(q, k, indicator, keep)
+            observed[case] = {"error": None, "out": out.detach(), "masked_weight": weight[..., 0]}
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            observed[case] = {"error": error_text(error)}
+    return observed
+
+
+def padded_inputs(seed: int):
+    """q, k, v and ``keep`` for a left-padded causal batch: the padding queries have no key."""
+    generator = seeded(seed)
+    length = 6 if seed == 0 else int(torch.randint(5, 10, (), generator=generator))
+    q, k, v = (torch.randn(3, 2, length, 16, generator=generator) for _ in range(3))
+    lengths = torch.randint(1, length, (3,), generator=generator)
+    lengths[-1] = length  # one sequence without padding
+    valid = torch.arange(length) >= (length - lengths)[:, None]  # left padding
+    keep = torch.ones(length, length, dtype=torch.bool).tril() & valid[:, None, None, :]
+    return q, k, v, keep
+
+
+def run_padded(fn, seed: int = 0) -> dict:
+    """``fn(q, k, v, keep)`` in each autocast case, then backward through a loss on the queries that
+    have keys (as a model that ignores its padding positions): output and gradients."""
+    observed = {}
+    for case, dtype in AUTOCAST_CASES.items():
+        q, k, v, keep = padded_inputs(seed)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        has_key = keep.any(-1, keepdim=True).expand(-1, q.shape[1], -1, -1)
+        weights = torch.randn(q.shape, generator=seeded(seed + 1)) * has_key
+        try:
+            with autocast(dtype):
+                out = fn(q, k, v, keep)
+            (out.float() * weights).sum().backward()
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            observed[case] = {"error": error_text(error)}
+            continue
+        grads = {name: t.grad for name, t in zip("qkv", (q, k, v), strict=True)}
+        missing = [name for name, grad in grads.items() if grad is None]
+        observed[case] = {
+            "error": f"no gradient reached {', '.join(missing)}" if missing else None,
+            "out": out.detach(),
+            "has_key": has_key[..., 0],
+            **{f"grad_{name}": grad for name, grad in grads.items() if grad is not None},
+        }
+    return observed
+
+
+class PaddedClassifier(nn.Module):
+    """Tokens, one attention layer (``attention(q, k, v, keep)``), the last token, two classes."""
+
+    def __init__(self, attention, vocab: int = 12, width: int = 16):
+        super().__init__()
+        self.attention, self.embed = attention, nn.Embedding(vocab, width)
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, 2)
+
+    def forward(self, tokens, keep):
+        q, k, v = self.qkv(self.embed(tokens))[:, None].chunk(3, dim=-1)  # one head
+        return self.out(self.attention(q, k, v, keep)[:, 0, -1])
+
+
+def train_padded(attention, steps: int = 6, seed: int = 0) -> list[dict]:
+    """Train a PaddedClassifier with fp16 autocast and a GradScaler on left-padded causal batches
+    (token 0 pads; the label: does token 1 occur?); per step: the loss, the scale after update()
+    and whether the optimizer stepped."""
+    generator = seeded(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = PaddedClassifier(attention)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler, history, stepped = torch.amp.GradScaler(DEVICE_TYPE, **SCALER_KWARGS), [], []
+    optimizer.register_step_post_hook(lambda *_: stepped.append(len(history)))
+    for _ in range(steps):
+        lengths = torch.randint(2, 7, (8,), generator=generator)
+        valid = torch.arange(6) >= (6 - lengths)[:, None]
+        tokens = torch.randint(1, 12, (8, 6), generator=generator) * valid
+        keep = torch.ones(6, 6, dtype=torch.bool).tril() & valid[:, None, None, :]
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(DEVICE_TYPE, dtype=torch.float16):
+            loss = F.cross_entropy(model(tokens, keep), (tokens == 1).any(-1).long())
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        history.append({"loss": loss.item(), "scale": scaler.get_scale()})
+        history[-1]["stepped"] = len(history) - 1 in stepped
+    return history
+
+
+# ---- Lab 4: rotary position angles under bf16 autocast -------------------------------------------
+def inverse_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
+    """RoPE's inverse frequencies, as Llama defines them: base ** (-2i / dim), in fp32."""
+    return 1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Llama's rotation of the two halves of the last dimension: (a, b) -> (-b, a)."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rotary(x, cos, sin):
+    """Rotate ``x`` ([..., positions, dim]) by its positions' angles."""
+    return x * cos + rotate_half(x) * sin
+
+
+def rope_cases(seed: int = 0) -> dict:
+    """{case: (autocast dtype, output dtype, dim, base, positions)}: the notebook's for seed 0."""
+    if seed == 0:
+        dim, base, start, count = 32, 10000.0, 0, 2048
+    else:
+        generator = seeded(seed)
+        dim = 16 * int(torch.randint(1, 5, (), generator=generator))
+        base = (10000.0, 500000.0)[int(torch.randint(0, 2, (), generator=generator))]
+        start = int(torch.randint(0, 30000, (), generator=generator))
+        count = int(torch.randint(1024, 2049, (), generator=generator))
+    positions = torch.arange(start, start + count)
+    order = ("bf16 autocast", "fp16 autocast", "fp32")  # the lab's case first
+    return {
+        case: (AUTOCAST_CASES[case], AUTOCAST_CASES[case] or torch.float32, dim, base, positions)
+        for case in order
+    }
+
+
+def run_rope(fn, seed: int = 0) -> dict:
+    """``fn(inv_freq, positions, dtype)`` in each case: the cos and sin it returns."""
+    observed = {}
+    for case, (autocast_dtype, dtype, dim, base, positions) in rope_cases(seed).items():
+        try:
+            with autocast(autocast_dtype):
+                cos, sin = fn(inverse_frequencies(dim, base), positions.clone(), dtype)
+            observed[case] = {"error": None, "cos": cos.detach(), "sin": sin.detach()}
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            observed[case] = {"error": error_text(error)}
+        observed[case]["start"] = int(positions[0])
+    return observed

@@ -1,0 +1,440 @@
+"""The more-failures labs: each symptom is real on this CPU, the notebook's broken code fails its
+check, the usual wrong fixes are rejected with a message that says what differs, and right fixes
+written in several styles pass at the grader's seeds too."""
+
+import contextlib
+import re
+
+import conftest
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import tagged
+
+from amp_course import exercises
+from amp_course.exercises import ExerciseFailed
+from amp_course.exercises.solutions import labs_more_failures as solutions
+from amp_course.labs import more_failures as lab
+
+LESSON = "labs_more_failures"
+LABS = ["labs.no_inf_checks", "labs.masked_fill_fp16", "labs.fully_masked_rows", "labs.rope_bf16"]
+SEEDS = (0, 12345, 987654321)  # the notebook's and the grader's (tests/test_exercises.py)
+
+
+def broken_versions():
+    return conftest.broken_versions(LESSON)
+
+
+def test_every_lab_has_a_broken_version_and_a_blank():
+    assert sorted(broken_versions()) == sorted(LABS)
+    blanks = [c.metadata["exercise"]["name"] for c in tagged(LESSON, "exercise")]
+    assert blanks == LABS
+
+
+BROKEN_SAYS = {
+    "labs.no_inf_checks": "on batch 1 (without parity labels), after 1 update() call, your loop "
+    "raised AssertionError: No inf checks were recorded for this optimizer.",
+    "labs.masked_fill_fp16": "In the case 'fp16 autocast', your function raised RuntimeError: "
+    "value cannot be converted to type c10::Half without overflow",
+    "labs.fully_masked_rows": "In the case 'fp16 autocast', your output holds NaN at [0, 0, 0, 0] "
+    "(query [0, 0, 0], which has no key to attend)",
+    "labs.rope_bf16": "In yours, positions 256 and 257 get the same cos and sin in every column",
+}
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_broken_version_from_the_notebook_fails_with_its_symptom(name):
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check(name, broken_versions()[name])
+    assert BROKEN_SAYS[name] in str(failure.value)
+
+
+def test_symptoms_show_on_this_cpu():
+    broken = broken_versions()
+    assert lab.run_multitask(broken["labs.no_inf_checks"])["error"].startswith(
+        "AssertionError: No inf checks were recorded for this optimizer"
+    )
+    masked = lab.run_masked(broken["labs.masked_fill_fp16"])
+    assert [case for case, seen in masked.items() if seen["error"]] == [
+        "fp16 autocast",
+        "fp16 autocast, scores near -12000",
+    ]
+    history = lab.train_padded(broken["labs.fully_masked_rows"])
+    assert not any(step["stepped"] for step in history)
+    assert [step["scale"] for step in history] == [2.0 ** (15 - i) for i in range(len(history))]
+    assert all(step["stepped"] for step in lab.train_padded(solutions.padded_attention))
+    rope = lab.run_rope(broken["labs.rope_bf16"])["bf16 autocast"]
+    same = (rope["cos"][1:] == rope["cos"][:-1]).all(-1) & (
+        rope["sin"][1:] == rope["sin"][:-1]
+    ).all(-1)
+    assert int(same.nonzero()[0]) == 256
+
+
+def test_sdpa_gives_a_row_with_no_key_zeros_and_the_reference_agrees_with_it():
+    """What lab 3 prints of this torch's SDPA, and why its reference is written out by hand."""
+    q, k, v, keep = lab.padded_inputs(0)
+    has_key = keep.any(-1, keepdim=True)
+    for dtype in (torch.float16, torch.bfloat16, None):
+        with lab.autocast(dtype):
+            builtin = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+            mine = solutions.padded_attention(q, k, v, keep)
+        assert torch.equal(builtin * ~has_key, torch.zeros_like(builtin))
+        assert torch.equal(mine * ~has_key, torch.zeros_like(mine))
+        assert torch.allclose(mine.float(), builtin.float(), atol=2e-2)
+
+
+# ---- typical wrong fixes ------------------------------------------------------------------------
+def _multitask(zero_grad_to_none=True, parity_times_zero=False, step=None):
+    """A loop like the broken one; ``step(scaler, optimizer, index, has_aux)`` steps each."""
+
+    def train(model, optimizers, scaler, batches):
+        for images, labels, has_aux in batches:
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=zero_grad_to_none)
+            if parity_times_zero:  # every head in every loss, the unused one multiplied by 0
+                with torch.autocast("cpu", dtype=torch.float16):
+                    features = model(images)
+                    parity = F.cross_entropy(model.aux(features), labels % 2)
+                    loss = F.cross_entropy(model.head(features), labels) + float(has_aux) * parity
+            else:
+                loss = lab.multitask_loss(model, images, labels, has_aux)
+            scaler.scale(loss).backward()
+            for index, optimizer in enumerate(optimizers):
+                (step or _scaler_step)(scaler, optimizer, index, has_aux)
+            scaler.update()
+
+    return train
+
+
+def _scaler_step(scaler, optimizer, index, has_aux):
+    scaler.step(optimizer)
+
+
+def _main_only(scaler, optimizer, index, has_aux):
+    if index == 0:
+        scaler.step(optimizer)
+
+
+def _parity_head_stepped_directly(scaler, optimizer, index, has_aux):
+    if index == 0:
+        scaler.step(optimizer)
+    elif has_aux:
+        optimizer.step()
+
+
+def _attention(fill, scale=True, autocast_off=False, clean_output=None):
+    def attention(q, k, v, keep):
+        with torch.autocast("cpu", enabled=False) if autocast_off else contextlib.nullcontext():
+            scores = q @ k.transpose(-2, -1)
+            scores = scores / q.shape[-1] ** 0.5 if scale else scores
+            out = scores.masked_fill(~keep, fill(scores, q)).softmax(-1) @ v
+        if clean_output == "zero rows":
+            return out * keep.any(-1, keepdim=True)
+        return out.nan_to_num() if clean_output == "nan_to_num" else out
+
+    return attention
+
+
+def _rope(angles):
+    def rope_cos_sin(inv_freq, positions, dtype):
+        freqs = angles(inv_freq, positions)
+        both = torch.cat((freqs, freqs), dim=-1)
+        return both.cos().to(dtype), both.sin().to(dtype)
+
+    return rope_cos_sin
+
+
+def _fp32_angles_no_cast_back(inv_freq, positions, dtype):
+    with torch.autocast("cpu", enabled=False):
+        freqs = torch.outer(positions.float(), inv_freq)
+        both = torch.cat((freqs, freqs), dim=-1)
+        return both.cos(), both.sin()
+
+
+WRONG = {
+    "labs.no_inf_checks": [
+        (
+            "zero_grad(set_to_none=False)",
+            _multitask(zero_grad_to_none=False),
+            "after batch 1 (without parity labels), the trunk and digit head's optimizer had "
+            "taken 2 steps and the parity head's 2 steps; in the reference 2 and 1.",
+        ),
+        (
+            "the parity loss times 0",
+            _multitask(parity_times_zero=True),
+            "the parity head's 2 steps; in the reference 2 and 1.",
+        ),
+        (
+            "the parity head never stepped",
+            _multitask(step=_main_only),
+            "after batch 0 (with parity labels), the trunk and digit head's optimizer had taken "
+            "1 step and the parity head's 0 steps; in the reference 1 and 1.",
+        ),
+        (
+            "the parity head stepped without the scaler",
+            _multitask(step=_parity_head_stepped_directly),
+            "after batch 5 (with parity labels, corrupt), the trunk and digit head's optimizer "
+            "had taken 5 steps and the parity head's 3 steps; in the reference 5 and 2.",
+        ),
+    ],
+    "labs.masked_fill_fp16": [
+        (
+            "finfo of the fp32 inputs",
+            _attention(lambda scores, q: torch.finfo(q.dtype).min),
+            "In the case 'fp16 autocast', your function raised RuntimeError: value cannot be "
+            "converted to type c10::Half without overflow",
+        ),
+        (
+            "-1e4",
+            _attention(lambda scores, q: -1e4),
+            "In the case 'fp16 autocast, scores near -12000', the masked keys receive 1 of query "
+            "[0, 0, 0]'s weight",
+        ),
+        (
+            "attention in fp32, autocast off",
+            _attention(lambda scores, q: -1e9, autocast_off=True),
+            "In the case 'fp16 autocast', your output is fp32, the reference's fp16.",
+        ),
+        (
+            "no 1/sqrt(d)",
+            _attention(lambda scores, q: torch.finfo(scores.dtype).min, scale=False),
+            "In the case 'fp16 autocast', your output differs from the reference's by up to",
+        ),
+        (
+            "the mask inverted",
+            lambda q, k, v, keep: solutions.masked_attention(q, k, v, ~keep),
+            "In the case 'fp16 autocast', the masked keys receive 1 of query [0, 0, 0]'s weight",
+        ),
+    ],
+    "labs.fully_masked_rows": [
+        (
+            "-inf, output rows with no key zeroed",
+            _attention(lambda scores, q: float("-inf"), clean_output="zero rows"),
+            "your output holds NaN at [0, 0, 0, 0] (query [0, 0, 0], which has no key to attend)",
+        ),
+        (
+            "-inf, output cleaned with nan_to_num",
+            _attention(lambda scores, q: float("-inf"), clean_output="nan_to_num"),
+            "In the case 'fp16 autocast', the gradient of v holds NaN at [0, 0, 0, 0]; the "
+            "reference's is finite.",
+        ),
+        (
+            "-1e9",
+            _attention(lambda scores, q: -1e9),
+            "In the case 'fp16 autocast', your function raised RuntimeError",
+        ),
+    ],
+    "labs.rope_bf16": [
+        (
+            ".float() casts, autocast left on",
+            _rope(lambda f, p: (f[:, None].float() @ p[None, :].float()).T),
+            "In the case 'bf16 autocast', your cos at position",
+        ),
+        (
+            "angles rounded to dtype before cos and sin",
+            lambda inv_freq, positions, dtype: _rope(
+                lambda f, p: torch.outer(p.float(), f).to(dtype)
+            )(inv_freq, positions, dtype),
+            "In the case 'bf16 autocast', your cos at position",
+        ),
+        (
+            "cos and sin left in fp32",
+            _fp32_angles_no_cast_back,
+            "In the case 'bf16 autocast', your cos is fp32, the reference's bf16.",
+        ),
+    ],
+}
+WRONG_CASES = [
+    (name, label, fn, says) for name, cases in WRONG.items() for label, fn, says in cases
+]
+
+# Words that would guess at the learner's mistake or name a fix; a message says what differs.
+GUESSES = re.compile(
+    r"zero_grad|set_to_none|finfo|nan_to_num|enabled=False|should|forgot|instead|you need|try ",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize(
+    "name, label, wrong, says",
+    WRONG_CASES,
+    ids=[f"{name}-{label}" for name, label, _, _ in WRONG_CASES],
+)
+def test_wrong_fix_fails_saying_what_differs(name, label, wrong, says):
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check(name, wrong)
+    message = str(failure.value)
+    assert says in message
+    assert not GUESSES.search(message.split(": ", 1)[1].replace("cannot be converted", "")), message
+    for seed in SEEDS[1:]:
+        assert exercises.verdict(name, wrong, seed)[0] == "failed", seed
+
+
+# ---- right fixes written differently ------------------------------------------------------------
+def _step_if(condition):
+    def step(scaler, optimizer, index, has_aux):
+        if condition(optimizer, index, has_aux):
+            scaler.step(optimizer)
+
+    return step
+
+
+def _step_unless_it_asserts(scaler, optimizer, index, has_aux):
+    try:
+        scaler.step(optimizer)
+    except AssertionError:  # nothing to unscale: the step is not taken, update() goes on
+        pass
+
+
+def _masked_where(fill_rows_with_key_only):
+    def attention(q, k, v, keep):
+        scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+        scores = scores.masked_fill(~keep, float("-inf"))
+        if fill_rows_with_key_only:
+            scores = torch.where(keep.any(-1, keepdim=True), scores, 0.0)
+        weights = scores.softmax(-1)
+        return (weights.nan_to_num() if not fill_rows_with_key_only else weights) @ v
+
+    return attention
+
+
+def _rope_in_float64(inv_freq, positions, dtype):
+    freqs = positions.double()[:, None] * inv_freq.double()[None, :]
+    both = torch.cat((freqs, freqs), dim=-1)
+    return both.cos().to(dtype), both.sin().to(dtype)
+
+
+def _rope_einsum_autocast_off(inv_freq, positions, dtype):
+    with torch.autocast("cpu", enabled=False):
+        both = torch.einsum("p,f->pf", positions.float(), inv_freq.float()).repeat(1, 2)
+        return both.cos().to(dtype), both.sin().to(dtype)
+
+
+RIGHT = {
+    "labs.no_inf_checks": [
+        _multitask(step=_step_if(lambda optimizer, index, has_aux: index == 0 or has_aux)),
+        _multitask(
+            step=_step_if(
+                lambda optimizer, index, has_aux: any(
+                    p.grad is not None for group in optimizer.param_groups for p in group["params"]
+                )
+            )
+        ),
+        _multitask(step=_step_unless_it_asserts),
+    ],
+    "labs.masked_fill_fp16": [
+        _attention(lambda scores, q: torch.finfo(scores.dtype).min),
+        _attention(lambda scores, q: float("-inf")),
+        lambda q, k, v, keep: F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+    ],
+    "labs.fully_masked_rows": [
+        _attention(lambda scores, q: torch.finfo(scores.dtype).min),  # those rows: mean of v
+        _masked_where(fill_rows_with_key_only=True),
+        _masked_where(fill_rows_with_key_only=False),  # NaN weights cleaned before @ v
+        lambda q, k, v, keep: F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+    ],
+    "labs.rope_bf16": [_rope_in_float64, _rope_einsum_autocast_off, solutions.rope_cos_sin],
+}
+RIGHT_CASES = [(name, index, fn) for name, fns in RIGHT.items() for index, fn in enumerate(fns)]
+
+
+@pytest.mark.parametrize(
+    "name, index, right", RIGHT_CASES, ids=[f"{n}-{i}" for n, i, _ in RIGHT_CASES]
+)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_right_fixes_written_differently_pass(name, index, right, seed):
+    assert exercises.verdict(name, right, seed) == ("passed", "")
+
+
+def test_observations_vary_with_the_seed():
+    plans = {lab.multitask_plan(seed) for seed in range(6)}
+    assert len(plans) > 1
+    assert len({lab.masked_inputs(seed)[0].shape for seed in range(8)}) > 1
+    assert len({lab.padded_inputs(seed)[0].shape for seed in range(8)}) > 1
+    assert len({lab.rope_cases(seed)["fp32"][4][0].item() for seed in range(4)}) > 1
+
+
+# ---- the quiz's keys, checked against torch ------------------------------------------------------
+def _key(question_id):
+    return conftest.quiz_key(LESSON, question_id)
+
+
+def test_no_inf_checks_and_double_step_errors():
+    model = torch.nn.Linear(4, 2)
+    unused = torch.nn.Linear(4, 2)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, unused)]
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(model(torch.randn(3, 4)).sum()).backward()
+    with pytest.raises(AssertionError, match="No inf checks were recorded for this optimizer"):
+        scaler.step(optimizers[1])
+    scaler.step(optimizers[0])
+    with pytest.raises(RuntimeError, match=re.escape("step() has already been called since")):
+        scaler.step(optimizers[0])
+    assert _key("no-inf-checks")["scaler.step(optimizer) was called twice before update()"] is False
+
+
+def test_adam_moves_weights_on_a_zero_gradient():
+    weight = torch.nn.Parameter(torch.ones(3))
+    adam = torch.optim.Adam([weight], lr=0.1)
+    weight.grad = torch.tensor([1.0, -2.0, 3.0])
+    adam.step()
+    before = weight.detach().clone()
+    weight.grad = torch.zeros(3)
+    adam.step()
+    assert not torch.equal(weight.detach(), before)
+    assert (
+        _key("zero-grad-steps")["Nothing: a zero gradient leaves the weights where they are"]
+        is False
+    )
+
+
+def test_fill_values_under_fp16_autocast():
+    q, k, _, keep = lab.masked_inputs(0)
+    with torch.autocast("cpu", dtype=torch.float16):
+        scores = q @ k.transpose(-2, -1)
+        with pytest.raises(RuntimeError, match="without overflow"):
+            scores.masked_fill(~keep, torch.finfo(q.dtype).min)
+        filled = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    assert filled.dtype == torch.float16 and torch.isfinite(filled).all()
+    key = _key("fill-dtype")
+    assert key["torch.finfo(scores.dtype).min"] and not key["torch.finfo(q.dtype).min"]
+
+
+def test_a_row_with_no_key():
+    q, k, v, keep = lab.padded_inputs(0)
+    row = (0, 0, 0)  # a left-padding query of the first sequence
+    assert not keep[0, 0, 0].any()
+    minus_inf = _attention(lambda scores, q: float("-inf"))(q, k, v, keep)
+    lowest = _attention(lambda scores, q: torch.finfo(scores.dtype).min)(q, k, v, keep)
+    builtin = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    assert minus_inf[row].isnan().all()
+    assert torch.allclose(lowest[row], v[0, 0].mean(0), atol=1e-6)
+    assert torch.equal(builtin[row], torch.zeros_like(builtin[row]))
+    assert [t for t, right in _key("no-key-row").items() if right] == ["NaN, and zeros"]
+
+
+def test_a_cleaned_output_still_has_nan_gradients():
+    q, k, v, keep = (
+        t.requires_grad_() if t.is_floating_point() else t for t in lab.padded_inputs(0)
+    )
+    out = _attention(lambda scores, q: float("-inf"), clean_output="nan_to_num")(q, k, v, keep)
+    assert torch.isfinite(out).all()
+    out.sum().backward()
+    assert v.grad.isnan().any()
+    assert _key("nan-output")["Every step with a padded batch is still skipped"] is True
+
+
+def test_bf16_positions_and_autocast_dtypes():
+    whole = torch.arange(300, dtype=torch.float32)
+    rounded = whole.to(torch.bfloat16).float()
+    first = next(p for p in range(299) if rounded[p] == rounded[p + 1])
+    assert first == conftest.quiz_question(LESSON, "bf16-position")["answer"] == 256
+    inv_freq, positions = lab.inverse_frequencies(8), torch.arange(4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert (inv_freq[:, None].float() @ positions[None, :].float()).dtype == torch.bfloat16
+        assert (inv_freq[:, None].double() @ positions[None, :].double()).dtype == torch.float64
+    assert [t for t, right in _key("float-upcast").items() if right] == ["bfloat16"]
+    assert [t for t, right in _key("rope-fixes").items() if right] == [
+        "The matmul inside torch.autocast('cpu', enabled=False), on float32 inputs",
+        "The matmul on .double() inputs, autocast left on",
+    ]
