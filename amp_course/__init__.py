@@ -38,6 +38,7 @@ __all__ = [
     "optim_states",
     "paths",
     "precision",
+    "precisions",
     "quiz",
     "roofline",
     "scaling",

@@ -9,13 +9,15 @@ from dataclasses import dataclass
 
 import torch
 
-from . import emulation, memory
+from . import emulation, memory, precisions
 from .device import pick_autocast_dtype
 from .models import count_parameters
 from .stats import PairedDifference
+from .timing import Comparison
 
-# The three ways of training the capstone compares; None is plain fp32 (autocast off).
-MODES = {"fp32": None, "fp16 + GradScaler": torch.float16, "bf16": torch.bfloat16}
+# The three ways of training the capstone compares, one per training dtype of ``ac.precisions``
+# ("fp32", "fp16 + GradScaler", "bf16"): the autocast dtype, None for plain fp32 (autocast off).
+MODES = {p.label: p.dtype if p.autocast else None for p in precisions.BY_STORAGE.values()}
 
 
 def modes_for(device: torch.device | str) -> tuple[dict[str, torch.dtype | None], str]:
@@ -28,10 +30,11 @@ def modes_for(device: torch.device | str) -> tuple[dict[str, torch.dtype | None]
     device = torch.device(device)
     if device.type == "cuda" and pick_autocast_dtype(device, warn=False) != torch.bfloat16:
         major, minor = emulation.capability(device)  # a rehearsed T4's under emulation
+        first = ".".join(map(str, precisions.BF16_MIN_CAPABILITY))
         modes = {k: v for k, v in MODES.items() if v is not torch.bfloat16}
         return modes, (
             f"This GPU (compute capability {major}.{minor}) has no bf16 tensor cores (they "
-            "start at 8.0), so bf16 is left out: fp32 against fp16 + GradScaler."
+            f"start at {first}), so bf16 is left out: fp32 against fp16 + GradScaler."
         )
     return dict(MODES), "Modes compared: " + ", ".join(MODES) + "."
 
@@ -150,13 +153,18 @@ def scaling_sentence(
     )
 
 
-def speed_sentence(mode: str, ratio: float) -> str:
-    """A mode's step time against fp32's, in words that follow the measured ratio."""
-    if ratio < 0.95:
-        return f"{mode} took {ratio:.2f}x the fp32 step time ({1 / ratio:.1f}x faster)"
-    if ratio > 1.05:
-        return f"{mode} took {ratio:.2f}x the fp32 step time (slower than fp32)"
-    return f"{mode} took {ratio:.2f}x the fp32 step time (within 5% of fp32's)"
+def speed_sentence(mode: str, speed: Comparison) -> str:
+    """A mode's step time against fp32's: the ratio, and the verdict of ``ac.timing.compare``.
+
+    ``speed`` is ``ac.timing.compare(fp32_timing, mode_timing)``: a ratio inside the spread of
+    the runs ranks nothing, however far from 1 it is.
+    """
+    took = f"{mode} took {speed.ratio:.2f}x the fp32 step time"
+    if speed.verdict == "faster":
+        return f"{took} ({1 / speed.ratio:.1f}x faster, outside the spread of the runs)"
+    if speed.verdict == "slower":
+        return f"{took} (slower than fp32, outside the spread of the runs)"
+    return f"{took} (not distinguishable from fp32's: the runs' middle halves overlap)"
 
 
 def interval_bounds_note(low: float, high: float) -> str | None:

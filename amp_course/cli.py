@@ -7,6 +7,8 @@ import argparse
 import sys
 import warnings
 
+from . import env_vars
+
 
 def _info(args) -> int:
     from .device import DeviceFallbackWarning, dtype_name, pick_autocast_dtype, pick_device
@@ -127,7 +129,7 @@ def _grade(args) -> int:
     except (SettingsError, OSError) as error:  # one line, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 2
-    students = sorted({row["student"] for row in rows})
+    students = sorted({row.student for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
 
@@ -140,9 +142,11 @@ def _grade_usage_error(message: str):
 def _bench(args) -> int:
     from .bench import BenchConfig, format_report, run, write_report
     from .device import device_slug, pick_device
+    from .lesson import resolve_smoke
+    from .paths import REPORTS
 
     device = pick_device(args.device)
-    smoke = args.smoke if args.smoke is not None else device.type != "cuda"
+    smoke = resolve_smoke(args.smoke, device)  # the lessons' rule, env_vars.SMOKE included
     changes = {"compile": args.compile, "fused": args.fused}
     for key in ("precisions", "workloads"):
         if getattr(args, key):
@@ -159,13 +163,15 @@ def _bench(args) -> int:
         return 2
     report = run(config, device)
     print(format_report(report))
-    out = args.out or f"reports/{device_slug(report['device'])}{'-smoke' if smoke else ''}"
+    out = args.out or REPORTS / f"{device_slug(report['device'])}{'-smoke' if smoke else ''}"
     paths = write_report(report, out)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .precisions import NAMES  # the course's precisions; imports no torch
+
     parser = argparse.ArgumentParser(prog="amp-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="describe this machine's device and its AMP dtype")
@@ -174,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-data", help="verify the shipped MNIST files' checksums")
     check.add_argument("path", nargs="?", default=None, help="file to check (default: data/)")
     check.set_defaults(func=_check_data)
-    bits = sub.add_parser("inspect", help="show a number's bits in fp32, tf32, fp16, bf16 and fp8")
+    bits = sub.add_parser("inspect", help=f"show a number's bits in {', '.join(NAMES)} and fp8")
     bits.add_argument("value", type=float, help="the number, e.g. 0.1, 65520 or inf")
     bits.add_argument(
         "--format",
@@ -202,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument(
         "--secret",
         default=None,
-        help="the key's secret salt (default: $AMP_COURSE_QUIZ_SECRET, the key's own, "
+        help=f"the key's secret salt (default: ${env_vars.QUIZ_SECRET}, the key's own, "
         "or a fresh random one)",
     )
     publish.set_defaults(func=_quiz_publish)
@@ -248,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.set_defaults(func=_grade)
 
     bench = sub.add_parser(
-        "bench", help="time fp32/TF32/fp16/bf16 on matmuls, the MNIST CNN and ViTs"
+        "bench", help=f"time {'/'.join(NAMES)} on matmuls, the MNIST CNN and ViTs"
     )
     bench.add_argument("--device", default="auto", help="auto, cpu or cuda")
     size = bench.add_mutually_exclusive_group()
@@ -260,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tiny sizes (the default on a CPU)",
     )
     size.add_argument("--full", dest="smoke", action="store_false", help="full sizes (GPU default)")
-    bench.add_argument("--precisions", help="comma-separated subset of fp32,tf32,fp16,bf16")
+    bench.add_argument("--precisions", help=f"comma-separated subset of {','.join(NAMES)}")
     bench.add_argument(
         "--workloads",
         help="comma-separated subset of matmul,mnist_cnn,vit_b16,vit_l16,max_batch (the default), "

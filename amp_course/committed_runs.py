@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 
 from .executed import cells_differing, read_stamp
-from .paths import ROOT
+from .paths import GPU_REPORTS, ROOT
 
 
 def run_records(reports: Path) -> list[tuple[Path, dict]]:
@@ -37,7 +37,7 @@ def run_records(reports: Path) -> list[tuple[Path, dict]]:
 def gpu_reports(root: Path = ROOT, reports: Path | None = None) -> list[Path]:
     """Folders written by the GPU run (``reports/gpu/<device>/``, or those in ``reports``), in
     ``run_records``' order; emulated runs left out."""
-    reports = Path(root) / "reports" / "gpu" if reports is None else Path(reports)
+    reports = Path(root) / GPU_REPORTS if reports is None else Path(reports)
     # A rehearsal of a smaller GPU (ac.emulation) is left out: its timings are not that GPU's.
     return [folder for folder, record in run_records(reports) if not record.get("emulated")]
 

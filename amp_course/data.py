@@ -11,12 +11,17 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from .paths import course_dir
+from . import env_vars
+from .paths import DATA, course_dir
+
+if TYPE_CHECKING:
+    from .lesson import LessonSettings
 
 SUBSET_FILE = "mnist_5k.csv.gz"
 SUBSET_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
@@ -52,15 +57,15 @@ class MnistData:
 
 def data_dir() -> Path:
     """The course's data folder: $AMP_COURSE_DATA, else the one shipped with the package."""
-    candidates = [Path(os.environ["AMP_COURSE_DATA"])] if os.environ.get("AMP_COURSE_DATA") else []
-    candidates.append(course_dir("data"))
+    candidates = [Path(os.environ[env_vars.DATA])] if os.environ.get(env_vars.DATA) else []
+    candidates.append(course_dir(DATA))
     for path in candidates:
         if (path / SUBSET_FILE).exists():
             return path
     raise DataIntegrityError(
         f"Cannot find the course's data folder with {SUBSET_FILE} (looked in: "
         + ", ".join(str(p) for p in candidates)
-        + "). Reinstall the course (pip install .), or set AMP_COURSE_DATA to the repository's "
+        + f"). Reinstall the course (pip install .), or set {env_vars.DATA} to the repository's "
         "data/ folder."
     )
 
@@ -174,13 +179,15 @@ def _subset_data(why: str | None = None) -> MnistData:
 
 
 def _default_smoke() -> bool:
-    from .lesson import resolve_smoke  # a lesson's own rule: smoke on a CPU or when asked
+    """Outside a lesson (no settings): the lessons' rule on the device a lesson would pick."""
+    from .device import pick_device
+    from .lesson import resolve_smoke
 
-    return resolve_smoke(None, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    return resolve_smoke(None, pick_device("auto"))
 
 
 def load_mnist(
-    source: str = "auto",
+    source: str | LessonSettings = "auto",
     root: Path | str | None = None,
     download: bool | None = None,
     *,
@@ -188,6 +195,8 @@ def load_mnist(
 ) -> MnistData:
     """Real MNIST digits, normalised, as train/test TensorDatasets.
 
+    A lesson calls ``load_mnist(settings)``: its settings' smoke flag (decided once, by
+    ``ac.lesson.resolve_smoke`` on the lesson's device) picks the subset or full MNIST.
     source: ``"subset"`` (the 5,000 digits shipped in data/, split 4,000 / 1,000), ``"full"``
     (all 60,000 + 10,000: torchvision's files under ``root`` when present, else the shipped
     data/mnist_full.tar.xz), ``"torchvision"`` (torchvision's files, downloaded if allowed), or
@@ -196,12 +205,14 @@ def load_mnist(
     AMP_COURSE_SMOKE=1). download: None means allowed unless AMP_COURSE_OFFLINE=1; it is
     tried only for ``"torchvision"``, or in full mode when the shipped archive is missing.
     """
+    if not isinstance(source, str):  # a lesson's settings: its smoke flag decides
+        source, smoke = "auto", source.smoke
     if source not in SOURCES:
         raise ValueError(f"Unknown MNIST source {source!r}. Valid: {', '.join(SOURCES)}.")
     if source == "subset" or (source == "auto" and (_default_smoke() if smoke is None else smoke)):
         return _subset_data("smoke mode" if source == "auto" else "asked for")
     if download is None:
-        download = os.environ.get("AMP_COURSE_OFFLINE") != "1"
+        download = os.environ.get(env_vars.OFFLINE) != "1"
     try:
         shipped, missing = data_dir(), None
     except DataIntegrityError as error:  # an installation without the course's data folder

@@ -16,29 +16,25 @@ from functools import lru_cache
 
 import torch
 
-from . import emulation
+from . import emulation, precisions
 from .device_index import cuda_index
+from .env_vars import FAKE_CPU_FLAGS
 
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 
-# The course's one table of dtype names: each dtype it trains in, its short name first (tables,
-# headers), then every other spelling a learner might type. "tf32" is not a storage dtype: it is
-# fp32 with TF32 matmuls, so it names float32.
+# Each dtype the course trains in, with its names from ``ac.precisions``: its short name first
+# (tables, headers), then every other spelling a learner might type. "tf32" is not a storage
+# dtype: it is fp32 with TF32 matmuls, so it names float32 too.
 DTYPE_NAMES = {
-    torch.float32: ("fp32", "float32", "float", "tf32"),
-    torch.float16: ("fp16", "float16", "half"),
-    torch.bfloat16: ("bf16", "bfloat16"),
+    p.dtype: tuple(n for q in precisions.PRECISIONS.values() if q.dtype == p.dtype for n in q.names)
+    for p in precisions.BY_STORAGE.values()
 }
 DTYPE_ALIASES = {name: dtype for dtype, names in DTYPE_NAMES.items() for name in names}
 
-# bf16 tensor cores arrived with Ampere (compute capability 8.0).
-BF16_MIN_CAPABILITY = (8, 0)
-FAKE_CPU_FLAGS_ENV = "AMP_COURSE_FAKE_CPU_FLAGS"
-# Native bf16 arithmetic (dot products in bf16): AVX512-BF16, AMX-BF16.
-NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-# What torch's oneDNN fp16 kernels need ("fp16 path needs the cpu support avx_ne_convert or
-# avx512_fp16", mkldnn_fp16_device_check); without it fp16 runs in torch's slower fallbacks.
-FP16_KERNEL_FLAGS = frozenset({"avx512_fp16", "avx_ne_convert"})
+BF16_MIN_CAPABILITY = precisions.BF16_MIN_CAPABILITY  # bf16 tensor cores: Ampere (8.0) on
+FAKE_CPU_FLAGS_ENV = FAKE_CPU_FLAGS
+NATIVE_BF16_FLAGS = precisions.BF16.cpu_flags  # native bf16 dot products: AVX512-BF16, AMX-BF16
+FP16_KERNEL_FLAGS = precisions.FP16.cpu_flags  # torch's oneDNN fp16 kernels: AVX512-FP16...
 
 
 class DeviceFallbackWarning(UserWarning):
@@ -143,25 +139,32 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
-    """True when the CPU has native bf16 arithmetic: AVX512-BF16 or AMX.
+def cpu_has_native(dtype: torch.dtype | str, flags: frozenset[str] | None = None) -> bool:
+    """True when the CPU has a native path for ``dtype``: one of its flags in ``ac.precisions``.
 
-    Given ``flags`` (as /proc/cpuinfo lists them), decides by them alone; without, reads this
-    CPU's flags and counts Apple silicon as native.
+    bf16: native bf16 arithmetic (AVX512-BF16 or AMX-BF16); fp16: torch's oneDNN fp16 kernels
+    (AVX512-FP16 or AVX-NE-CONVERT); fp32 needs none. Given ``flags`` (as /proc/cpuinfo lists
+    them), decides by them alone; without, reads this CPU's flags and counts Apple silicon as
+    native for bf16.
     """
+    precision = precisions.of_dtype(parse_dtype(dtype))
+    if not precision.cpu_flags:
+        return True
     if flags is None:
-        if _apple_silicon():
+        if precision is precisions.BF16 and _apple_silicon():
             return True
         flags = cpu_flags()
-    return bool(NATIVE_BF16_FLAGS & flags)
+    return bool(precision.cpu_flags & flags)
+
+
+def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
+    """``cpu_has_native`` for bf16: AVX512-BF16 or AMX-BF16 (or Apple silicon)."""
+    return cpu_has_native(torch.bfloat16, flags)
 
 
 def cpu_has_fp16_kernels(flags: frozenset[str] | None = None) -> bool:
-    """True when torch has oneDNN fp16 kernels for this CPU: AVX512-FP16 or AVX-NE-CONVERT.
-
-    ``flags`` as for ``cpu_has_fast_bf16`` (this CPU's by default; Apple silicon is not covered).
-    """
-    return bool(FP16_KERNEL_FLAGS & (cpu_flags() if flags is None else flags))
+    """``cpu_has_native`` for fp16: AVX512-FP16 or AVX-NE-CONVERT."""
+    return cpu_has_native(torch.float16, flags)
 
 
 def _apple_silicon() -> bool:

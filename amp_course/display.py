@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-MODE_ENV = "AMP_COURSE_QUIZ_MODE"  # "text" or "widgets" forces the rendering
+from . import env_vars
+
+MODE_ENV = env_vars.QUIZ_MODE  # "text" or "widgets" forces the rendering
 
 
 def widgets_available() -> bool:

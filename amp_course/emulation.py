@@ -18,8 +18,10 @@ from dataclasses import dataclass
 import torch
 
 from .device_index import cuda_index
+from .env_vars import EMULATE
+from .precisions import BF16_MIN_CAPABILITY
 
-ENV = "AMP_COURSE_EMULATE"
+ENV = EMULATE
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,8 @@ class GpuProfile:
         return (
             f"emulating a {self.name} (sm_{self.capability[0]}{self.capability[1]}) on this GPU: "
             f"memory capped at {self.memory_bytes / 2**30:.1f} GiB, "
-            f"{'bf16 and fp16' if self.capability >= (8, 0) else 'fp16 (no bf16)'} for AMP, "
+            f"{'bf16 and fp16' if self.capability >= BF16_MIN_CAPABILITY else 'fp16 (no bf16)'} "
+            "for AMP, "
             f"TF32 {'allowed' if self.tf32 else 'off'}, flash and cuDNN attention "
             f"{'allowed' if self.fused_attention else 'off'}; timings are this GPU's, not a "
             f"{self.name}'s"

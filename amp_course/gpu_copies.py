@@ -14,10 +14,10 @@ from pathlib import Path
 import nbformat
 
 from .executed import read_stamp
-from .paths import ROOT
+from .paths import GPU_REPORTS, NOTEBOOKS, ROOT
 
-REPORTS_DIR = ROOT / "reports" / "gpu"
-NOTEBOOKS_DIR = ROOT / "notebooks"
+REPORTS_DIR = ROOT / GPU_REPORTS
+NOTEBOOKS_DIR = ROOT / NOTEBOOKS
 
 
 @dataclass

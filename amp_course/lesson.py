@@ -3,7 +3,6 @@ set up the lesson's kernel (an emulated GPU's limits, a readable out-of-memory e
 
 from __future__ import annotations
 
-import os
 import random
 import warnings
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import emulation, oom, precision
+from . import emulation, env_vars, oom, precision
 from .device import (
     BF16_MIN_CAPABILITY,
     DeviceFallbackWarning,
@@ -21,19 +20,19 @@ from .device import (
 )
 from .device_index import cuda_index
 
-SMOKE_ENV = "AMP_COURSE_SMOKE"
+SMOKE_ENV = env_vars.SMOKE
 
 # The first code cell of every notebook, verbatim (tests/test_repository.py keeps them equal).
 # It must run before the package is importable, so it cannot call into it. In Colab (or when
-# AMP_COURSE_SIMULATE_COLAB=1, which the tests use) it clones the course from AMP_COURSE_SOURCE
-# and installs it; in a checkout it puts the repository first on sys.path.
-SETUP_CELL = """# Setup: the same cell works locally and in Colab.
+# env_vars.SIMULATE_COLAB=1, which the tests use) it clones the course from env_vars.SOURCE and
+# installs it; in a checkout it puts the repository first on sys.path.
+SETUP_CELL = f"""# Setup: the same cell works locally and in Colab.
 import os, subprocess, sys
 from pathlib import Path
 
-IN_COLAB = "google.colab" in sys.modules or os.environ.get("AMP_COURSE_SIMULATE_COLAB") == "1"
+IN_COLAB = "google.colab" in sys.modules or os.environ.get("{env_vars.SIMULATE_COLAB}") == "1"
 if IN_COLAB and not Path("amp-course").exists():
-    source = os.environ.get("AMP_COURSE_SOURCE", "https://github.com/amp-course/amp-course")
+    source = os.environ.get("{env_vars.SOURCE}", "https://github.com/amp-course/amp-course")
     subprocess.run(["git", "clone", "--depth", "1", source, "amp-course"], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "amp-course"], check=True)
 if IN_COLAB:
@@ -98,15 +97,12 @@ class LessonSettings:
 
 
 def resolve_smoke(smoke: bool | None, device: torch.device) -> bool:
-    """None means: smoke when $AMP_COURSE_SMOKE is 1/true, or when running on a CPU."""
+    """The course's one smoke rule: ``smoke`` when given, else ``env_vars.SMOKE`` when set, else
+    smoke on any device but a GPU. The lesson's settings, ``ac.data`` and the CLI all ask it."""
     if smoke is not None:
         return bool(smoke)
-    env = os.environ.get(SMOKE_ENV, "").strip().lower()
-    if env in ("1", "true", "yes"):
-        return True
-    if env in ("0", "false", "no"):
-        return False
-    return device.type != "cuda"
+    forced = env_vars.flag(SMOKE_ENV)
+    return (device.type != "cuda") if forced is None else forced
 
 
 def seed_everything(seed: int) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import precisions
 from .device import dtype_name, parse_dtype
 from .emulation import tf32_allowed
 
@@ -43,14 +44,19 @@ class AmpRecipe:
         object.__setattr__(self, "autocast_dtype", dtype)
 
     @property
+    def precision(self) -> precisions.Precision:
+        """The dtype's row of ``ac.precisions``: what runs with it."""
+        return precisions.of_dtype(self.autocast_dtype)
+
+    @property
     def enabled(self) -> bool:
         """Autocast is on for a 16-bit dtype; float32 means no autocast."""
-        return self.autocast_dtype != torch.float32
+        return self.precision.autocast
 
     @property
     def needs_scaler(self) -> bool:
         """Only fp16 needs loss scaling; bf16 and fp32 have fp32's exponent range."""
-        return self.autocast_dtype == torch.float16
+        return self.precision.grad_scaler
 
     @property
     def name(self) -> str:

@@ -26,8 +26,9 @@ from torch.utils import benchmark
 from torch.utils.benchmark.utils.common import TaskSpec
 
 from .display import error_line
+from .env_vars import FAKE_TIMES
 
-FAKE_TIMES_ENV = "AMP_COURSE_FAKE_TIMES"
+FAKE_TIMES_ENV = FAKE_TIMES
 
 
 def fake_seconds(description: str) -> float | None:

@@ -5,7 +5,7 @@ import pytest
 import torch
 from cuda_double import FakeGpu
 
-from amp_course import capstone, memory, models, stats
+from amp_course import capstone, memory, models, stats, timing
 
 GIB = 2**30
 
@@ -89,10 +89,30 @@ def test_scaling_sentence_follows_the_timings():
     assert "grows with the work" in capstone.scaling_sentence("m", 0.010, 0.070, 8, "cuda")
 
 
-def test_speed_sentence_follows_the_ratio():
-    assert "faster" in capstone.speed_sentence("bf16", 0.2)
-    assert "slower" in capstone.speed_sentence("bf16", 1.3)
-    assert "within 5%" in capstone.speed_sentence("bf16", 1.01)
+def _runs(*seconds):
+    spec = torch.utils.benchmark.utils.common.TaskSpec("fn()", "pass")
+    return torch.utils.benchmark.Measurement(1, list(seconds), spec)
+
+
+FP32_RUNS = (1.0, 1.02, 1.04, 1.06, 1.08)
+
+
+@pytest.mark.parametrize(
+    "bf16_runs, said, not_said",
+    [
+        ((0.2, 0.21, 0.22, 0.23, 0.24), "(4.7x faster, outside", "slower"),
+        ((1.3, 1.31, 1.32, 1.33, 1.34), "(slower than fp32, outside", "faster"),
+        # 1.3x the median, but the middle halves overlap: no verdict (the old +-5% said slower)
+        ((0.9, 1.05, 1.35, 1.6, 2.0), "not distinguishable", "slower than"),
+        # 3% apart with tight spreads: told apart (the old +-5% said "within 5%")
+        ((1.06, 1.065, 1.07, 1.075, 1.08), "slower than fp32", "not distinguishable"),
+    ],
+)
+def test_speed_sentence_reads_the_verdict_of_timing_compare(bf16_runs, said, not_said):
+    speed = timing.compare(_runs(*FP32_RUNS), _runs(*bf16_runs), ("fp32", "bf16"))
+    sentence = capstone.speed_sentence("bf16", speed)
+    assert sentence.startswith(f"bf16 took {speed.ratio:.2f}x the fp32 step time")
+    assert said in sentence and not_said not in sentence, sentence
 
 
 def test_interval_note_only_past_the_range_of_an_accuracy():

@@ -1,4 +1,5 @@
 import hashlib
+import re
 import shutil
 import tarfile
 
@@ -176,3 +177,24 @@ def test_without_the_data_folder_full_mode_downloads_or_says_what_is_missing(tmp
     assert found.source.startswith("torchvision's MNIST files") and fetched == [True]
     with pytest.raises(data.DataIntegrityError, match="data folder"):
         data.load_mnist("full", root=tmp_path, smoke=False)
+
+
+def test_a_lesson_settings_flag_picks_the_data(tmp_path):
+    from types import SimpleNamespace
+
+    assert data.load_mnist(SimpleNamespace(smoke=True)).source.startswith("shipped MNIST subset")
+    full = data.load_mnist(SimpleNamespace(smoke=False), root=tmp_path, download=False)
+    assert full.source.startswith("full MNIST") and len(full.train) == 60000
+
+
+def test_every_lesson_gets_its_data_one_way():
+    import nbformat
+    from conftest import NOTEBOOKS
+
+    calls = {
+        (path.name, call)
+        for path in NOTEBOOKS
+        for cell in nbformat.read(path, as_version=4).cells
+        for call in re.findall(r"load_mnist\([^)]*\)", cell.source)
+    }
+    assert calls and all(call == "load_mnist(settings)" for _, call in calls), sorted(calls)

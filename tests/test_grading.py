@@ -347,13 +347,30 @@ def test_every_student_graded_with_the_same_items(run):
 def test_right_answers_written_differently_get_full_marks(run):
     got = _points(run["rows"], "alice")
     assert {k: v[0] for k, v in got.items()} == {
-        "06.choose_dtype": 2,
+        "06.choose_dtype": 1,
         "05.mfu": 1,
         "quiz:pick-b": 2,
         "quiz:pi": 1,
         "quiz:both": 1,
     }
     assert all(v[2] in ("passed", "correct") for v in got.values())
+
+
+def test_the_gradebook_feedback_and_summary_give_one_total(run):
+    """Every writer totals the same rows, and a check is worth what its ✓ line says."""
+    printed = run["printed"]
+    table = printed[printed.index("Summary:") :].splitlines()[2:]
+    shown = {line.split()[0]: line.split()[1:4] for line in table if line[:1] != " "}
+    for student in {r["student"] for r in run["rows"]}:
+        mine = [r for r in run["rows"] if r["student"] == student]
+        got = sum(float(r["points"]) for r in mine)
+        of = sum(float(r["max_points"]) for r in mine)
+        feedback = run["out"].with_name("gradebook-feedback") / f"{student}.md"
+        assert f"**Total: {got:g} of {of:g} points.**" in feedback.read_text(), student
+        assert shown[student] == [f"{got:g}", "/", f"{of:g}"], student
+    for r in run["rows"]:
+        if not r["item"].startswith("quiz:"):
+            assert float(r["max_points"]) == exercises.get(r["item"]).points, r
 
 
 def test_wrong_answers_get_zero_with_the_checkers_reasons(run):
@@ -377,13 +394,13 @@ def test_missing_or_corrupt_files_cost_only_what_they_hold(run):
 
 def test_a_cell_that_raises_loses_only_what_depends_on_it(run):
     got = _points(run["rows"], "erin")
-    assert got["06.choose_dtype"][:3] == (0, 2, "not done") and got["05.mfu"][0] == 1
+    assert got["06.choose_dtype"][:3] == (0, 1, "not done") and got["05.mfu"][0] == 1
     assert "choose was not defined" in got["06.choose_dtype"][3]
 
 
 def test_endless_loop_is_stopped_by_the_cell_timeout(run):
     got = _points(run["rows"], "frank")
-    assert got["06.choose_dtype"][0] == 2 and got["05.mfu"][0] == 0
+    assert got["06.choose_dtype"][0] == 1 and got["05.mfu"][0] == 0
     assert got["quiz:pi"][0] == 1
 
 
@@ -408,12 +425,12 @@ def test_the_reference_is_out_of_reach(run):
     assert gina["quiz:pick-b"][0] == 2  # the quiz is graded as usual
     sam = _points(run["rows"], "sam")
     if SANDBOXED:  # an empty folder in place of the references
-        assert sam["06.choose_dtype"][:3] == (0, 2, "failed")
+        assert sam["06.choose_dtype"][:3] == (0, 1, "failed")
         assert sam["05.mfu"][:3] == (0, 1, "failed")
         assert "raised FileNotFoundError" in sam["06.choose_dtype"][3]
         assert "raised ModuleNotFoundError" in sam["05.mfu"][3]
     else:  # the guard refuses, and flags the lesson
-        assert sam["06.choose_dtype"][:3] == (0, 2, "flagged")
+        assert sam["06.choose_dtype"][:3] == (0, 1, "flagged")
         assert "raised PermissionError" in sam["06.choose_dtype"][3]
         assert "importing amp_course.exercises.solutions.lesson_05" in sam["05.mfu"][3]
 
@@ -484,7 +501,7 @@ def test_feedback_file_per_student(run):
         {r["student"] for r in run["rows"]}
     )
     bob = (folder / "bob.md").read_text()
-    assert "# Feedback for bob" in bob and "## 99_toy (0 of 7)" in bob
+    assert "# Feedback for bob" in bob and "## 99_toy (0 of 6)" in bob
     assert "| quiz:pi | 0 / 1 | wrong |" in bob and "not a percentage" in bob
 
 

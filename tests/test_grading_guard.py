@@ -275,11 +275,10 @@ def test_findings_flag_or_note_and_the_canary_must_answer(tmp_path):
     assert found.flags == ["an unreadable line in the guard's log"]
     silent = unsandboxed.read_findings(log, canary="canary-other")
     assert any("did not answer its final check" in f for f in silent.flags)
-    points, status, message = found.amend(2.0, "passed", "")
-    assert (points, status) == (0.0, "flagged") and "unreadable line" in message
+    status, message = found.amend("passed", "")
+    assert status == "flagged" and "unreadable line" in message  # and so earns no points
     noted = unsandboxed.Findings(notes=["starting a process (git)"])
-    assert noted.amend(2.0, "passed", "") == (
-        2.0,
+    assert noted.amend("passed", "") == (
         "passed",
         "(refused without a sandbox: starting a process (git))",
     )

@@ -16,20 +16,26 @@ from conftest import ROOT, has_tag
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
 from amp_course.grading import (
+    COLUMNS,
     CheckItem,
+    Row,
+    Settings,
+    check_items,
     decide,
     feedback_markdown,
     restore,
     sandbox,
     secret_seed,
     summary,
+    total,
 )
+from amp_course.grading import run as grading_run
 from amp_course.grading.quizzes import wrong_message
-from amp_course.grading.reports import row
+from amp_course.grading.settings import SettingsError
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 MASTER = FIXTURES / "masters" / "99_toy.ipynb"
-CHOOSE = CheckItem("06.choose_dtype", "06.choose_dtype", 2.0, "choose")
+CHOOSE = CheckItem("06.choose_dtype", "06.choose_dtype", "choose")
 
 
 def _needs_bwrap():
@@ -71,9 +77,9 @@ def _payload(answer, seed):
 def test_decide_passes_only_the_reference_results_at_the_secret_seed():
     seed = secret_seed("s", CHOOSE.name)
     right = exercises.solution(CHOOSE.name)
-    assert decide(CHOOSE, _payload(right, seed), seed) == (2.0, "passed", "")
-    points, status, message = decide(CHOOSE, _payload(right, 0), seed)  # seed-0 results replayed
-    assert (points, status) == (0.0, "failed") and message
+    assert decide(CHOOSE, _payload(right, seed), seed) == ("passed", "")
+    status, message = decide(CHOOSE, _payload(right, 0), seed)  # seed-0 results replayed
+    assert status == "failed" and message
 
 
 @pytest.mark.parametrize(
@@ -93,14 +99,15 @@ def test_decide_passes_only_the_reference_results_at_the_secret_seed():
     ],
 )
 def test_decide_turns_anything_the_sandbox_sends_into_a_zero_with_a_reason(payload, status, words):
-    points, got, message = decide(CHOOSE, payload, 123)
-    assert (points, got) == (0.0, status) and words in message
+    got, message = decide(CHOOSE, payload, 123)
+    assert got == status and words in message
+    assert Row("ann", "99_toy", CHOOSE.name, CHOOSE.points, got, message).points == 0
 
 
 def test_feedback_lists_every_item_in_plain_words():
     rows = [
-        row("ann", "01_x", "01.a", 1.0, 1.0, "passed"),
-        row("ann", "01_x", "quiz:q", 0.0, 2.0, "wrong", "a | pipe\nand a newline"),
+        Row("ann", "01_x", "01.a", 1.0, "passed"),
+        Row("ann", "01_x", "quiz:q", 2.0, "wrong", "a | pipe\nand a newline"),
     ]
     text = feedback_markdown("ann", rows)
     assert "**Total: 1 of 3 points.**" in text and "## 01_x (1 of 3)" in text
@@ -345,10 +352,10 @@ def test_wrong_quiz_answers_get_one_line_that_keeps_the_right_answer_hidden():
 
 def test_summary_ranks_students_and_says_where_kernels_ran():
     rows = [
-        row("bo", "99", "a", 1.0, 2.0, "passed"),
-        row("bo", "99", "b", 0.0, 1.0, "flagged", "refused"),
-        row("al", "99", "a", 2.0, 2.0, "passed"),
-        row("al", "99", "b", 0.0, 1.0, "timeout"),
+        Row("bo", "99", "a", 1.0, "passed"),
+        Row("bo", "99", "b", 2.0, "flagged", "refused"),
+        Row("al", "99", "a", 2.0, "passed"),
+        Row("al", "99", "b", 1.0, "timeout"),
     ]
     box = sandbox.Sandbox("none", why="bubblewrap (bwrap) is not installed")
     lines = summary(rows, box).splitlines()
@@ -387,3 +394,64 @@ def test_references_observed_in_threads_are_the_ones_observed_alone():
         with ThreadPoolExecutor(max_workers=6) as pool:
             together = list(pool.map(lambda name: exercises._reference_text(name, 7), names * 2))
         assert together == [alone[name] for name in names * 2]
+
+
+def test_a_row_earns_its_points_only_by_its_status_and_totals_once():
+    """points follow from status: a flagged, failed or timed-out item cannot keep its points."""
+    rows = [Row("ann", "01_x", "01.a", 2, status) for status in ("passed", "correct")]
+    rows += [
+        Row("ann", "01_x", "01.a", 2, status)
+        for status in ("failed", "not done", "wrong", "flagged", "timeout", "error", "missing")
+    ]
+    assert [r.points for r in rows] == [2.0, 2.0] + [0.0] * 7
+    assert total(rows) == (4.0, 18.0) and total([]) == (0, 0)
+    assert list(rows[0].as_dict()) == COLUMNS  # the CSV's columns, in the CSV's order
+    assert rows[0].as_dict()["points"] == 2.0 and rows[0].as_dict()["max_points"] == 2.0
+
+
+def test_a_checks_points_are_the_registered_ones_only(tmp_path):
+    """One place: the master's check cell cannot give an exercise another worth than the one its
+    notebook's ✓ line states (``register(..., points=)``)."""
+    master = nbformat.read(MASTER, as_version=4)
+    items = {item.name: item.points for item in check_items(master)}
+    assert items == {name: exercises.get(name).points for name in ("06.choose_dtype", "05.mfu")}
+    check = next(c for c in master.cells if (c.metadata.get("grading") or {}).get("id") == "05.mfu")
+    check.metadata["grading"]["points"] = 2
+    with pytest.raises(ValueError, match="05.mfu sets grading.points"):
+        check_items(master)
+    nbformat.write(master, tmp_path / MASTER.name)
+    with pytest.raises(SettingsError, match="grading.points"):
+        Settings.load(_toy_key(tmp_path), masters=tmp_path, sandbox_kind="none")
+
+
+def _toy_key(folder):
+    path = folder / "key.json"
+    quiz.publish(FIXTURES / "quizzes" / "source", folder / "learner", path, secret="toy")
+    return path
+
+
+def test_a_part_the_grader_fails_on_costs_each_of_its_items_at_its_worth(tmp_path, monkeypatch):
+    """A grader error gives every item that part grades an error row worth what the item is worth:
+    the student's total is out of the same points as everyone else's."""
+    settings = Settings.load(_toy_key(tmp_path), masters=MASTER.parent, sandbox_kind="none")
+
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(grading_run, "grade_quizzes", broken)
+    monkeypatch.setattr(grading_run, "grade_exercises", broken)
+    (tmp_path / "ann").mkdir()
+    rows = grading_run.grade_submission(grading_run.Run(settings, tmp_path), tmp_path / "ann")
+    worth = {r.item: r.max_points for r in rows}
+    assert worth == {
+        "quiz:pick-b": 2,
+        "quiz:pi": 1,
+        "quiz:both": 1,
+        "06.choose_dtype": 1,
+        "05.mfu": 1,
+    }
+    assert {r.status for r in rows} == {"error"} and total(rows) == (0, 6)
+    assert all(
+        "grader failed on this submission's" in r.message and "boom" in r.message for r in rows
+    )
+    assert {r.isolation for r in rows} == {settings.sandbox.label}

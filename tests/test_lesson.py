@@ -30,3 +30,24 @@ def test_fp16_setting_turns_on_the_scaler():
 def test_bad_dtype_name_is_explained():
     with pytest.raises(ValueError, match="Valid choices"):
         lesson.start(device="cpu", autocast_dtype="float8")
+
+
+def test_a_cpu_lesson_on_a_machine_with_cuda_is_smoke_and_gets_the_subset(monkeypatch):
+    # The lesson's device decides, not whether CUDA is present: DEVICE="cpu" on a GPU machine.
+    from amp_course import data
+
+    monkeypatch.delenv(lesson.SMOKE_ENV, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    settings = lesson.start(device="cpu", verbose=False)
+    assert settings.device.type == "cpu" and settings.smoke
+    assert data.load_mnist(settings).source.startswith("shipped MNIST subset, smoke mode")
+
+
+def test_the_smoke_variable_decides_for_lessons_data_and_the_benchmark(monkeypatch):
+    from amp_course import data
+
+    monkeypatch.setenv(lesson.SMOKE_ENV, "0")
+    assert lesson.start(device="cpu", verbose=False).smoke is False
+    assert data._default_smoke() is False  # load_mnist() outside a lesson asks the same rule
+    monkeypatch.setenv(lesson.SMOKE_ENV, "1")
+    assert data._default_smoke() is True

@@ -86,8 +86,9 @@ class _Batch:
 def _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast, failed=None):
     """What the speed cell prints for faked interleaved timings (the runs' seconds of each step)
     and faked hardware."""
-    monkeypatch.setattr(ac.device, "cpu_has_fast_bf16", lambda flags=None: fast)
-    monkeypatch.setattr(ac.device, "cpu_flags", lambda: frozenset({"avx512_fp16"} if fast else {}))
+    # A CPU with both native paths, or with neither (the flags of ac.precisions).
+    flags = {"avx512_bf16", "avx512_fp16"} if fast is True else set()
+    monkeypatch.setattr(ac.device, "cpu_flags", lambda: frozenset(flags))
     amp_name = f"AMP ({ac.device.dtype_name(amp_dtype)})"
     stepped = []
 

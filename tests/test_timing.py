@@ -213,3 +213,25 @@ def test_a_virtual_queue_is_every_wall_clock_and_a_cuda_device_inside_as_cuda():
         assert time.monotonic_ns() == time.time_ns() == 250_000_000
     assert {name: getattr(time, name) for name in real} == real
     assert timeit.default_timer is time.perf_counter and torch.cuda.is_available() == has_cuda
+
+
+@pytest.mark.parametrize(
+    "other, verdict",
+    [
+        ((0.5, 0.55, 0.6, 0.65, 0.7), "faster"),  # every run below the baseline's
+        ((1.5, 1.6, 1.7, 1.8, 1.9), "slower"),
+        ((1.0, 1.1, 1.2, 1.3, 1.4), "indistinguishable"),  # the same runs
+        ((0.9, 1.0, 1.1, 1.3, 1.5), "indistinguishable"),  # medians apart, quartiles overlap
+        ((0.6, 0.8, 0.9, 1.1, 1.2), "indistinguishable"),  # its 75th percentile = base's 25th
+        ((1.31, 1.32, 1.33, 1.34, 1.35), "slower"),  # 11% apart, tight: told apart
+        ((1.16, 1.17, 1.18, 1.19, 1.6), "indistinguishable"),  # 2% apart: inside the spread
+    ],
+)
+def test_the_one_verdict_rule_is_interquartile_overlap(other, verdict):
+    """Faster or slower only where the middle halves of the runs do not overlap; any ratio,
+    however far from 1, inside the spread ranks nothing, and no fixed +-x% margin decides."""
+    base = _runs(1.0, 1.1, 1.2, 1.3, 1.4)  # quartiles 1.1 and 1.3
+    speed = timing.compare(base, _runs(*other), ("fp32", "bf16"))
+    assert speed.verdict == verdict, (speed, timing.quartiles(_runs(*other)))
+    assert speed.ratio == pytest.approx(torch.tensor(other).median().item() / 1.2)
+    assert ("not distinguishable" in speed.sentence()) == (verdict == "indistinguishable")

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .. import emulation
+from .. import emulation, precisions
 from ..device import parse_dtype
 from ..precision import AmpRecipe
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")  # tf32: fp32 with TF32 matmuls (CUDA, sm_80+)
+PRECISIONS = precisions.NAMES  # tf32: fp32 with TF32 matmuls (CUDA, sm_80+)
 WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch", "ladder")
 # The default run: the precision matrix. The MFU ladder (lesson 10) runs when named.
 MATRIX_WORKLOADS = WORKLOADS[:-1]
@@ -121,7 +121,7 @@ def skip_reason(mode: Mode, device: torch.device) -> str | None:
     if mode.precision == "tf32":
         if device.type != "cuda":
             return "TF32 is a CUDA tensor-core mode; a CPU has none"
-        if emulation.capability(device) < (8, 0):  # a rehearsed T4's under ac.emulation
+        if emulation.capability(device) < precisions.TF32.min_capability:  # a rehearsed T4's
             return "TF32 needs compute capability >= 8.0 (Ampere or later)"
     if mode.compile:
         try:

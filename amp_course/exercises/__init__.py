@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..env_vars import GRADING
 from . import plain
 from .answers import (  # noqa: F401  (lesson modules and notebooks use them from here)
     Answer,
@@ -41,7 +42,7 @@ from .answers import (  # noqa: F401  (lesson modules and notebooks use them fro
 )
 
 # Set by the instructor's grader: reference solutions are then off limits to the notebook.
-GRADING_ENV = "AMP_COURSE_GRADING"
+GRADING_ENV = GRADING
 SOLUTIONS_PACKAGE = f"{__name__}.solutions"
 
 

@@ -12,7 +12,8 @@ per concern:
 - ``kernel``: run the rebuilt notebook in a sandboxed kernel, probing each check with a seed;
 - ``verdicts``: secret seeds, reference observations and the verdict (the trusted side);
 - ``quizzes``: graded quiz questions against the instructor's key;
-- ``reports``: the CSV gradebook, the per-student feedback files and the summary;
+- ``reports``: the gradebook's row (``Row``, its points following from its status) and its
+  totals, the CSV gradebook, the per-student feedback files and the summary;
 - ``run``: the whole run over a folder of submissions.
 
 Why this design: a check that runs in the learner's process can be replaced, wrapped or fooled
@@ -24,7 +25,7 @@ cannot import, and compares. Nothing the sandbox prints or writes decides a grad
 """
 
 from .notebooks import CheckItem, cell_key, check_items, restore
-from .reports import COLUMNS, feedback_markdown, summary, write_csv
+from .reports import COLUMNS, Row, feedback_markdown, summary, total, write_csv
 from .run import grade_all, grade_submission
 from .sandbox import Sandbox, SandboxUnavailable
 from .settings import Settings, SettingsError
@@ -33,6 +34,7 @@ from .verdicts import decide, secret_seed
 __all__ = [
     "COLUMNS",
     "CheckItem",
+    "Row",
     "Sandbox",
     "SandboxUnavailable",
     "Settings",
@@ -46,5 +48,6 @@ __all__ = [
     "restore",
     "secret_seed",
     "summary",
+    "total",
     "write_csv",
 ]

@@ -20,8 +20,15 @@ _CHECK_CALL = re.compile(r"""exercises\.check\(\s*["']([^"']+)["']""")
 class CheckItem:
     key: str  # the protected cell's id ("check:<exercise>" unless metadata says otherwise)
     name: str  # the exercise name, the gradebook item
-    points: float
     symbol: str  # the name the learner's answer is bound to
+
+    @property
+    def points(self) -> float:
+        """The check's worth: the ``points`` its exercise module registers, the one place it is
+        set, so the gradebook gives what the notebook's ✓ line promised."""
+        from .. import exercises
+
+        return float(exercises.get(self.name).points)
 
 
 def cell_key(cell) -> str | None:
@@ -68,11 +75,13 @@ def check_items(master) -> list[CheckItem]:
                 f"check cell without an ac.exercises.check(...) call: {cell.source[:80]!r}"
             )
         name = found.group(1)
-        symbol = symbols.get(name) or _symbol_of(cell.source)
-        points = (cell.metadata.get("grading") or {}).get("points")
-        if points is None:
-            points = exercises.get(name).points
-        items.append(CheckItem(key, name, float(points), symbol))
+        if "points" in (cell.metadata.get("grading") or {}):  # a second worth, never the first
+            raise ValueError(
+                f"the check cell of {name} sets grading.points; an exercise's points are set "
+                "only where it is registered (register(..., points=) in amp_course/exercises)"
+            )
+        exercises.get(name)  # an unknown exercise stops the run before any kernel starts
+        items.append(CheckItem(key, name, symbols.get(name) or _symbol_of(cell.source)))
     return items
 
 

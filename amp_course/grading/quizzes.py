@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import quiz as _quiz
-from .reports import row
+from .reports import Row
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -54,36 +54,39 @@ def wrong_message(entry: dict, value) -> str:
     return f"wrong: the key does not accept {str(value)[:100]!r}"
 
 
-def grade_quizzes(student: str, folder: Path, key: dict, lessons=None) -> list[dict]:
-    """One row per graded quiz question of every lesson in the key (or of ``lessons``)."""
-    rows = []
-    answers, problems = answer_sets(folder)
+def questions(key: dict, lessons=None):
+    """(lesson, gradebook item, points, id, key entry) of every graded question in the key (or
+    in ``lessons``); a question's points are the key's, published from its source's ``points``."""
     for lesson, entries in sorted(key["lessons"].items()):
         if lessons is not None and lesson not in lessons:
             continue
         for qid, entry in entries.items():
-            if not entry["graded"]:
-                continue
-            item, maximum = f"quiz:{qid}", float(entry["points"])
-            record = answers.get(lesson, {}).get(qid)
-            if record is None:
-                why = (
-                    problems.get(lesson)
-                    or problems.get("*")
-                    or ("not answered" if lesson in answers else f"no answers for {lesson} found")
-                )
-                rows.append(row(student, lesson, item, 0.0, maximum, "missing", why))
-                continue
-            try:
-                value = _quiz.normalize_answer({**entry, "id": qid}, record["value"])
-                right = _quiz.is_correct(entry, lesson, qid, value, key["secret"])
-            except (ValueError, KeyError, TypeError) as error:
-                message = f"malformed answer: {error}"
-                rows.append(row(student, lesson, item, 0.0, maximum, "error", message))
-                continue
-            if right:
-                rows.append(row(student, lesson, item, maximum, maximum, "correct"))
-            else:
-                message = wrong_message(entry, value)
-                rows.append(row(student, lesson, item, 0.0, maximum, "wrong", message))
+            if entry["graded"]:
+                yield lesson, f"quiz:{qid}", float(entry["points"]), qid, entry
+
+
+def grade_quizzes(student: str, folder: Path, key: dict, lessons=None) -> list[Row]:
+    """One row per graded quiz question of every lesson in the key (or of ``lessons``)."""
+    rows = []
+    answers, problems = answer_sets(folder)
+    for lesson, item, worth, qid, entry in questions(key, lessons):
+        record = answers.get(lesson, {}).get(qid)
+        if record is None:
+            why = (
+                problems.get(lesson)
+                or problems.get("*")
+                or ("not answered" if lesson in answers else f"no answers for {lesson} found")
+            )
+            rows.append(Row(student, lesson, item, worth, "missing", why))
+            continue
+        try:
+            value = _quiz.normalize_answer({**entry, "id": qid}, record["value"])
+            right = _quiz.is_correct(entry, lesson, qid, value, key["secret"])
+        except (ValueError, KeyError, TypeError) as error:
+            rows.append(Row(student, lesson, item, worth, "error", f"malformed answer: {error}"))
+            continue
+        if right:
+            rows.append(Row(student, lesson, item, worth, "correct"))
+        else:
+            rows.append(Row(student, lesson, item, worth, "wrong", wrong_message(entry, value)))
     return rows

@@ -1,39 +1,63 @@
 """What the grader writes: the CSV gradebook, one Markdown feedback file per student, and the
-summary table it prints at the end.
+summary table it prints at the end, all from the same rows (``Row``) and the same totals
+(``total``).
 
-Both are written only by the grader's own process, atomically (a temporary file renamed over the
-old one), so a reader never sees half a file and a crash leaves the previous version intact.
+Both files are written only by the grader's own process, atomically (a temporary file renamed
+over the old one), so a reader never sees half a file and a crash leaves the previous version
+intact.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..quiz import atomic_write_text
 
 COLUMNS = ["student", "lesson", "item", "points", "max_points", "status", "message", "isolation"]
+# The statuses that earn an item's points; every other status earns none. No check gives part
+# marks, so a row's points follow from its status and cannot disagree with it.
+EARNED = frozenset({"passed", "correct"})
 
 
-def row(student, lesson, item, points, max_points, status, message="", isolation=""):
-    return {
-        "student": student,
-        "lesson": lesson,
-        "item": item,
-        "points": points,
-        "max_points": max_points,
-        "status": status,
-        "message": message,
-        "isolation": isolation,
-    }
+@dataclass(frozen=True)
+class Row:
+    """One gradebook line: one student's item, what it is worth, and how it went."""
+
+    student: str
+    lesson: str
+    item: str  # an exercise's name, or "quiz:<question id>"
+    max_points: float  # the item's worth: ``CheckItem.points``, or the key's for a question
+    status: str
+    message: str = ""
+    isolation: str = ""  # where the kernels ran (``Sandbox.label``)
+
+    def __post_init__(self):
+        object.__setattr__(self, "max_points", float(self.max_points))
+
+    @property
+    def points(self) -> float:
+        """What the item earned: all of its points when its status earns them, else none."""
+        return self.max_points if self.status in EARNED else 0.0
+
+    def as_dict(self) -> dict:
+        """The row as the CSV holds it, column by column (``COLUMNS``)."""
+        return {name: getattr(self, name) for name in COLUMNS}
 
 
-def write_csv(path, rows: list[dict]) -> None:
+def total(rows) -> tuple[float, float]:
+    """(points earned, points possible) over ``rows``: every total the grader shows."""
+    rows = list(rows)
+    return sum(r.points for r in rows), sum(r.max_points for r in rows)
+
+
+def write_csv(path, rows: list[Row]) -> None:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(r.as_dict() for r in rows)
     atomic_write_text(path, buffer.getvalue())
 
 
@@ -42,30 +66,26 @@ def _cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|") or " "
 
 
-def feedback_markdown(student: str, rows: list[dict]) -> str:
+def feedback_markdown(student: str, rows: list[Row]) -> str:
     """Per lesson and item: points, status and the checker's message, in plain words."""
-    total = sum(float(r["points"]) for r in rows)
-    maximum = sum(float(r["max_points"]) for r in rows)
-    isolation = sorted({r["isolation"] for r in rows if r["isolation"]})
-    lines = [f"# Feedback for {student}", "", f"**Total: {total:g} of {maximum:g} points.**", ""]
+    got, of = total(rows)
+    isolation = sorted({r.isolation for r in rows if r.isolation})
+    lines = [f"# Feedback for {student}", "", f"**Total: {got:g} of {of:g} points.**", ""]
     if isolation:
         lines += [f"Isolation: {', '.join(isolation)}.", ""]
-    for lesson in sorted({r["lesson"] for r in rows}):
-        mine = [r for r in rows if r["lesson"] == lesson]
-        got = sum(float(r["points"]) for r in mine)
-        of = sum(float(r["max_points"]) for r in mine)
+    for lesson in sorted({r.lesson for r in rows}):
+        mine = [r for r in rows if r.lesson == lesson]
+        got, of = total(mine)
         lines += [f"## {lesson} ({got:g} of {of:g})", ""]
         lines += ["| item | points | status | what the check says |", "|---|---|---|---|"]
         for r in mine:
-            points = f"{float(r['points']):g} / {float(r['max_points']):g}"
-            lines.append(
-                f"| {_cell(r['item'])} | {points} | {_cell(r['status'])} | {_cell(r['message'])} |"
-            )
+            points = f"{r.points:g} / {r.max_points:g}"
+            lines.append(f"| {_cell(r.item)} | {points} | {_cell(r.status)} | {_cell(r.message)} |")
         lines.append("")
     return "\n".join(lines)
 
 
-def write_feedback(folder: Path, student: str, rows: list[dict]) -> Path:
+def write_feedback(folder: Path, student: str, rows: list[Row]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{student}.md"
     atomic_write_text(path, feedback_markdown(student, rows))
@@ -75,16 +95,15 @@ def write_feedback(folder: Path, student: str, rows: list[dict]) -> Path:
 SUMMARY_COUNTS = ("flagged", "timeout", "error", "missing")  # statuses the summary counts
 
 
-def summary(rows: list[dict], box) -> str:
+def summary(rows: list[Row], box) -> str:
     """The run's summary: students by points (best first) with what needs a look, and where the
     kernels ran (``box``, the sandbox)."""
-    students = sorted({r["student"] for r in rows})
+    students = sorted({r.student for r in rows})
     table = []
     for student in students:
-        mine = [r for r in rows if r["student"] == student]
-        got = sum(float(r["points"]) for r in mine)
-        of = sum(float(r["max_points"]) for r in mine)
-        counts = [sum(r["status"] == status for r in mine) for status in SUMMARY_COUNTS]
+        mine = [r for r in rows if r.student == student]
+        got, of = total(mine)
+        counts = [sum(r.status == status for r in mine) for status in SUMMARY_COUNTS]
         table.append((student, f"{got:g} / {of:g}", *(str(c) if c else "" for c in counts), got))
     table.sort(key=lambda line: (-line[-1], line[0]))
     header = ("student", "points", *(f"{s} items" for s in SUMMARY_COUNTS))

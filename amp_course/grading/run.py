@@ -17,18 +17,19 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nbformat
 
 from .. import exercises
 from .. import quiz as _quiz
+from ..env_vars import DATA, OFFLINE, SMOKE
 from ..paths import ROOT
 from . import kernel, sandbox, verdicts
 from .notebooks import probe_plan, restore
-from .quizzes import grade_quizzes, inside
-from .reports import row, summary, write_csv, write_feedback
+from .quizzes import grade_quizzes, inside, questions
+from .reports import Row, summary, write_csv, write_feedback
 from .settings import Master, Settings, SettingsError
 from .unsandboxed import Findings, Guard, read_findings
 
@@ -56,15 +57,15 @@ def kernel_env(run: Run) -> dict[str, str]:
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": f"{sandbox.HOME}/.matplotlib",
         "PYTHONPATH": str(ROOT),
-        "AMP_COURSE_SMOKE": "1",
-        "AMP_COURSE_OFFLINE": "1",
+        SMOKE: "1",
+        OFFLINE: "1",
         exercises.GRADING_ENV: "1",
         _quiz.MODE_ENV: "text",
         _quiz.ANSWERS_ENV: f"{sandbox.HOME}/answers",
     }
     data = sandbox.data_path()
     if data is not None:
-        env["AMP_COURSE_DATA"] = str(data)
+        env[DATA] = str(data)
     if run.settings.threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(run.settings.threads)
     if run.guard is not None:
@@ -115,7 +116,7 @@ def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, dea
 
     def zero(status, message):
         return [
-            row(student, master.lesson, i.name, 0.0, i.points, status, message[:300])
+            Row(student, master.lesson, i.name, i.points, status, message[:300])
             for i in master.items
         ]
 
@@ -140,13 +141,12 @@ def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, dea
     rows = []
     for item in master.items:
         payload = payloads.get(item.key, {"timeout": "the submission's time ran out first"})
-        verdict = verdicts.decide(item, payload, seeds[item.name])
-        points, status, message = findings.amend(*verdict)
-        rows.append(row(student, master.lesson, item.name, points, item.points, status, message))
+        status, message = findings.amend(*verdicts.decide(item, payload, seeds[item.name]))
+        rows.append(Row(student, master.lesson, item.name, item.points, status, message))
     return rows
 
 
-def grade_exercises(run: Run, student: str, folder: Path, box) -> list[dict]:
+def grade_exercises(run: Run, student: str, folder: Path, box) -> list[Row]:
     """Rows for every check cell of every master notebook graded, for one student's folder."""
     rows = []
     deadline = time.monotonic() + run.settings.submission_timeout
@@ -162,13 +162,20 @@ def grade_exercises(run: Run, student: str, folder: Path, box) -> list[dict]:
             else f"{master.path.name} not in the submission"
         )
         rows += [
-            row(student, master.lesson, i.name, 0.0, i.points, "missing", why) for i in master.items
+            Row(student, master.lesson, i.name, i.points, "missing", why) for i in master.items
         ]
     return rows
 
 
-def grade_submission(run: Run, folder: Path) -> list[dict]:
-    """Every row of one student; an unexpected grader error becomes one error row, never a crash."""
+def planned(settings: Settings, part: str) -> list[tuple[str, str, float]]:
+    """(lesson, item, points) of every item ``part`` ("quiz" or "exercises") grades in a run."""
+    if part == "quiz":
+        return [entry[:3] for entry in questions(settings.key, settings.lessons)]
+    return [(m.lesson, i.name, i.points) for m in settings.masters for i in m.items]
+
+
+def grade_submission(run: Run, folder: Path) -> list[Row]:
+    """Every row of one student; an unexpected grader error becomes error rows, never a crash."""
     student, settings = folder.name, run.settings
     box = settings.sandbox.fresh()
     rows = []
@@ -180,13 +187,15 @@ def grade_submission(run: Run, folder: Path) -> list[dict]:
             rows += grade()
         except Exception as error:  # never let one submission stop the others
             message = f"grader failed on this submission's {part}: {type(error).__name__}: {error}"
-            rows.append(row(student, "*", f"{part}:*", 0.0, 0.0, "error", message[:300]))
-    for entry in rows:
-        entry["isolation"] = box.label
-    return rows
+            # Each item it would have graded, at its worth: this student's total is out of the
+            # same points as everyone else's, and the zero shows.
+            rows += [
+                Row(student, *item, "error", message[:300]) for item in planned(settings, part)
+            ]
+    return [replace(r, isolation=box.label) for r in rows]
 
 
-def grade_all(submissions, settings: Settings, out, feedback=None) -> list[dict]:
+def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
     """Grade every student folder in ``submissions``; rewrite ``out`` as each one finishes.
 
     ``settings.jobs`` submissions run at once, each lesson in its own sandboxed kernel.
@@ -200,7 +209,7 @@ def grade_all(submissions, settings: Settings, out, feedback=None) -> list[dict]
     if out.exists():  # a previous gradebook is kept, never silently lost
         shutil.copyfile(out, out.with_name(f"{out.name}.bak"))
     folders = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    done: dict[str, list[dict]] = {}
+    done: dict[str, list[Row]] = {}
     with tempfile.TemporaryDirectory(prefix="amp-grade-") as scratch:
         guard = None
         if settings.sandbox.kind == "none":

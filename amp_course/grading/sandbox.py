@@ -24,6 +24,7 @@ from pathlib import Path
 
 import amp_course
 
+from ..paths import DATA, QUIZZES
 from . import guard
 
 PACKAGE = Path(amp_course.__file__).resolve().parent
@@ -68,7 +69,7 @@ def interpreter(path: str = sys.executable) -> str:
 def course_paths() -> list[Path]:
     """What the sandbox sees read-only: the Python in use, this package, the data and quizzes."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PACKAGE}
-    paths.update({PACKAGE.parent / "quizzes", data_path() or PACKAGE.parent / "data"})
+    paths.update({PACKAGE.parent / QUIZZES, data_path() or PACKAGE.parent / DATA})
     return sorted(p for p in paths if p.exists())
 
 

@@ -17,7 +17,7 @@ import nbformat
 
 from .. import exercises
 from .. import quiz as _quiz
-from ..paths import ROOT, notebooks_in
+from ..paths import NOTEBOOKS, ROOT, notebooks_in
 from . import sandbox
 from .notebooks import CheckItem, check_items
 
@@ -116,7 +116,7 @@ def _master(path: Path) -> Master | None:
 
 def master_paths(masters=None) -> list[Path]:
     """The master notebooks: a folder's ``*.ipynb`` (default: the course's ``notebooks/``)."""
-    folder = Path(masters) if masters else ROOT / "notebooks"
+    folder = Path(masters) if masters else ROOT / NOTEBOOKS
     if not folder.is_dir():
         raise SettingsError(f"{folder} is not a folder of master notebooks (--masters)")
     paths = notebooks_in(folder)

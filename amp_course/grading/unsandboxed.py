@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..paths import QUIZZES
 from . import guard, sandbox
 
 MAX_LOG_LINES = 10_000  # a kernel that floods its log is flagged for it
@@ -44,16 +45,17 @@ class Findings:
     flags: list[str] = field(default_factory=list)  # the submission is flagged for review
     notes: list[str] = field(default_factory=list)  # refused, reported, not held against it
 
-    def amend(self, points: float, status: str, message: str) -> tuple[float, str, str]:
-        """One check's (points, status, message), with what was refused said plainly."""
+    def amend(self, status: str, message: str) -> tuple[str, str]:
+        """One check's (status, message), with what was refused said plainly (a flag earns no
+        points: ``reports.EARNED``)."""
         if self.flags:
             said = f"{status}: {message}" if message else status
             why = "; ".join(dict.fromkeys(self.flags))[:400]
-            return 0.0, "flagged", f"flagged for review, refused without a sandbox: {why} [{said}]"
+            return "flagged", f"flagged for review, refused without a sandbox: {why} [{said}]"
         if self.notes:
             refused = "; ".join(dict.fromkeys(self.notes))[:300]
             message = f"{message} (refused without a sandbox: {refused})".strip()
-        return points, status, message
+        return status, message
 
 
 def read_findings(log: Path, canary: str | None = None) -> Findings:
@@ -95,9 +97,9 @@ def course_copy(folder: Path) -> Path:
     decoy = folder / package.name / sandbox.HIDDEN  # importing it, even by importlib, opens it
     decoy.mkdir()
     (decoy / "__init__.py").write_text(DECOY)
-    quizzes = package.parent / "quizzes"
+    quizzes = package.parent / QUIZZES
     if quizzes.is_dir():
-        shutil.copytree(quizzes, folder / "quizzes", symlinks=False)
+        shutil.copytree(quizzes, folder / QUIZZES, symlinks=False)
     for path in [*sorted(folder.rglob("*"), reverse=True), folder]:
         path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     return folder

@@ -25,29 +25,30 @@ def secret_seed(secret: str, name: str, submission: str = "") -> int:
     return 1 + int.from_bytes(digest[:4], "big") % (2**31 - 2)
 
 
-def decide(item: CheckItem, payload, seed: int) -> tuple[float, str, str]:
-    """(points, status, message) for one check, from the probe's payload."""
+def decide(item: CheckItem, payload, seed: int) -> tuple[str, str]:
+    """(status, message) for one check, from the probe's payload (its points follow from the
+    status: ``reports.Row``)."""
     exercise = exercises.get(item.name)
     if not isinstance(payload, dict):
-        return 0.0, "error", "the grader's probe returned nothing"
+        return "error", "the grader's probe returned nothing"
     for status in ("timeout", "error"):
         if isinstance(payload.get(status), str) and "observation" not in payload:
             if payload.get("not_done") is True:
-                return 0.0, "not done", "the exercise cell still raises NotImplementedError."
+                return "not done", "the exercise cell still raises NotImplementedError."
             prefix = "" if status == "timeout" else "running your answer failed: "
-            return 0.0, status, f"{prefix}{payload[status]}"[:300]
+            return status, f"{prefix}{payload[status]}"[:300]
     if "missing" in payload:
         why = f"{item.symbol} was not defined when the check ran (did its cell raise an error?)"
-        return 0.0, "not done", why
+        return "not done", why
     try:
         mine = plain.loads(payload.get("observation"))
     except plain.PlainDataError as error:
-        return 0.0, "failed", f"your answer's results could not be read: {error}"[:300]
+        return "failed", f"your answer's results could not be read: {error}"[:300]
     try:
         reference = exercises.reference_observation(item.name, seed)
     except Exception as error:  # the course's own reference failed: not the learner's fault
-        return 0.0, "error", f"the grader could not compute the reference: {error}"[:300]
+        return "error", f"the grader could not compute the reference: {error}"[:300]
     status, message = exercises.judge(
         exercise, mine, reference, seed, payload.get("not_done") is True
     )
-    return (item.points if status == "passed" else 0.0), status, message[:300]
+    return status, message[:300]

@@ -11,8 +11,10 @@ from functools import cache
 import torch
 
 from ..formats import FloatFormat, get_format
+from ..precisions import NAMES
 
-INSPECTED_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8 e4m3", "fp8 e5m2")
+# The training precisions (fp32, tf32, fp16, bf16), then the fp8 formats of lessons 01 and 08.
+INSPECTED_FORMATS = (*NAMES, "fp8 e4m3", "fp8 e5m2")
 
 # Integer dtypes with the same width, so ``tensor.view(int_dtype)`` exposes a format's bits.
 _INT_VIEW = {32: torch.int32, 16: torch.int16, 8: torch.uint8}

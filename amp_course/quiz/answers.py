@@ -16,12 +16,13 @@ from pathlib import Path
 
 import yaml
 
+from ..env_vars import ANSWERS_DIR
 from . import feedback
 from .hashing import is_correct, normalize_text, reveal, right_choices
 from .order import SEED_KEY, choice_order, letter, new_seed
 from .schema import FORMAT, QUIZ_DIR
 
-ANSWERS_ENV = "AMP_COURSE_ANSWERS_DIR"  # where answer files go (default: the notebook's folder)
+ANSWERS_ENV = ANSWERS_DIR  # where answer files go (default: the notebook's folder)
 
 
 class AnswerFileError(ValueError):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from ..env_vars import QUIZ_SECRET
 from .answers import atomic_write_text
 from .hashing import answer_hashes, obfuscate, public_salt
 from .schema import (
@@ -77,7 +78,7 @@ def dump_learner(document: dict) -> str:
 
 def read_secret(key_path=None, secret=None) -> str:
     """The instructor's salt: given, or from AMP_COURSE_QUIZ_SECRET, or the existing key file."""
-    secret = secret or os.environ.get("AMP_COURSE_QUIZ_SECRET")
+    secret = secret or os.environ.get(QUIZ_SECRET)
     if secret:
         return secret
     if key_path and Path(key_path).exists():

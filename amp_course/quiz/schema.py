@@ -13,9 +13,9 @@ from pathlib import Path
 
 import yaml
 
-from ..paths import course_dir
+from ..paths import QUIZZES, course_dir
 
-QUIZ_DIR = course_dir("quizzes")  # the published learner files
+QUIZ_DIR = course_dir(QUIZZES)  # the published learner files
 SOURCE_DIR = QUIZ_DIR / "source"
 TYPES = ("single", "multiple", "numeric", "text")
 FORMAT = 1

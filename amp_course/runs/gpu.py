@@ -28,7 +28,7 @@ import torch
 from .. import emulation
 from ..device import device_slug, machine_record
 from ..lesson import SMOKE_ENV
-from ..paths import ROOT, lesson_notebooks
+from ..paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
 from .execute import environment, nbval_command, run_notebooks
 from .parts import part_name
 
@@ -82,7 +82,7 @@ class GpuRun:
     """One GPU run, or one part of it: which lessons, what it changes, what it skips, where it
     writes."""
 
-    out: Path = ROOT / "reports" / "gpu"  # the run's folder (``run_folder``) goes under it
+    out: Path = ROOT / GPU_REPORTS  # the run's folder (``run_folder``) goes under it
     notebooks: tuple[Path, ...] = ()  # none: every lesson (ac.paths.lesson_notebooks)
     cell_timeout: int = 1800  # seconds one cell may run, under papermill and nbval
     skip_nbval: bool = False
@@ -110,7 +110,7 @@ def run_nbval(executed: list[Path], out_dir: Path, timeout_s: int, tag: str = ""
     in ``out_dir`` (named for ``tag``)."""
     result = subprocess.run(
         nbval_command(sorted(executed), timeout_s, out_dir / part_name("nbval", tag, ".xml")),
-        cwd=ROOT / "notebooks",
+        cwd=ROOT / NOTEBOOKS,
         env={**os.environ, SMOKE_ENV: "0"},
         capture_output=True,
         text=True,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import emulation
 from ..lesson import SMOKE_ENV
-from ..paths import ROOT, lesson_notebooks
+from ..paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
 from .execute import nbval_command
 from .gpu import run_folder
 
@@ -55,7 +55,7 @@ class SmokeJob:
         return self.emulate or "plain"
 
 
-def folder_for(device_name: str, out: Path = ROOT / "reports" / "gpu") -> Path:
+def folder_for(device_name: str, out: Path = ROOT / GPU_REPORTS) -> Path:
     """``reports/gpu/<device>-smoke/``: beside the device's full-mode runs, never read as one."""
     return Path(out) / f"{run_folder(device_name)}-smoke"
 
@@ -94,7 +94,7 @@ def _run(command: list[str], env: dict, timeout_s: float) -> tuple[int | None, s
     session of its own, so a timeout ends its kernel too, not only pytest."""
     process = subprocess.Popen(
         command,
-        cwd=ROOT / "notebooks",
+        cwd=ROOT / NOTEBOOKS,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -193,7 +193,7 @@ def stale(root: Path = ROOT, reports: Path | None = None, rehearsals=REHEARSALS)
     """``<lesson>`` or ``<lesson>-<rehearsal>`` for each of ``root``'s lessons and each rehearsal
     with no passing verdict for the notebook as it is now, in any device's smoke folder under
     ``reports`` (``root``'s reports/gpu)."""
-    reports = Path(root) / "reports" / "gpu" if reports is None else Path(reports)
+    reports = Path(root) / GPU_REPORTS if reports is None else Path(reports)
     current = set()
     for folder in reports.glob("*-smoke"):
         for verdict in verdicts(folder):

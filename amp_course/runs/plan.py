@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 
 from ..committed_runs import full_copies, run_records, up_to_date
-from ..paths import ROOT, lesson_notebooks
+from ..paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
 from . import gpu, gpu_smoke
 from .parts import merge_reports, part_name
 
@@ -166,7 +166,7 @@ def plan(root: Path = ROOT, reports: Path | None = None) -> list[Part]:
     checkout's ``reports/gpu``), in priority order: the CUDA smoke pass of the lessons without a
     passing verdict for their current text, the lessons, the bench and the ladder, the
     T4-rehearsed pass, the fp16 pass."""
-    reports = Path(root) / "reports" / "gpu" if reports is None else Path(reports)
+    reports = Path(root) / GPU_REPORTS if reports is None else Path(reports)
     smoke = []
     stale = gpu_smoke.stale(root, reports)
     if stale:
@@ -233,7 +233,7 @@ def run_part(part: Part, device, out: Path, root: Path, tag: str) -> tuple[dict,
         return record, folder
     run = gpu.GpuRun(
         out=Path(out),
-        notebooks=tuple(Path(root) / "notebooks" / name for name in part.runs),
+        notebooks=tuple(Path(root) / NOTEBOOKS / name for name in part.runs),
         skip_nbval=True,  # the smoke pass runs nbval: it need not double a full-mode run's time
         skip_bench=True,
         amp_dtype="fp16" if part.kind == "fp16-pass" else None,
@@ -264,7 +264,7 @@ def run_next(
     would pass ``minutes`` from the start. Then each folder's parts are merged into its
     report.json. Returns the parts run (name, passed, folder), those left, and the merged reports.
     """
-    out = Path(root) / "reports" / "gpu" if out is None else Path(out)
+    out = Path(root) / GPU_REPORTS if out is None else Path(out)
     start = clock()
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d")
     ran, left, folders = [], [], []

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..bench import ladder_report
 from ..bench.config import PRECISIONS
 from ..committed_runs import full_copies, gpu_reports
-from ..paths import ROOT, lesson_notebooks
+from ..paths import README, ROOT, lesson_notebooks
 from ..timing import format_time
 from .files import checked_output_cells, collect
 
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read the GPU run in {args.folder}: {error}", file=sys.stderr)
         return 2
     if args.write:
-        readme = ROOT / "README.md"
+        readme = ROOT / README
         readme.write_text(replace_section(readme.read_text(), text))
     else:
         print(text)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..device import device_slug, machine_record
-from ..paths import ROOT, lesson_notebooks
+from ..paths import ROOT, SMOKE_REPORTS, lesson_notebooks
 from .execute import run_notebooks
 
 TARGET_S = 60.0  # "well under a minute": the table marks a lesson at or over it
@@ -87,7 +87,7 @@ def write(bench: dict, out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m amp_course.smoke_bench", description=__doc__)
-    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "smoke")
+    parser.add_argument("--out", type=Path, default=ROOT / SMOKE_REPORTS)
     parser.add_argument("--notebooks", nargs="*", type=Path, default=None)
     args = parser.parse_args(argv)
     bench = measure(args.notebooks)

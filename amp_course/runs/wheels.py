@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
+from ..env_vars import OFFLINE
 from ..paths import ROOT
 
 # What the GPU run and the lessons import on the machine that it does not have. Not timm: the
@@ -223,7 +224,7 @@ def install_line(folder: Path) -> str:
     return (
         "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
         f"--target /tmp/site {folder.as_posix()}/*.whl && export PYTHONPATH=/tmp/site:$PWD "
-        "AMP_COURSE_OFFLINE=1 PYTHONUNBUFFERED=1 || exit;"
+        f"{OFFLINE}=1 PYTHONUNBUFFERED=1 || exit;"
     )
 
 

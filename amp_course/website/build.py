@@ -9,12 +9,13 @@ from pathlib import Path
 
 import nbformat
 
-from ..paths import ROOT
+from ..paths import NOTEBOOKS, README, ROOT
+from ..paths import SITE as SITE_DIR
 from . import pages
 from .gpu_page import figure_png, gpu_markdown
 from .sources import Source, gpu_reports, report_record, select_all
 
-SITE = ROOT / "site"  # conf.py and _static/ live here
+SITE = ROOT / SITE_DIR  # conf.py and _static/ live here
 BUILD = SITE / "_build"
 
 
@@ -29,7 +30,7 @@ def _write(path: Path, text: str | bytes, written: set[Path]) -> None:
 
 def readme_section(heading: str, root: Path = ROOT) -> str:
     """The body of the README's ``## heading`` section."""
-    text = (root / "README.md").read_text(encoding="utf-8")
+    text = (root / README).read_text(encoding="utf-8")
     found = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
     if not found:
         raise ValueError(f"README.md has no '## {heading}' section")
@@ -38,7 +39,7 @@ def readme_section(heading: str, root: Path = ROOT) -> str:
 
 def scenario(root: Path = ROOT) -> str:
     """The scenario, as lesson 00 states it (its first paragraph of prose)."""
-    first = nbformat.read(root / "notebooks" / "00_scenario.ipynb", as_version=4).cells[0].source
+    first = nbformat.read(root / NOTEBOOKS / "00_scenario.ipynb", as_version=4).cells[0].source
     for paragraph in first.split("\n\n"):
         if paragraph.strip() and not paragraph.lstrip().startswith(("#", "[![")):
             return paragraph.strip()
@@ -48,9 +49,7 @@ def scenario(root: Path = ROOT) -> str:
 def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
     """The entry page: the scenario, the lessons, how to run them, where the figures come from."""
     table = readme_section("Lessons", root)
-    # The course's order is the README table's; lessons it does not list come last.
-    place = {s.lesson: table.find(f"`{s.lesson}.ipynb`") for s in sources}
-    sources = sorted(sources, key=lambda s: (place[s.lesson] < 0, place[s.lesson], s.lesson))
+    # ``sources`` come in course order (ac.paths.lesson_notebooks), the toc's order too.
     for source in sources:  # the notebook names in the table become links to their pages
         table = table.replace(
             f"`{source.lesson}.ipynb`", f"[{source.lesson}](lessons/{source.lesson}.ipynb)"
@@ -115,7 +114,7 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
     reports = gpu_reports(root)
     newest = max(reports, key=lambda f: report_record(f).get("date", ""), default=None)
     for source in sources:
-        committed = root / "notebooks" / f"{source.lesson}.ipynb"
+        committed = root / NOTEBOOKS / f"{source.lesson}.ipynb"
         _write(src / "notebooks" / committed.name, committed.read_bytes(), written)
         gpu = source.report or newest
         page = pages.lesson_page(

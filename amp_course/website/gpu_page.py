@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 
 from ..executed import cells_differing
-from ..paths import ROOT
+from ..paths import NOTEBOOKS, ROOT
 from ..runs.files import bench_report
 from ..runs.results import results_markdown
 from . import pages
@@ -27,7 +27,7 @@ def _on_its_page(run: dict, folder: Path, sources: dict[str, Source], root: Path
         return f"[yes](../lessons/{name}.ipynb)"
     copy = folder / "notebooks" / run["notebook"]
     if run.get("status") == "passed" and copy.exists():
-        committed = nbformat.read(root / "notebooks" / run["notebook"], as_version=4)
+        committed = nbformat.read(root / NOTEBOOKS / run["notebook"], as_version=4)
         if cells_differing(committed, nbformat.read(copy, as_version=4)):
             return f"[no](../lessons/{name}.ipynb): the lesson changed since"
     return f"[no](../lessons/{name}.ipynb): another run is shown"

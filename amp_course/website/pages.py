@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..paths import ROOT
+from ..paths import NOTEBOOKS, QUIZZES, ROOT, SITE
 from .sources import Source
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -90,7 +90,7 @@ def quiz_markdown(lesson: str, root: Path = ROOT) -> str:
     from ..quiz import Quiz
 
     # No answer file is read or written: the path names nothing, and nothing is answered.
-    quiz = Quiz(lesson, quiz_dir=root / "quizzes", answers_path=root / "site" / ".no-answers")
+    quiz = Quiz(lesson, quiz_dir=root / QUIZZES, answers_path=root / SITE / ".no-answers")
     kinds = {
         "single": "one answer",
         "multiple": "all that apply",
@@ -137,7 +137,7 @@ SOLVED_NOTE = (
 
 def lesson_page(source: Source, download: str, gpu_page: str | None, root: Path = ROOT):
     """The page notebook of ``source.lesson`` (nbformat), ready for MyST-NB to render as is."""
-    committed = nbformat.read(root / "notebooks" / f"{source.lesson}.ipynb", as_version=4)
+    committed = nbformat.read(root / NOTEBOOKS / f"{source.lesson}.ipynb", as_version=4)
     executed = nbformat.read(source.path, as_version=4)
     by_id, by_name = _blanks(committed)
     cells, solved_above = [], False

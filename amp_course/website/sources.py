@@ -13,7 +13,7 @@ import nbformat
 
 from ..committed_runs import full_copies, gpu_reports, read_copy, up_to_date
 from ..executed import cells_differing
-from ..paths import ROOT, lesson_notebooks
+from ..paths import EXECUTED, NOTEBOOKS, ROOT, lesson_notebooks
 
 
 class MissingExecutedCopy(FileNotFoundError):
@@ -49,7 +49,7 @@ def select(lesson: str, root: Path = ROOT) -> Source:
     """The executed copy for ``lesson``: the newest stamped GPU copy whose run passed and ran the
     lesson as it is now, else the stamped smoke copy in ``executed/`` if it ran the lesson as it is
     now; MissingExecutedCopy says what is missing or stale."""
-    committed = nbformat.read(root / "notebooks" / f"{lesson}.ipynb", as_version=4)
+    committed = nbformat.read(root / NOTEBOOKS / f"{lesson}.ipynb", as_version=4)
     shown, stale = up_to_date(committed, full_copies(lesson, gpu_reports(root)))
     note = ""
     if stale is not None:
@@ -61,14 +61,14 @@ def select(lesson: str, root: Path = ROOT) -> Source:
         )
     if shown is not None:
         return Source(lesson, shown.path, shown.stamp, shown.folder, note)
-    path = root / "executed" / f"{lesson}.ipynb"
+    path = root / EXECUTED / f"{lesson}.ipynb"
     nb, stamp = read_copy(path)
     if stamp is None:
-        raise MissingExecutedCopy(f"executed/{lesson}.ipynb: none, or not stamped")
+        raise MissingExecutedCopy(f"{EXECUTED}/{lesson}.ipynb: none, or not stamped")
     changed = cells_differing(committed, nb)
     if changed:
         raise MissingExecutedCopy(
-            f"executed/{lesson}.ipynb: older than the notebook ({changed} cell(s) differ)"
+            f"{EXECUTED}/{lesson}.ipynb: older than the notebook ({changed} cell(s) differ)"
         )
     return Source(lesson, path, stamp, None, note)
 
