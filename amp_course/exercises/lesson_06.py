@@ -9,6 +9,7 @@ from torch import nn
 
 from ..debug import ActivationWatch, find_first_nonfinite
 from ..models import build_vit
+from ..precisions import BF16
 from ..scaling import FP16_MAX
 from ..timing import Comparison
 from . import ExerciseFailed, call_answer, fail_on_error, register
@@ -117,7 +118,7 @@ def _cpu_reason(want: dict, chose: str) -> str:
             f"{measured}, but within the spread of the runs (not distinguishable): no evidence "
             "that bf16 is faster, so fp32."
         )
-    native = {"avx512_bf16", "amx_bf16"} & flags
+    native = BF16.cpu_flags & flags
     flags_note = f"its flags say native bf16 ({', '.join(sorted(native))}), but " if native else ""
     return f"{flags_note}{measured} (slower): bf16 only where it measured faster."
 
