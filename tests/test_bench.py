@@ -1,9 +1,9 @@
+import dataclasses
 import json
 import time
 
 import pytest
 import torch
-from cuda_double import FakeGpu
 
 from amp_course import bench, cli, models, precision
 
@@ -74,9 +74,9 @@ def test_a_mode_that_fails_is_reported_as_skipped_and_the_others_run(monkeypatch
     )
     report = bench.run(config, "cpu", progress=None)
     rows = {r["mode"]: r for r in report["results"]["matmul"]}
-    assert rows["fp32"]["tflops"] > 0 and "skipped" not in rows["fp32"]
+    assert rows["fp32"]["achieved_tflops"] > 0 and "skipped" not in rows["fp32"]
     assert rows["bf16"]["skipped"].startswith('RuntimeError: "addmm" not implemented')
-    assert "tflops" not in rows["bf16"]
+    assert "achieved_tflops" not in rows["bf16"]
     assert "bf16             skipped: RuntimeError" in bench.format_report(report)
 
 
@@ -153,11 +153,11 @@ def test_smoke_bench_writes_json_table_and_plot(smoke_run):
         done = {r["mode"] for r in results[workload] if "skipped" not in r}
         assert done == {"fp32", "fp16", "bf16"}, (workload, results[workload])
     assert all("skipped" in r for r in results["max_batch"])
-    vit = next(r for r in results["vit_b16"] if r["mode"] == "fp32")
-    assert vit["median_s"] > 0 and vit["images_per_s"] == pytest.approx(
-        vit["batch_size"] / vit["median_s"]
-    )
-    assert vit["flops_per_step"] > 0 and vit["mfu"] is None  # no published peak for a CPU
+    vit = next(r for r in bench.rows.load(report, "vit_b16") if r.mode == "fp32")
+    assert vit.median_s > 0 and vit.images_per_s == pytest.approx(vit.batch / vit.median_s)
+    assert vit.flops_per_step > 0 and vit.mfu is None  # no published peak for a CPU
+    assert vit.p25_s <= vit.median_s <= vit.p75_s and vit.runs >= 1
+    assert vit.compile is None and not vit.fused and vit.peak_memory_bytes is None  # a CPU
     table = (smoke_run["out"] / "bench.txt").read_text()
     assert "== vit_b16 ==" in table and "tf32             skipped" in table
     assert (smoke_run["out"] / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -188,14 +188,14 @@ def test_gpu_bench_measures_memory_mfu_and_largest_batch():
         max_batch_limit=4096,
     )
     report = bench.run(config, "cuda", progress=None)
-    rows = {r["mode"]: r for r in report["results"]["vit_b16"]}
+    rows = {r.mode: r for r in bench.rows.load(report, "vit_b16")}
     for mode in ("fp32", "bf16"):
-        assert rows[mode]["peak_memory_bytes"] > 0
-        if rows[mode]["peak_tflops"]:
-            assert 0 < rows[mode]["mfu"] < 1
+        assert rows[mode].peak_memory_bytes > 0
+        if rows[mode].dense_peak_tflops:
+            assert 0 < rows[mode].mfu < 1
     # bf16 saves activations: its step peaks below fp32's.
-    assert rows["bf16"]["peak_memory_bytes"] < rows["fp32"]["peak_memory_bytes"]
-    batches = {r["mode"]: r.get("max_batch") for r in report["results"]["max_batch"]}
+    assert rows["bf16"].peak_memory_bytes < rows["fp32"].peak_memory_bytes
+    batches = {r.mode: r.max_batch for r in bench.rows.load(report, "max_batch")}
     # The limit is far above what fits, so the two searches end at real out-of-memory errors:
     # bf16 halves the activations, so strictly more images fit than in fp32.
     assert 8 <= batches["fp32"] < config.max_batch_limit
@@ -244,28 +244,51 @@ def test_profile_split_of_a_gpu_result_adds_up_to_the_step():
         assert sum(parts.values()) == pytest.approx(max(result["step_s"], result["kernel_s"]))
 
 
-def test_vit_peak_memory_leaves_out_what_the_process_held_before(monkeypatch):
-    """Lesson 05 runs the bench after cells that hold GPU memory: that memory is not the step's."""
-    from amp_course.bench import config, workloads
+def test_one_peak_memory_definition_counts_the_model_and_one_clean_step(monkeypatch):
+    """The matrix and the ladder share ``workloads.peak_memory``: parameters plus one step's
+    peak from a clean state, whatever the process held before; None off CUDA and under CUDA
+    graphs."""
+    from amp_course.bench import workloads
 
-    gib = 2**30
-    # Earlier cells hold 0.66 GiB; with the model, its state and one step the peak is 9.37 GiB.
-    FakeGpu(
-        monkeypatch, allocated=int(0.66 * gib), peak=int(9.37 * gib), free=0, total=0, reserved=0
+    cleared = []
+    monkeypatch.setattr(workloads, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
+    model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
+    cuda = type("Device", (), {"type": "cuda"})()
+    clear = lambda: cleared.append(True)  # noqa: E731
+    assert workloads.peak_memory(clear, model, lambda: None, cuda) == 1080 and cleared
+    assert workloads.peak_memory(clear, model, lambda: None, cuda, "default") == 1080
+    for graphs in bench.rows.CUDA_GRAPH_MODES:
+        assert workloads.peak_memory(clear, model, lambda: None, cuda, graphs) is None
+    assert workloads.peak_memory(clear, model, lambda: None, torch.device("cpu")) is None
+
+
+def test_rows_round_trip_and_old_rows_load_under_their_new_names():
+    """bench.json holds ``Row.to_dict``; the committed H100 run's rows (written by the old matrix,
+    with its own names) load as the same Row type."""
+    from conftest import ROOT
+
+    row = bench.Row("vit_b16", "bf16+compile+fused", "bf16", "default", True, batch=64)
+    timed = dataclasses.replace(row, median_s=0.02, mfu=0.3, dense_peak_tflops=989.4)
+    assert bench.Row.from_dict(json.loads(json.dumps(timed.to_dict()))) == timed
+    assert "skipped" not in timed.to_dict()  # absent, not None
+    path = ROOT / "reports/gpu/nvidia-h100-80gb-hbm3/bench-vit_b16/bench.json"
+    old = json.loads(path.read_text())["results"]["vit_b16"]
+    rows = {r.mode: r for r in bench.rows.load(path, "vit_b16")}
+    fp32, best = old[0], rows["bf16+compile+fused"]
+    assert rows["fp32"].batch == fp32["batch_size"] == 64
+    assert rows["fp32"].dense_peak_tflops == fp32["peak_tflops"] == 66.9
+    assert rows["fp32"].peak_memory_bytes == fp32["peak_memory_bytes"]
+    assert (best.compile, best.fused, best.precision) == ("default", True, "bf16")
+    matmul = bench.Row.from_dict(
+        {
+            "mode": "fp16",
+            "workload": "matmul",
+            "precision": "fp16",
+            "tflops": 600.0,
+            "fraction_of_peak": 0.6,
+        }
     )
-    cuda = torch.device("cuda")
-    held = workloads._held_cuda_bytes(cuda)
-
-    class Trainer:  # stands in for the bench's trainer: no GPU here
-        def clear_state(self):
-            pass
-
-        def step_fn(self, mode, batches):
-            return lambda: None
-
-    peak = workloads._peak_memory(Trainer(), config.Mode("bf16"), cuda, lambda: None, held)
-    assert peak == int(9.37 * gib) - int(0.66 * gib)
-    assert workloads._held_cuda_bytes(torch.device("cpu")) == 0
+    assert (matmul.achieved_tflops, matmul.mfu) == (600.0, 0.6)
 
 
 @pytest.mark.parametrize(

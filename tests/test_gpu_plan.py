@@ -91,7 +91,9 @@ def course(tmp_path):
     _edit(root, "05_speed_memory")
     # A newer run whose 05 failed: its copy, current as it is, is not a passing copy.
     _run(root, "gpu-y", "2026-01-03T00:00:00+00:00", {"05_speed_memory": 5.0}, status="failed")
-    bench = {"device": DEVICE, "date": date, "results": {"vit_b16": [{"mode": "fp32"}]}}
+    # The eager workloads too (as if the bench-eager part had written them in the same report).
+    measured = ("vit_b16", "matmul", "mnist_cnn", "max_batch")
+    bench = {"device": DEVICE, "date": date, "results": {w: [{"mode": "fp32"}] for w in measured}}
     (own / "bench-vit_b16").mkdir()
     (own / "bench-vit_b16" / "bench.json").write_text(
         json.dumps({**bench, "seconds": {"vit_b16": 140.0}})
@@ -154,9 +156,25 @@ def test_a_checkout_without_lessons_or_runs_lacks_only_the_benches(tmp_path):
     listed = plan.plan(tmp_path)
     assert [(p.name, p.source) for p in listed] == [
         ("bench-vit_b16", "estimate"),
+        ("bench-eager", "estimate"),
         ("bench-ladder", "estimate"),
     ]
     assert "Nothing is lacking" in plan.format_plan([])
+
+
+def test_the_eager_workloads_lesson_05_printed_are_a_bench_part_of_their_own(course):
+    """The README reads matmul, MNIST CNN and the largest batch from bench.json only: a run
+    lacking any of them lists the bench-eager part, timed as one part with all three."""
+    path = course / "reports" / "gpu" / FOLDER / "bench-vit_b16" / "bench.json"
+    report = json.loads(path.read_text())
+    del report["results"]["max_batch"]
+    path.write_text(json.dumps(report))
+    eager = {part.name: part for part in plan.plan(course)}["bench-eager"]
+    assert eager.kind == "bench" and eager.runs == ("matmul", "mnist_cnn", "max_batch")
+    assert eager.why == "no bench*/bench.json with results['max_batch'] in any GPU run"
+    estimate = sum(plan.ESTIMATES_S[w] for w in eager.runs) + plan.PART_START_S
+    assert eager.source == "estimate" and eager.minutes == pytest.approx(estimate / 60, abs=0.1)
+    assert plan.BENCHES["bench-eager"]["workloads"] == eager.runs
 
 
 def _parts(*minutes):

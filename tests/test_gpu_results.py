@@ -8,6 +8,7 @@ import pytest
 from conftest import ROOT
 
 from amp_course import gpu_run
+from amp_course.bench.rows import Row
 from amp_course.executed import read_stamp
 from amp_course.paths import lesson_notebooks
 from amp_course.runs import files, parts, results
@@ -80,24 +81,23 @@ def test_the_readme_says_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_pa
     text = results.notebooks_sentence(run, lessons)
     assert "1 of 1 notebooks ran" in text and "1 cell(s) are marked" in text
     assert "only theirs were compared" in text and "Not in this run (newer than it): 10_new" in text
-    said = results.timing_sentence([{"runs": 9}, {"skipped": "x"}], {"rounds": 3})
+    timed, skipped = Row("vit_b16", "fp32", "fp32", runs=9), Row("vit_b16", "tf32", "tf32")
+    said = results.timing_sentence([timed, skipped], {"rounds": 3})
     assert "median over 9 timed blocks" in said and "in 3 rounds that interleave the modes" in said
 
 
-def test_lesson_05s_printed_tables_are_read_back():
+def test_nothing_is_read_from_what_lesson_05_printed():
+    """The eager workloads no bench.json of the committed run holds are said to be missing, and
+    the plan's bench-eager part measures them: no table printed by a lesson is parsed."""
     run = MAIN_RUNS[0]
-    tables = files.printed_bench_tables(run / "notebooks" / "05_speed_memory.ipynb")
-    assert {"matmul", "mnist_cnn", "vit_b16", "max_batch"} <= set(tables)
-    batches = {row["mode"]: int(row["max batch"]) for row in tables["max_batch"]}
-    assert batches["bf16"] > batches["fp32"] > 0
-    assert {row["mode"] for row in tables["matmul"]} >= {"fp32", "tf32", "fp16", "bf16"}
-
-
-def test_a_notebook_without_a_bench_table_is_refused(tmp_path):
-    path = tmp_path / "x.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
-    with pytest.raises(ValueError, match="printed no benchmark table"):
-        files.printed_bench_tables(path)
+    assert not hasattr(files, "printed_bench_tables") and not hasattr(files, "TIME_UNITS")
+    data = files.collect(run)
+    text = results.results_markdown(run)
+    if not data["rows"]:
+        assert f"largest ViT-B/16 training batch**: {results.NOT_MEASURED}." in text
+        assert data["measured"]["max_batch"] is None
+        assert "| largest batch, bf16 / fp32 >= 1.60x | - | not in this run's bench.json |" in text
+    assert "as it printed" not in text and "05_speed_memory.ipynb`)" not in text
 
 
 def test_replacing_needs_the_markers():
@@ -167,29 +167,50 @@ def test_the_sites_gpu_page_shows_versions_nbval_and_the_readme_results():
     assert results.results_markdown(run).split("\n", 1)[1].rstrip("\n") in page
 
 
-def test_the_benchmarks_json_is_preferred_to_what_lesson_05_printed(tmp_path):
+def test_the_eager_workloads_render_from_a_bench_eager_report(tmp_path):
     run = tmp_path / MAIN_RUNS[0].name
     shutil.copytree(MAIN_RUNS[0], run)
+    names = ("fp32", "tf32", "fp16", "bf16")
     rows = {
         "matmul": [
-            {"mode": p, "size": 8192, "tflops": 100.0 + i, "fraction_of_peak": 0.5}
-            for i, p in enumerate(("fp32", "tf32", "fp16", "bf16"))
+            Row("matmul", p, p, size=8192, achieved_tflops=100.0 + i, mfu=0.5)
+            for i, p in enumerate(names)
         ],
         "mnist_cnn": [
-            {"mode": p, "batch_size": 256, "median_s": 0.01 / (1 + i)}
-            for i, p in enumerate(("fp32", "tf32", "fp16", "bf16"))
+            Row("mnist_cnn", p, p, batch=256, median_s=0.01 / (1 + i)) for i, p in enumerate(names)
         ],
-        "max_batch": [{"mode": "fp32", "max_batch": 500}, {"mode": "bf16", "max_batch": 1000}],
+        "max_batch": [
+            Row("max_batch", "fp32", "fp32", max_batch=500),
+            Row("max_batch", "bf16", "bf16", max_batch=1000),
+        ],
     }
     bench = json.loads((run / "bench-vit_b16" / "bench.json").read_text())
-    (run / "bench-other").mkdir()
-    (run / "bench-other" / "bench.json").write_text(json.dumps({**bench, "results": rows}))
+    written = {w: [r.to_dict() for r in rs] for w, rs in rows.items()}
+    (run / "bench-eager").mkdir()
+    (run / "bench-eager" / "bench.json").write_text(json.dumps({**bench, "results": written}))
     data = files.collect(run)
-    assert data["rows_from"] == "`bench-other/bench.json`" and data["batches"]["bf16"] == 1000
+    assert data["batches"]["bf16"] == 1000 and data["measured"]["max_batch"] == 2.0
     text = results.results_markdown(run)
+    assert "**Eager modes, from `bench-eager/bench.json`:**" in text
     assert "fp32 500, bf16 1000; bf16 fits 2.00x fp32's" in text
     assert "at batch 256: fp32 step 10 ms, tf32 5 ms (2.00x)" in text
     assert "| 8192 | 100 (50.0%) | 101 (50.0%) | 102 (50.0%) | 103 (50.0%) |" in text
+    assert results.NOT_MEASURED not in text
+    assert "| largest batch, bf16 / fp32 >= 1.60x | 2.000x | yes |" in text
     # The ViT matrix still comes from its own report, and the section between its markers.
     assert "(`bench-vit_b16/bench.json`: each step time is the median" in text
     assert results.section(run) == f"{results.BEGIN}\n{text}{results.END}\n"
+
+
+def test_a_run_with_only_some_eager_workloads_names_the_missing_ones(tmp_path):
+    run = tmp_path / MAIN_RUNS[0].name
+    shutil.copytree(MAIN_RUNS[0], run)
+    bench = json.loads((run / "bench-vit_b16" / "bench.json").read_text())
+    matmul = [Row("matmul", "fp32", "fp32", size=1024, achieved_tflops=40.0, mfu=0.6).to_dict()]
+    (run / "bench-eager").mkdir()
+    (run / "bench-eager" / "bench.json").write_text(
+        json.dumps({**bench, "results": {"matmul": matmul}})
+    )
+    text = results.results_markdown(run)
+    assert "| 1024 | 40 (60.0%) |" in text
+    assert f"- **MNIST CNN, largest ViT-B/16 training batch**: {results.NOT_MEASURED}." in text

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from amp_course import bench, cli, emulation, models
-from amp_course.bench import ladder, ladder_report, timm_vit
-from amp_course.bench.ladder import LadderConfig, LadderRow
+from amp_course.bench import ladder, ladder_report, timm_vit, workloads
+from amp_course.bench.ladder import LadderConfig
+from amp_course.bench.rows import Row, load
 
 matplotlib.use("Agg")
 HAS_TIMM = importlib.util.find_spec("timm") is not None
@@ -84,7 +85,7 @@ def test_a_rung_that_runs_out_of_memory_names_its_batch_and_the_ladder_goes_on(m
     monkeypatch.setattr(ladder, "_warm", warm_or_run_out)
     names = ("eager", "+ batch 32", "+ flash attention")
     config = LadderConfig.smoke_config(timm=False, rungs=names, rounds=1, matmul_peak_tflops=1.0)
-    rows = {row.rung: row for row in ladder.run(config, torch.device("cpu"), progress=None)}
+    rows = {row.mode: row for row in ladder.run(config, torch.device("cpu"), progress=None)}
     assert rows["+ batch 32"].skipped == "out of memory at batch 32"
     assert rows["+ flash attention"].skipped == "out of memory at batch 32"
     assert rows["eager"].skipped is None and rows["eager"].median_s > 0
@@ -105,9 +106,9 @@ def test_the_bench_writes_the_ladder_as_typed_rows(cli_run):
     code, out = cli_run
     assert code == 0
     report = json.loads((out / "bench.json").read_text())
-    rows = ladder_report.rows_from_report(out / "bench.json")
-    assert [r.rung for r in rows] == ["eager", "timm: eager"]
-    assert all(isinstance(r, LadderRow) for r in rows)
+    rows = load(out / "bench.json", "ladder")
+    assert [r.mode for r in rows] == ["eager", "timm: eager"]
+    assert all(isinstance(r, Row) and r.workload == "ladder" for r in rows)
     assert report["results"]["ladder"][0]["mode"] == "eager"
     eager = rows[0]
     assert eager.precision == "bf16" and eager.mfu is None  # no published peak for a CPU
@@ -153,18 +154,18 @@ def test_timms_vit_has_the_course_vits_parameters_and_flops():
 
 
 def test_table_chart_and_ratios_from_rows():
-    common = dict(model="course", compile=None, fused=False, attention=None, precision="bf16")
+    common = dict(workload="ladder", model="course", precision="bf16", batch=64)
     rows = [
-        LadderRow("eager", batch=64, median_s=0.04, images_per_s=1600, mfu=0.2, **common),
-        LadderRow("+ torch.compile", batch=64, skipped="no compiler here", **common),
-        LadderRow("timm: eager", batch=64, median_s=0.05, **{**common, "model": "timm"}),
+        Row(mode="eager", median_s=0.04, images_per_s=1600, mfu=0.2, **common),
+        Row(mode="+ torch.compile", skipped="no compiler here", **common),
+        Row(mode="timm: eager", median_s=0.05, **{**common, "model": "timm"}),
     ]
     assert ladder_report.timm_ratios(rows) == [("eager", pytest.approx(1.25))]
     table = ladder_report.format_table(rows)
     assert "20.0%" in table and "skipped: no compiler here" in table
     fig = ladder_report.plot(rows)
     assert len(fig.axes) == 2
-    assert json.loads(json.dumps(ladder_report.as_dicts(rows)))[0]["rung"] == "eager"
+    assert Row.from_dict(json.loads(json.dumps(rows[0].to_dict()))) == rows[0]
 
 
 def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch):
@@ -180,7 +181,7 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     lighter = LadderConfig(rungs=("eager", "+ CUDA graphs", "+ batch 256")).rungs_for("cuda")
     inherited = _by_name(lighter)["+ batch 256"][0]  # builds on reduce-overhead, not max-autotune
 
-    monkeypatch.setattr(ladder, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
+    monkeypatch.setattr(workloads, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
     model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
     built = type("Built", (), {"models": {"course": model, "timm": model}})()
     built.clear_state = lambda: None
@@ -196,22 +197,36 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
 def test_the_table_and_readme_say_not_measured_for_graph_rungs_even_from_an_old_report(tmp_path):
     common = dict(model="course", fused=True, attention=None, precision="bf16", mfu_of_matmul=0.3)
     timed = dict(median_s=0.04, images_per_s=1600, **common)
-    old = [  # written before rows had a memory_note: the allocator's peak for the graph rung
-        LadderRow("eager", batch=64, compile=None, peak_memory_bytes=5 * 2**30, **timed),
-        LadderRow("+ CUDA graphs", batch=64, compile="reduce-overhead", **timed),
+    # Written before rows had a memory_note, by the old LadderRow (its rung under "rung" and
+    # "mode"): the allocator's peak for the graph rung.
+    dicts = [
+        {
+            "workload": "ladder",
+            "mode": "eager",
+            "rung": "eager",
+            "batch": 64,
+            "compile": None,
+            "peak_memory_bytes": 5 * 2**30,
+            **timed,
+        },
+        {
+            "workload": "ladder",
+            "mode": "+ CUDA graphs",
+            "rung": "+ CUDA graphs",
+            "batch": 64,
+            "compile": "reduce-overhead",
+            "peak_memory_bytes": int(0.97 * 2**30),
+            **timed,
+        },
     ]
-    old[1].peak_memory_bytes = int(0.97 * 2**30)
-    dicts = ladder_report.as_dicts(old)
-    for row in dicts:
-        row.pop("memory_note", None)
     report = {"config": {"rounds": 3}, "results": {"ladder": dicts}}
     (tmp_path / "bench.json").write_text(json.dumps(report))
-    rows = ladder_report.rows_from_report(json.loads(json.dumps(report)))
+    rows = load(json.loads(json.dumps(report)), "ladder")
     assert rows[1].peak_memory_bytes is None
     assert rows[1].memory_note == ladder.GRAPH_MEMORY_NOTE
     assert rows[0].peak_memory_bytes == 5 * 2**30 and rows[0].memory_note is None
-    again = ladder_report.rows_from_report(
-        {"results": {"ladder": json.loads(json.dumps(ladder_report.as_dicts(rows)))}}
+    again = load(
+        {"results": {"ladder": json.loads(json.dumps([r.to_dict() for r in rows]))}}, "ladder"
     )
     assert again == rows  # the note survives the JSON round trip
 

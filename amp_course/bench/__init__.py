@@ -1,13 +1,14 @@
 """Benchmark: precision modes (fp32, TF32, fp16, bf16; optionally compiled or fused) x workloads.
 
-Measuring (``run``, in ``matrix``, over the workloads in ``workloads``), the result (a plain dict,
-saved as JSON) and presenting (``format_report``, ``plot_report``, in ``report``) are separate, as
-in torch.utils.benchmark and ``ac.timing``; FLOPs, published peaks and MFU live in ``flops``.
+Measuring (``run``, in ``matrix``, over the workloads in ``workloads``), the result (one
+``rows.Row`` per measured configuration, the ladder's rungs too, saved as JSON) and presenting
+(``format_report``, ``plot_report``, in ``report``, from those rows) are separate, as in
+torch.utils.benchmark and ``ac.timing``; FLOPs, published peaks and MFU live in ``flops``.
 Modes are timed round-robin, so drift in machine load or clocks hits every mode alike, and each
 mode sets its precision flags on entry and restores them on exit.
 """
 
-from . import ladder, ladder_report, profile, timm_vit
+from . import ladder, ladder_report, profile, rows, timm_vit
 from .config import (
     MNIST_TRAIN_SIZE,
     PRECISIONS,
@@ -26,6 +27,7 @@ from .flops import (
 )
 from .matrix import run
 from .report import format_report, plot_report, write_report
+from .rows import Row
 from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "PEAK_BANDWIDTH_TBS",
     "PEAK_TFLOPS",
     "PRECISIONS",
+    "Row",
     "WORKLOADS",
     "BenchConfig",
     "Mode",
@@ -43,6 +46,7 @@ __all__ = [
     "ladder",
     "ladder_report",
     "profile",
+    "rows",
     "timm_vit",
     "count_step_flops",
     "format_report",

@@ -2,11 +2,11 @@
 (fused AdamW, torch.compile, CUDA graphs, max-autotune, a larger batch, another attention kernel),
 with timm's ViT-B/16 under the same settings timed in the same round-robin.
 
-Each rung is a ``Rung`` (what it changes) and gives a ``LadderRow`` (what it measured): step time,
-images/s, MFU against the published dense peak and against this run's measured matmul peak, and
-peak memory (not for rungs run from CUDA graphs: ``memory_note`` says why). Rows are dataclasses,
-saved as JSON by ``amp-course bench --workloads ladder`` (``results["ladder"]`` of bench.json);
-``ladder_report`` reads them back and renders tables and charts from them.
+Each rung is a ``Rung`` (what it changes: a mode plus options) and gives a ``rows.Row``, the row
+every bench workload gives: step time, images/s, MFU against the published dense peak and against
+this run's measured matmul peak, and peak memory (``workloads.peak_memory``; not for rungs run
+from CUDA graphs: ``memory_note`` says why). ``amp-course bench --workloads ladder`` saves them in
+``results["ladder"]`` of bench.json; ``ladder_report`` renders tables and charts from them.
 """
 
 from __future__ import annotations
@@ -20,18 +20,16 @@ from .. import emulation, timing
 from ..attention import emulated_refusal
 from ..device import device_name, dtype_name, pick_autocast_dtype
 from ..display import error_line
-from ..memory import OutOfMemoryError, step_peak_memory
+from ..memory import OutOfMemoryError
 from .config import Mode
 from .config import skip_reason as bench_skip_reason
 from .flops import count_step_flops, measure_matmul_flops, mfu, peak_tflops
 from .ladder_steps import LadderModels, model_image_size
+from .rows import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Row, memory_note, timing_fields
 from .timm_vit import unavailable
+from .workloads import peak_memory
 
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that use CUDA graphs
-GRAPH_MEMORY_NOTE = (
-    "not measured: CUDA graphs run from a private memory pool "
-    "that the allocator's peak does not see"
-)
+__all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "Rung", "memory_note", "run"]
 
 
 @dataclass(frozen=True)
@@ -44,32 +42,6 @@ class Rung:
     compile: str | None = None  # a torch.compile mode; None: eager
     attention: str | None = None  # an SDPA backend ("flash", "efficient", "cudnn", "math")
     model: str = "course"  # "course" (torchvision's ViT) or "timm"
-
-
-@dataclass
-class LadderRow:
-    """What one rung measured (times in seconds, memory in bytes); ``skipped`` says why not."""
-
-    rung: str
-    model: str
-    batch: int
-    compile: str | None
-    fused: bool
-    attention: str | None
-    precision: str
-    median_s: float | None = None
-    iqr_s: float | None = None
-    runs: int | None = None
-    images_per_s: float | None = None
-    flops_per_step: float | None = None
-    achieved_tflops: float | None = None
-    dense_peak_tflops: float | None = None
-    mfu: float | None = None
-    matmul_peak_tflops: float | None = None
-    mfu_of_matmul: float | None = None
-    peak_memory_bytes: int | None = None
-    memory_note: str | None = None  # why peak_memory_bytes is None for a rung that ran
-    skipped: str | None = None
 
 
 @dataclass
@@ -172,14 +144,6 @@ def skip_reason(rung: Rung, config: LadderConfig, device: torch.device) -> str |
     return None
 
 
-def memory_note(rung: Rung | LadderRow) -> str | None:
-    """Why ``rung`` (a Rung or a LadderRow) gets no peak memory in the ladder; None: it gets one."""
-    # A replayed CUDA graph allocates nothing through the caching allocator: its activations live
-    # in the graphs' private pool, which cudagraph trees share among every graph recorded so far
-    # (earlier rungs' too), so neither the allocator's peak nor the pool's size is this rung's.
-    return GRAPH_MEMORY_NOTE if rung.compile in CUDA_GRAPH_MODES else None
-
-
 @functools.lru_cache(maxsize=8)
 def fused_adamw_unavailable(device: torch.device) -> str | None:
     """Why fused AdamW cannot run on ``device``, or None (probed once per device)."""
@@ -190,7 +154,7 @@ def _flops_per_image(build, size: int) -> int:
     return count_step_flops(build, (1, 3, size, size), 1000)[1]
 
 
-def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
+def run(config: LadderConfig, device, progress=print) -> list[Row]:
     """Build every rung, warm each up (compiling), measure its peak memory, then time them all
     round-robin, so drift in clocks or load hits every rung alike."""
     device = torch.device(device)
@@ -202,14 +166,15 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
     dense = peak_tflops(device_name(device), config.precision)
     rows, steps, flops = {}, {}, {}
     for rung, reason in config.rungs_for(device):
-        row = LadderRow(
+        row = Row(
+            "ladder",
             rung.name,
-            rung.model,
-            rung.batch,
+            config.precision,
             rung.compile,
             rung.fused,
             rung.attention,
-            config.precision,
+            rung.model,
+            rung.batch,
             dense_peak_tflops=dense,
             matmul_peak_tflops=matmul,
             skipped=reason,
@@ -226,10 +191,10 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
                 flops[rung.model] = _flops_per_image(
                     lambda kind=rung.model: built.build(kind), model_image_size(model)
                 )
-            row.peak_memory_bytes = _peak_memory(built, rung, steps[rung.name], device)
-            row.memory_note = memory_note(rung)
+            memory = _peak_memory(built, rung, steps[rung.name], device)
+            rows[rung.name] = replace(row, peak_memory_bytes=memory, memory_note=memory_note(rung))
         except Exception as error:  # noqa: BLE001 - one rung failing must not stop the ladder
-            row.skipped = _failure(error, rung.batch)
+            rows[rung.name] = replace(row, skipped=_failure(error, rung.batch))
             steps.pop(rung.name, None)
             built.clear_state()  # what the failed step left (gradients, optimizer state)
     measured, failed = timing.round_robin(
@@ -238,17 +203,25 @@ def run(config: LadderConfig, device, progress=print) -> list[LadderRow]:
     for name, row in rows.items():
         if name in failed:  # failed while timed: round_robin's "ErrorType: message"
             out_of_memory = failed[name].startswith(f"{OutOfMemoryError.__name__}:")
-            row.skipped = f"out of memory at batch {row.batch}" if out_of_memory else failed[name]
-        if name not in measured:
-            continue
-        stats = timing.summarise(measured[name])
-        row.median_s, row.iqr_s, row.runs = stats["median_s"], stats["iqr_s"], stats["runs"]
-        row.images_per_s = row.batch / row.median_s
-        row.flops_per_step = flops[row.model] * row.batch
-        row.achieved_tflops = row.flops_per_step / row.median_s / 1e12
-        row.mfu = mfu(row.flops_per_step, row.median_s, dense) if dense else None
-        row.mfu_of_matmul = mfu(row.flops_per_step, row.median_s, matmul)
+            skipped = f"out of memory at batch {row.batch}" if out_of_memory else failed[name]
+            rows[name] = replace(row, skipped=skipped)
+        if name in measured:
+            rows[name] = _timed_row(rows[name], timing.summarise(measured[name]), flops, dense)
     return list(rows.values())
+
+
+def _timed_row(row: Row, stats: dict, flops: dict, dense: float | None) -> Row:
+    """``row`` with its step time and the figures derived from it."""
+    seconds, per_step = stats["median_s"], flops[row.model] * row.batch
+    return replace(
+        row,
+        **timing_fields(stats),
+        images_per_s=row.batch / seconds,
+        flops_per_step=per_step,
+        achieved_tflops=per_step / seconds / 1e12,
+        mfu=mfu(per_step, seconds, dense) if dense else None,
+        mfu_of_matmul=mfu(per_step, seconds, row.matmul_peak_tflops),
+    )
 
 
 def _failure(error: Exception, batch: int) -> str:
@@ -267,11 +240,6 @@ def _warm(built: LadderModels, rung: Rung):
 
 
 def _peak_memory(built: LadderModels, rung: Rung, step, device) -> int | None:
-    """Parameters plus one step's peak from a clean state (optimizer state, gradients,
-    activations, workspaces); None off CUDA and for rungs ``memory_note`` leaves unmeasured."""
-    if device.type != "cuda" or memory_note(rung):
-        return None
-    built.clear_state()
+    """The bench's one peak-memory figure (``workloads.peak_memory``) of ``rung``'s step."""
     model = built.models[rung.model]
-    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
-    return parameters + step_peak_memory(lambda: step, device, warmup=1)
+    return peak_memory(built.clear_state, model, step, device, rung.compile)

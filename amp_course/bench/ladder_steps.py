@@ -3,7 +3,6 @@ wrapper per compile mode and attention kernel, one AdamW per fused flag, shared 
 
 from __future__ import annotations
 
-import gc
 import itertools
 
 import torch
@@ -13,7 +12,7 @@ from .. import models
 from ..attention import sdpa_context
 from ..precision import AmpRecipe
 from .timm_vit import build_timm_vit
-from .workloads import train_step
+from .workloads import clear_state, train_step
 
 
 class LadderModels:
@@ -63,13 +62,7 @@ class LadderModels:
         return step
 
     def clear_state(self) -> None:
-        for optimizer in self.optimizers.values():
-            optimizer.state.clear()
-        for model in self.models.values():
-            model.zero_grad(set_to_none=True)
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+        clear_state(self.optimizers.values(), self.models.values(), self.device)
 
 
 def model_image_size(model: torch.nn.Module) -> int:

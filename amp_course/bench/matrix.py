@@ -1,4 +1,5 @@
-"""Running the matrix: every available mode on every workload, into one JSON-ready report."""
+"""Running the matrix: every available mode on every workload, into one JSON-ready report whose
+``results`` hold each workload's rows as ``Row.to_dict`` writes them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import asdict
 import torch
 
 from ..device import machine_record
-from . import ladder, ladder_report
+from . import ladder
 from .config import WORKLOADS, BenchConfig, skip_reason
 from .workloads import _skipped, bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
@@ -63,24 +64,22 @@ def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> Non
         if workload == "matmul":
             rows = bench_matmul(runnable, config, device, name)
             for row in rows:
-                if "tflops" in row:
-                    best = ceilings.get(row["precision"], 0)
-                    ceilings[row["precision"]] = max(best, row["tflops"])
+                if row.achieved_tflops is not None:
+                    best = ceilings.get(row.precision, 0)
+                    ceilings[row.precision] = max(best, row.achieved_tflops)
         elif workload == "mnist_cnn":
             rows = bench_mnist_cnn(runnable, config, device, mnist)
         elif workload in ("vit_b16", "vit_l16"):
             preset = workload.removeprefix("vit_")
             rows = bench_vit(preset, runnable, config, device, name, ceilings)
         elif workload == "ladder":  # its own rungs, in the device's AMP dtype: not the modes
-            rows = ladder_report.as_dicts(
-                ladder.run(ladder.LadderConfig.from_bench(config, device), device, say)
-            )
+            rows = ladder.run(ladder.LadderConfig.from_bench(config, device), device, say)
         else:
             rows = bench_max_batch(runnable, config, device)
         for mode, reason in skipped if workload != "ladder" else ():
             if workload in ("mnist_cnn", "vit_b16", "vit_l16") or not (mode.compile or mode.fused):
                 rows.append(_skipped(workload, mode, reason))
-        report["results"][workload] = rows
+        report["results"][workload] = [row.to_dict() for row in rows]
         report["seconds"][workload] = time.perf_counter() - start
         gc.collect()
         if device.type == "cuda":

@@ -1,13 +1,15 @@
 """Presenting a bench report: fixed-width tables, a plot with a panel per workload that ran, and
-the files on disk."""
+the files on disk, all rendered from the report's rows (``rows.Row``), never from printed text."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from .. import timing
 from . import ladder_report
+from .rows import Row, load
 
 
 def format_report(report: dict) -> str:
@@ -20,32 +22,33 @@ def format_report(report: dict) -> str:
         "matmul": [
             ("size", "size", "d"),
             ("median", "median_s", "time"),
-            ("TFLOP/s", "tflops", ".3g"),
-            ("peak", "peak_tflops", ".4g"),
-            ("of peak", "fraction_of_peak", ".1%"),
+            ("TFLOP/s", "achieved_tflops", ".3g"),
+            ("peak", "dense_peak_tflops", ".4g"),
+            ("of peak", "mfu", ".1%"),
         ],
         "mnist_cnn": [
-            ("batch", "batch_size", "d"),
+            ("batch", "batch", "d"),
             ("step", "median_s", "time"),
             ("img/s", "images_per_s", ".4g"),
             ("epoch (s)", "epoch_s", ".3g"),
         ],
         "vit": [
-            ("batch", "batch_size", "d"),
+            ("batch", "batch", "d"),
             ("step", "median_s", "time"),
             ("img/s", "images_per_s", ".4g"),
             ("TFLOP/s", "achieved_tflops", ".3g"),
             ("MFU", "mfu", ".1%"),
-            ("of matmul", "fraction_of_ceiling", ".1%"),
+            ("of matmul", "mfu_of_matmul", ".1%"),
             ("peak GiB", "peak_memory_gib", ".2f"),
         ],
         "max_batch": [("max batch", "max_batch", "d"), ("limit", "limit", "d")],
     }
-    for workload, rows in report["results"].items():
+    for workload in report["results"]:
+        rows = load(report, workload)
         if not rows:
             continue
         if workload == "ladder":
-            ladder_rows = ladder_report.rows_from_report(report)
+            ladder_rows = rows
             precision = ladder_rows[0].precision
             lines += ["", f"== ladder ({precision}) ==", ladder_report.format_table(ladder_rows)]
             continue
@@ -56,24 +59,25 @@ def format_report(report: dict) -> str:
             f"{'mode':<16}" + "".join(f"{title:>11}" for title, _, _ in cols),
         ]
         for row in rows:
-            if "skipped" in row:
-                lines.append(f"{row['mode']:<16} skipped: {row['skipped']}")
+            if row.skipped:
+                lines.append(f"{row.mode:<16} skipped: {row.skipped}")
                 continue
-            row = dict(row)
-            if row.get("peak_memory_bytes") is not None:
-                row["peak_memory_gib"] = row["peak_memory_bytes"] / 2**30
-            cells = [timing.format_cell(row.get(key), spec) for _, key, spec in cols]
-            lines.append(f"{row['mode']:<16}" + "".join(f"{text:>11}" for text in cells))
+            values = asdict(row)
+            memory = row.peak_memory_bytes
+            values["peak_memory_gib"] = None if memory is None else memory / 2**30
+            cells = [timing.format_cell(values[key], spec) for _, key, spec in cols]
+            lines.append(f"{row.mode:<16}" + "".join(f"{text:>11}" for text in cells))
     return "\n".join(lines)
 
 
-def _matmul_panel(ax, done: list[dict]) -> None:
-    for mode in dict.fromkeys(r["mode"] for r in done):
-        rows = [r for r in done if r["mode"] == mode]
-        (line,) = ax.plot([r["size"] for r in rows], [r["tflops"] for r in rows], "o-", label=mode)
-        if rows[0]["peak_tflops"]:
-            ax.axhline(rows[0]["peak_tflops"], ls="--", lw=0.8, color=line.get_color())
-    sizes = sorted({r["size"] for r in done})
+def _matmul_panel(ax, done: list[Row]) -> None:
+    for mode in dict.fromkeys(r.mode for r in done):
+        rows = [r for r in done if r.mode == mode]
+        sizes, rates = [r.size for r in rows], [r.achieved_tflops for r in rows]
+        (line,) = ax.plot(sizes, rates, "o-", label=mode)
+        if rows[0].dense_peak_tflops:
+            ax.axhline(rows[0].dense_peak_tflops, ls="--", lw=0.8, color=line.get_color())
+    sizes = sorted({r.size for r in done})
     ax.set(
         xscale="log",
         yscale="log",
@@ -86,9 +90,10 @@ def _matmul_panel(ax, done: list[dict]) -> None:
     ax.legend(fontsize=8)
 
 
-def _bars(ax, rows: list[dict], key: str, title: str, ylabel: str) -> None:
-    ax.bar(range(len(rows)), [r[key] for r in rows])
-    ax.set_xticks(range(len(rows)), [r["mode"] for r in rows], rotation=30, ha="right", fontsize=8)
+def _bars(ax, rows: list[Row], key: str, title: str, ylabel: str, labels=None) -> None:
+    ax.bar(range(len(rows)), [getattr(r, key) for r in rows])
+    labels = labels or [r.mode for r in rows]
+    ax.set_xticks(range(len(rows)), labels, rotation=30, ha="right", fontsize=8)
     ax.set(title=title, ylabel=ylabel)
 
 
@@ -97,26 +102,23 @@ def plot_report(report: dict, path: str | Path | None = None):
     time, ViT images/s, largest batch (a report of one workload is one panel)."""
     import matplotlib.pyplot as plt
 
-    results = report["results"]
-    matmul = [r for r in results.get("matmul", []) if "tflops" in r]
-    mnist = [r for r in results.get("mnist_cnn", []) if r.get("epoch_s") is not None]
-    vit = [
-        {**r, "mode": f"{r['workload'].removeprefix('vit_')} {r['mode']}"}
-        for w in ("vit_b16", "vit_l16")
-        for r in results.get(w, [])
-        if r.get("images_per_s") is not None
-    ]
-    batches = [r for r in results.get("max_batch", []) if r.get("max_batch") is not None]
+    matmul = [r for r in load(report, "matmul") if r.achieved_tflops is not None]
+    mnist = [r for r in load(report, "mnist_cnn") if r.epoch_s is not None]
+    vit = [r for w in ("vit_b16", "vit_l16") for r in load(report, w) if r.images_per_s is not None]
+    vit_labels = [f"{r.workload.removeprefix('vit_')} {r.mode}" for r in vit]
+    batches = [r for r in load(report, "max_batch") if r.max_batch is not None]
     panels = []  # one drawing function per workload with results
     if matmul:
         panels.append(lambda ax: _matmul_panel(ax, matmul))
     if mnist:
         panels.append(lambda ax: _bars(ax, mnist, "epoch_s", "MNIST CNN: seconds per epoch", "s"))
     if vit:
-        panels.append(lambda ax: _bars(ax, vit, "images_per_s", "ViT training step", "images/s"))
+        title = "ViT training step"
+        panels.append(lambda ax: _bars(ax, vit, "images_per_s", title, "images/s", vit_labels))
     if batches:
-        title = "largest ViT-B/16 batch that fits"
-        panels.append(lambda ax: _bars(ax, batches, "max_batch", title, "images"))
+        panels.append(
+            lambda ax: _bars(ax, batches, "max_batch", "largest ViT-B/16 batch that fits", "images")
+        )
     columns = 2 if len(panels) > 1 else 1
     rows = max(1, -(-len(panels) // columns))
     size = (11, 3.5 * rows) if columns == 2 else (9, 4)
@@ -148,6 +150,6 @@ def write_report(report: dict, out_dir: str | Path) -> dict[str, Path]:
     if report["results"].get("ladder"):
         paths["ladder_plot"] = out / "ladder.png"
         title = f"MFU ladder on {report['device']}" + (" (smoke sizes)" if report["smoke"] else "")
-        rows = ladder_report.rows_from_report(report)
+        rows = load(report, "ladder")
         plt.close(ladder_report.plot(rows, title, paths["ladder_plot"]))
     return paths

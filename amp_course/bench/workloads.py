@@ -1,6 +1,6 @@
 """The matrix's workloads: a square matmul, the MNIST CNN, ViT training steps, the largest batch.
 
-Each ``bench_*`` returns one row (a plain dict) per mode: numbers, or ``skipped`` with a reason.
+Each ``bench_*`` returns one ``Row`` per mode: numbers, or ``skipped`` with a reason.
 """
 
 from __future__ import annotations
@@ -14,18 +14,19 @@ import torch
 
 from .. import data as _data
 from .. import models, precision, timing
-from ..device_index import cuda_index
-from ..memory import largest_batch, peak_cuda_memory
+from ..memory import largest_batch, step_peak_memory
 from ..training import amp_step
 from .config import MNIST_TRAIN_SIZE, BenchConfig, Mode
 from .flops import count_step_flops, mfu, peak_tflops
+from .rows import Row, memory_note, timing_fields
 
 
-def _row(workload: str, mode: Mode, **values) -> dict:
-    return {"workload": workload, "mode": mode.name, "precision": mode.precision, **values}
+def _row(workload: str, mode: Mode, **values) -> Row:
+    compile_mode = "default" if mode.compile else None
+    return Row(workload, mode.name, mode.precision, compile_mode, mode.fused, **values)
 
 
-def _skipped(workload: str, mode: Mode, reason: str) -> dict:
+def _skipped(workload: str, mode: Mode, reason: str) -> Row:
     return _row(workload, mode, skipped=reason)
 
 
@@ -50,7 +51,7 @@ def _time_modes(
 
 def bench_matmul(
     modes: list[Mode], config: BenchConfig, device: torch.device, name: str
-) -> list[dict]:
+) -> list[Row]:
     """Square matmul throughput per precision and size, against the published peak."""
     base = [m for m in modes if not (m.compile or m.fused)]  # compile/fused do not change a matmul
     rows = []
@@ -74,10 +75,11 @@ def bench_matmul(
                     "matmul",
                     mode,
                     size=size,
-                    **stats,
-                    tflops=tflops,
-                    peak_tflops=peak,
-                    fraction_of_peak=tflops / peak if peak else None,
+                    **timing_fields(stats),
+                    flops_per_step=2 * size**3,
+                    achieved_tflops=tflops,
+                    dense_peak_tflops=peak,
+                    mfu=tflops / peak if peak else None,
                 )
             )
     return rows
@@ -117,13 +119,18 @@ class _Trainer:
         return train_step(model, self.optimizers[mode.fused], mode.recipe(self.device), batches)
 
     def clear_state(self) -> None:
-        """Drop every optimizer's state and the gradients, so a memory figure holds one mode's."""
-        for optimizer in self.optimizers.values():
-            optimizer.state.clear()
-        self.model.zero_grad(set_to_none=True)
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+        clear_state(self.optimizers.values(), [self.model], self.device)
+
+
+def clear_state(optimizers, models, device) -> None:
+    """Drop every optimizer's state and the gradients, so a memory figure holds one step's."""
+    for optimizer in optimizers:
+        optimizer.state.clear()
+    for model in models:
+        model.zero_grad(set_to_none=True)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _time_training(
@@ -138,27 +145,22 @@ def _time_training(
     return _time_modes(fns, modes, config, device, workload)
 
 
-def _held_cuda_bytes(device) -> int:
-    """What the process holds on the GPU before a workload builds its model (0 on a CPU)."""
-    if device.type != "cuda":
-        return 0
-    gc.collect()
-    return torch.cuda.memory_allocated(cuda_index(device))
-
-
-def _peak_memory(trainer: _Trainer, mode: Mode, device, make_batches, held: int) -> int | None:
-    """Peak CUDA bytes of one step of ``mode`` after a warm-up step created its optimizer state.
-
-    The trainer's model and this mode's state count; ``held``, what the process held before the
-    workload built its model (a lesson's earlier cells), does not.
-    """
-    if device.type != "cuda":
+def peak_memory(clear, model: torch.nn.Module, step, device, compile_mode=None) -> int | None:
+    """The one peak-memory figure of every bench row: the model's parameters plus one step's peak
+    from a clean state (``clear()`` drops gradients and optimizer state; a warm-up step makes
+    them again), so nothing else the process holds counts. None off CUDA and for steps run from
+    CUDA graphs (``rows.memory_note``)."""
+    if device.type != "cuda" or memory_note(Row("", "", "", compile_mode)):
         return None
-    trainer.clear_state()
+    clear()
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    return parameters + step_peak_memory(lambda: step, device, warmup=1)
+
+
+def _mode_peak_memory(trainer: _Trainer, mode: Mode, device, make_batches) -> int | None:
     step = trainer.step_fn(mode, make_batches())
     with precision.tf32(mode.precision == "tf32"):
-        step()
-        return peak_cuda_memory(step, device, count_held=True) - held
+        return peak_memory(trainer.clear_state, trainer.model, step, device)
 
 
 def bench_mnist_cnn(
@@ -166,7 +168,7 @@ def bench_mnist_cnn(
     config: BenchConfig,
     device: torch.device,
     mnist: _data.MnistData | None = None,
-) -> list[dict]:
+) -> list[Row]:
     """The MNIST tutorial's CNN: time per step on preloaded real digits, and per epoch."""
     batch = config.mnist_batch_size
     loader, _ = _data.mnist_loaders(batch, num_train=batch * config.mnist_batches, data=mnist)
@@ -188,8 +190,8 @@ def bench_mnist_cnn(
             _row(
                 "mnist_cnn",
                 mode,
-                batch_size=batch,
-                **stats,
+                batch=batch,
+                **timing_fields(stats),
                 images_per_s=batch / stats["median_s"],
                 epoch_s=stats["median_s"] * steps_per_epoch,
                 steps_per_epoch=steps_per_epoch,
@@ -205,7 +207,7 @@ def bench_vit(
     device: torch.device,
     name: str,
     ceilings: dict[str, float],
-) -> list[dict]:
+) -> list[Row]:
     """A ViT training step on synthetic images: time, images/s, peak memory and MFU."""
     workload = f"vit_{preset}"
     overrides = config.vit_overrides.get(preset, {})
@@ -214,7 +216,6 @@ def bench_vit(
     def build():
         return models.build_vit(preset, **overrides)
 
-    held = _held_cuda_bytes(device)
     model = build()
     size, classes = model.image_size, model.num_classes
     _, flops_per_image = count_step_flops(build, (1, 3, size, size), classes)
@@ -236,34 +237,32 @@ def bench_vit(
         flops = flops_per_image * batch
         peak = peak_tflops(name, mode.precision)
         ceiling = ceilings.get(mode.precision)
+        memory, note = None, None
         try:
-            memory = _peak_memory(trainer, mode, device, make_batches, held)
+            memory = _mode_peak_memory(trainer, mode, device, make_batches)
         except Exception as error:  # noqa: BLE001 - a memory figure is optional
-            memory = None
-            stats["memory_error"] = f"{type(error).__name__}: {error}"[:200]
+            note = f"not measured: {type(error).__name__}: {error}"[:200]
         rows.append(
             _row(
                 workload,
                 mode,
-                batch_size=batch,
-                **stats,
+                batch=batch,
+                **timing_fields(stats),
                 images_per_s=batch / stats["median_s"],
                 flops_per_step=flops,
                 achieved_tflops=flops / stats["median_s"] / 1e12,
-                peak_tflops=peak,
+                dense_peak_tflops=peak,
                 mfu=mfu(flops, stats["median_s"], peak) if peak else None,
-                matmul_ceiling_tflops=ceiling,
-                fraction_of_ceiling=(
-                    flops / stats["median_s"] / 1e12 / ceiling if ceiling else None
-                ),
+                matmul_peak_tflops=ceiling,
+                mfu_of_matmul=mfu(flops, stats["median_s"], ceiling) if ceiling else None,
                 peak_memory_bytes=memory,
-                config={"preset": preset, **overrides},
+                memory_note=note,
             )
         )
     return rows
 
 
-def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device) -> list[dict]:
+def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device) -> list[Row]:
     """The largest ViT-B/16 training batch that fits per precision (GPU only)."""
     base = [m for m in modes if not (m.compile or m.fused)]  # recompiling per size is too slow
     if device.type != "cuda":
@@ -288,15 +287,6 @@ def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device
         except Exception as error:  # noqa: BLE001
             rows.append(_skipped("max_batch", mode, f"{type(error).__name__}: {error}"[:200]))
             continue
-        rows.append(
-            _row(
-                "max_batch",
-                mode,
-                model="vit_b16",
-                max_batch=best,
-                limit=config.max_batch_limit,
-                hit_limit=best >= config.max_batch_limit,
-            )
-        )
+        rows.append(_row("max_batch", mode, max_batch=best, limit=config.max_batch_limit))
     trainer.clear_state()
     return rows

@@ -14,12 +14,12 @@ import json
 import sys
 from pathlib import Path
 
+from .. import precisions
 from ..bench import ladder_report
-from ..bench.config import PRECISIONS
 from ..committed_runs import full_copies, gpu_reports
 from ..paths import README, ROOT, lesson_notebooks
 from ..timing import format_time
-from .files import checked_output_cells, collect
+from .files import EAGER_WORKLOADS, checked_output_cells, collect
 
 BEGIN = "<!-- gpu-results: begin (python -m amp_course.gpu_results writes this section) -->"
 END = "<!-- gpu-results: end -->"
@@ -32,26 +32,26 @@ TARGETS = [
     ("bf16 peak memory / fp32", "bf16_memory", 0.65, True),
     ("largest batch, bf16 / fp32", "max_batch", 1.6, False),
 ]
-SHOWN_MODES = ("fp32", "tf32", "fp16", "bf16") + tuple(
-    f"{p}+compile+fused" for p in ("fp32", "tf32", "fp16", "bf16")
-)
+SHOWN_MODES = precisions.NAMES + tuple(f"{p}+compile+fused" for p in precisions.NAMES)
+# What the README says of an eager workload no bench.json of the run holds.
+NOT_MEASURED = "not in this run's bench.json: the next GPU run's bench-eager part measures them"
 
 
 def judged(measured: dict) -> list[tuple]:
     """Each target with its measured value and whether it is met: (key, what, value, bound,
-    at_most, met)."""
+    at_most, met); value and met are None for a target the run did not measure."""
     rows = []
     for what, key, bound, at_most in TARGETS:
         value = measured[key]
-        rows.append(
-            (key, what, value, bound, at_most, value <= bound if at_most else value >= bound)
-        )
+        met = None if value is None else value <= bound if at_most else value >= bound
+        rows.append((key, what, value, bound, at_most, met))
     return rows
 
 
 def _vit_table(data: dict) -> list[str]:
     vit = data["vit"]
     fp32, tf32 = vit["fp32"], vit["tf32"]
+    fp32_memory = fp32.peak_memory_bytes
     lines = [
         "| mode | step | speed-up vs fp32 | vs TF32 | peak memory | / fp32 | TFLOP/s "
         "| MFU (peak) |",
@@ -62,56 +62,78 @@ def _vit_table(data: dict) -> list[str]:
         if row is None:
             continue
         lines.append(
-            f"| {mode} | {format_time(row['median_s'])} "
-            f"| {fp32['median_s'] / row['median_s']:.2f}x "
-            f"| {tf32['median_s'] / row['median_s']:.2f}x "
-            f"| {row['peak_memory_bytes'] / 2**30:.2f} GiB "
-            f"| {row['peak_memory_bytes'] / fp32['peak_memory_bytes']:.2f}x "
-            f"| {row['achieved_tflops']:.0f} | {row['mfu']:.1%} ({row['peak_tflops']:g}) |"
+            f"| {mode} | {format_time(row.median_s)} "
+            f"| {fp32.median_s / row.median_s:.2f}x "
+            f"| {tf32.median_s / row.median_s:.2f}x "
+            f"| {row.peak_memory_bytes / 2**30:.2f} GiB "
+            f"| {row.peak_memory_bytes / fp32_memory:.2f}x "
+            f"| {row.achieved_tflops:.0f} | {row.mfu:.1%} ({row.dense_peak_tflops:g}) |"
         )
     return lines
 
 
+def _eager_heading(data: dict) -> str:
+    """The heading of the eager workloads: the bench.json files they come from, if any."""
+    sources = sorted({data["bench"]["sources"][w] for w in data["rows"]})
+    return "**Eager modes" + (f", from {', '.join(f'`{s}`' for s in sources)}" if sources else "")
+
+
 def _other_lines(data: dict) -> list[str]:
+    """The eager workloads' lines, each from its rows, or saying the run did not measure it."""
     rows, batches = data["rows"], data["batches"]
-    mnist = {row["mode"]: row for row in rows["mnist_cnn"] if "median_s" in row}
-    base = mnist["fp32"]["median_s"]
-    lines = [
-        "- **Largest ViT-B/16 training batch** (a search up to out-of-memory): "
-        + ", ".join(f"{mode} {n}" for mode, n in batches.items())
-        + f"; bf16 fits {data['measured']['max_batch']:.2f}x fp32's.",
-        f"- **MNIST CNN**, the scenario's CNN at batch {mnist['fp32']['batch_size']}: fp32 step "
-        f"{format_time(base)}, "
-        + ", ".join(
-            f"{mode} {format_time(mnist[mode]['median_s'])} ({base / mnist[mode]['median_s']:.2f}x)"
-            for mode in ("tf32", "fp16", "bf16")
+    lines = []
+    if batches:
+        fits = data["measured"]["max_batch"]
+        lines.append(
+            "- **Largest ViT-B/16 training batch** (a search up to out-of-memory): "
+            + ", ".join(f"{mode} {n}" for mode, n in batches.items())
+            + ("" if fits is None else f"; bf16 fits {fits:.2f}x fp32's")
+            + "."
         )
-        + ". World4AI's tutorial, where the CNN comes from, reports 1.7x with fp16 AMP "
-        "(22.1 s against 13.0 s an epoch, on a GPU it does not name). The digits in this run: "
-        f'"{data["mnist_source"]}", as lesson 00 printed.',
-        "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
-        "",
-        "| n | " + " | ".join(PRECISIONS) + " |",
-        "|---|" + "---|" * len(PRECISIONS),
-    ]
-    by_size: dict[int, dict] = {}
-    for row in rows["matmul"]:
-        if "tflops" in row:
-            by_size.setdefault(row["size"], {})[row["mode"]] = row
-    for size, at in by_size.items():
-        cells = [
-            f"{at[p]['tflops']:.3g} ({at[p]['fraction_of_peak']:.1%})"
-            for p in PRECISIONS
-            if p in at
+    mnist = {row.mode: row for row in rows.get("mnist_cnn", []) if row.timed}
+    if "fp32" in mnist:
+        base = mnist["fp32"].median_s
+        lines.append(
+            f"- **MNIST CNN**, the scenario's CNN at batch {mnist['fp32'].batch}: fp32 step "
+            f"{format_time(base)}, "
+            + ", ".join(
+                f"{mode} {format_time(mnist[mode].median_s)} ({base / mnist[mode].median_s:.2f}x)"
+                for mode in precisions.NAMES[1:]
+                if mode in mnist
+            )
+            + ". World4AI's tutorial, where the CNN comes from, reports 1.7x with fp16 AMP "
+            "(22.1 s against 13.0 s an epoch, on a GPU it does not name)."
+        )
+    matmul = [row for row in rows.get("matmul", []) if row.achieved_tflops is not None]
+    if matmul:
+        lines += [
+            "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
+            "",
+            "| n | " + " | ".join(precisions.NAMES) + " |",
+            "|---|" + "---|" * len(precisions.NAMES),
         ]
-        lines.append(f"| {size} | " + " | ".join(cells) + " |")
+        by_size: dict[int, dict] = {}
+        for row in matmul:
+            by_size.setdefault(row.size, {})[row.mode] = row
+        for size, at in by_size.items():
+            shown = [p for p in precisions.NAMES if p in at]
+            cells = [f"{at[p].achieved_tflops:.3g} ({at[p].mfu:.1%})" for p in shown]
+            lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    titles = {
+        "max_batch": "largest ViT-B/16 training batch",
+        "mnist_cnn": "MNIST CNN",
+        "matmul": "square matmuls",
+    }
+    missing = ", ".join(titles[w] for w in EAGER_WORKLOADS if w not in rows)
+    if missing:
+        lines.append(f"- **{missing[0].upper()}{missing[1:]}**: {NOT_MEASURED}.")
     return lines
 
 
 def _profile_lines(data: dict) -> list[str]:
     lines = []
     for mode, result in data["profile"].items():
-        families, step = result["families_s"], data["vit"][mode]["median_s"]
+        families, step = result["families_s"], data["vit"][mode].median_s
         kernels = ", ".join(
             f"{name} {families.get(name, 0.0) * 1e3:.1f} ms"
             for name in ("matmul", "attention", "other")
@@ -130,8 +152,8 @@ def _why_mfu(data: dict) -> str:
         for mode, result in data["profile"].items()
     }
     fp32, bf16, best = ms["fp32"], ms["bf16"], ms["bf16+compile+fused"]
-    batch = data["vit"]["bf16"]["batch_size"]
-    missed = any(not met for key, *_, met in judged(data["measured"]) if "mfu" in key)
+    batch = data["vit"]["bf16"].batch
+    missed = any(met is False for key, *_, met in judged(data["measured"]) if "mfu" in key)
     return (
         ("Where the MFU targets are missed" if missed else "Where the step's time goes")
         + ", `torch.profiler` (`profile-vit_b16/`) shows why. In "
@@ -201,10 +223,10 @@ def copies_lines(reports: Path, lessons: list[Path] | None = None) -> list[str]:
     return lines
 
 
-def timing_sentence(rows: list[dict], config: dict) -> str:
-    """What the step times of a bench workload's ``rows`` are the median of (``config``: the
-    bench report's that ran it)."""
-    runs = sorted({row["runs"] for row in rows if "runs" in row})
+def timing_sentence(rows: list, config: dict) -> str:
+    """What the step times of a bench workload's ``rows`` (``bench.rows.Row``) are the median of
+    (``config``: the bench report's that ran it)."""
+    runs = sorted({row.runs for row in rows if row.runs is not None})
     shown = "/".join(str(n) for n in runs)
     return (
         f"each step time is the median over {shown} timed blocks of steps per mode, taken in "
@@ -223,7 +245,7 @@ def results_markdown(folder: Path) -> str:
         rel = Path(data["folder"]).resolve().relative_to(ROOT)
     except ValueError:  # a run outside the checkout
         rel = Path(data["folder"])
-    vit_rows = bench["results"]["vit_b16"]
+    vit_rows = list(data["vit"].values())
     lines = [
         f"### Results on an {report['device']}",
         "",
@@ -233,15 +255,16 @@ def results_markdown(folder: Path) -> str:
         "",
         *copies_lines(Path(data["folder"]).parent),
         "",
-        f"**ViT-B/16 training step, batch {data['vit']['fp32']['batch_size']}** "
+        f"**ViT-B/16 training step, batch {data['vit']['fp32'].batch}** "
         f"(`{bench['sources']['vit_b16']}`: {timing_sentence(vit_rows, data['vit_config'])}; MFU "
         "against the published dense peak of the mode's precision, in TFLOP/s):",
         "",
         *_vit_table(data),
         "",
-        f"**Eager modes, from {data['rows_from']}:**",
+        f"{_eager_heading(data)}:**",
         "",
         *_other_lines(data),
+        f'- The MNIST digits of this run: "{data["mnist_source"]}", as lesson 00 printed.',
         "",
         "**Against the course's targets** (ViT-B/16, batch 64):",
         "",
@@ -249,11 +272,10 @@ def results_markdown(folder: Path) -> str:
         "|---|---|---|",
     ]
     for key, what, value, bound, at_most, met in judged(measured):
-        shown = f"{value:.1%}" if "mfu" in key else f"{value:.3f}x"
+        shown = f"{value:.1%}" if "mfu" in key else f"{value:.3f}x" if value is not None else "-"
         limit = f"{bound:.0%}" if "mfu" in key else f"{bound:.2f}x"
-        lines.append(
-            f"| {what} {'<=' if at_most else '>='} {limit} | {shown} | {'yes' if met else 'no'} |"
-        )
+        verdict = {True: "yes", False: "no", None: "not in this run's bench.json"}[met]
+        lines.append(f"| {what} {'<=' if at_most else '>='} {limit} | {shown} | {verdict} |")
     lines += ["", _why_mfu(data), "", *_profile_lines(data)]
     ladder = Path(data["folder"]) / "bench-ladder" / "bench.json"
     if ladder.exists():  # lesson 10's ladder: amp-course bench --workloads ladder
