@@ -110,7 +110,7 @@ def _quiz_check(args) -> int:
 
 
 def _grade(args) -> int:
-    from .grading import Settings, SettingsError, grade_all
+    from .tooling.grading import Settings, SettingsError, grade_all
 
     lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
     try:

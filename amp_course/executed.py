@@ -1,8 +1,8 @@
 """An executed copy's stamp: which device and torch version produced its outputs, when, and in
-which mode, kept in the notebook's metadata. ``amp_course.runs.execute`` stamps every copy it
-makes; the website, and whatever shows a committed run's outputs, reads it. Whether a copy ran
-the lesson as it is now (``cells_differing``) is decided here too, for the website and the GPU
-run's plan alike."""
+which mode, kept in the notebook's metadata. ``amp_course.tooling.runs.execute`` stamps every
+copy it makes; the website, and whatever shows a committed run's outputs, reads it. Whether a
+copy ran the lesson as it is now (``cells_differing``) is decided here too, for the website and
+the GPU run's plan alike."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""``python -m amp_course.gpu_results reports/gpu/<device> [--write]``: the README's GPU results
-from a run's files (``amp_course.runs.results``)."""
+"""``python -m amp_course.gpu_results``, as the README and Makefile give it: a shell over
+``amp_course.tooling.runs.results``."""
 
-from .runs.results import main
+from .tooling.runs.results import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,6 +1,7 @@
-"""``python -m amp_course.gpu_run``: the course's GPU run (``amp_course.runs.gpu``; ``--help``)."""
+"""``python -m amp_course.gpu_run``, as the README and Makefile give it: a shell over
+``amp_course.tooling.runs.gpu_cli``."""
 
-from .runs.gpu_cli import main
+from .tooling.runs.gpu_cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,7 +1,7 @@
-"""``python -m amp_course.smoke_bench``: each lesson's smoke-mode time on this CPU
-(``amp_course.runs.smoke``)."""
+"""``python -m amp_course.smoke_bench``, as the README and Makefile give it: a shell over
+``amp_course.tooling.runs.smoke``."""
 
-from .runs.smoke import main
+from .tooling.runs.smoke import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,4 +1,5 @@
-"""Sphinx configuration of the course's website (`make site`; amp_course.website writes pages).
+"""Sphinx configuration of the course's website (`make site`; amp_course.tooling.website writes
+its pages).
 
 The pages are notebooks that already ran (the tests' smoke run or the GPU run): MyST-NB renders
 their outputs and never executes anything. Sphinx rather than Jupyter Book 2: the latter fetches

@@ -9,7 +9,7 @@ import torch
 
 from amp_course import executed
 from amp_course.device import device_name
-from amp_course.runs import execute
+from amp_course.tooling.runs import execute
 
 
 def test_stamp_names_this_machine_and_round_trips(tmp_path):

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from amp_course import emulation, gpu_run
-from amp_course.committed_runs import gpu_reports
 from amp_course.executed import STAMP_KEY, cells_differing
 from amp_course.paths import lesson_notebooks
-from amp_course.runs import gpu, gpu_smoke, parts, plan, results
+from amp_course.tooling.committed_runs import gpu_reports
+from amp_course.tooling.runs import gpu, gpu_smoke, parts, plan, results
 
 DEVICE = "GPU X"
 FOLDER = gpu.run_folder(DEVICE)  # "gpu-x"

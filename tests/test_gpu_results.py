@@ -11,7 +11,7 @@ from amp_course import gpu_run
 from amp_course.bench.rows import Row
 from amp_course.executed import read_stamp
 from amp_course.paths import lesson_notebooks
-from amp_course.runs import files, parts, results
+from amp_course.tooling.runs import files, parts, results
 
 RUNS = sorted(p.parent for p in (ROOT / "reports" / "gpu").glob("*/report.json"))
 MAIN_RUNS = [run for run in RUNS if (run / "bench-vit_b16" / "bench.json").exists()]
@@ -154,8 +154,8 @@ def test_the_mnist_source_is_read_from_the_run():
 
 
 def test_the_sites_gpu_page_shows_versions_nbval_and_the_readme_results():
-    from amp_course.website.gpu_page import gpu_markdown
-    from amp_course.website.sources import Source
+    from amp_course.tooling.website.gpu_page import gpu_markdown
+    from amp_course.tooling.website.sources import Source
 
     run = MAIN_RUNS[0]
     report = json.loads((run / "report.json").read_text())

@@ -7,7 +7,7 @@ import torch
 from conftest import ROOT, tagged
 
 from amp_course import gpu_run
-from amp_course.runs import execute, gpu, parts
+from amp_course.tooling.runs import execute, gpu, parts
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
@@ -117,7 +117,7 @@ def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
 
 def test_a_new_lesson_joins_the_run_and_the_site_without_a_list_to_edit(tmp_path):
     from amp_course.paths import lesson_notebooks
-    from amp_course.website import sources
+    from amp_course.tooling.website import sources
 
     (tmp_path / "notebooks").mkdir()
     for name in ("00_scenario", "10_where_time_goes", "labs_bug_hunts", ".hidden"):

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from amp_course import gpu_run
-from amp_course.runs import wheels
+from amp_course.tooling.runs import wheels
 
 
 def _wheel(folder, name, version, *requires):
@@ -67,7 +67,7 @@ def test_what_the_bootstrap_carries_has_a_version_and_is_not_on_the_machine():
 
 
 def test_the_machine_list_says_where_it_was_read_and_has_timm_and_its_hub_client():
-    text = (importlib.resources.files("amp_course.runs") / wheels.MACHINE_FILE).read_text()
+    text = (importlib.resources.files("amp_course.tooling.runs") / wheels.MACHINE_FILE).read_text()
     assert "2026-11-27" in text and "torch 2.11.0+cu130" in text
     assert wheels.ON_MACHINE["timm"] == "1.0.29" and wheels.ON_MACHINE["torch"] == "2.11.0"
     assert {"huggingface-hub", "hf-xet", "safetensors", "transformers", "lightning"} <= set(

@@ -9,7 +9,7 @@ import torch
 
 from amp_course import emulation, gpu_run
 from amp_course.lesson import SMOKE_ENV
-from amp_course.runs import gpu, gpu_smoke
+from amp_course.tooling.runs import gpu, gpu_smoke
 
 PYTHON = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
 

@@ -29,7 +29,7 @@ from conftest import ROOT, has_tag
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
 from amp_course.exercises.probe import MIME
-from amp_course.grading import sandbox
+from amp_course.tooling.grading import sandbox
 
 # A hang guard, not a speed test (the grading run takes about 35 s here): the submissions' own
 # timeouts must end every planted hang, and if they did not, the run's fixture would never return.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from amp_course.grading import guard, sandbox, unsandboxed
+from amp_course.tooling.grading import guard, sandbox, unsandboxed
 
 REFERENCE = 'SOLUTIONS = {"06.choose_dtype": lambda capability, flags: "the reference"}\n'
 

@@ -15,7 +15,7 @@ from conftest import ROOT, has_tag
 
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
-from amp_course.grading import (
+from amp_course.tooling.grading import (
     COLUMNS,
     CheckItem,
     Row,
@@ -29,9 +29,9 @@ from amp_course.grading import (
     summary,
     total,
 )
-from amp_course.grading import run as grading_run
-from amp_course.grading.quizzes import wrong_message
-from amp_course.grading.settings import SettingsError
+from amp_course.tooling.grading import run as grading_run
+from amp_course.tooling.grading.quizzes import wrong_message
+from amp_course.tooling.grading.settings import SettingsError
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 MASTER = FIXTURES / "masters" / "99_toy.ipynb"

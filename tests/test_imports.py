@@ -1,6 +1,6 @@
 """The package's import graph, read from its sources (no module is imported): no cycle among
 ``amp_course`` modules, imports made inside functions included, and the layer that runs and
-reports the course (``amp_course.runs``) imported only from above it."""
+reports the course (``amp_course.tooling.runs``) imported only from above it."""
 
 import ast
 from pathlib import Path
@@ -10,8 +10,10 @@ import pytest
 import amp_course
 
 PACKAGE = Path(amp_course.__file__).resolve().parent
-# What may import amp_course.runs: the website (it renders the runs' reports), the command lines.
-ABOVE_RUNS = ("amp_course.website", "amp_course.gpu_run", "amp_course.gpu_results")
+# What may import amp_course.tooling.runs: the website (it renders the runs' reports), the command
+# lines.
+RUNS = "amp_course.tooling.runs"
+ABOVE_RUNS = ("amp_course.tooling.website", "amp_course.gpu_run", "amp_course.gpu_results")
 ABOVE_RUNS += ("amp_course.smoke_bench", "amp_course.cli")
 
 
@@ -108,12 +110,11 @@ def test_only_the_website_and_command_lines_import_the_runs():
     importers = {
         name
         for name, targets in graph.items()
-        if not name.startswith("amp_course.runs")
-        and any(t == "amp_course.runs" or t.startswith("amp_course.runs.") for t in targets)
+        if not name.startswith(RUNS) and any(t == RUNS or t.startswith(RUNS + ".") for t in targets)
     }
     below = {name for name in importers if not name.startswith(ABOVE_RUNS)}
-    assert below == set(), f"modules below amp_course.runs import it: {sorted(below)}"
-    assert {"amp_course.gpu_run", "amp_course.website.gpu_page"} <= importers
+    assert below == set(), f"modules below {RUNS} import it: {sorted(below)}"
+    assert {"amp_course.gpu_run", "amp_course.tooling.website.gpu_page"} <= importers
 
 
 @pytest.mark.parametrize(
@@ -140,3 +141,24 @@ def test_the_cycle_finder_on_planted_packages(tmp_path, sources, expected):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert cycles(import_graph(modules(tmp_path / "p"))) == expected
+
+
+# The command lines: thin shells over the library and the tooling alike.
+COMMAND_LINES = ("amp_course.cli", "amp_course.gpu_run", "amp_course.gpu_results")
+COMMAND_LINES += ("amp_course.smoke_bench", "amp_course.website")
+
+
+def test_no_lesson_or_library_module_imports_the_tooling():
+    """What lessons call is apart from the tooling (grading, GPU runs, the website, wheels, the
+    smoke benchmark): no module of the library imports ``amp_course.tooling``, nor does a lesson."""
+    graph = import_graph(modules())
+    library = {
+        name
+        for name, targets in graph.items()
+        if not name.startswith("amp_course.tooling")
+        and name not in COMMAND_LINES
+        and any(t.startswith("amp_course.tooling") for t in targets)
+    }
+    assert library == set(), f"library modules that import the tooling: {sorted(library)}"
+    for notebook in sorted((PACKAGE.parent / "notebooks").glob("*.ipynb")):
+        assert "tooling" not in notebook.read_text(encoding="utf-8"), notebook.name

@@ -7,8 +7,8 @@ import re
 from conftest import ROOT
 
 from amp_course import paths
-from amp_course.website import sources as site_sources
-from amp_course.website.build import index_markdown
+from amp_course.tooling.website import sources as site_sources
+from amp_course.tooling.website.build import index_markdown
 
 # Folder and file names of the checkout that only ac.paths may spell.
 LAYOUT = {"executed", "reports", "site", "quizzes", "README.md"}

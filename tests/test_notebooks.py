@@ -13,7 +13,7 @@ import pytest
 from conftest import NOTEBOOKS, ROOT, has_tag, notebook, tagged
 
 from amp_course.device import pick_device
-from amp_course.runs import execute as _executed
+from amp_course.tooling.runs import execute as _executed
 
 # Each lesson must run in well under a minute in smoke mode: a benchmark measures it (make
 # bench-smoke, reports/smoke/); here the budget is only the guard against a hanging cell.

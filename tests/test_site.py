@@ -28,13 +28,13 @@ from conftest import (
     tagged,
 )
 
-from amp_course import website
 from amp_course.bench import plot_report
 from amp_course.executed import STAMP_KEY
 from amp_course.exercises import fill_solutions
 from amp_course.quiz import Quiz
-from amp_course.website import pages
-from amp_course.website.build import write_sources
+from amp_course.tooling import website
+from amp_course.tooling.website import pages
+from amp_course.tooling.website.build import write_sources
 
 SCREENSHOT_OF = "05_speed_memory"
 # The committed GPU run the README quotes (a benchmark and its profile beside the lessons).
@@ -234,7 +234,7 @@ def test_missing_executed_copies_are_named(tmp_path):
 
 
 def test_a_gpu_page_shows_the_results_and_targets_and_a_figure_of_what_ran(tmp_path):
-    from amp_course.website import gpu_page
+    from amp_course.tooling.website import gpu_page
 
     root = _course(tmp_path)
     run = root / "reports" / "gpu" / MAIN_RUN.name

@@ -7,7 +7,7 @@ from conftest import ROOT
 
 from amp_course.device import machine_record
 from amp_course.paths import lesson_notebooks
-from amp_course.runs import smoke
+from amp_course.tooling.runs import smoke
 
 
 def _row(name, status, seconds):

@@ -14,7 +14,7 @@ observe and compare and calls ``register``; the reference lives in the module of
 ``solutions/`` (a ``SOLUTIONS`` dict), which the grading sandbox hides. A check cell computes
 ``compare(observe(answer, 0), observe(solution, 0), 0)`` in the learner's kernel; the grader
 does the same with a secret seed, observing the answer in the sandbox and the reference in its own
-process (``amp_course.grading``), so no verdict is ever decided by the learner's code.
+process (``amp_course.tooling.grading``), so no verdict is ever decided by the learner's code.
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-from .. import precisions
-from ..bench import ladder_report
+from ... import precisions
+from ...bench import ladder_report
+from ...paths import README, ROOT, lesson_notebooks
+from ...timing import format_time
 from ..committed_runs import full_copies, gpu_reports
-from ..paths import README, ROOT, lesson_notebooks
-from ..timing import format_time
 from .files import EAGER_WORKLOADS, checked_output_cells, collect
 
 BEGIN = "<!-- gpu-results: begin (python -m amp_course.gpu_results writes this section) -->"

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..executed import stamp
+from ...executed import stamp
 
 # ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
 # tests, `make gpu`) would otherwise leave the executed copies without their figures.
@@ -52,7 +52,7 @@ def run_lesson(
     import nbformat
     import papermill
 
-    from ..exercises import fill_solutions
+    from ...exercises import fill_solutions
 
     path, out = Path(path), Path(out)
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,7 @@ class CheckItem:
     def points(self) -> float:
         """The check's worth: the ``points`` its exercise module registers, the one place it is
         set, so the gradebook gives what the notebook's ✓ line promised."""
-        from .. import exercises
+        from ... import exercises
 
         return float(exercises.get(self.name).points)
 
@@ -57,7 +57,7 @@ def is_check(cell) -> bool:
 
 def check_items(master) -> list[CheckItem]:
     """The graded check cells of a master notebook, in order."""
-    from .. import exercises
+    from ... import exercises
 
     symbols = {
         cell.metadata["exercise"].get("name"): cell.metadata["exercise"].get("symbol")

@@ -21,7 +21,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from ..exercises.probe import MIME
+from ...exercises.probe import MIME
 from .sandbox import HOME, Sandbox, Scratch
 
 MAX_MESSAGE = 64 * 2**20  # bytes; a larger message from the kernel drops the connection

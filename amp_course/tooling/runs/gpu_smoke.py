@@ -24,9 +24,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import emulation
-from ..lesson import SMOKE_ENV
-from ..paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
+from ... import emulation
+from ...lesson import SMOKE_ENV
+from ...paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
 from .execute import nbval_command
 from .gpu import run_folder
 
@@ -74,7 +74,7 @@ def _prepare(job: SmokeJob, folder: Path) -> Path:
     """The lesson with its exercise blanks filled, in ``folder``, where nbval runs it."""
     import nbformat
 
-    from ..exercises import fill_solutions
+    from ...exercises import fill_solutions
 
     copy = Path(folder) / f"{job.name}.ipynb"
     nbformat.write(fill_solutions(nbformat.read(job.lesson, as_version=4)), copy)

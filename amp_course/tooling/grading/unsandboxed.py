@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..paths import QUIZZES
+from ...paths import QUIZZES
 from . import guard, sandbox
 
 MAX_LOG_LINES = 10_000  # a kernel that floods its log is flagged for it

@@ -1,6 +1,6 @@
 """A GPU run's page: the machine, each notebook's result and whether its page shows this run, the
 results and targets the README quotes, and the benchmark's figure, all rendered from the run's
-JSON files (``amp_course.runs.files``), never from a printed table."""
+JSON files (``amp_course.tooling.runs.files``), never from a printed table."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nbformat
 
-from ..executed import cells_differing
-from ..paths import NOTEBOOKS, ROOT
+from ...executed import cells_differing
+from ...paths import NOTEBOOKS, ROOT
 from ..runs.files import bench_report
 from ..runs.results import results_markdown
 from . import pages
@@ -48,7 +48,7 @@ def figure_png(folder: Path) -> bytes | None:
         return None
     import matplotlib.pyplot as plt
 
-    from ..bench import plot_report
+    from ...bench import plot_report
 
     figure = plot_report(report)
     buffer = io.BytesIO()

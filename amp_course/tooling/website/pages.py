@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..paths import NOTEBOOKS, QUIZZES, ROOT, SITE
+from ...paths import NOTEBOOKS, QUIZZES, ROOT, SITE
 from .sources import Source
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -87,7 +87,7 @@ def stamp_markdown(source: Source, colab: str | None, download: str, gpu_page: s
 
 def quiz_markdown(lesson: str, root: Path = ROOT) -> str:
     """The lesson's quiz as its questions and choices, without answers, and where to answer it."""
-    from ..quiz import Quiz
+    from ...quiz import Quiz
 
     # No answer file is read or written: the path names nothing, and nothing is answered.
     quiz = Quiz(lesson, quiz_dir=root / QUIZZES, answers_path=root / SITE / ".no-answers")

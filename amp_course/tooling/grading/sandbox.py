@@ -24,7 +24,7 @@ from pathlib import Path
 
 import amp_course
 
-from ..paths import DATA, QUIZZES
+from ...paths import DATA, QUIZZES
 from . import guard
 
 PACKAGE = Path(amp_course.__file__).resolve().parent
@@ -46,7 +46,7 @@ class SandboxUnavailable(RuntimeError):
 
 def data_path() -> Path | None:
     """The course's data folder as the grader finds it (None if it has none)."""
-    from ..data import DataIntegrityError, data_dir
+    from ...data import DataIntegrityError, data_dir
 
     try:
         return data_dir().resolve()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import quiz as _quiz
+from ... import quiz as _quiz
 from .reports import Row
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import nbformat
 
-from .. import exercises
-from .. import quiz as _quiz
-from ..paths import NOTEBOOKS, ROOT, notebooks_in
+from ... import exercises
+from ... import quiz as _quiz
+from ...paths import NOTEBOOKS, ROOT, notebooks_in
 from . import sandbox
 from .notebooks import CheckItem, check_items
 

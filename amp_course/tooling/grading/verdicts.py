@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from .. import exercises
-from ..exercises import plain
+from ... import exercises
+from ...exercises import plain
 from .notebooks import CheckItem
 
 

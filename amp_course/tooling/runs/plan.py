@@ -4,8 +4,8 @@ each part's minutes, and the parts that fit a loan's minutes run and merged into
 
 A GPU is lent for minutes at a time, so the course's run is built from parts made by different
 loans, possibly on different days and devices. What is done is read from every committed run
-folder under ``reports/gpu/`` (``amp_course.committed_runs``): a lesson is done when a passing
-full-mode copy ran it as it is now. Each part runs tagged ``<name>-<date>`` (its
+folder under ``reports/gpu/`` (``amp_course.tooling.committed_runs``): a lesson is done when a
+passing full-mode copy ran it as it is now. Each part runs tagged ``<name>-<date>`` (its
 ``report-<tag>.json``), and ``parts.merge_reports`` merges it into its folder.
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import nbformat
 
+from ...paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
 from ..committed_runs import full_copies, run_records, up_to_date
-from ..paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
 from . import gpu, gpu_smoke
 from .parts import merge_reports, part_name
 
@@ -235,7 +235,7 @@ def run_part(part: Part, device, out: Path, root: Path, tag: str) -> tuple[dict,
         jobs = [job for job in gpu_smoke.jobs_for(lesson_notebooks(root)) if job.name in names]
         return gpu_smoke.run(jobs, folder, record), folder
     if part.kind == "bench":
-        from .. import bench
+        from ... import bench
 
         record = {**gpu.environment_record(device), "amp_dtype": "lesson default"}
         record |= {"notebooks": [], "nbval": "skipped"}

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import nbformat
 
+from ...executed import cells_differing
+from ...paths import EXECUTED, NOTEBOOKS, ROOT, lesson_notebooks
 from ..committed_runs import full_copies, gpu_reports, read_copy, up_to_date
-from ..executed import cells_differing
-from ..paths import EXECUTED, NOTEBOOKS, ROOT, lesson_notebooks
 
 
 class MissingExecutedCopy(FileNotFoundError):

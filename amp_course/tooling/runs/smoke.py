@@ -15,8 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..device import device_slug, machine_record
-from ..paths import ROOT, SMOKE_REPORTS, lesson_notebooks
+from ...device import device_slug, machine_record
+from ...paths import ROOT, SMOKE_REPORTS, lesson_notebooks
 from .execute import run_notebooks
 
 TARGET_S = 60.0  # "well under a minute": the table marks a lesson at or over it

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import emulation
+from ... import emulation
 from . import gpu, gpu_smoke
 from .parts import merge_reports
 

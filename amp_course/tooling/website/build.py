@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nbformat
 
-from ..paths import NOTEBOOKS, README, ROOT
-from ..paths import SITE as SITE_DIR
+from ...paths import NOTEBOOKS, README, ROOT
+from ...paths import SITE as SITE_DIR
 from . import pages
 from .gpu_page import figure_png, gpu_markdown
 from .sources import Source, gpu_reports, report_record, select_all

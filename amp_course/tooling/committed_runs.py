@@ -12,8 +12,8 @@ from pathlib import Path
 
 import nbformat
 
-from .executed import cells_differing, read_stamp
-from .paths import GPU_REPORTS, ROOT
+from ..executed import cells_differing, read_stamp
+from ..paths import GPU_REPORTS, ROOT
 
 
 def run_records(reports: Path) -> list[tuple[Path, dict]]:

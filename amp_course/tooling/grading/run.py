@@ -22,10 +22,10 @@ from pathlib import Path
 
 import nbformat
 
-from .. import exercises
-from .. import quiz as _quiz
-from ..env_vars import DATA, OFFLINE, SMOKE
-from ..paths import ROOT
+from ... import exercises
+from ... import quiz as _quiz
+from ...env_vars import DATA, OFFLINE, SMOKE
+from ...paths import ROOT
 from . import kernel, sandbox, verdicts
 from .notebooks import probe_plan, restore
 from .quizzes import grade_quizzes, inside, questions

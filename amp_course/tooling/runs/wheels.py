@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
-from ..env_vars import OFFLINE
-from ..paths import ROOT
+from ...env_vars import OFFLINE
+from ...paths import ROOT
 
 # What the GPU run and the lessons import on the machine that it does not have. Not timm: the
 # machine has timm 1.0.29 (with its Hub client), which lesson 10 and the bench use as it is.

@@ -14,7 +14,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..quiz import atomic_write_text
+from ...quiz import atomic_write_text
 
 COLUMNS = ["student", "lesson", "item", "points", "max_points", "status", "message", "isolation"]
 # The statuses that earn an item's points; every other status earns none. No check gives part

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..bench.rows import load
+from ...bench.rows import load
 
 
 def printed_text(notebook: Path) -> str:

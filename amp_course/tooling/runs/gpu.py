@@ -7,12 +7,13 @@ A run can be split into parts (``--notebooks``, ``--skip-nbval``, ``--nbval-only
 which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``); ``--merge FOLDER`` then
 writes the folder's ``report.json`` from its parts, on any machine. ``--plan`` prints what a run
 of the current notebooks still lacks, as parts with their minutes, and ``--next MINUTES`` runs the
-parts that fit and merges them (``amp_course.runs.plan``). ``--amp-dtype fp16`` runs
+parts that fit and merges them (``amp_course.tooling.runs.plan``). ``--amp-dtype fp16`` runs
 lessons with that AMP_DTYPE parameter, into ``<device-name>-fp16/``. ``--emulate t4`` rehearses a
 Colab T4 on this GPU (``ac.emulation``: 15 GiB, fp16 with a GradScaler, no TF32, no flash or cuDNN
 attention) in every lesson kernel, into ``<device-name>-t4-emulated/``. ``--fetch-wheels .whl``
 (on a machine with an index) fills ``.whl/`` with what the GPU machine lacks and prints the line
-that installs it there (``amp_course.runs.wheels``); ``--check-wheels .whl`` only checks the set.
+that installs it there (``amp_course.tooling.runs.wheels``); ``--check-wheels .whl`` only checks
+the set.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from pathlib import Path
 
 import torch
 
-from .. import emulation
-from ..device import device_slug, machine_record
-from ..lesson import SMOKE_ENV
-from ..paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
+from ... import emulation
+from ...device import device_slug, machine_record
+from ...lesson import SMOKE_ENV
+from ...paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
 from .execute import environment, nbval_command, run_notebooks
 from .parts import part_name
 
@@ -123,7 +124,7 @@ def run_bench(out_dir: Path, device, config=None, name: str = "bench") -> str:
     """The benchmark matrix at full size, with torch.compile and fused AdamW variants (or
     ``config``, a ``BenchConfig``), written to ``out_dir/<name>``; "passed", or what failed (the
     lessons' results are kept either way)."""
-    from .. import bench
+    from ... import bench
 
     try:
         report = bench.run(config or bench.BenchConfig.full(compile=True, fused=True), device)
