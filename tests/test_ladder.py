@@ -241,3 +241,24 @@ def test_the_table_and_readme_say_not_measured_for_graph_rungs_even_from_an_old_
     assert readme[7] == "Peak memory not measured: CUDA graphs run from a private memory pool " + (
         "that the allocator's peak does not see (+ CUDA graphs)."
     )
+
+
+def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
+    """Lesson 10's timm verdict comes from ``ac.timing.compare`` (the runs' quartiles), not from
+    the ratio alone: a 1.25x ratio inside the spread ranks nothing."""
+    common = dict(workload="ladder", precision="bf16", batch=64)
+
+    def rows(timm_quartiles):
+        low, median, high = timm_quartiles
+        return [
+            Row(mode="eager", model="course", median_s=0.04, p25_s=0.039, p75_s=0.041, **common),
+            Row(mode="timm: eager", model="timm", median_s=median, p25_s=low, p75_s=high, **common),
+        ]
+
+    ((rung, apart),) = ladder_report.timm_comparisons(rows((0.049, 0.05, 0.051)))
+    assert rung == "eager" and apart.verdict == "slower" and apart.ratio == pytest.approx(1.25)
+    assert "timm's is slower than the course's step here: timm's takes 1.25x" in apart.sentence()
+    ((_, overlap),) = ladder_report.timm_comparisons(rows((0.03, 0.05, 0.07)))
+    assert overlap.verdict == "indistinguishable" and "not distinguishable" in overlap.sentence()
+    old = [Row(**{**r.to_dict(), "p25_s": None, "p75_s": None}) for r in rows((0.049, 0.05, 0.051))]
+    assert ladder_report.timm_comparisons(old) == []  # no quartiles: no verdict, only the ratio
