@@ -9,6 +9,7 @@ import torch
 
 from amp_course import emulation, gpu_run
 from amp_course.lesson import SMOKE_ENV
+from amp_course.paths import ROOT
 from amp_course.tooling.runs import gpu, gpu_smoke
 
 PYTHON = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
@@ -30,7 +31,8 @@ def lessons(tmp_path, monkeypatch):
         "import os, pathlib\n"
         f"rehearsal = os.environ.get({emulation.ENV!r}) or 'plain'\n"
         "pathlib.Path(os.environ['SMOKE_TEST_SEEN'], rehearsal).write_text(\n"
-        f"    os.environ[{SMOKE_ENV!r}] + ' ' + os.environ['MPLBACKEND'])"
+        f"    os.environ[{SMOKE_ENV!r}] + ' ' + os.environ['MPLBACKEND'] + ' '\n"
+        "    + os.environ['PYTHONPATH'].split(os.pathsep)[0])"
     )
     folder = tmp_path / "lessons"
     folder.mkdir()
@@ -48,8 +50,9 @@ def test_each_lesson_runs_under_nbval_plainly_and_rehearsed(tmp_path, lessons):
     folder = tmp_path / "smoke"
     summary = gpu_smoke.run(jobs, folder, {"device": "a stand-in"}, workers=5, cell_timeout=3)
     # The kernels ran at smoke sizes, without figures' windows, with and without the rehearsal.
-    assert (lessons["seen"] / "plain").read_text() == "1 Agg"
-    assert (lessons["seen"] / "t4").read_text() == "1 Agg"
+    # The checkout is on the kernel's path: the filled copy runs outside it.
+    assert (lessons["seen"] / "plain").read_text() == f"1 Agg {ROOT}"
+    assert (lessons["seen"] / "t4").read_text() == f"1 Agg {ROOT}"
     verdicts = {(v["notebook"], v["rehearsal"]): v for v in summary["verdicts"]}
     assert set(verdicts) == {
         ("01_ok.ipynb", "plain"),
