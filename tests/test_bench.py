@@ -58,6 +58,7 @@ def test_unavailable_modes_are_skipped_with_a_reason_on_cpu():
     cpu = torch.device("cpu")
     assert "CUDA" in bench.skip_reason(bench.Mode("tf32"), cpu)
     assert bench.skip_reason(bench.Mode("bf16"), cpu) is None
+    assert bench.skip_reason(bench.Configuration.of(bench.Mode("bf16")), cpu) is None
 
 
 def test_a_mode_that_fails_is_reported_as_skipped_and_the_others_run(monkeypatch):
@@ -245,21 +246,76 @@ def test_profile_split_of_a_gpu_result_adds_up_to_the_step():
 
 
 def test_one_peak_memory_definition_counts_the_model_and_one_clean_step(monkeypatch):
-    """The matrix and the ladder share ``workloads.peak_memory``: parameters plus one step's
+    """The matrix and the ladder share ``trainer.peak_memory``: parameters plus one step's
     peak from a clean state, whatever the process held before; None off CUDA and under CUDA
     graphs."""
-    from amp_course.bench import workloads
+    from amp_course.bench import trainer
 
     cleared = []
-    monkeypatch.setattr(workloads, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
+    monkeypatch.setattr(trainer, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
     model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
     cuda = type("Device", (), {"type": "cuda"})()
     clear = lambda: cleared.append(True)  # noqa: E731
-    assert workloads.peak_memory(clear, model, lambda: None, cuda) == 1080 and cleared
-    assert workloads.peak_memory(clear, model, lambda: None, cuda, "default") == 1080
+    assert trainer.peak_memory(clear, model, lambda: None, cuda) == 1080 and cleared
+    assert trainer.peak_memory(clear, model, lambda: None, cuda, "default") == 1080
     for graphs in bench.rows.CUDA_GRAPH_MODES:
-        assert workloads.peak_memory(clear, model, lambda: None, cuda, graphs) is None
-    assert workloads.peak_memory(clear, model, lambda: None, torch.device("cpu")) is None
+        assert trainer.peak_memory(clear, model, lambda: None, cuda, graphs) is None
+    assert trainer.peak_memory(clear, model, lambda: None, torch.device("cpu")) is None
+
+
+def test_a_matrix_mode_and_a_ladder_rung_are_configurations_of_one_trainer():
+    """A mode is a configuration without options; one trainer steps both kinds, sharing the
+    model and one AdamW per fused flag, and each gives the one Row type."""
+    from amp_course.bench import Configuration, trainer
+
+    mode = bench.Mode("bf16", compile=True, fused=True)
+    matrix = Configuration.of(mode)
+    assert (matrix.name, matrix.compile, matrix.fused, matrix.batch) == (
+        "bf16+compile+fused",
+        "default",
+        True,
+        None,
+    )
+    assert matrix.mode == mode and Configuration.of(bench.Mode("fp32")).compile is None
+    row = matrix.row("vit_b16", batch=64, median_s=0.1)
+    assert row == bench.Row(
+        "vit_b16", "bf16+compile+fused", "bf16", "default", True, batch=64, median_s=0.1
+    )
+    model = models.build_vit(
+        "b16", image_size=32, patch_size=16, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=64
+    )
+    shared = trainer.Trainer(torch.device("cpu"), lambda kind: model)
+    images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 1000, (2,))
+    shared.step(Configuration.of(bench.Mode("fp32")), iter([(images, labels)]))()
+    rung = Configuration("+ batch 4", "bf16", fused=True, attention="math", batch=4)
+    shared.step(rung)()  # its own synthetic batch of 4, under the math SDPA kernel
+    assert list(shared.models) == ["course"] and set(shared.optimizers) == {
+        ("course", False),
+        ("course", True),
+    }
+    assert all(o.state for o in shared.optimizers.values())  # each stepped once
+    shared.clear_state()
+    assert all(p.grad is None for p in model.parameters())
+    assert not any(o.state for o in shared.optimizers.values())
+
+
+def test_one_skip_reason_for_modes_and_rungs():
+    """The matrix's rules (TF32 off CUDA) and the ladder's (CUDA graphs, compiling in a CPU smoke
+    run, CUDA-only attention kernels) are one function's; a mode is judged as its configuration."""
+    from amp_course.bench import Configuration
+
+    cpu = torch.device("cpu")
+    tf32 = bench.Mode("tf32")
+    assert bench.skip_reason(tf32, cpu) == bench.skip_reason(Configuration.of(tf32), cpu)
+    compiled = Configuration.of(bench.Mode("bf16", compile=True))
+    assert "minutes" in bench.skip_reason(compiled, cpu, smoke=True)
+    assert bench.skip_reason(compiled, cpu) is None  # the matrix compiles when asked
+    graphs = Configuration("+ CUDA graphs", "bf16", compile="reduce-overhead")
+    assert bench.skip_reason(graphs, cpu) == "CUDA graphs need a CUDA GPU"
+    efficient = Configuration("x", "bf16", attention="efficient")
+    assert bench.skip_reason(efficient, cpu) == "the efficient attention kernel is CUDA only"
+    tf32_rung = Configuration("x", "tf32", attention="flash", batch=8)
+    assert "CUDA tensor-core" in bench.skip_reason(tf32_rung, cpu)
 
 
 def test_rows_round_trip_and_old_rows_load_under_their_new_names():

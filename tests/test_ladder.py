@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from amp_course import bench, cli, emulation, models
-from amp_course.bench import ladder, ladder_report, timm_vit, workloads
+from amp_course.bench import config, ladder, ladder_report, timm_vit, trainer
 from amp_course.bench.ladder import LadderConfig
 from amp_course.bench.rows import Row, load
 
@@ -33,8 +33,8 @@ def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
 
 
 def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
-    monkeypatch.setattr(ladder, "fused_adamw_unavailable", lambda device: None)
-    monkeypatch.setattr(ladder, "unavailable", lambda: None)  # as if timm were installed
+    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(timm_vit, "unavailable", lambda: None)  # as if timm were installed
     pairs = LadderConfig().rungs_for(torch.device("cuda"))
     rungs = _by_name(pairs)
     assert all(reason is None for _, reason in pairs)
@@ -59,8 +59,8 @@ def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
 
 
 def test_the_t4_rehearsal_leaves_the_flash_rung_out(monkeypatch):
-    monkeypatch.setattr(ladder, "fused_adamw_unavailable", lambda device: None)
-    monkeypatch.setattr(ladder, "unavailable", lambda: None)
+    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     monkeypatch.setenv(emulation.ENV, "t4")  # flash attention needs compute capability 8.0
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
     assert rungs["+ flash attention"][1] == "the emulated Tesla T4 has no flash attention kernel"
@@ -75,9 +75,9 @@ def test_a_rung_that_runs_out_of_memory_names_its_batch_and_the_ladder_goes_on(m
     def out_of_memory(*args):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 ...")
 
-    def warm_or_run_out(built, rung):
+    def warm_or_run_out(trainer, rung):
         if rung.batch == 8:
-            return warm(built, rung)
+            return warm(trainer, rung)
         if rung.attention is None:
             out_of_memory()
         return out_of_memory
@@ -172,8 +172,8 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     """A replayed CUDA graph allocates from the graphs' private pool, which the allocator's peak
     does not see: every rung run from CUDA graphs, inherited ones included, gets the note and no
     figure; the others are measured (here with a stand-in for the CUDA measurement)."""
-    monkeypatch.setattr(ladder, "fused_adamw_unavailable", lambda device: None)
-    monkeypatch.setattr(ladder, "unavailable", lambda: None)
+    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
     graphs = ["+ CUDA graphs", "+ max-autotune", "+ batch 256", "+ flash attention"]
     measured = ["eager", "+ fused AdamW", "+ torch.compile", "timm: eager", "timm: + torch.compile"]
@@ -181,16 +181,17 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     lighter = LadderConfig(rungs=("eager", "+ CUDA graphs", "+ batch 256")).rungs_for("cuda")
     inherited = _by_name(lighter)["+ batch 256"][0]  # builds on reduce-overhead, not max-autotune
 
-    monkeypatch.setattr(workloads, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
+    monkeypatch.setattr(trainer, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
     model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
-    built = type("Built", (), {"models": {"course": model, "timm": model}})()
-    built.clear_state = lambda: None
     cuda = type("Device", (), {"type": "cuda"})()
+    shared = trainer.Trainer(cuda, lambda kind: model)
+    shared.models = {"course": model, "timm": model}  # built already: the stand-in has no .to
+    shared.clear_state = lambda: None
     for rung in [rungs[name][0] for name in graphs] + [inherited]:
-        assert ladder._peak_memory(built, rung, lambda: None, cuda) is None, rung.name
+        assert shared.peak_memory(rung, lambda: None) is None, rung.name
         assert ladder.memory_note(rung) == ladder.GRAPH_MEMORY_NOTE, rung.name
     for name in measured:
-        assert ladder._peak_memory(built, rungs[name][0], lambda: None, cuda) == 1080, name
+        assert shared.peak_memory(rungs[name][0], lambda: None) == 1080, name
         assert ladder.memory_note(rungs[name][0]) is None, name
 
 

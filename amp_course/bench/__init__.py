@@ -1,19 +1,21 @@
 """Benchmark: precision modes (fp32, TF32, fp16, bf16; optionally compiled or fused) x workloads.
 
-Measuring (``run``, in ``matrix``, over the workloads in ``workloads``), the result (one
-``rows.Row`` per measured configuration, the ladder's rungs too, saved as JSON) and presenting
+Measuring (``run``, in ``matrix``, over the workloads in ``workloads``; every configuration, a
+mode plus options such as the ladder's rungs, stepped by the one ``trainer.Trainer``), the result
+(one ``rows.Row`` per measured configuration, saved as JSON) and presenting
 (``format_report``, ``plot_report``, in ``report``, from those rows) are separate, as in
 torch.utils.benchmark and ``ac.timing``; FLOPs, published peaks and MFU live in ``flops``.
 Modes are timed round-robin, so drift in machine load or clocks hits every mode alike, and each
 mode sets its precision flags on entry and restores them on exit.
 """
 
-from . import ladder, ladder_report, profile, rows, timm_vit
+from . import ladder, ladder_report, profile, rows, timm_vit, trainer
 from .config import (
     MNIST_TRAIN_SIZE,
     PRECISIONS,
     WORKLOADS,
     BenchConfig,
+    Configuration,
     Mode,
     skip_reason,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "Row",
     "WORKLOADS",
     "BenchConfig",
+    "Configuration",
     "Mode",
     "bench_matmul",
     "bench_max_batch",
@@ -48,6 +51,7 @@ __all__ = [
     "profile",
     "rows",
     "timm_vit",
+    "trainer",
     "count_step_flops",
     "format_report",
     "mfu",

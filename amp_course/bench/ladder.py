@@ -2,46 +2,31 @@
 (fused AdamW, torch.compile, CUDA graphs, max-autotune, a larger batch, another attention kernel),
 with timm's ViT-B/16 under the same settings timed in the same round-robin.
 
-Each rung is a ``Rung`` (what it changes: a mode plus options) and gives a ``rows.Row``, the row
-every bench workload gives: step time, images/s, MFU against the published dense peak and against
-this run's measured matmul peak, and peak memory (``workloads.peak_memory``; not for rungs run
-from CUDA graphs: ``memory_note`` says why). ``amp-course bench --workloads ladder`` saves them in
-``results["ladder"]`` of bench.json; ``ladder_report`` renders tables and charts from them.
+Each rung is a ``config.Configuration`` (a mode plus options), stepped by the bench's one
+``trainer.Trainer`` and skipped by its one ``config.skip_reason``; it gives a ``rows.Row``, the
+row every bench workload gives: step time, images/s, MFU against the published dense peak and
+against this run's measured matmul peak, and peak memory (``trainer.peak_memory``; not for rungs
+run from CUDA graphs: ``memory_note`` says why). ``amp-course bench --workloads ladder`` saves
+them in ``results["ladder"]`` of bench.json; ``ladder_report`` renders tables and charts from them.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from .. import emulation, timing
-from ..attention import emulated_refusal
+from .. import models, timing
 from ..device import device_name, dtype_name, pick_autocast_dtype
 from ..display import error_line
 from ..memory import OutOfMemoryError
-from .config import Mode
-from .config import skip_reason as bench_skip_reason
+from .config import Configuration, skip_reason
 from .flops import count_step_flops, measure_matmul_flops, mfu, peak_tflops
-from .ladder_steps import LadderModels, model_image_size
 from .rows import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Row, memory_note, timing_fields
-from .timm_vit import unavailable
-from .workloads import peak_memory
+from .timm_vit import build_timm_vit
+from .trainer import Trainer, flags, model_image_size, time_steps
 
-__all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "Rung", "memory_note", "run"]
-
-
-@dataclass(frozen=True)
-class Rung:
-    """One configuration of the step: what it adds to the rung before it."""
-
-    name: str
-    batch: int
-    fused: bool = False  # fused AdamW (one kernel for every parameter's update)
-    compile: str | None = None  # a torch.compile mode; None: eager
-    attention: str | None = None  # an SDPA backend ("flash", "efficient", "cudnn", "math")
-    model: str = "course"  # "course" (torchvision's ViT) or "timm"
+__all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "memory_note", "run"]
 
 
 @dataclass
@@ -97,7 +82,7 @@ class LadderConfig:
             ("+ flash attention", {"attention": "flash"}),
         ]
 
-    def rungs_for(self, device: torch.device) -> list[tuple[Rung, str | None]]:
+    def rungs_for(self, device: torch.device) -> list[tuple[Configuration, str | None]]:
         """Every chosen rung with why it cannot run here (None: it can).
 
         Each rung adds its change to the last chosen rung that can run, so on a CPU, where
@@ -108,10 +93,10 @@ class LadderConfig:
         unknown = set(self.rungs or ()) - set(names) - {f"timm: {n}" for n in TIMM_TWINS}
         if unknown:
             raise ValueError(f"Unknown rung(s) {sorted(unknown)}. Valid: {', '.join(names)}.")
-        current, chosen = Rung("eager", self.batch), []
+        current, chosen = Configuration("eager", self.precision, batch=self.batch), []
         for name, change in self.changes():
             rung = replace(current, name=name, **change)
-            reason = skip_reason(rung, self, device)
+            reason = skip_reason(rung, device, self.smoke)
             if self.rungs is None or name in self.rungs:
                 current = current if reason else rung
                 chosen.append((rung, reason))
@@ -119,7 +104,7 @@ class LadderConfig:
             for rung, reason in [pair for pair in chosen if pair[0].name in TIMM_TWINS]:
                 twin = replace(rung, name=f"timm: {rung.name}", model="timm")
                 if self.rungs is None or twin.name in self.rungs:
-                    chosen.append((twin, reason or skip_reason(twin, self, device)))
+                    chosen.append((twin, reason or skip_reason(twin, device, self.smoke)))
         return chosen
 
 
@@ -127,27 +112,15 @@ class LadderConfig:
 TIMM_TWINS = ("eager", "+ torch.compile")
 
 
-def skip_reason(rung: Rung, config: LadderConfig, device: torch.device) -> str | None:
-    """Why ``rung`` cannot run here (None: it can)."""
-    if rung.model == "timm" and unavailable():
-        return unavailable()
-    if rung.compile in CUDA_GRAPH_MODES and device.type != "cuda":
-        return "CUDA graphs need a CUDA GPU"
-    if rung.compile and device.type != "cuda" and config.smoke:
-        return "smoke mode on a CPU: compiling takes minutes here (full mode runs it)"
-    if rung.attention in ("efficient", "cudnn") and device.type != "cuda":
-        return f"the {rung.attention} attention kernel is CUDA only"
-    if rung.attention and emulated_refusal(rung.attention, device):
-        return f"the emulated {emulation.active().name} has no {rung.attention} attention kernel"
-    if rung.fused and fused_adamw_unavailable(device):
-        return fused_adamw_unavailable(device)
-    return None
+def build(config: LadderConfig):
+    """The ladder's ``Trainer.build``: a ViT-B/16 of ``kind`` shaped by ``vit_overrides``."""
 
+    def build_kind(kind: str) -> torch.nn.Module:
+        if kind == "timm":
+            return build_timm_vit("b16", **config.vit_overrides)
+        return models.build_vit("b16", **config.vit_overrides)
 
-@functools.lru_cache(maxsize=8)
-def fused_adamw_unavailable(device: torch.device) -> str | None:
-    """Why fused AdamW cannot run on ``device``, or None (probed once per device)."""
-    return bench_skip_reason(Mode("fp32", fused=True), device)
+    return build_kind
 
 
 def _flops_per_image(build, size: int) -> int:
@@ -159,47 +132,33 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
     round-robin, so drift in clocks or load hits every rung alike."""
     device = torch.device(device)
     say = progress or (lambda _: None)
-    built = LadderModels(config, device)
+    trainer = Trainer(device, build(config))
     matmul = config.matmul_peak_tflops
     if matmul is None:
         matmul = measure_matmul_flops(device, config.precision, config.matmul_size) / 1e12
     dense = peak_tflops(device_name(device), config.precision)
     rows, steps, flops = {}, {}, {}
     for rung, reason in config.rungs_for(device):
-        row = Row(
-            "ladder",
-            rung.name,
-            config.precision,
-            rung.compile,
-            rung.fused,
-            rung.attention,
-            rung.model,
-            rung.batch,
-            dense_peak_tflops=dense,
-            matmul_peak_tflops=matmul,
-            skipped=reason,
-        )
+        row = rung.row("ladder", dense_peak_tflops=dense, matmul_peak_tflops=matmul, skipped=reason)
         rows[rung.name] = row
         if reason:
             say(f"skip {rung.name}: {reason}")
             continue
         say(f"warm up {rung.name}")
         try:
-            steps[rung.name] = _warm(built, rung)
+            steps[rung] = _warm(trainer, rung)
             if rung.model not in flops:
-                model = built.models[rung.model]
+                model = trainer.model(rung.model)
                 flops[rung.model] = _flops_per_image(
-                    lambda kind=rung.model: built.build(kind), model_image_size(model)
+                    lambda kind=rung.model: trainer.build(kind), model_image_size(model)
                 )
-            memory = _peak_memory(built, rung, steps[rung.name], device)
+            memory = trainer.peak_memory(rung, steps[rung])
             rows[rung.name] = replace(row, peak_memory_bytes=memory, memory_note=memory_note(rung))
         except Exception as error:  # noqa: BLE001 - one rung failing must not stop the ladder
             rows[rung.name] = replace(row, skipped=_failure(error, rung.batch))
-            steps.pop(rung.name, None)
-            built.clear_state()  # what the failed step left (gradients, optimizer state)
-    measured, failed = timing.round_robin(
-        steps, device=device, rounds=config.rounds, min_run_time=config.min_run_time, label="ladder"
-    )
+            steps.pop(rung, None)
+            trainer.clear_state()  # what the failed step left (gradients, optimizer state)
+    measured, failed = time_steps(steps, device, config.rounds, config.min_run_time, "ladder")
     for name, row in rows.items():
         if name in failed:  # failed while timed: round_robin's "ErrorType: message"
             out_of_memory = failed[name].startswith(f"{OutOfMemoryError.__name__}:")
@@ -231,15 +190,10 @@ def _failure(error: Exception, batch: int) -> str:
     return error_line(error)
 
 
-def _warm(built: LadderModels, rung: Rung):
-    step = built.step(rung)
+def _warm(trainer: Trainer, rung: Configuration):
+    step = trainer.step(rung)
     # Compiling happens on the first call; CUDA graphs are recorded on a later one.
-    for _ in range(3 if rung.compile else 1):
-        step()
+    with flags(rung):
+        for _ in range(3 if rung.compile else 1):
+            step()
     return step
-
-
-def _peak_memory(built: LadderModels, rung: Rung, step, device) -> int | None:
-    """The bench's one peak-memory figure (``workloads.peak_memory``) of ``rung``'s step."""
-    model = built.models[rung.model]
-    return peak_memory(built.clear_state, model, step, device, rung.compile)

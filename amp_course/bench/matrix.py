@@ -12,8 +12,8 @@ import torch
 
 from ..device import machine_record
 from . import ladder
-from .config import WORKLOADS, BenchConfig, skip_reason
-from .workloads import _skipped, bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
+from .config import WORKLOADS, BenchConfig, Configuration, skip_reason
+from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
 
 def run(
@@ -37,7 +37,8 @@ def run(
     }
     runnable, skipped = [], []
     for mode in config.modes():
-        reason = skip_reason(mode, device)
+        # Not smoke's rule: the matrix compiles only when asked (--compile), even on a CPU.
+        reason = skip_reason(Configuration.of(mode), device)
         report["modes"].append({"name": mode.name, "available": reason is None, "reason": reason})
         if reason is None:
             runnable.append(mode)
@@ -78,7 +79,7 @@ def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> Non
             rows = bench_max_batch(runnable, config, device)
         for mode, reason in skipped if workload != "ladder" else ():
             if workload in ("mnist_cnn", "vit_b16", "vit_l16") or not (mode.compile or mode.fused):
-                rows.append(_skipped(workload, mode, reason))
+                rows.append(Configuration.of(mode).row(workload, skipped=reason))
         report["results"][workload] = [row.to_dict() for row in rows]
         report["seconds"][workload] = time.perf_counter() - start
         gc.collect()

@@ -25,8 +25,8 @@ from torch.profiler import ProfilerActivity, profile
 from .. import data as _data
 from .. import models, precision
 from ..device import pick_device
-from .config import PRECISIONS, Mode
-from .workloads import _Trainer
+from .config import PRECISIONS, Configuration, Mode
+from .trainer import Trainer
 
 # Kernel names by family, matched in lower case. cuBLAS/CUTLASS GEMMs on Hopper appear as
 # nvjet_*, sm90_xmma_*, cutlass*gemm*; SDPA's kernels as flash_* / fmha_* / *attention*.
@@ -112,7 +112,8 @@ def profile_step(
         num_classes=model.num_classes,
         device=device,
     )
-    step = _Trainer(model, device).step_fn(mode, itertools.repeat((images, labels)))
+    batches = itertools.repeat((images, labels))
+    step = Trainer(device, lambda kind: model).step(Configuration.of(mode), batches)
 
     def sync():
         if device.type == "cuda":

@@ -98,7 +98,7 @@ def timing_fields(stats: dict) -> dict:
 
 
 def memory_note(row) -> str | None:
-    """Why a step (a Row or a ladder Rung) gets no peak memory; None: it gets one."""
+    """Why a step (a Row or a Configuration) gets no peak memory; None: it gets one."""
     # A replayed CUDA graph allocates nothing through the caching allocator: its activations live
     # in the graphs' private pool, which cudagraph trees share among every graph recorded so far
     # (earlier rungs' too), so neither the allocator's peak nor the pool's size is this step's.

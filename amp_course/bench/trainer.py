@@ -1,0 +1,147 @@
+"""The one trainer of every measured configuration (``config.Configuration``: the matrix's modes
+and the ladder's rungs): it builds and steps them, times them round-robin and measures their peak
+memory by one definition."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+from collections.abc import Callable, Iterator
+
+import torch
+
+from .. import data as _data
+from .. import precision, timing
+from ..attention import sdpa_context
+from ..memory import step_peak_memory
+from ..training import amp_step
+from .config import Configuration
+from .rows import Row, memory_note
+
+
+class Trainer:
+    """One model per kind, one compiled wrapper per compile mode and attention kernel, one AdamW
+    per fused flag, shared by every configuration it steps; each step keeps its own scaler.
+
+    Sharing keeps the memory of a 16-mode matrix, or of a ladder, at one model per kind.
+    ``build(kind)`` makes the model of a kind ("course" or "timm").
+    """
+
+    def __init__(self, device: torch.device, build: Callable[[str], torch.nn.Module]):
+        self.device, self.build = device, build
+        self.models: dict[str, torch.nn.Module] = {}
+        self.compiled: dict[tuple, torch.nn.Module] = {}
+        self.optimizers: dict[tuple[str, bool], torch.optim.Optimizer] = {}
+
+    def model(self, kind: str = "course") -> torch.nn.Module:
+        """The model of ``kind``, built and moved to the device on first use."""
+        if kind not in self.models:
+            self.models[kind] = self.build(kind).to(self.device)
+        return self.models[kind]
+
+    def step(self, configuration: Configuration, batches: Iterator | None = None):
+        """One training step of ``configuration`` over the next of ``batches`` (None: one
+        synthetic batch of ``configuration.batch`` images, repeated)."""
+        model = self.model(configuration.model)
+        model_fn = model
+        if configuration.compile:
+            key = (configuration.model, configuration.compile, configuration.attention)
+            if key not in self.compiled:
+                # Static shapes: a configuration at another batch compiles its own graph, never
+                # a dynamic-shape one.
+                self.compiled[key] = torch.compile(model, mode=configuration.compile, dynamic=False)
+            model_fn = self.compiled[key]
+        key = (configuration.model, configuration.fused)
+        if key not in self.optimizers:
+            fused = configuration.fused or None
+            self.optimizers[key] = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+        if batches is None:
+            images, labels = _data.synthetic_images(
+                configuration.batch, image_size=model_image_size(model), device=self.device
+            )
+            batches = itertools.repeat((images, labels))
+        recipe = configuration.mode.recipe(self.device)
+        inner = train_step(model_fn, self.optimizers[key], recipe, batches)
+        if configuration.attention is None:
+            return inner
+
+        def step():
+            with sdpa_context(configuration.attention):
+                inner()
+
+        return step
+
+    def clear_state(self) -> None:
+        clear_state(self.optimizers.values(), self.models.values(), self.device)
+
+    def peak_memory(self, configuration: Configuration, step) -> int | None:
+        """The bench's one peak-memory figure (``peak_memory``) of ``configuration``'s step."""
+        with flags(configuration):
+            model = self.model(configuration.model)
+            return peak_memory(self.clear_state, model, step, self.device, configuration.compile)
+
+
+def flags(configuration: Configuration):
+    """The precision flags ``configuration`` runs under: TF32 matmuls for tf32 only."""
+    return precision.tf32(configuration.precision == "tf32")
+
+
+def time_steps(
+    steps: dict[Configuration, Callable[[], object]],
+    device,
+    rounds: int,
+    min_run_time: float,
+    label: str,
+) -> tuple[dict, dict]:
+    """Time ``steps`` round-robin, each under its configuration's flags; both dicts are keyed
+    by the configurations' names (``timing.round_robin``'s measured and failed)."""
+    by_name = {c.name: c for c in steps}
+    return timing.round_robin(
+        {c.name: step for c, step in steps.items()},
+        device=device,
+        rounds=rounds,
+        min_run_time=min_run_time,
+        label=label,
+        context=lambda name: flags(by_name[name]),
+    )
+
+
+def train_step(model, optimizer, recipe, batches: Iterator):
+    """One AMP training step over the next preloaded batch (data loading stays outside), with its
+    own scaler; the skipped flag is not read back, so no step waits for the GPU."""
+    scaler = recipe.scaler()
+
+    def step():
+        amp_step(model, optimizer, scaler, recipe, next(batches), check_skipped=False)
+
+    return step
+
+
+def clear_state(optimizers, models, device) -> None:
+    """Drop every optimizer's state and the gradients, so a memory figure holds one step's."""
+    for optimizer in optimizers:
+        optimizer.state.clear()
+    for model in models:
+        model.zero_grad(set_to_none=True)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def peak_memory(clear, model: torch.nn.Module, step, device, compile_mode=None) -> int | None:
+    """The one peak-memory figure of every bench row: the model's parameters plus one step's peak
+    from a clean state (``clear()`` drops gradients and optimizer state; a warm-up step makes
+    them again), so nothing else the process holds counts. None off CUDA and for steps run from
+    CUDA graphs (``rows.memory_note``)."""
+    if device.type != "cuda" or memory_note(Row("", "", "", compile_mode)):
+        return None
+    clear()
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    return parameters + step_peak_memory(lambda: step, device, warmup=1)
+
+
+def model_image_size(model: torch.nn.Module) -> int:
+    """The input side of a torchvision or timm ViT."""
+    if hasattr(model, "image_size"):
+        return model.image_size
+    return model.patch_embed.img_size[0]
