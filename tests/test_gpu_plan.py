@@ -16,7 +16,7 @@ from amp_course import emulation, gpu_run
 from amp_course.executed import STAMP_KEY, cells_differing
 from amp_course.paths import lesson_notebooks
 from amp_course.tooling.committed_runs import gpu_reports
-from amp_course.tooling.runs import gpu, gpu_smoke, parts, plan, results
+from amp_course.tooling.runs import gpu, gpu_smoke, parts, plan, results, run_parts
 
 DEVICE = "GPU X"
 FOLDER = gpu.run_folder(DEVICE)  # "gpu-x"
@@ -185,7 +185,7 @@ def _parts(*minutes):
     "minutes, expected", [(9, ["p0", "p2", "p3"]), (0.5, []), (16, ["p0", "p1", "p2", "p3"])]
 )
 def test_select_next_takes_the_parts_that_fit_in_priority_order(minutes, expected):
-    assert [p.name for p in plan.select_next(_parts(5, 8, 2, 1), minutes)] == expected
+    assert [p.name for p in run_parts.select_next(_parts(5, 8, 2, 1), minutes)] == expected
 
 
 def test_the_plan_reads_as_a_table_with_its_total(course):
@@ -253,7 +253,7 @@ def fake_gpu(monkeypatch):
 def test_run_next_runs_the_parts_that_fit_and_merges_them(course, fake_gpu):
     # 05 (2.2) and 10 (4.6) fit 9 minutes, the ladder (4.6) does not, the T4 rehearsal of 03
     # (0.6) does, then the T4 rehearsals of 05 and 10 do not, the fp16 pass of 03 (0.6) does.
-    done = plan.run_next(9, torch.device("cpu"), root=course)
+    done = run_parts.run_next(9, torch.device("cpu"), root=course)
     assert [r["part"] for r in done["ran"]] == [
         "05_speed_memory",
         "10_where_time_goes",
@@ -293,13 +293,15 @@ def test_run_next_runs_the_parts_that_fit_and_merges_them(course, fake_gpu):
 
 
 def test_run_next_runs_the_bench_and_starts_no_part_past_the_minutes(course, fake_gpu):
-    assert [r["part"] for r in plan.run_next(2.3, "cpu", root=course)["ran"]] == ["05_speed_memory"]
+    assert [r["part"] for r in run_parts.run_next(2.3, "cpu", root=course)["ran"]] == [
+        "05_speed_memory"
+    ]
     assert fake_gpu["bench"] == []
     # 14 minutes: 10 (4.6), the ladder (4.6), the T4 rehearsals of 03 (0.6) and 05 (0.3 now that
     # 05 ran in 3 s), the fp16 pass of 03; 10 takes 10 minutes, so the ladder would pass 14 and is
     # left, the smaller parts still fit.
     clock = itertools.chain([0.0, 0.0], itertools.repeat(600.0))
-    done = plan.run_next(14, "cpu", root=course, clock=lambda: next(clock))
+    done = run_parts.run_next(14, "cpu", root=course, clock=lambda: next(clock))
     assert [r["part"] for r in done["ran"]] == [
         "10_where_time_goes",
         "t4-03_grad_scaler",
@@ -307,7 +309,7 @@ def test_run_next_runs_the_bench_and_starts_no_part_past_the_minutes(course, fak
         "fp16-03_grad_scaler",
     ]
     assert done["left"] == ["bench-ladder"]
-    done = plan.run_next(5, "cpu", root=course)
+    done = run_parts.run_next(5, "cpu", root=course)
     assert done["ran"][0]["part"] == "bench-ladder" and fake_gpu["bench"] == [
         ("bench-ladder", ("ladder",))
     ]
@@ -318,7 +320,7 @@ def test_run_next_runs_the_bench_and_starts_no_part_past_the_minutes(course, fak
 
 def test_run_next_runs_the_smoke_pass_of_what_changed_first(course, fake_gpu):
     _edit(course, "00_scenario")
-    done = plan.run_next(2, "cpu", root=course)  # the smoke pass of 00 (1.5); 00 (0.8) waits
+    done = run_parts.run_next(2, "cpu", root=course)  # the smoke pass of 00 (1.5); 00 (0.8) waits
     assert [r["part"] for r in done["ran"]] == ["smoke"] and done["ran"][0]["passed"]
     assert sorted(fake_gpu["smoke"]) == ["00_scenario", "00_scenario-t4"]
     assert plan.plan(course)[0].name == "00_scenario"  # smoked; its full-mode copy is stale

@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         return _smoke(args, device)
     if args.next is not None:
-        from . import plan
+        from . import run_parts
 
-        done = plan.run_next(args.next, device, out=args.out)
+        done = run_parts.run_next(args.next, device, out=args.out)
         for part in done["ran"]:
             print(f"{part['part']}: {'passed' if part['passed'] else 'FAILED'} -> {part['folder']}")
         print(f"left for a later loan: {', '.join(done['left']) or 'none'}")
