@@ -101,6 +101,15 @@ def _in_the_calling_thread(model, batches):
         return [model(batch) for batch in batches]
 
 
+def _workers_out_of_order(model, batches):
+    def run(batch):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(batch)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run, batches))[::-1]
+
+
 def _bf16_model(model, batches):
     model.to(torch.bfloat16)
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -180,6 +189,7 @@ WRONG = {
         (_in_the_calling_thread, "ran in the calling thread"),
         (_bf16_model, "weights are now ['torch.bfloat16'], the reference's ['torch.float32']"),
         (_fp16_in_workers, "is torch.float16, the reference's torch.bfloat16"),
+        (_workers_out_of_order, "differs from the reference's output 0 by up to"),
     ],
     "labs.autocast_pool": [
         (_pool_with_bf16, "called under fp16 autocast, result 0 is bf16, the reference's fp16."),

@@ -159,8 +159,22 @@ def compare_workers(mine: dict, reference: dict, seed: int) -> None:
     for index, (a, b) in enumerate(zip(mine["outputs"], reference["outputs"], strict=True)):
         if a.dtype != b.dtype:
             raise ExerciseFailed(f"output {index} is {a.dtype}, the reference's {b.dtype}.")
+        if a.shape != b.shape:
+            raise ExerciseFailed(
+                f"output {index} has shape {tuple(a.shape)}, the reference's {tuple(b.shape)}."
+            )
         if not torch.equal(a, b):
-            raise ExerciseFailed(f"output {index} differs from the reference (order kept?).")
+            gap = (a.float() - b.float()).abs().max().item()
+            same = [
+                j
+                for j, r in enumerate(reference["outputs"])
+                if r.shape == a.shape and torch.equal(a, r)
+            ]
+            also = f"; it equals the reference's output {same[0]}" if same else ""
+            raise ExerciseFailed(
+                f"output {index} differs from the reference's output {index} by up to "
+                f"{gap:.3g}{also}."
+            )
 
 
 register("labs.thread_autocast", run_in_workers, compare_workers)
