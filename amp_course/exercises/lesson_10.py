@@ -88,6 +88,19 @@ def _missing(parts: dict[str, int], deficit: float) -> str | None:
     return " or ".join(" and ".join(group) for group in found)
 
 
+def _known_byte_count(parts: dict[str, int], implied_bytes: float, itemsize: int) -> str | None:
+    """The learner's byte count in words, where it is the reference's without some of ``parts``
+    or with every element at fewer than ``itemsize`` bytes; None otherwise."""
+    total = sum(parts.values())
+    missing = _missing(parts, total - implied_bytes)
+    if missing:
+        return f"the reference's count without {missing}"
+    for per_element in range(1, itemsize):
+        if _close(implied_bytes, total / itemsize * per_element):
+            return f"every element at {per_element} byte{'s' if per_element > 1 else ''}"
+    return None
+
+
 def _explain_matmul(case, got: float) -> str:
     """What differs between ``got`` and the reference's FLOPs over bytes, for this case."""
     batch, m, k, n, dtype = case
@@ -108,12 +121,9 @@ def _explain_matmul(case, got: float) -> str:
         return account
     implied_bytes, implied_flops = flops / got, got * total
     said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
-    missing = _missing(parts, total - implied_bytes)
-    if missing:
-        return f"{said}: the reference's count without {missing}."
-    for per_element in range(1, size):
-        if _close(implied_bytes, total / size * per_element):
-            return f"{said}: every element at {per_element} byte{'s' if per_element > 1 else ''}."
+    known = _known_byte_count(parts, implied_bytes, size)
+    if known:
+        return f"{said}: {known}."
     if batch > 1 and _close(implied_bytes, total / batch):
         return f"{said}: one product's bytes, against the FLOPs of all {batch}."
     said = f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs"
@@ -257,16 +267,13 @@ def _explain_conv(case, got: float) -> str:
         return account
     implied_bytes, implied_flops = flops / got, got * total
     said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
-    missing = _missing(parts, total - implied_bytes)
-    if missing:
-        return f"{said}: the reference's count without {missing}."
+    known = _known_byte_count(parts, implied_bytes, itemsize)
+    if known:  # fewer bytes than the reference's
+        return f"{said}: {known}."
     for name, nbytes in parts.items():
         times = round((implied_bytes - total) / nbytes) + 1
         if times >= 2 and _close(implied_bytes, total + (times - 1) * nbytes):
             return f"{said}: the reference's count with {name} counted {times} times."
-    for per_element in range(1, itemsize):
-        if _close(implied_bytes, total / itemsize * per_element):
-            return f"{said}: every element at {per_element} byte{'s' if per_element > 1 else ''}."
     ratio = _ratio(implied_flops, flops)
     if ratio:
         return (
