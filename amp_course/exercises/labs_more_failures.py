@@ -12,7 +12,7 @@ import torch
 
 from ..device import dtype_name
 from ..labs.more_failures import run_masked, run_multitask, run_padded, run_rope
-from . import ExerciseFailed, register
+from . import ExerciseFailed, fail_on_error, register
 from .answers import compare_params
 
 # How far a value may be from the reference's, relative to the largest reference value, by the
@@ -122,8 +122,7 @@ CASE_DTYPES = {
 def compare_masked(mine: dict, reference: dict, seed: int) -> None:
     for case, want in reference.items():
         got, label = mine[case], f"In the case '{case}',"
-        if got["error"]:
-            raise ExerciseFailed(f"{label} your function raised {got['error']}")
+        fail_on_error(got["error"], f"{label} your function")
         _tensor_like(got["out"], want["out"], f"{label} your output")
         bad = _first_non_finite(got["out"])
         if bad:
@@ -150,8 +149,7 @@ register("labs.masked_fill_fp16", run_masked, compare_masked)
 def compare_padded(mine: dict, reference: dict, seed: int) -> None:
     for case, want in reference.items():
         got, label = mine[case], f"In the case '{case}',"
-        if got["error"]:
-            raise ExerciseFailed(f"{label} your function raised {got['error']}")
+        fail_on_error(got["error"], f"{label} your function")
         _tensor_like(got["out"], want["out"], f"{label} your output")
         bad = _first_non_finite(got["out"])
         if bad:
@@ -190,8 +188,7 @@ def _shared_rows(values: torch.Tensor) -> torch.Tensor:
 def compare_rope(mine: dict, reference: dict, seed: int) -> None:
     for case, want in reference.items():
         got, label, start = mine[case], f"In the case '{case}',", want["start"]
-        if got["error"]:
-            raise ExerciseFailed(f"{label} your function raised {got['error']}")
+        fail_on_error(got["error"], f"{label} your function")
         for name in ("cos", "sin"):
             _tensor_like(got[name], want[name], f"{label} your {name}")
             off = (got[name].float() - want[name].float()).abs()
