@@ -1,7 +1,7 @@
 """The course's website: each lesson's page rebuilt from an executed copy (the newest passing GPU
 run, else the tests' smoke run) with the learner's blanks and a stamp; the built site in Chromium.
 
-Runs after tests/test_notebooks.py (collection order), whose papermill run writes ``executed/``.
+The site shows the copies in ``executed/`` that tests/test_notebooks.py's papermill run writes.
 """
 
 import functools
@@ -23,6 +23,7 @@ from conftest import (
     ROOT,
     free_port,
     has_tag,
+    lessons_executed_here,
     require,
     require_chromium,
     tagged,
@@ -275,9 +276,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def site():
-    """The site built from this checkout's executed copies, served on loopback."""
+def site(request, executed_lesson):
+    """The site built from this checkout's executed copies, served on loopback. The lessons this
+    session executes (tests/test_notebooks.py, on any xdist worker) are waited for, or run here if
+    no worker has started them; others' copies are those an earlier run left."""
     require_chromium()
+    for path in lessons_executed_here(request.session):
+        executed_lesson(path)
     missing = [p.name for p in NOTEBOOKS if not (ROOT / "executed" / p.name).exists()]
     require(not missing, f"executed/ lacks {missing}: run `make executed` or `make test`")
     try:
@@ -336,7 +341,7 @@ def _has_figure(source) -> bool:
 
 
 @pytest.mark.browser
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)  # the site's build waits for the lessons' runs
 def test_every_page_in_chromium(site):
     from playwright.sync_api import sync_playwright
 
