@@ -14,8 +14,8 @@
   rendered as the README's section and the website's GPU page;
 - ``wheels``: the offline GPU machine's bootstrap.
 
-Each module is a library of functions; the command lines are thin shells
-(``python -m amp_course.gpu_run``, ``amp_course.gpu_results``, ``amp_course.smoke_bench``) over
+Each module is a library of functions; the commands are thin shells
+(``amp-course gpu``, ``gpu-results``, ``smoke-bench``: ``amp_course.tooling.commands``) over
 their ``main``. The library calls the benchmark as ``ac.bench.run(config, device)``, never through
 a command line, and takes the checkout's root and the lessons from ``ac.paths``. Nothing below
 this package imports it; the website, which renders its reports, does. The stamp stays below

@@ -2,7 +2,7 @@
 benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, driver, versions
 and date.
 
-Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
+Run as ``make gpu`` or ``amp-course gpu``. It refuses to run without a CUDA GPU.
 A run can be split into parts (``--notebooks``, ``--skip-nbval``, ``--nbval-only``, ``--tag``,
 which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``); ``--merge FOLDER`` then
 writes the folder's ``report.json`` from its parts, on any machine. ``--plan`` prints what a run

@@ -1,6 +1,6 @@
 """What a full-mode GPU run of the current notebooks still lacks, as parts in priority order with
 each part's minutes, and the parts that fit a loan's minutes run and merged into their run's folder
-(``python -m amp_course.gpu_run --plan``, ``--next MINUTES``).
+(``amp-course gpu --plan``, ``--next MINUTES``).
 
 A GPU is lent for minutes at a time, so the course's run is built from parts made by different
 loans, possibly on different days and devices. What is done is read from every committed run
