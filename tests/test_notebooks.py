@@ -13,12 +13,10 @@ import re
 import pytest
 from conftest import NOTEBOOKS, has_tag, notebook, tagged
 
+from amp_course.executed import printed
+
 IDS = [p.stem for p in NOTEBOOKS]
 CHECK_CALL = re.compile(r"\bexercises\.check\(")
-
-
-def _text(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
 
 
 @pytest.mark.notebook
@@ -46,10 +44,11 @@ def test_run_all_with_blanks_untouched(path, executed_lesson):
     assert all(c.execution_count is not None for c in code), "a cell did not run"
     quiz = executed.cells[-1]  # the lesson ends with its quiz, which ran and printed
     assert quiz.cell_type == "code" and has_tag(quiz, "quiz") and "ac.quiz.show" in quiz.source
-    assert _text(quiz)
+    assert printed(quiz, streams=("stdout",))
     for blank, check in zip(tagged(executed, "exercise"), tagged(executed, "check"), strict=True):
         name = blank.metadata["exercise"]["name"]
-        assert f"{name}: Not done yet" in _text(check), _text(check)[-2000:]
+        said = printed(check, streams=("stdout",))
+        assert f"{name}: Not done yet" in said, said[-2000:]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

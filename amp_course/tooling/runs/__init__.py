@@ -20,7 +20,6 @@ their ``main``. The library calls the benchmark as ``ac.bench.run(config, device
 a command line, and takes the checkout's root and the lessons from ``ac.paths``. Nothing below
 this package imports it; the website, which renders its reports, does. The stamp stays below
 (``amp_course.executed``): the website and any lesson that shows a committed run's output read it;
-so do the committed runs' folders and each lesson's copies in them
-(``amp_course.tooling.committed_runs``), which the website, the README's results and the plan
-all read.
+so do the committed runs' folders and each lesson's copies in them (``amp_course.gpu_copies``),
+which the website, the README's results, the plan and lesson 09 all read.
 """

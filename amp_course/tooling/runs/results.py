@@ -16,9 +16,9 @@ from pathlib import Path
 
 from ... import precisions
 from ...bench import ladder_report
+from ...gpu_copies import full_copies, gpu_reports
 from ...paths import README, ROOT, lesson_notebooks
 from ...timing import format_time
-from ..committed_runs import full_copies, gpu_reports
 from .files import EAGER_WORKLOADS, checked_output_cells, collect
 
 BEGIN = "<!-- gpu-results: begin (amp-course gpu-results writes this section) -->"
