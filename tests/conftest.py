@@ -211,7 +211,9 @@ def run_tagged(lesson, *tags: str, namespace: dict | None = None, one: bool = Tr
     tag's cells in notebook order) in ``namespace``, as the notebook runs them; return it.
 
     The one way tests run a notebook's cells: a cell a test executes carries a tag. With
-    ``one`` (the default) each tag must mark exactly one cell.
+    ``one`` (the default) each tag must mark exactly one cell. Whole lessons run through the
+    course's executor (``amp_course.tooling.runs.execute``, see ``executed_lesson``); single cells
+    run here, in the test's process, because the test inspects what they define.
     """
     nb, name = notebook(lesson), _name(lesson)
     namespace = {} if namespace is None else namespace

@@ -31,9 +31,9 @@ from conftest import (
 
 from amp_course.bench import plot_report
 from amp_course.executed import STAMP_KEY
-from amp_course.exercises import fill_solutions
 from amp_course.quiz import Quiz
 from amp_course.tooling import website
+from amp_course.tooling.runs.execute import prepare
 from amp_course.tooling.website import pages
 from amp_course.tooling.website.build import write_sources
 
@@ -61,8 +61,9 @@ def _course(tmp_path, lessons=("00_scenario", "01_number_formats")) -> Path:
 def _run_copy(root, lesson, dest, *, mode, device, date, solved=True):
     """An executed copy as a run leaves it: solutions in the blanks (unless not ``solved``: the
     blanks as they are), outputs, the stamp."""
-    nb = nbformat.read(root / "notebooks" / f"{lesson}.ipynb", as_version=4)
-    nb = fill_solutions(nb) if solved else nb
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    prepare(root / "notebooks" / f"{lesson}.ipynb", dest.parent, solved=solved, name=dest.name)
+    nb = nbformat.read(dest, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
             output = nbformat.v4.new_output("stream", name="stdout", text=f"ran on {device}\n")
@@ -74,7 +75,6 @@ def _run_copy(root, lesson, dest, *, mode, device, date, solved=True):
         "date": date,
         "mode": mode,
     }
-    dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dest)
 
 
