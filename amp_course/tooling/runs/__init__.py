@@ -1,8 +1,10 @@
 """Running the course and reporting what it did: one home, above the lessons' library.
 
-- ``execute``: a lesson executed with papermill (solutions filled in, figures inline) and its copy
-  stamped (``amp_course.executed``: device, torch, date, mode), a list of lessons run in turn,
-  nbval's command;
+- ``execute``: the one notebook executor: a lesson written out with its solutions filled in (or
+  its blanks as a learner gets them), executed with papermill (figures inline) and its copy
+  stamped (``amp_course.executed``: device, torch, date, mode), a list of lessons run in turn, or
+  executed by nbval in a fresh interpreter; the tests, the smoke benchmark, the CUDA smoke pass
+  and the GPU run all run lessons through it;
 - ``gpu``: the GPU run (every lesson in full mode, nbval, the benchmark matrix) under
   ``reports/gpu/<device>/``; ``parts``: a run made in parts merged into one report; ``plan``:
   what a run of the current notebooks lacks, as parts with their minutes, and the next ones run;
