@@ -105,14 +105,28 @@ def lessons_executed_here(session) -> list[Path]:
 LESSON_CELL_TIMEOUT_S = 120
 
 
+def once(verdict: Path, make) -> str:
+    """Call ``make()`` once for every process that asks with the same ``verdict`` file (xdist's
+    workers): the first to take its lock calls it, the others wait for it; then each gets what
+    ``make`` raised, as a message, or "" when it returned."""
+    from filelock import FileLock
+
+    with FileLock(f"{verdict}.lock"):
+        if not verdict.exists():
+            try:
+                make()
+            except Exception as error:
+                verdict.write_text(f"{type(error).__name__}: {error}"[:4000] or "failed")
+                raise
+            verdict.write_text("")
+    return verdict.read_text()
+
+
 @pytest.fixture(scope="session")
 def executed_lesson(tmp_path_factory):
     """``executed_lesson(path)``: the lesson run by papermill (blanks untouched, smoke mode, the
     device DEVICE="auto" picks) into ``executed/``, stamped, once per session however many xdist
-    workers ask: the first to ask runs it under a lock the workers share, the others wait for it
-    and read its copy (pytest-xdist's "run a session fixture once" recipe)."""
-    from filelock import FileLock
-
+    workers ask (``once``, pytest-xdist's "run a session fixture once" recipe)."""
     from amp_course.device import pick_device
     from amp_course.tooling.runs import execute
 
@@ -128,26 +142,23 @@ def executed_lesson(tmp_path_factory):
         import nbformat
 
         path = Path(path)
-        out, verdict = ROOT / "executed" / path.name, shared / f"{path.stem}.executed"
-        with FileLock(f"{verdict}.lock"):
-            if not verdict.exists():
-                out.parent.mkdir(exist_ok=True)
-                try:
-                    with execute.environment(AMP_COURSE_ANSWERS_DIR=str(answers)):
-                        execute.run_lesson(
-                            path,
-                            out,
-                            smoke=True,
-                            device=pick_device("auto"),
-                            timeout_s=LESSON_CELL_TIMEOUT_S,
-                            solved=False,
-                        )
-                except Exception as error:
-                    verdict.write_text(f"{path.name} did not execute: {error}"[:4000])
-                    raise
-                verdict.write_text("")
-        if verdict.read_text():
-            pytest.fail(verdict.read_text(), pytrace=False)
+        out = ROOT / "executed" / path.name
+
+        def run():
+            out.parent.mkdir(exist_ok=True)
+            with execute.environment(AMP_COURSE_ANSWERS_DIR=str(answers)):
+                execute.run_lesson(
+                    path,
+                    out,
+                    smoke=True,
+                    device=pick_device("auto"),
+                    timeout_s=LESSON_CELL_TIMEOUT_S,
+                    solved=False,
+                )
+
+        failure = once(shared / f"{path.stem}.executed", run)
+        if failure:
+            pytest.fail(f"{path.name} did not execute: {failure}", pytrace=False)
         return nbformat.read(out, as_version=4)
 
     return executed
