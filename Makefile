@@ -48,19 +48,19 @@ executed: setup
 # Benchmark: each lesson's smoke-mode time on this CPU, one after another, against the one-minute
 # target; reports/smoke/<device>.json and .md (the tests only guard against hanging cells).
 bench-smoke: setup
-	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/python -m amp_course.smoke_bench
+	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/amp-course smoke-bench
 
 # The website in site/_build/html, from any GPU run under reports/gpu/ and the up-to-date smoke
 # copies in executed/ that `make test` (or `make executed` alone) writes; it names the lessons whose
 # copy is missing or older than the notebook. No lesson is executed here.
 site: setup
-	$(BIN)/python -m amp_course.website
+	$(BIN)/amp-course website
 
 # Every notebook in full mode on the GPU it finds, then the benchmark matrix; reports/gpu/<device>/.
 # Refuses to run without a CUDA GPU. On a GPU machine that already has torch, run
-# `python -m amp_course.gpu_run` directly instead.
+# `python -m amp_course gpu` directly instead.
 gpu: setup
-	MPLBACKEND=Agg $(BIN)/python -m amp_course.gpu_run
+	MPLBACKEND=Agg $(BIN)/amp-course gpu
 
 # ruff is pinned in the test extra (pyproject.toml), so a new ruff release cannot fail the build.
 lint: setup

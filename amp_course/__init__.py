@@ -4,7 +4,7 @@ Notebooks do ``import amp_course as ac`` and call helpers by module, e.g. ``ac.t
 so a reader sees where each one lives. Importing does no work: each module below is imported the
 first time it is used (``ac.quiz`` imports ``amp_course.quiz``), so a kernel that only needs the
 quiz does not pay for torchvision. ``amp_course.dist_train`` (the torchrun script),
-``grading`` and ``gpu_run`` are imported by name where needed.
+and the course's tooling (``amp_course.tooling``) are imported by name where needed.
 """
 
 import importlib

@@ -1,5 +1,6 @@
 """The ``amp-course`` command: hardware info, data checks, the bit inspector, quizzes, grading
-and the precision benchmark."""
+and the precision benchmark; the course's tooling (the GPU run, its results, the smoke benchmark,
+the website) under its own names (``amp_course.tooling.commands``)."""
 
 from __future__ import annotations
 
@@ -284,10 +285,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, help="round-robin passes over the modes")
     bench.add_argument("--out", help="folder for bench.json/.txt/.png (default: reports/<device>)")
     bench.set_defaults(func=_bench)
+
+    from .tooling.commands import COMMANDS
+
+    for name, (summary, _) in COMMANDS.items():  # each parses its own arguments
+        sub.add_parser(name, help=summary, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .tooling.commands import COMMANDS, run
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:
+        return run(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -6,8 +6,8 @@ reads (7.5: fp16 with a GradScaler, no bf16 tensor cores), TF32 (Turing has none
 and the attention kernels (flash and cuDNN attention need compute capability 8.0: off). Speed is
 not: the bigger GPU's tensor cores still run, so an emulated run's timings are not a T4's, and code
 that forces bf16 still runs it at the bigger GPU's speed (a real T4 runs bf16 too, slowly).
-``ac.lesson.start`` applies the emulation in every lesson kernel; ``gpu_run --emulate t4`` sets the
-variable for the kernels it starts.
+``ac.lesson.start`` applies the emulation in every lesson kernel; ``amp-course gpu --emulate t4``
+sets the variable for the kernels it starts.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 which mode, kept in the notebook's metadata. ``amp_course.tooling.runs.execute`` stamps every
 copy it makes; the website, and whatever shows a committed run's outputs, reads it. Whether a
 copy ran the lesson as it is now (``cells_differing``) is decided here too, for the website and
-the GPU run's plan alike."""
+the GPU run's plan alike, and what a cell printed (``printed``) is read here for every reader."""
 
 from __future__ import annotations
 
@@ -56,6 +56,16 @@ def read_stamp(nb) -> dict:
             f"{', '.join(missing)}): it was not made by the course's test run or GPU run"
         )
     return dict(record)
+
+
+def printed(cell, streams=("stdout", "stderr")) -> str:
+    """What a code cell of an executed notebook printed on ``streams``, in order (figures, rich
+    displays and errors aside)."""
+    return "".join(
+        output.get("text", "")
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "stream" and output.get("name") in streams
+    )
 
 
 def shown_cells(nb) -> list[tuple[str, str]]:

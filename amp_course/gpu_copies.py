@@ -1,23 +1,102 @@
-"""What the course's committed GPU runs printed, for a lesson on a machine that cannot run a cell.
+"""The course's committed GPU runs under ``reports/gpu/``, read in one place: their folders, newest
+first, each lesson's executed copies in them, and what a cell printed there.
 
-A GPU run commits its executed copies under ``reports/gpu/<device>/notebooks/``. A cell that needs
-hardware the learner lacks (FP8 tensor cores, say) can show what the same cell printed there,
-read at run time and labelled with the run's device and versions, never typed into the lesson.
-Copies exist in a checkout or a Colab clone; an installed wheel carries none.
+A lesson's copy in a run counts when the run is a GPU's own (a rehearsal of a smaller GPU, ``ac.
+emulation``, is left out: its outputs are neither the GPU it ran on nor the one it rehearsed),
+its report.json is readable (an interrupted run's copies are not trusted), the copy is stamped in
+full mode and the run passed the lesson. The website picks the copy a lesson's page shows from
+here, the README's results say where each lesson's copy comes from, the GPU run's plan what a run
+of the current notebooks still lacks, and a lesson on a machine that cannot run a cell (no FP8
+tensor cores, say) shows what the same cell printed in such a copy (``committed_outputs``),
+labelled with the run's device and versions, never typed into the lesson. Copies exist in a
+checkout or a Colab clone; an installed wheel carries none.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from .executed import read_stamp
+from .executed import cells_differing, printed, read_stamp
 from .paths import GPU_REPORTS, NOTEBOOKS, ROOT
 
-REPORTS_DIR = ROOT / GPU_REPORTS
-NOTEBOOKS_DIR = ROOT / NOTEBOOKS
+
+def run_records(reports: Path) -> list[tuple[Path, dict]]:
+    """Every run folder in ``reports`` (a ``reports/gpu``) with its report.json, rehearsals
+    included: newest first by report date, runs with the lessons' own AMP dtype before passes that
+    forced one."""
+    found = []
+    for report in Path(reports).glob("*/report.json"):
+        try:
+            record = json.loads(report.read_text(encoding="utf-8"))
+        except ValueError:
+            continue  # an interrupted run: its copies are not trusted
+        # A pass with a forced AMP dtype (the fp16 pass a T4 takes) ranks after the lessons' own.
+        own = record.get("amp_dtype", "lesson default") == "lesson default"
+        found.append(
+            ((own, str(record.get("date", "")), report.parent.name), report.parent, record)
+        )
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [(folder, record) for _, folder, record in found]
+
+
+def gpu_reports(root: Path = ROOT, reports: Path | None = None) -> list[Path]:
+    """The folders of GPU runs (``reports/gpu/<device>/``, or those in ``reports``), in
+    ``run_records``' order; rehearsals left out."""
+    reports = Path(root) / GPU_REPORTS if reports is None else Path(reports)
+    return [folder for folder, record in run_records(reports) if not record.get("emulated")]
+
+
+def read_copy(path: Path):
+    """The executed notebook at ``path`` and its stamp, or (None, None) if absent or unstamped."""
+    if not Path(path).exists():
+        return None, None
+    try:
+        nb = nbformat.read(path, as_version=4)
+        return nb, read_stamp(nb)
+    except (ValueError, OSError):
+        return None, None
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A lesson's stamped executed copy in a committed GPU run's folder."""
+
+    lesson: str
+    path: Path
+    stamp: dict = field(compare=False)
+    folder: Path
+    nb: object = field(compare=False, repr=False)  # the nbformat node
+
+
+def _passed(folder: Path, lesson: str) -> bool:
+    runs = json.loads((folder / "report.json").read_text(encoding="utf-8")).get("notebooks", [])
+    return any(r.get("notebook") == f"{lesson}.ipynb" and r.get("status") == "passed" for r in runs)
+
+
+def full_copies(lesson: str, folders: Iterable[Path]) -> Iterator[Copy]:
+    """``lesson``'s stamped full-mode copy in each of ``folders`` whose run passed it, in order."""
+    for folder in folders:
+        path = folder / "notebooks" / f"{lesson}.ipynb"
+        nb, stamp = read_copy(path)
+        if stamp and stamp["mode"] == "full" and _passed(folder, lesson):
+            yield Copy(lesson, path, stamp, folder, nb)
+
+
+def up_to_date(committed, copies: Iterable[Copy]) -> tuple[Copy | None, tuple[Copy, int] | None]:
+    """The first of ``copies`` that ran the notebook ``committed`` as it is now (None: none did),
+    and the first before it that did not, with how many cells differ (None: none)."""
+    stale = None
+    for copy in copies:
+        changed = cells_differing(committed, copy.nb)
+        if not changed:
+            return copy, stale
+        stale = stale or (copy, changed)
+    return None, stale
 
 
 @dataclass
@@ -30,10 +109,6 @@ class CommittedOutput:
     same_code: bool  # whether that run's cell held the code the lesson holds now
 
 
-def _printed(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.get("outputs", []) if "text" in o)
-
-
 def _cell(nb, cell_id: str):
     return next((c for c in nb.cells if c.get("id") == cell_id), None)
 
@@ -43,26 +118,22 @@ def committed_outputs(
     cell_id: str,
     *,
     containing: str,
-    reports: Path = REPORTS_DIR,
-    notebooks: Path = NOTEBOOKS_DIR,
+    reports: Path = ROOT / GPU_REPORTS,
+    notebooks: Path = ROOT / NOTEBOOKS,
 ) -> list[CommittedOutput]:
-    """The printed output of cell ``cell_id`` of ``notebook`` in every committed GPU run whose
-    output contains ``containing`` (the mark of a result, not of a "skipped" message)."""
+    """The printed output of cell ``cell_id`` of ``notebook`` in each GPU run's copy of it
+    (``full_copies`` of ``gpu_reports``, newest first) whose output contains ``containing`` (the
+    mark of a result, not of a "skipped" message)."""
     current = None
     if (notebooks / notebook).is_file():
         current = _cell(nbformat.read(notebooks / notebook, as_version=4), cell_id)
     found = []
-    for path in sorted(reports.glob(f"*/notebooks/{notebook}")):
-        nb = nbformat.read(path, as_version=4)
-        cell = _cell(nb, cell_id)
-        if cell is None or containing not in _printed(cell):
+    for copy in full_copies(Path(notebook).stem, gpu_reports(reports=reports)):
+        cell = _cell(copy.nb, cell_id)
+        if cell is None or containing not in printed(cell):
             continue
-        run = path.parent.parent.name
-        try:
-            stamp = read_stamp(nb)
-            where = f"{stamp['device']}, torch {stamp['torch']}, {stamp['date'][:10]}"
-        except ValueError:
-            where = run
+        stamp = copy.stamp
+        where = f"{stamp['device']}, torch {stamp['torch']}, {stamp['date'][:10]}"
         same = current is not None and cell.source == current.source
-        found.append(CommittedOutput(run, where, _printed(cell), same))
+        found.append(CommittedOutput(copy.folder.name, where, printed(cell), same))
     return found

@@ -70,8 +70,9 @@ def pytest_configure(config):
     ):
         raise pytest.UsageError(
             f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')} ignores "
-            "--dist loadgroup (pytest-dev/pytest-xdist#1386), and the website test would run "
-            "before the lessons it shows: install the test extra (pytest<9.2) or run with -n 0."
+            "--dist loadgroup (pytest-dev/pytest-xdist#1386), and the tests that share an "
+            "expensive fixture would each build it: install the test extra (pytest<9.2) or run "
+            "with -n 0."
         )
 
 
@@ -82,12 +83,85 @@ def pytest_collection_modifyitems(config, items):
         if skip is not None and "gpu" in item.keywords:
             item.add_marker(skip)
         name = item.path.name
-        if name == "test_site.py" or "executes_lessons" in item.keywords:
-            # The site is built from the executed copies the papermill run writes: one worker
-            # runs both, in collection order (tests/test_notebooks.py before tests/test_site.py).
-            item.add_marker(pytest.mark.xdist_group("executed"))
+        if "executes_lessons" in item.keywords:
+            # A lesson's tests share its one run (``executed_lesson``): one worker; lessons spread.
+            item.add_marker(pytest.mark.xdist_group(f"lesson-{executed_lesson_of(item).stem}"))
         elif name in SHARED_FIXTURE_FILES:
             item.add_marker(pytest.mark.xdist_group(name))
+
+
+def executed_lesson_of(item) -> Path:
+    """The lesson a test marked ``executes_lessons`` runs (its ``path`` parameter)."""
+    return Path(item.callspec.params["path"])
+
+
+def lessons_executed_here(session) -> list[Path]:
+    """The lessons this session's tests execute, in collection order (each once)."""
+    marked = [i for i in session.items if "executes_lessons" in i.keywords]
+    return list(dict.fromkeys(executed_lesson_of(item) for item in marked))
+
+
+# Each lesson's cell limit; a benchmark measures the lessons' time (make bench-smoke).
+LESSON_CELL_TIMEOUT_S = 120
+
+
+def once(verdict: Path, make) -> str:
+    """Call ``make()`` once for every process that asks with the same ``verdict`` file (xdist's
+    workers): the first to take its lock calls it, the others wait for it; then each gets what
+    ``make`` raised, as a message, or "" when it returned."""
+    from filelock import FileLock
+
+    with FileLock(f"{verdict}.lock"):
+        if not verdict.exists():
+            try:
+                make()
+            except Exception as error:
+                verdict.write_text(f"{type(error).__name__}: {error}"[:4000] or "failed")
+                raise
+            verdict.write_text("")
+    return verdict.read_text()
+
+
+@pytest.fixture(scope="session")
+def executed_lesson(tmp_path_factory):
+    """``executed_lesson(path)``: the lesson run by papermill (blanks untouched, smoke mode, the
+    device DEVICE="auto" picks) into ``executed/``, stamped, once per session however many xdist
+    workers ask (``once``, pytest-xdist's "run a session fixture once" recipe)."""
+    from amp_course.device import pick_device
+    from amp_course.tooling.runs import execute
+
+    # The session's folder, shared by its workers (each worker's own is below it).
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    # The quiz writes its answer file (with the learner's choice order) when it is shown: keep it
+    # out of notebooks/, where a concurrent run of the same lesson would share it.
+    answers = tmp_path_factory.mktemp("answers")
+
+    def executed(path):
+        import nbformat
+
+        path = Path(path)
+        out = ROOT / "executed" / path.name
+
+        def run():
+            out.parent.mkdir(exist_ok=True)
+            with execute.environment(AMP_COURSE_ANSWERS_DIR=str(answers)):
+                execute.run_lesson(
+                    path,
+                    out,
+                    smoke=True,
+                    device=pick_device("auto"),
+                    timeout_s=LESSON_CELL_TIMEOUT_S,
+                    solved=False,
+                )
+
+        failure = once(shared / f"{path.stem}.executed", run)
+        if failure:
+            pytest.fail(f"{path.name} did not execute: {failure}", pytrace=False)
+        return nbformat.read(out, as_version=4)
+
+    return executed
 
 
 def require(condition: bool, message: str) -> None:
@@ -148,7 +222,9 @@ def run_tagged(lesson, *tags: str, namespace: dict | None = None, one: bool = Tr
     tag's cells in notebook order) in ``namespace``, as the notebook runs them; return it.
 
     The one way tests run a notebook's cells: a cell a test executes carries a tag. With
-    ``one`` (the default) each tag must mark exactly one cell.
+    ``one`` (the default) each tag must mark exactly one cell. Whole lessons run through the
+    course's executor (``amp_course.tooling.runs.execute``, see ``executed_lesson``); single cells
+    run here, in the test's process, because the test inspects what they define.
     """
     nb, name = notebook(lesson), _name(lesson)
     namespace = {} if namespace is None else namespace

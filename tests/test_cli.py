@@ -43,3 +43,18 @@ def test_info_without_a_gpu_notes_the_fallback(monkeypatch, capsys):
     notes = [line for line in out.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and notes[0].startswith("note: DEVICE='cuda' was requested")
     assert "autocast dtype for this device: bf16" in out
+
+
+def test_the_tooling_runs_as_amp_course_subcommands(capsys):
+    """`amp-course --help` lists the tooling's commands; each takes its own arguments."""
+    import pytest
+
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in ("gpu", "gpu-results", "smoke-bench", "website"))
+    with pytest.raises(SystemExit) as status:
+        cli.main(["smoke-bench", "--help"])
+    assert status.value.code == 0 and "usage: amp-course smoke-bench" in capsys.readouterr().out
+    assert cli.main(["gpu-results", "no-such-run"]) == 2
+    assert "cannot read the GPU run in no-such-run" in capsys.readouterr().err

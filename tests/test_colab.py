@@ -11,6 +11,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
+from amp_course.executed import printed
 from amp_course.lesson import SETUP_CELL
 
 CHECK_CELL = """
@@ -92,7 +93,7 @@ def test_setup_cell_installs_the_course_like_colab(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-4000:]
     out = nbformat.read(workdir / "out.ipynb", as_version=4)
-    text = "".join(o.get("text", "") for c in out.cells for o in c.get("outputs", []))
+    text = "".join(printed(cell) for cell in out.cells)
     assert "digits 5000" in text
     assert f"data {workdir / 'amp-course' / 'data'}" in text
     assert "quizzes True" in text

@@ -1,7 +1,7 @@
-"""The GPU run's plan (``gpu_run --plan`` / ``--next MINUTES``): what a full-mode run of the current
-notebooks lacks, read from committed run folders, and the parts that fit run and merged; on a CPU,
-in a small checkout-like tree, with the GPU's steps replaced by stand-ins that write what they
-would."""
+"""The GPU run's plan (``amp-course gpu --plan`` / ``--next MINUTES``): what a full-mode run of the
+current notebooks lacks, read from committed run folders, and the parts that fit run and merged;
+on a CPU, in a small checkout-like tree, with the GPU's steps replaced by stand-ins that write what
+they would."""
 
 import datetime as dt
 import itertools
@@ -12,10 +12,10 @@ import nbformat
 import pytest
 import torch
 
-from amp_course import emulation, gpu_run
+from amp_course import cli, emulation
 from amp_course.executed import STAMP_KEY, cells_differing
+from amp_course.gpu_copies import gpu_reports
 from amp_course.paths import lesson_notebooks
-from amp_course.tooling.committed_runs import gpu_reports
 from amp_course.tooling.runs import gpu, gpu_smoke, parts, plan, results, run_parts
 
 DEVICE = "GPU X"
@@ -328,7 +328,7 @@ def test_run_next_runs_the_smoke_pass_of_what_changed_first(course, fake_gpu):
 
 def test_gpu_run_next_runs_and_merges_from_the_command_line(tmp_path, fake_gpu, capsys):
     out = tmp_path / "gpu"
-    assert gpu_run.main(["--next", "3", "--out", str(out)]) == 0
+    assert cli.main(["gpu", "--next", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "passed ->" in printed and "left for a later loan: none" in printed
     merged = json.loads((out / FOLDER / "report.json").read_text())
@@ -337,13 +337,13 @@ def test_gpu_run_next_runs_and_merges_from_the_command_line(tmp_path, fake_gpu, 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
 def test_gpu_run_next_refuses_without_a_gpu(tmp_path, capsys):
-    assert gpu_run.main(["--next", "10", "--out", str(tmp_path)]) == 2
+    assert cli.main(["gpu", "--next", "10", "--out", str(tmp_path)]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
 def test_gpu_run_plan_for_this_checkout(capsys):
-    assert gpu_run.main(["--plan"]) == 0
+    assert cli.main(["gpu", "--plan"]) == 0
     text = capsys.readouterr().out
     names = [
         line.split()[0] for line in text.splitlines()[1:] if line.strip() and "part(s)" not in line

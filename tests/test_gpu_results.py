@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from amp_course import gpu_run
+from amp_course import cli
 from amp_course.bench.rows import Row
 from amp_course.executed import read_stamp
 from amp_course.paths import lesson_notebooks
@@ -26,7 +26,7 @@ def test_readme_quotes_the_committed_run_number_for_number(run):
     readme = (ROOT / "README.md").read_text()
     assert results.section(run).rstrip("\n") in readme, (
         "README.md's GPU results differ from the files: run "
-        f"`python -m amp_course.gpu_results {run.relative_to(ROOT)} --write`"
+        f"`amp-course gpu-results {run.relative_to(ROOT)} --write`"
     )
 
 
@@ -142,10 +142,10 @@ def test_merge_takes_each_notebooks_newest_run_and_its_nbval_verdict(tmp_path):
 def test_merge_without_parts_says_so(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="nothing to merge"):
         parts.merge_reports(tmp_path)
-    assert gpu_run.main(["--merge", str(tmp_path / "absent")]) == 2
+    assert cli.main(["gpu", "--merge", str(tmp_path / "absent")]) == 2
     assert "cannot merge the parts" in capsys.readouterr().err
     (tmp_path / "report-a.json").write_text("{not json")
-    assert gpu_run.main(["--merge", str(tmp_path)]) == 2
+    assert cli.main(["gpu", "--merge", str(tmp_path)]) == 2
 
 
 def test_the_mnist_source_is_read_from_the_run():

@@ -6,17 +6,17 @@ import pytest
 import torch
 from conftest import ROOT, tagged
 
-from amp_course import gpu_run
+from amp_course import cli
 from amp_course.tooling.runs import execute, gpu, parts
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU refusal")
 def test_gpu_run_fails_fast_without_gpu(tmp_path, monkeypatch, capsys):
-    # The command line itself (the module's __main__ block), run in this interpreter.
-    monkeypatch.setattr(sys, "argv", ["gpu_run", "--out", str(tmp_path)])
-    monkeypatch.delitem(sys.modules, "amp_course.gpu_run")  # run it afresh, as `python -m` does
+    # The command line itself (`python -m amp_course gpu`: the package's __main__), run here.
+    monkeypatch.setattr(sys, "argv", ["amp-course", "gpu", "--out", str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "amp_course.__main__", raising=False)  # as `python -m` does
     with pytest.raises(SystemExit) as exit_status:
-        runpy.run_module("amp_course.gpu_run", run_name="__main__")
+        runpy.run_module("amp_course", run_name="__main__")
     assert exit_status.value.code == 2
     stderr = capsys.readouterr().err
     assert "needs a CUDA GPU" in stderr and "make test" in stderr
@@ -106,7 +106,7 @@ def test_the_t4_rehearsal_reaches_every_lesson_kernel(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu, "run_bench", lambda *args: pytest.fail("no bench when emulated"))
     lesson = ROOT / "notebooks" / "00_scenario.ipynb"
     args = ["--out", str(tmp_path), "--emulate", "t4", "--skip-nbval", "--notebooks", str(lesson)]
-    assert gpu_run.main(args) == 0
+    assert cli.main(["gpu", *args]) == 0
     assert seen == {"env": "t4", "parameters": None}  # AUTO resolves to fp16 in the kernel itself
     assert os.environ[emulation.ENV] == ""  # put back after the run: later kernels rehearse nothing
     report = json.loads(
@@ -151,6 +151,6 @@ def test_the_benchmark_is_called_as_a_library_and_a_failure_is_recorded(tmp_path
     record = {"device": "NVIDIA H100 80GB HBM3", "driver": "x", "versions": {"torch": "2.11"}}
     monkeypatch.setattr(gpu, "environment_record", lambda device: dict(record))
     # No lesson runs (nbval only, and nbval skipped): only the benchmark, which fails.
-    assert gpu_run.main(["--out", str(tmp_path), "--nbval-only", "--skip-nbval"]) == 1
+    assert cli.main(["gpu", "--out", str(tmp_path), "--nbval-only", "--skip-nbval"]) == 1
     report = json.loads((tmp_path / "nvidia-h100-80gb-hbm3" / "report.json").read_text())
     assert report["bench"] == "failed (RuntimeError: CUDA error: an illegal memory access)"

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from amp_course import gpu_run
+from amp_course import cli
 from amp_course.tooling.runs import wheels
 
 
@@ -51,10 +51,10 @@ def test_every_way_a_set_can_fail_to_close_is_named(tmp_path):
 def test_the_command_checks_offline_and_prints_the_install_line(tmp_path, capsys):
     folder = tmp_path / ".whl"
     _wheel(folder, "papermill", "2.7.0", "nbclient>=0.2.0")
-    assert gpu_run.main(["--check-wheels", str(folder)]) == 1  # nbclient missing
+    assert cli.main(["gpu", "--check-wheels", str(folder)]) == 1  # nbclient missing
     assert "papermill-2.7.0-py3-none-any.whl needs nbclient>=0.2.0" in capsys.readouterr().err
     _wheel(folder, "nbclient", "0.11.0")
-    assert gpu_run.main(["--check-wheels", str(folder)]) == 0
+    assert cli.main(["gpu", "--check-wheels", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "2 wheels in" in out and f"--target /tmp/site {folder.as_posix()}/*.whl" in out
     assert "export PYTHONPATH=/tmp/site:$PWD AMP_COURSE_OFFLINE=1" in out

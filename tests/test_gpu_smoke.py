@@ -1,5 +1,5 @@
-"""The CUDA smoke pass (``gpu_run --smoke``) on a CPU: small notebooks stand in for the lessons,
-and nbval really executes them, several at a time, plainly and under the T4 rehearsal."""
+"""The CUDA smoke pass (``amp-course gpu --smoke``) on a CPU: small notebooks stand in for the
+lessons, and nbval really executes them, several at a time, plainly and under the T4 rehearsal."""
 
 import json
 
@@ -7,7 +7,7 @@ import nbformat
 import pytest
 import torch
 
-from amp_course import emulation, gpu_run
+from amp_course import cli, emulation
 from amp_course.lesson import SMOKE_ENV
 from amp_course.paths import ROOT
 from amp_course.tooling.runs import gpu, gpu_smoke
@@ -105,7 +105,7 @@ def test_the_command_runs_every_lesson_twice_and_fails_on_any_failure(
     ran = _fake_jobs(monkeypatch, failing={"02_broken-t4"})
     chosen = [str(lessons["ok"]), str(lessons["broken"])]
     args = ["--smoke", "--out", str(tmp_path), "--notebooks", *chosen]
-    assert gpu_run.main(args) == 1
+    assert cli.main(["gpu", *args]) == 1
     assert sorted(ran) == [
         ("01_ok", 300),
         ("01_ok-t4", 300),
@@ -116,7 +116,7 @@ def test_the_command_runs_every_lesson_twice_and_fails_on_any_failure(
     # Rerunning only what failed keeps the other verdicts: the folder passes as a whole.
     _fake_jobs(monkeypatch)  # nothing fails now
     args = ["--smoke", "--out", str(tmp_path), "--notebooks", str(lessons["broken"])]
-    assert gpu_run.main([*args, "--cell-timeout", "60"]) == 0
+    assert cli.main(["gpu", *args, "--cell-timeout", "60"]) == 0
     summary = json.loads((tmp_path / "nvidia-h200-smoke" / gpu_smoke.SUMMARY).read_text())
     assert summary["passed"] and len(summary["verdicts"]) == 4
     assert summary["ran"] == ["02_broken", "02_broken-t4"]

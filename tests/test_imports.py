@@ -10,11 +10,10 @@ import pytest
 import amp_course
 
 PACKAGE = Path(amp_course.__file__).resolve().parent
-# What may import amp_course.tooling.runs: the website (it renders the runs' reports), the command
-# lines.
+# What may import amp_course.tooling.runs: the website (it renders the runs' reports), the
+# commands.
 RUNS = "amp_course.tooling.runs"
-ABOVE_RUNS = ("amp_course.tooling.website", "amp_course.gpu_run", "amp_course.gpu_results")
-ABOVE_RUNS += ("amp_course.smoke_bench", "amp_course.cli")
+ABOVE_RUNS = ("amp_course.tooling.website", "amp_course.tooling.commands", "amp_course.cli")
 
 
 def modules(package: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
@@ -114,7 +113,7 @@ def test_only_the_website_and_command_lines_import_the_runs():
     }
     below = {name for name in importers if not name.startswith(ABOVE_RUNS)}
     assert below == set(), f"modules below {RUNS} import it: {sorted(below)}"
-    assert {"amp_course.gpu_run", "amp_course.tooling.website.gpu_page"} <= importers
+    assert {"amp_course.tooling.commands", "amp_course.tooling.website.gpu_page"} <= importers
 
 
 @pytest.mark.parametrize(
@@ -143,9 +142,8 @@ def test_the_cycle_finder_on_planted_packages(tmp_path, sources, expected):
     assert cycles(import_graph(modules(tmp_path / "p"))) == expected
 
 
-# The command lines: thin shells over the library and the tooling alike.
-COMMAND_LINES = ("amp_course.cli", "amp_course.gpu_run", "amp_course.gpu_results")
-COMMAND_LINES += ("amp_course.smoke_bench", "amp_course.website")
+# The command line: a thin shell over the library and the tooling alike.
+COMMAND_LINES = ("amp_course.cli",)
 
 
 def test_no_lesson_or_library_module_imports_the_tooling():

@@ -1,8 +1,9 @@
 """Every notebook executes on CPU in smoke mode, once, as a learner's Run All before answering.
 
 Papermill runs each lesson with its exercise blanks untouched (the run that ``executed/`` keeps,
-stamped, for the website); the tests below read that one copy: no cell failed, the lesson printed
-and plotted, every check said "Not done yet" and the lesson still reached its quiz. That a
+stamped, for the website: conftest's ``executed_lesson``); the tests below read that one copy: no
+cell failed, the lesson printed and plotted, every check said "Not done yet" and the lesson still
+reached its quiz. That a
 reference solution passes its check is ``tests/test_exercises.py``'s question (every exercise,
 two seeds); that each check cell checks the blank above it is asked here without running anything.
 """
@@ -10,53 +11,12 @@ two seeds); that each check cell checks the blank above it is asked here without
 import re
 
 import pytest
-from conftest import NOTEBOOKS, ROOT, has_tag, notebook, tagged
+from conftest import NOTEBOOKS, has_tag, notebook, tagged
 
-from amp_course.device import pick_device
-from amp_course.tooling.runs import execute as _executed
+from amp_course.executed import printed
 
-# Each lesson must run in well under a minute in smoke mode: a benchmark measures it (make
-# bench-smoke, reports/smoke/); here the budget is only the guard against a hanging cell.
-SMOKE_BUDGET_S = 60
 IDS = [p.stem for p in NOTEBOOKS]
 CHECK_CALL = re.compile(r"\bexercises\.check\(")
-
-
-@pytest.fixture(scope="session")
-def executed_lesson(tmp_path_factory):
-    """``executed_lesson(path)``: the lesson run by papermill (blanks untouched, smoke mode, the
-    device DEVICE="auto" picks) into ``executed/``, stamped; each lesson runs once per session."""
-    # The quiz writes its answer file (with the learner's choice order) when it is shown: keep it
-    # out of notebooks/, where a concurrent run of the same lesson would share it.
-    answers = tmp_path_factory.mktemp("answers")
-    runs = {}
-
-    def executed(path):
-        if path not in runs:
-            out = ROOT / "executed" / path.name
-            out.parent.mkdir(exist_ok=True)
-            try:
-                with _executed.environment(AMP_COURSE_ANSWERS_DIR=str(answers)):
-                    runs[path] = _executed.run_lesson(
-                        path,
-                        out,
-                        smoke=True,
-                        device=pick_device("auto"),
-                        timeout_s=2 * SMOKE_BUDGET_S,
-                        solved=False,
-                    )
-            except Exception as error:
-                runs[path] = error
-                raise
-        if isinstance(runs[path], Exception):
-            pytest.fail(f"{path.name} did not execute: {runs[path]}"[:4000], pytrace=False)
-        return runs[path]
-
-    return executed
-
-
-def _text(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
 
 
 @pytest.mark.notebook
@@ -84,10 +44,11 @@ def test_run_all_with_blanks_untouched(path, executed_lesson):
     assert all(c.execution_count is not None for c in code), "a cell did not run"
     quiz = executed.cells[-1]  # the lesson ends with its quiz, which ran and printed
     assert quiz.cell_type == "code" and has_tag(quiz, "quiz") and "ac.quiz.show" in quiz.source
-    assert _text(quiz)
+    assert printed(quiz, streams=("stdout",))
     for blank, check in zip(tagged(executed, "exercise"), tagged(executed, "check"), strict=True):
         name = blank.metadata["exercise"]["name"]
-        assert f"{name}: Not done yet" in _text(check), _text(check)[-2000:]
+        said = printed(check, streams=("stdout",))
+        assert f"{name}: Not done yet" in said, said[-2000:]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

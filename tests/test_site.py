@@ -1,7 +1,7 @@
 """The course's website: each lesson's page rebuilt from an executed copy (the newest passing GPU
 run, else the tests' smoke run) with the learner's blanks and a stamp; the built site in Chromium.
 
-Runs after tests/test_notebooks.py (collection order), whose papermill run writes ``executed/``.
+The site shows the copies in ``executed/`` that tests/test_notebooks.py's papermill run writes.
 """
 
 import functools
@@ -23,6 +23,7 @@ from conftest import (
     ROOT,
     free_port,
     has_tag,
+    lessons_executed_here,
     require,
     require_chromium,
     tagged,
@@ -30,9 +31,9 @@ from conftest import (
 
 from amp_course.bench import plot_report
 from amp_course.executed import STAMP_KEY
-from amp_course.exercises import fill_solutions
 from amp_course.quiz import Quiz
 from amp_course.tooling import website
+from amp_course.tooling.runs.execute import prepare
 from amp_course.tooling.website import pages
 from amp_course.tooling.website.build import write_sources
 
@@ -60,8 +61,9 @@ def _course(tmp_path, lessons=("00_scenario", "01_number_formats")) -> Path:
 def _run_copy(root, lesson, dest, *, mode, device, date, solved=True):
     """An executed copy as a run leaves it: solutions in the blanks (unless not ``solved``: the
     blanks as they are), outputs, the stamp."""
-    nb = nbformat.read(root / "notebooks" / f"{lesson}.ipynb", as_version=4)
-    nb = fill_solutions(nb) if solved else nb
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    prepare(root / "notebooks" / f"{lesson}.ipynb", dest.parent, solved=solved, name=dest.name)
+    nb = nbformat.read(dest, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
             output = nbformat.v4.new_output("stream", name="stdout", text=f"ran on {device}\n")
@@ -73,7 +75,6 @@ def _run_copy(root, lesson, dest, *, mode, device, date, solved=True):
         "date": date,
         "mode": mode,
     }
-    dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dest)
 
 
@@ -275,9 +276,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def site():
-    """The site built from this checkout's executed copies, served on loopback."""
+def site(request, executed_lesson):
+    """The site built from this checkout's executed copies, served on loopback. The lessons this
+    session executes (tests/test_notebooks.py, on any xdist worker) are waited for, or run here if
+    no worker has started them; others' copies are those an earlier run left."""
     require_chromium()
+    for path in lessons_executed_here(request.session):
+        executed_lesson(path)
     missing = [p.name for p in NOTEBOOKS if not (ROOT / "executed" / p.name).exists()]
     require(not missing, f"executed/ lacks {missing}: run `make executed` or `make test`")
     try:
@@ -336,7 +341,7 @@ def _has_figure(source) -> bool:
 
 
 @pytest.mark.browser
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)  # the site's build waits for the lessons' runs
 def test_every_page_in_chromium(site):
     from playwright.sync_api import sync_playwright
 

@@ -13,6 +13,8 @@ import nbformat
 import pytest
 from conftest import ROOT, tagged
 
+from amp_course.executed import printed
+
 LESSON = ROOT / "notebooks" / "01_number_formats.ipynb"
 
 
@@ -94,7 +96,7 @@ def test_a_lesson_starts_from_any_folder(installed):
         cwd=outside, env=env, timeout=600,
     )  # fmt: skip
     out = nbformat.read(outside / "out.ipynb", as_version=4)
-    text = "".join(o.get("text", "") for c in out.cells for o in c.get("outputs", []))
+    text = "".join(printed(cell) for cell in out.cells)
     assert "Quiz:" in text  # the lesson's quiz was found and shown
     (where,) = [line for line in text.splitlines() if line.startswith("package ")]
     assert where.count("site-packages") == 2 and str(ROOT) not in where, where

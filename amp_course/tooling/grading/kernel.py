@@ -8,6 +8,11 @@ what the probe displays: plain data that the verdict side compares with the refe
 stops after the last check, and the sandbox, with every process in it, is killed at the end.
 Without a sandbox, one more cell then asks the kernel's guard to refuse a read (its ``canary``),
 so that the grader can tell that the guard still answers.
+
+This is not the course's executor (``tooling.runs.execute``, papermill and nbval), by design: a
+submission is untrusted, so its kernel starts inside the sandbox through the kernel manager, its
+check cells are replaced by probes, and its outputs are dropped as they arrive, none of which
+papermill or nbval allow; the executor runs the course's own lessons.
 """
 
 from __future__ import annotations

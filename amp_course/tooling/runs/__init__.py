@@ -1,8 +1,10 @@
 """Running the course and reporting what it did: one home, above the lessons' library.
 
-- ``execute``: a lesson executed with papermill (solutions filled in, figures inline) and its copy
-  stamped (``amp_course.executed``: device, torch, date, mode), a list of lessons run in turn,
-  nbval's command;
+- ``execute``: the one notebook executor: a lesson written out with its solutions filled in (or
+  its blanks as a learner gets them), executed with papermill (figures inline) and its copy
+  stamped (``amp_course.executed``: device, torch, date, mode), a list of lessons run in turn, or
+  executed by nbval in a fresh interpreter; the tests, the smoke benchmark, the CUDA smoke pass
+  and the GPU run all run lessons through it;
 - ``gpu``: the GPU run (every lesson in full mode, nbval, the benchmark matrix) under
   ``reports/gpu/<device>/``; ``parts``: a run made in parts merged into one report; ``plan``:
   what a run of the current notebooks lacks, as parts with their minutes, and the next ones run;
@@ -14,13 +16,12 @@
   rendered as the README's section and the website's GPU page;
 - ``wheels``: the offline GPU machine's bootstrap.
 
-Each module is a library of functions; the command lines are thin shells
-(``python -m amp_course.gpu_run``, ``amp_course.gpu_results``, ``amp_course.smoke_bench``) over
+Each module is a library of functions; the commands are thin shells
+(``amp-course gpu``, ``gpu-results``, ``smoke-bench``: ``amp_course.tooling.commands``) over
 their ``main``. The library calls the benchmark as ``ac.bench.run(config, device)``, never through
 a command line, and takes the checkout's root and the lessons from ``ac.paths``. Nothing below
 this package imports it; the website, which renders its reports, does. The stamp stays below
 (``amp_course.executed``): the website and any lesson that shows a committed run's output read it;
-so do the committed runs' folders and each lesson's copies in them
-(``amp_course.tooling.committed_runs``), which the website, the README's results and the plan
-all read.
+so do the committed runs' folders and each lesson's copies in them (``amp_course.gpu_copies``),
+which the website, the README's results, the plan and lesson 09 all read.
 """

@@ -1,16 +1,27 @@
-"""Executing the lessons (the tests' smoke run, the smoke benchmark, the GPU run): papermill with
-the figures inline and the exercise blanks holding the reference solutions (or left as a learner
-gets them), the copy stamped (``amp_course.executed``), a list of lessons run in turn, and nbval's
-command."""
+"""The course's one notebook executor, for every run of a lesson: the tests' smoke run, the smoke
+benchmark, the CUDA smoke pass and the GPU run. A lesson is written out with its exercise blanks
+holding the reference solutions, or left as a learner gets them (``prepare``); papermill executes
+it with the figures inline and the copy is stamped (``run_lesson``, ``amp_course.executed``), or
+nbval executes it in a fresh interpreter (``run_nbval``). The website shows the stamped copies.
+
+Two other ways of running a notebook's code are deliberately not this one: the grader's kernel
+(``tooling.grading.kernel``) runs a learner's untrusted notebook in a sandbox, swaps probes in
+for the check cells and drops outputs on arrival, which papermill and nbval cannot; and the
+tests run single tagged cells in their own process (``tests/conftest.py``'s ``run_tagged``)
+because they inspect the objects those cells define, which a kernel cannot hand back.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 from ...executed import stamp
+from ...paths import NOTEBOOKS, ROOT
 
 # ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
 # tests, `make gpu`) would otherwise leave the executed copies without their figures.
@@ -38,6 +49,20 @@ def figures_inline():
     return environment(MPLBACKEND=INLINE_BACKEND)
 
 
+def prepare(path, folder, *, solved: bool = True, name: str | None = None) -> Path:
+    """The lesson at ``path`` written into ``folder`` (as ``name``, else its own name), its
+    exercise blanks holding the reference solutions (``exercises.fill_solutions``), or with
+    ``solved=False`` as a learner gets them; the path written."""
+    import nbformat
+
+    from ...exercises import fill_solutions
+
+    out = Path(folder) / (name or Path(path).name)
+    nb = nbformat.read(path, as_version=4)
+    nbformat.write(fill_solutions(nb) if solved else nb, out)
+    return out
+
+
 def run_lesson(
     path, out, *, smoke: bool, device, timeout_s: int, parameters=None, solved: bool = True
 ):
@@ -52,23 +77,17 @@ def run_lesson(
     import nbformat
     import papermill
 
-    from ...exercises import fill_solutions
-
     path, out = Path(path), Path(out)
-    with tempfile.TemporaryDirectory() as tmp:
-        filled = Path(tmp) / path.name  # runs in the lesson's own folder, like the original
-        nb = nbformat.read(path, as_version=4)
-        nbformat.write(fill_solutions(nb) if solved else nb, filled)
-        with figures_inline():
-            papermill.execute_notebook(
-                str(filled),
-                str(out),
-                parameters={**(parameters or {}), "SMOKE": smoke, "DEVICE": str(device)},
-                cwd=str(path.parent),
-                kernel_name="python3",
-                execution_timeout=timeout_s,
-                progress_bar=False,
-            )
+    with tempfile.TemporaryDirectory() as tmp, figures_inline():
+        papermill.execute_notebook(
+            str(prepare(path, tmp, solved=solved)),
+            str(out),
+            parameters={**(parameters or {}), "SMOKE": smoke, "DEVICE": str(device)},
+            cwd=str(path.parent),  # runs in the lesson's own folder, like the original
+            kernel_name="python3",
+            execution_timeout=timeout_s,
+            progress_bar=False,
+        )
     stamp(out, device, smoke=smoke)
     return nbformat.read(out, as_version=4)
 
@@ -126,3 +145,27 @@ def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
         *([f"--junitxml={junitxml}"] if junitxml else []),
         *(str(path) for path in notebooks),
     ]
+
+
+def run_nbval(
+    notebooks, cell_timeout_s: int, *, junitxml=None, env=None, timeout_s: float | None = None
+) -> tuple[int | None, str]:
+    """``nbval_command`` run from the lessons' folder with ``env`` (default: this process's):
+    its exit status (None: stopped after ``timeout_s``) and its output. It runs in a session of
+    its own, so a timeout ends its kernels too, not only pytest."""
+    process = subprocess.Popen(
+        nbval_command(notebooks, cell_timeout_s, junitxml),
+        cwd=ROOT / NOTEBOOKS,
+        env=dict(os.environ) if env is None else env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        return None, f"{output}\nstopped after {timeout_s:.0f} s"

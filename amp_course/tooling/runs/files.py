@@ -20,18 +20,13 @@ from pathlib import Path
 import nbformat
 
 from ...bench.rows import load
+from ...executed import printed
 
 
 def printed_text(notebook: Path) -> str:
     """Everything an executed notebook's code cells printed (their stream outputs), in order."""
     nb = nbformat.read(notebook, as_version=4)
-    return "".join(
-        out.get("text", "")
-        for cell in nb.cells
-        if cell.cell_type == "code"
-        for out in cell.get("outputs", [])
-        if out.get("output_type") == "stream"
-    )
+    return "".join(printed(cell) for cell in nb.cells if cell.cell_type == "code")
 
 
 def printed_mnist_source(notebook: Path) -> str:

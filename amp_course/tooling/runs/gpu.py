@@ -2,7 +2,7 @@
 benchmark matrix, all written under ``reports/gpu/<device-name>/`` with device, driver, versions
 and date.
 
-Run as ``make gpu`` or ``python -m amp_course.gpu_run``. It refuses to run without a CUDA GPU.
+Run as ``make gpu`` or ``amp-course gpu``. It refuses to run without a CUDA GPU.
 A run can be split into parts (``--notebooks``, ``--skip-nbval``, ``--nbval-only``, ``--tag``,
 which names each part's ``report-<tag>.json`` and ``nbval-<tag>.*``); ``--merge FOLDER`` then
 writes the folder's ``report.json`` from its parts, on any machine. ``--plan`` prints what a run
@@ -29,8 +29,9 @@ import torch
 from ... import emulation
 from ...device import device_slug, machine_record
 from ...lesson import SMOKE_ENV
-from ...paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
-from .execute import environment, nbval_command, run_notebooks
+from ...paths import GPU_REPORTS, ROOT, lesson_notebooks
+from . import execute as executor
+from .execute import environment, run_notebooks
 from .parts import part_name
 
 
@@ -109,15 +110,14 @@ class GpuRun:
 def run_nbval(executed: list[Path], out_dir: Path, timeout_s: int, tag: str = "") -> int:
     """``pytest --nbval-lax`` over these executed copies, in full mode; JUnit XML and the log kept
     in ``out_dir`` (named for ``tag``)."""
-    result = subprocess.run(
-        nbval_command(sorted(executed), timeout_s, out_dir / part_name("nbval", tag, ".xml")),
-        cwd=ROOT / NOTEBOOKS,
+    code, output = executor.run_nbval(
+        sorted(executed),
+        timeout_s,
+        junitxml=out_dir / part_name("nbval", tag, ".xml"),
         env={**os.environ, SMOKE_ENV: "0"},
-        capture_output=True,
-        text=True,
     )
-    (out_dir / part_name("nbval", tag, ".log")).write_text(result.stdout + result.stderr)
-    return result.returncode
+    (out_dir / part_name("nbval", tag, ".log")).write_text(output)
+    return code
 
 
 def run_bench(out_dir: Path, device, config=None, name: str = "bench") -> str:

@@ -1,4 +1,4 @@
-"""``python -m amp_course.gpu_run``: the GPU run's command line, a thin shell over the library
+"""``amp-course gpu``: the GPU run's command line, a thin shell over the library
 (``runs.gpu`` runs lessons and the benchmark, ``runs.parts`` merges parts, ``runs.plan`` lists and
 runs the parts a run of the current notebooks lacks, ``runs.wheels`` is the offline machine's
 bootstrap)."""
@@ -16,7 +16,7 @@ from .parts import merge_reports
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m amp_course.gpu_run", description=gpu.__doc__)
+    parser = argparse.ArgumentParser(prog="amp-course gpu", description=gpu.__doc__)
     default = gpu.GpuRun()
     parser.add_argument("--out", type=Path, default=default.out)
     parser.add_argument(

@@ -16,8 +16,6 @@ import hashlib
 import json
 import os
 import re
-import signal
-import subprocess
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -26,8 +24,8 @@ from pathlib import Path
 
 from ... import emulation
 from ...lesson import SMOKE_ENV
-from ...paths import GPU_REPORTS, NOTEBOOKS, ROOT, lesson_notebooks
-from .execute import nbval_command
+from ...paths import GPU_REPORTS, ROOT, lesson_notebooks
+from .execute import prepare, run_nbval
 from .gpu import run_folder
 
 REHEARSALS = (None, "t4")  # plainly, then as a Colab T4 (``ac.emulation``)
@@ -70,17 +68,6 @@ def jobs_for(notebooks: list[Path] | None = None, rehearsals=REHEARSALS) -> list
     return [SmokeJob(Path(path), emulate) for emulate in rehearsals for path in lessons]
 
 
-def _prepare(job: SmokeJob, folder: Path) -> Path:
-    """The lesson with its exercise blanks filled, in ``folder``, where nbval runs it."""
-    import nbformat
-
-    from ...exercises import fill_solutions
-
-    copy = Path(folder) / f"{job.name}.ipynb"
-    nbformat.write(fill_solutions(nbformat.read(job.lesson, as_version=4)), copy)
-    return copy
-
-
 def _environment(job: SmokeJob, threads: int) -> dict[str, str]:
     """The kernel's variables: smoke sizes, no figure windows, its share of the cores, the
     rehearsal, and this checkout on the path (the filled copy lies outside it, where the setup
@@ -91,27 +78,6 @@ def _environment(job: SmokeJob, threads: int) -> dict[str, str]:
     if job.emulate:
         env[emulation.ENV] = job.emulate
     return env
-
-
-def _run(command: list[str], env: dict, timeout_s: float) -> tuple[int | None, str]:
-    """The command's exit status (None: stopped at ``timeout_s``) and its output. It runs in a
-    session of its own, so a timeout ends its kernel too, not only pytest."""
-    process = subprocess.Popen(
-        command,
-        cwd=ROOT / NOTEBOOKS,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout_s)
-        return process.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        return None, f"{output}\nstopped after {timeout_s:.0f} s"
 
 
 def first_failure(junit: Path, output: str) -> str:
@@ -135,9 +101,11 @@ def run_job(job: SmokeJob, folder: Path, cell_timeout: int, threads: int = 2) ->
     # The filled copy is not kept: the verdict, the log and the JUnit XML say what ran.
     with tempfile.TemporaryDirectory(prefix="amp-course-smoke-") as tmp:
         try:
-            copy = _prepare(job, Path(tmp))
-            command = nbval_command([copy], cell_timeout, junit)
-            code, output = _run(command, _environment(job, threads), JOB_TIMEOUT_S)
+            copy = prepare(job.lesson, tmp, name=f"{job.name}.ipynb")  # solutions filled in
+            env = _environment(job, threads)
+            code, output = run_nbval(
+                [copy], cell_timeout, junitxml=junit, env=env, timeout_s=JOB_TIMEOUT_S
+            )
         except Exception as error:  # noqa: BLE001 - a lesson that cannot start is a failed lesson
             code, output = 1, f"{type(error).__name__}: {error}"
     (folder / f"{job.name}.log").write_text(output)

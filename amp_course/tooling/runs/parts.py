@@ -1,5 +1,5 @@
 """A GPU run made in parts (``--tag``): each part's file names, and the parts merged into the run's
-``report.json`` (``python -m amp_course.gpu_run --merge FOLDER``, on any machine)."""
+``report.json`` (``amp-course gpu --merge FOLDER``, on any machine)."""
 
 from __future__ import annotations
 

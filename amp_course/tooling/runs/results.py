@@ -1,8 +1,8 @@
 """The GPU results, rendered from a committed GPU run's files (``runs.files``), never typed in:
 the README's section and the body of the website's GPU page.
 
-    python -m amp_course.gpu_results reports/gpu/<device>            # print the section
-    python -m amp_course.gpu_results reports/gpu/<device> --write    # replace it in README.md
+    amp-course gpu-results reports/gpu/<device>            # print the section
+    amp-course gpu-results reports/gpu/<device> --write    # replace it in README.md
 
 The tests regenerate the section from the files and compare it with the README.
 """
@@ -16,12 +16,12 @@ from pathlib import Path
 
 from ... import precisions
 from ...bench import ladder_report
+from ...gpu_copies import full_copies, gpu_reports
 from ...paths import README, ROOT, lesson_notebooks
 from ...timing import format_time
-from ..committed_runs import full_copies, gpu_reports
 from .files import EAGER_WORKLOADS, checked_output_cells, collect
 
-BEGIN = "<!-- gpu-results: begin (python -m amp_course.gpu_results writes this section) -->"
+BEGIN = "<!-- gpu-results: begin (amp-course gpu-results writes this section) -->"
 END = "<!-- gpu-results: end -->"
 # The issue's targets for ViT-B/16 at batch 64 on an H100: (what, measured key, bound, at most?).
 TARGETS = [
@@ -204,7 +204,7 @@ def copies_lines(reports: Path, lessons: list[Path] | None = None) -> list[str]:
         "**Where each lesson's copy comes from:** the newest passing full-mode copy of each "
         "lesson among the GPU runs in `reports/gpu/`, as its stamp names it (a run is made in "
         "parts, on different days and devices). A lesson's page shows that copy while the lesson "
-        "is unchanged since it ran; `python -m amp_course.gpu_run --plan` lists what a run of the "
+        "is unchanged since it ran; `amp-course gpu --plan` lists what a run of the "
         "current notebooks still lacks.",
         "",
         "| lesson | device | torch | date | mode | run |",
@@ -298,7 +298,7 @@ def replace_section(readme: str, text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m amp_course.gpu_results", description=__doc__)
+    parser = argparse.ArgumentParser(prog="amp-course gpu-results", description=__doc__)
     parser.add_argument("folder", type=Path, help="a GPU run's folder, reports/gpu/<device>")
     parser.add_argument("--write", action="store_true", help="replace the section in README.md")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The next parts of the GPU run, run on a lent GPU (``python -m amp_course.gpu_run --next
+"""The next parts of the GPU run, run on a lent GPU (``amp-course gpu --next
 MINUTES``): the parts of ``plan.plan`` that fit the minutes given, one after another, each tagged
 ``<name>-<date>`` in its run's folder, then merged (``parts.merge_reports``)."""
 

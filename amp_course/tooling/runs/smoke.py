@@ -2,7 +2,7 @@
 target "each notebook in smoke mode well under a minute" on a 2-core CPU. The tests only guard
 against a hanging cell; a timed test would fail on a busy machine, a benchmark records.
 
-Run as ``make bench-smoke`` or ``python -m amp_course.smoke_bench``: the lessons run one after
+Run as ``make bench-smoke`` or ``amp-course smoke-bench``: the lessons run one after
 another (every core to each), and ``reports/smoke/<device>.json`` and ``.md`` keep the times with
 the machine they were measured on.
 """
@@ -86,7 +86,7 @@ def write(bench: dict, out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m amp_course.smoke_bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="amp-course smoke-bench", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / SMOKE_REPORTS)
     parser.add_argument("--notebooks", nargs="*", type=Path, default=None)
     args = parser.parse_args(argv)

@@ -11,8 +11,8 @@ where it has the package, else the pin in ``PINS``. ``check`` reads every wheel'
 refuses the set unless each one is met by a wheel of the set or by a package on the machine (at
 its recorded version, where one was recorded).
 
-    python -m amp_course.gpu_run --fetch-wheels .whl   # download, check, print the install line
-    python -m amp_course.gpu_run --check-wheels .whl   # check only (no network)
+    amp-course gpu --fetch-wheels .whl   # download, check, print the install line
+    amp-course gpu --check-wheels .whl   # check only (no network)
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def tree_bytes(root: Path) -> int:
 
 def bootstrap(folder: Path, download: bool, root: Path = ROOT) -> int:
     """Fetch (or only check) the set in ``folder`` for the checkout at ``root``, print what
-    ``report`` prints; the exit status (``gpu_run --fetch-wheels`` / ``--check-wheels``)."""
+    ``report`` prints; the exit status (``amp-course gpu --fetch-wheels`` / ``--check-wheels``)."""
     try:
         problems = fetch(folder) if download else check(folder)
     except (OSError, RuntimeError) as error:

@@ -1,4 +1,4 @@
-"""The course as a static website (``make site``, or ``python -m amp_course.website``).
+"""The course as a static website (``make site``, or ``amp-course website``).
 
 Each lesson's page is its executed copy (the newest GPU run's under ``reports/gpu/<device>/``, else
 the one the tests' smoke run writes to ``executed/``) with the learner's exercise blanks put back,

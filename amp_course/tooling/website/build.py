@@ -152,3 +152,19 @@ def build(out: Path = BUILD, root: Path = ROOT, quiet: bool = True) -> Path:
 
 def clean(out: Path = BUILD) -> None:
     shutil.rmtree(out, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``amp-course website``: the site in site/_build/html; 2 when a lesson lacks its copy."""
+    import argparse
+    import sys
+
+    from .sources import MissingExecutedCopy
+
+    argparse.ArgumentParser(prog="amp-course website", description=__doc__).parse_args(argv)
+    try:
+        build(quiet=False)
+    except MissingExecutedCopy as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -60,7 +60,7 @@ def figure_png(folder: Path) -> bytes | None:
 def gpu_markdown(folder: Path, sources: list[Source], root: Path = ROOT) -> str:
     """The page of the GPU run in ``folder``; its figure, if any, is ``<folder name>-bench.png``."""
     report = report_record(folder)
-    record = {**report.get("versions", {}), **report}  # gpu_run keeps torch and CUDA in versions
+    record = {**report.get("versions", {}), **report}  # the run keeps torch, CUDA in versions
     if isinstance(record.get("capability"), list):
         record["capability"] = ".".join(str(part) for part in record["capability"])
     if record.get("date"):

@@ -1,0 +1,46 @@
+"""The tooling's commands, run as ``amp-course <command>`` (``python -m amp_course <command>`` in a
+checkout that is not installed, as on a GPU machine): each is a module's ``main(argv)``, imported
+only when its command runs, so ``amp-course info`` never loads papermill or Sphinx."""
+
+from __future__ import annotations
+
+
+def _gpu(argv: list[str]) -> int:
+    from .runs.gpu_cli import main
+
+    return main(argv)
+
+
+def _gpu_results(argv: list[str]) -> int:
+    from .runs.results import main
+
+    return main(argv)
+
+
+def _smoke_bench(argv: list[str]) -> int:
+    from .runs.smoke import main
+
+    return main(argv)
+
+
+def _site(argv: list[str]) -> int:
+    from .website.build import main
+
+    return main(argv)
+
+
+# {command: (what it does, for ``amp-course --help``; its main)}
+COMMANDS = {
+    "gpu": (
+        "the GPU run: every lesson in full mode, nbval, the benchmark matrix (reports/gpu/)",
+        _gpu,
+    ),
+    "gpu-results": ("a committed GPU run's figures as the README's results section", _gpu_results),
+    "smoke-bench": ("each lesson's smoke-mode time on this CPU (reports/smoke/)", _smoke_bench),
+    "website": ("the course's website from the executed copies (site/_build/html)", _site),
+}
+
+
+def run(command: str, argv: list[str]) -> int:
+    """Run ``command`` with the arguments after its name; its exit status."""
+    return COMMANDS[command][1](argv)
