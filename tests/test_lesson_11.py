@@ -66,6 +66,26 @@ def test_gpu_cells_explain_what_they_would_run_on_a_cpu(lesson, capsys):
     assert "delayed scaling saturated" in printed
 
 
+def test_fp8_gemm_timings_compile_each_size_with_static_shapes(lesson, monkeypatch, capsys):
+    """After the first size a plain torch.compile would recompile with symbolic shapes, and the
+    bf16 and FP8 graphs would then differ in more than the dtype."""
+    compiled = []
+
+    def fake_compile(module, **options):
+        compiled.append(options)
+        return module
+
+    timing = type("Timing", (), {"median": 1e-3})()
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(ac.timing, "measure", lambda *args, **kwargs: timing)
+    namespace = dict(lesson, GEMM_SIZES=(16, 32), fp8_capable=True)
+    namespace["convert_to_float8_training"] = lambda module, **kwargs: module
+    namespace["h100"] = ac.fp8_recipes.fp8_roofline()
+    run_tagged(LESSON, "fp8-measure", namespace=namespace)
+    assert "measured 1.00x" in capsys.readouterr().out
+    assert len(compiled) == 4 and all(options.get("dynamic") is False for options in compiled)
+
+
 def test_optimizer_counts_follow_the_formats(lesson, capsys):
     run_tagged(LESSON, "state-bytes", namespace=lesson)
     measured = lesson["measured"]
