@@ -78,7 +78,7 @@ def test_fp8_gemm_timings_compile_each_size_with_static_shapes(lesson, monkeypat
     timing = type("Timing", (), {"median": 1e-3})()
     monkeypatch.setattr(torch, "compile", fake_compile)
     monkeypatch.setattr(ac.timing, "measure", lambda *args, **kwargs: timing)
-    namespace = dict(lesson, GEMM_SIZES=(16, 32), fp8_capable=True)
+    namespace = dict(lesson, gemm_sizes=(16, 32), fp8_capable=True)
     namespace["convert_to_float8_training"] = lambda module, **kwargs: module
     namespace["h100"] = ac.fp8_recipes.fp8_roofline()
     run_tagged(LESSON, "fp8-measure", namespace=namespace)
