@@ -44,6 +44,7 @@ __all__ = [
     "scaling",
     "stats",
     "timing",
+    "torchao_support",
     "training",
 ]
 __version__ = "0.1.0"

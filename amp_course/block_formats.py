@@ -220,8 +220,9 @@ def _nvfp4_blocks(blocks: torch.Tensor, fmt: BlockFormat) -> torch.Tensor:
     # The block's scale is stored in E4M3, relative to the tensor's (a cast, ties to even).
     stored = round_to_element(block_scale / tensor_scale, E4M3)
     scale = stored * tensor_scale
-    # A block whose scale rounds to 0 (all zeros, or under E4M3's range) dequantizes to 0;
-    # torchao instead raises such scales to E4M3's smallest normal number.
+    # A block whose scale rounds to 0 (all zeros, or under E4M3's range) dequantizes to 0, and a
+    # scale in E4M3's subnormal range is kept. torchao (nvfp4_tensor.py, E4M3_EPS) instead clamps
+    # every block scale below E4M3's smallest normal number, 2^-6, up to it before the cast.
     safe = torch.where(scale > 0, scale, 1.0)
     elements = torch.where(scale > 0, round_to_element(blocks / safe, fmt.element), 0.0)
     return elements * scale

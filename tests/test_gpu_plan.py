@@ -375,3 +375,13 @@ def test_the_readme_says_where_each_lessons_copy_comes_from(course):
     assert rows["10_where_time_goes"].startswith("| 10_where_time_goes | no GPU run yet |")
     # The lessons' own run, not the fp16 pass nor the T4 rehearsal that also ran 00.
     assert rows["00_scenario"].endswith(f"| `{FOLDER}/` |")
+
+
+@pytest.mark.parametrize("lesson", ["09_beyond_autocast", "11_below_bf16"])
+def test_lessons_that_compile_with_torchao_are_planned_from_what_they_run(lesson):
+    """Lesson 09's last GPU run (52 s) predates its torchao compiles; lesson 11 never ran on one:
+    neither may be planned at the minute of an unnamed lesson."""
+    runs = {"09_beyond_autocast": (52.1, "last run on NVIDIA H100 80GB HBM3 2026-11-23")}
+    minutes, source = plan._minutes(lesson, runs)
+    assert source == "estimate" and minutes >= 4
+    assert plan.ESTIMATES_S[lesson] > plan.ESTIMATES_S["any other lesson"]

@@ -3,10 +3,12 @@
 
 import importlib.util
 import json
+from types import SimpleNamespace
 
 import matplotlib
 import pytest
 import torch
+from cuda_double import FakeGpu
 
 from amp_course import bench, cli, emulation, models
 from amp_course.bench import config, ladder, ladder_report, timm_vit, trainer
@@ -263,3 +265,80 @@ def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
     assert overlap.verdict == "indistinguishable" and "not distinguishable" in overlap.sentence()
     old = [Row(**{**r.to_dict(), "p25_s": None, "p75_s": None}) for r in rows((0.049, 0.05, 0.051))]
     assert ladder_report.timm_comparisons(old) == []  # no quartiles: no verdict, only the ratio
+
+
+class _SmallGpu(FakeGpu):
+    """A GPU with a T4's 40 SMs."""
+
+    def _properties(self, index, *args, **kwargs):
+        return SimpleNamespace(**{**vars(super()._properties(index)), "multi_processor_count": 40})
+
+
+@pytest.mark.parametrize("gpu, noted", [(FakeGpu, False), (_SmallGpu, True)])
+def test_max_autotune_rungs_say_when_the_gpu_is_too_small_to_autotune_matmuls(
+    monkeypatch, gpu, noted
+):
+    """torch._inductor.utils.is_big_gpu: no GEMM autotuning below 68 SMs (a T4 has 40)."""
+    gpu(monkeypatch)
+    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    rungs = _by_name(LadderConfig(timm=False).rungs_for(torch.device("cuda")))
+    cuda = torch.device("cuda", 0)
+    for name in ("+ max-autotune", "+ batch 256", "+ flash attention"):  # the last two inherit it
+        note = ladder.autotune_note(rungs[name][0], cuda)
+        assert (note is not None) == noted, name
+        assert not noted or ("40" in note and "68" in note)
+    for name in ("eager", "+ torch.compile", "+ CUDA graphs"):
+        assert ladder.autotune_note(rungs[name][0], cuda) is None
+
+
+def test_the_table_and_readme_show_a_rungs_note(tmp_path):
+    note = "matmuls not autotuned: inductor autotunes GEMM kernels only on GPUs with ..."
+    row = Row("ladder", "+ max-autotune", "bf16", compile="max-autotune", batch=8, median_s=0.1)
+    row = Row(**{**vars(row), "images_per_s": 80.0, "mfu_of_matmul": 0.1, "note": note})
+    assert f"+ max-autotune: {note}" in ladder_report.format_table([row])
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"config": {"rounds": 1}, "results": {"ladder": [row.to_dict()]}}))
+    assert f"+ max-autotune: {note}." in ladder_report.readme_lines(path)
+
+
+def test_a_compiled_rung_past_the_recompile_limit_says_it_was_not_timed(monkeypatch):
+    """Past torch._dynamo's recompile limit a compiled model runs eager without a word: the rung
+    must not be timed as compiled. Simulated on a CPU with dynamo's eager backend and a limit
+    the rung's compile exceeds."""
+    import torch._dynamo
+
+    compile_ = torch.compile
+
+    def eager_backend(model, mode=None, dynamic=None):  # no inductor: only dynamo's guards
+        return compile_(model, backend="eager", dynamic=dynamic)
+
+    monkeypatch.setattr(torch, "compile", eager_backend)
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    names = ("eager", "+ torch.compile")
+    settings = dict(timm=False, rungs=names, rounds=1, matmul_peak_tflops=1.0)
+    configured = LadderConfig.smoke_config(**settings, smoke=False)
+    build = ladder.build(configured)
+    # The ladder's model, compiled first outside autocast, fills the limit.
+    model = build("course")
+    eager_backend(model, dynamic=False)(torch.randn(2, 3, 32, 32))
+    given = iter([model])
+    monkeypatch.setattr(
+        ladder, "build", lambda config: lambda kind: next(given, None) or build(kind)
+    )
+    rows = {row.mode: row for row in ladder.run(configured, torch.device("cpu"), progress=None)}
+    skipped = rows["+ torch.compile"].skipped or ""
+    assert skipped.startswith("not timed: torch.compile passed torch._dynamo's recompile limit (1)")
+    assert rows["+ torch.compile"].median_s is None
+    assert rows["eager"].median_s > 0
+
+
+def test_the_recompile_limit_stays_silent_outside_a_compiled_configuration():
+    import torch._dynamo
+
+    eager = ladder.LadderConfig.smoke_config().rungs_for("cpu")[0][0]
+    with trainer.flags(eager):
+        assert not torch._dynamo.config.fail_on_recompile_limit_hit
+    assert trainer.recompile_limit_line("RuntimeError: boom") is None
+    assert trainer.recompile_limit_line("FailOnRecompileLimitHit: Hard failure").startswith(
+        "not timed"
+    )

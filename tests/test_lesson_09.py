@@ -3,6 +3,7 @@ ran, every line of their plot stays visible, and the checkpointing cost is read 
 
 import types
 
+import fake_torchao
 import matplotlib.pyplot as plt
 import pytest
 from conftest import run_tagged
@@ -49,6 +50,22 @@ def test_pure_bf16_runs_say_and_plot_the_steps_that_ran_and_every_line_shows(les
     # The zoomed panel shows the runs that keep small updates, not round-to-nearest's gap.
     zoomed = [line.get_label() for line in gap_axes.get_lines()]
     assert "bf16, round to nearest" not in zoomed and "bf16 + Kahan" in zoomed
+
+
+def test_torchaos_bf16_adamw_is_not_built_where_its_compiled_step_cannot_run(
+    lesson, tmp_path, monkeypatch, capsys
+):
+    """On a CPU torchao would compile its step in C++ per parameter shape: the run is skipped
+    with the reason, and the other runs go on (a GPU below 8.0 is decided the same way:
+    tests/test_torchao_support.py)."""
+    fake_torchao.install(tmp_path, monkeypatch)
+    lesson.update(BF16_STEPS=4)
+    run_tagged(LESSON, "settings", "pure-bf16-tools", "pure-bf16-runs", namespace=lesson)
+    printed = capsys.readouterr().out
+    assert "torchao 0.18.0 installed" in printed
+    assert "torchao's AdamW run skipped: on a CPU" in printed
+    assert "bf16 + stochastic rounding" in lesson["results"]
+    assert not any(label.startswith("torchao") for label in lesson["results"])
 
 
 @pytest.mark.parametrize(

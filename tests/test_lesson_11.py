@@ -4,6 +4,7 @@ themselves elsewhere, and the quiz keys agree with torch and the lesson's own ar
 
 import math
 
+import fake_torchao
 import matplotlib.pyplot as plt
 import pytest
 import torch
@@ -65,6 +66,26 @@ def test_gpu_cells_explain_what_they_would_run_on_a_cpu(lesson, capsys):
     assert "delayed scaling saturated" in printed
 
 
+def test_fp8_gemm_timings_compile_each_size_with_static_shapes(lesson, monkeypatch, capsys):
+    """After the first size a plain torch.compile would recompile with symbolic shapes, and the
+    bf16 and FP8 graphs would then differ in more than the dtype."""
+    compiled = []
+
+    def fake_compile(module, **options):
+        compiled.append(options)
+        return module
+
+    timing = type("Timing", (), {"median": 1e-3})()
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(ac.timing, "measure", lambda *args, **kwargs: timing)
+    namespace = dict(lesson, gemm_sizes=(16, 32), fp8_capable=True)
+    namespace["convert_to_float8_training"] = lambda module, **kwargs: module
+    namespace["h100"] = ac.fp8_recipes.fp8_roofline()
+    run_tagged(LESSON, "fp8-measure", namespace=namespace)
+    assert "measured 1.00x" in capsys.readouterr().out
+    assert len(compiled) == 4 and all(options.get("dynamic") is False for options in compiled)
+
+
 def test_optimizer_counts_follow_the_formats(lesson, capsys):
     run_tagged(LESSON, "state-bytes", namespace=lesson)
     measured = lesson["measured"]
@@ -73,6 +94,33 @@ def test_optimizer_counts_follow_the_formats(lesson, capsys):
     q8 = measured["ac.optim_states.AdamW, 8bit"]["optimizer state"]
     assert bf16 == pytest.approx(fp32 - 4, abs=1e-9) and 2 + 8 / 256 < q8 < bf16
     assert "the largest: (" in capsys.readouterr().out
+
+
+def test_a_cpu_skips_torchaos_compiled_8bit_adamw_and_says_why(
+    lesson, tmp_path, monkeypatch, capsys
+):
+    """torchao compiles its step per parameter shape with inductor's C++ backend on a CPU: the
+    count must not wait on it (and the GPU run must not depend on a CPU step having worked)."""
+    fake_torchao.install(tmp_path, monkeypatch)
+    namespace = dict(lesson)
+    run_tagged(LESSON, "settings", "state-bytes", namespace=namespace)
+    printed = capsys.readouterr().out
+    assert "torchao 0.18.0 installed" in printed
+    assert "torchao.optim.AdamW8bit not counted: on a CPU" in printed and "C++" in printed
+    assert "torchao.optim.AdamW8bit" not in namespace["measured"]
+
+
+def test_one_scale_per_tensor_zeroes_what_the_quiz_says(lesson):
+    """fp4-per-tensor's explanation: rows whose amax is below a 24th of the largest vanish, and
+    the smallest row's amax is thousands of times below the largest's."""
+    gradient, row_amax = lesson["gradient"], lesson["row_amax"]
+    back = ac.block_formats.scaled_roundtrip(gradient, ac.block_formats.E2M1, "tensor")
+    small = row_amax <= row_amax.max() / 24
+    assert small.any() and (back[small] == 0).all()
+    assert (back[~small].abs().amax(dim=1) > 0).all()
+    assert row_amax.max() / row_amax[row_amax > 0].min() > 1000
+    text = [c["explanation"] for c in quiz_question(LESSON, "fp4-per-tensor")["choices"]]
+    assert any("becomes zero entirely" in t and "thousands of times" in t for t in text)
 
 
 def test_full_mode_asks_for_no_more_steps_than_the_data_holds(lesson):

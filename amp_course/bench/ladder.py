@@ -24,7 +24,7 @@ from .config import Configuration, skip_reason
 from .flops import count_step_flops, measure_matmul_flops, mfu, peak_tflops
 from .rows import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Row, memory_note, timing_fields
 from .timm_vit import build_timm_vit
-from .trainer import Trainer, flags, model_image_size, time_steps
+from .trainer import Trainer, flags, model_image_size, recompile_limit_line, time_steps
 
 __all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "memory_note", "run"]
 
@@ -140,6 +140,7 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
     rows, steps, flops = {}, {}, {}
     for rung, reason in config.rungs_for(device):
         row = rung.row("ladder", dense_peak_tflops=dense, matmul_peak_tflops=matmul, skipped=reason)
+        row = replace(row, note=None if reason else autotune_note(rung, device))
         rows[rung.name] = row
         if reason:
             say(f"skip {rung.name}: {reason}")
@@ -163,6 +164,7 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
         if name in failed:  # failed while timed: round_robin's "ErrorType: message"
             out_of_memory = failed[name].startswith(f"{OutOfMemoryError.__name__}:")
             skipped = f"out of memory at batch {row.batch}" if out_of_memory else failed[name]
+            skipped = recompile_limit_line(failed[name]) or skipped
             rows[name] = replace(row, skipped=skipped)
         if name in measured:
             rows[name] = _timed_row(rows[name], timing.summarise(measured[name]), flops, dense)
@@ -184,10 +186,30 @@ def _timed_row(row: Row, stats: dict, flops: dict, dense: float | None) -> Row:
 
 
 def _failure(error: Exception, batch: int) -> str:
-    """Why a rung failed, in one line; running out of memory names the batch."""
+    """Why a rung failed, in one line; running out of memory names the batch, and a rung that
+    would have run eager says so."""
     if isinstance(error, OutOfMemoryError):
         return f"out of memory at batch {batch}"
-    return error_line(error)
+    return recompile_limit_line(error) or error_line(error)
+
+
+# Inductor autotunes GEMM kernels (max-autotune's Triton templates) only on a GPU with at least
+# this many SMs ("min_sms ... # 3080" in torch/_inductor/utils.py, is_big_gpu); below it the
+# matmuls stay cuBLAS's and the rung measures the rest of max-autotune.
+AUTOTUNE_MIN_SMS = 68
+
+
+def autotune_note(rung: Configuration, device: torch.device) -> str | None:
+    """What a max-autotune rung measured on a GPU too small for inductor's GEMM autotuning."""
+    if rung.compile != "max-autotune" or torch.device(device).type != "cuda":
+        return None
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    if sms >= AUTOTUNE_MIN_SMS:
+        return None
+    return (
+        f"matmuls not autotuned: inductor autotunes GEMM kernels only on GPUs with at least "
+        f"{AUTOTUNE_MIN_SMS} SMs (torch._inductor.utils.is_big_gpu), this one has {sms}"
+    )
 
 
 def _warm(trainer: Trainer, rung: Configuration):

@@ -58,6 +58,11 @@ def memory_notes(rows: list[Row]) -> list[str]:
     return [f"peak memory {note} ({', '.join(names)})" for note, names in by_note.items()]
 
 
+def row_notes(rows: list[Row]) -> list[str]:
+    """One line per rung whose measurement differs from what its name says (``Row.note``)."""
+    return [f"{row.mode}: {row.note}" for row in rows if row.note and not row.skipped]
+
+
 def format_table(rows: list[Row]) -> str:
     """The ladder as a fixed-width table; MFU is against the published dense peak, "of matmul"
     against the matmul FLOP/s this run measured."""
@@ -73,7 +78,7 @@ def format_table(rows: list[Row]) -> str:
         if row.memory_note:
             cells["peak_memory_gib"] = NOT_MEASURED
         lines.append(f"{row.mode:<{width}}" + "".join(f"{cells[k]:>{w}}" for _, k, _, w in COLUMNS))
-    return "\n".join(lines + memory_notes(rows))
+    return "\n".join(lines + memory_notes(rows) + row_notes(rows))
 
 
 def readme_lines(path: Path) -> list[str]:
@@ -102,6 +107,8 @@ def readme_lines(path: Path) -> list[str]:
         )
     for note in memory_notes(rows):
         lines += ["", f"{note[0].upper()}{note[1:]}."]
+    for note in row_notes(rows):
+        lines += ["", f"{note}."]
     for rung, ratio in timm_ratios(rows):
         lines += ["", f"timm's ViT-B/16 at the rung {rung!r}: {ratio:.2f}x the course's step time."]
     return lines

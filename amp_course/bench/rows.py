@@ -58,6 +58,7 @@ class Row:
     mfu_of_matmul: float | None = None  # achieved / measured matmul peak
     peak_memory_bytes: int | None = None
     memory_note: str | None = None  # why peak_memory_bytes is None for a row that ran
+    note: str | None = None  # where what the row measured differs from what its mode says
     max_batch: int | None = None  # the largest batch that fit (the max_batch search)
     limit: int | None = None  # where that search stops
     skipped: str | None = None

@@ -4,6 +4,7 @@ memory by one definition."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 from collections.abc import Callable, Iterator
@@ -81,9 +82,35 @@ class Trainer:
             return peak_memory(self.clear_state, model, step, self.device, configuration.compile)
 
 
+@contextlib.contextmanager
 def flags(configuration: Configuration):
-    """The precision flags ``configuration`` runs under: TF32 matmuls for tf32 only."""
-    return precision.tf32(configuration.precision == "tf32")
+    """The flags ``configuration`` runs under: TF32 matmuls for tf32 only; and where it compiles,
+    a ``FailOnRecompileLimitHit`` error instead of torch._dynamo's silent fallback: past its
+    recompile limit (``torch._dynamo.config.recompile_limit``) dynamo runs the frame eager, and
+    a configuration named compiled would time eager code."""
+    with precision.tf32(configuration.precision == "tf32"):
+        if not configuration.compile:
+            yield
+            return
+        import torch._dynamo
+
+        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+            yield
+
+
+def recompile_limit_line(error: BaseException | str) -> str | None:
+    """What a configuration that passed the recompile limit measured (None: ``error``, or
+    round_robin's "ErrorType: message", is something else)."""
+    name = error.split(":")[0] if isinstance(error, str) else type(error).__name__
+    if name != "FailOnRecompileLimitHit":
+        return None
+    import torch._dynamo
+
+    limit = torch._dynamo.config.recompile_limit
+    return (
+        f"not timed: torch.compile passed torch._dynamo's recompile limit ({limit}) on this "
+        "model, so this configuration would have run eager"
+    )
 
 
 def time_steps(

@@ -16,7 +16,7 @@ from ..memory import largest_batch
 from .config import MNIST_TRAIN_SIZE, BenchConfig, Configuration, Mode
 from .flops import count_step_flops, mfu, peak_tflops
 from .rows import Row, timing_fields
-from .trainer import Trainer, flags, time_steps
+from .trainer import Trainer, flags, recompile_limit_line, time_steps
 
 
 def _time(steps: dict, config: BenchConfig, device, label: str) -> tuple[dict, dict]:
@@ -140,7 +140,8 @@ def bench_vit(
     rows = []
     for c in configurations:
         if c.name in failed:
-            rows.append(c.row(workload, skipped=failed[c.name]))
+            skipped = recompile_limit_line(failed[c.name]) or failed[c.name]
+            rows.append(c.row(workload, skipped=skipped))
             continue
         stats = timing.summarise(measured[c.name])
         flops = flops_per_image * batch

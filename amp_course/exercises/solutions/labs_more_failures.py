@@ -28,8 +28,9 @@ def masked_attention(q, k, v, keep):
 
 
 def padded_attention(q, k, v, keep):
-    """Reference: finite fill values, and zero weights for a query with no key, as
-    F.scaled_dot_product_attention gives on recent PyTorch (written out: older ones give NaN)."""
+    """Reference: finite fill values, and zero weights for a query with no key, as torch 2.14's
+    CPU kernels of F.scaled_dot_product_attention give (written out: what SDPA gives depends on
+    the backend and the version, and some give NaN)."""
     scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
     scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
     return (scores.softmax(-1) * keep.any(-1, keepdim=True)) @ v
