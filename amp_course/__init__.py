@@ -34,6 +34,7 @@ __all__ = [
     "lesson",
     "memory",
     "models",
+    "nvfp4_training",
     "op_costs",
     "optim_states",
     "paths",

@@ -201,7 +201,7 @@ def block_roundtrip(x: torch.Tensor, fmt, *, scale_rounding: str = "floor") -> t
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
     blocks = _blocks(x.float(), fmt.block_size, fmt.name)
     if fmt.scale == "e4m3":
-        return _nvfp4_blocks(blocks, fmt).reshape(x.shape)
+        return nvfp4_blocks(blocks).reshape(x.shape)
     amax = blocks.abs().amax(dim=-1, keepdim=True)
     scale = torch.exp2(mx_scale_exponents(amax, fmt.element, scale_rounding))  # 2^-127 is exact
     return (round_to_element(blocks / scale, fmt.element) * scale).reshape(x.shape)
@@ -214,9 +214,13 @@ def nvfp4_tensor_scale(x: torch.Tensor) -> torch.Tensor:
     return torch.where(amax > 0, amax / (E2M1.max * E4M3.max), 1.0)
 
 
-def _nvfp4_blocks(blocks: torch.Tensor, fmt: BlockFormat) -> torch.Tensor:
+def nvfp4_blocks(blocks: torch.Tensor, round_elements=None) -> torch.Tensor:
+    """Blocks (..., block) through NVFP4 and back: an E4M3 scale per block under one fp32 scale
+    for them all. ``round_elements`` rounds the scaled values onto E2M1 (default: to nearest, ties
+    to even, saturating; lesson 11's stochastic rounding passes its own)."""
+    round_elements = round_elements or (lambda v: round_to_element(v, E2M1))
     tensor_scale = nvfp4_tensor_scale(blocks)
-    block_scale = blocks.abs().amax(dim=-1, keepdim=True) / fmt.element.max
+    block_scale = blocks.abs().amax(dim=-1, keepdim=True) / E2M1.max
     # The block's scale is stored in E4M3, relative to the tensor's (a cast, ties to even).
     stored = round_to_element(block_scale / tensor_scale, E4M3)
     scale = stored * tensor_scale
@@ -224,7 +228,7 @@ def _nvfp4_blocks(blocks: torch.Tensor, fmt: BlockFormat) -> torch.Tensor:
     # scale in E4M3's subnormal range is kept. torchao (nvfp4_tensor.py, E4M3_EPS) instead clamps
     # every block scale below E4M3's smallest normal number, 2^-6, up to it before the cast.
     safe = torch.where(scale > 0, scale, 1.0)
-    elements = torch.where(scale > 0, round_to_element(blocks / safe, fmt.element), 0.0)
+    elements = torch.where(scale > 0, round_elements(blocks / safe), 0.0)
     return elements * scale
 
 

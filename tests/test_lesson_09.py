@@ -97,3 +97,17 @@ def test_checkpointing_cost_is_read_from_the_measurement(
     assert 0.1 < extra < 0.34  # the recompute: less than one more forward, a third of a step
     assert f"{checkpointed_s / 0.01 - 1:+.0%} time" in printed
     assert verdict in printed
+
+
+def test_compiled_autocast_is_explicit_casts_and_emulation_restores_eagers_rounding(lesson, capsys):
+    run_tagged(LESSON, "settings", "compile-graph", "compile-numerics", namespace=lesson)
+    printed = capsys.readouterr().out
+    # Section 5's prose: casts before the three matmuls (the input once per matmul reading it),
+    # none between the matmuls and silu/mul, and no autocast op left in the graph.
+    assert "forward graph: 13 ops, 5 of them casts to bf16" in printed
+    assert "_to_copy, _to_copy, t, mm, silu, _to_copy, _to_copy, t, mm, mul.Tensor" in printed
+    results = lesson["results"]
+    assert not (results["compiled"] == results["eager"]).all()  # fusion changed the last bits
+    assert (results["compiled"] != results["eager"]).float().mean() > 0.2
+    assert (results["compiled"].float() - results["eager"].float()).abs().max() < 0.01
+    assert results["compiled, emulate_precision_casts"].equal(results["eager"])

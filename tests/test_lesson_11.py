@@ -170,3 +170,40 @@ def test_fp4_per_tensor_key_follows_e2m1():
     assert math.isclose(e2m1.max / (e2m1.smallest_subnormal / 2), 24)  # "a 24th" of the amax
     tie = torch.tensor([6.0, 0.25 + 1e-6, 0.25])  # amax 6: the tie 0.25 goes to 0
     assert ac.block_formats.round_to_element(tie, e2m1).tolist() == [6.0, 0.5, 0.0]
+
+
+def test_nvfp4_training_cells_show_what_section_6_says(lesson, capsys):
+    run_tagged(LESSON, "nvfp4-tiles", "nvfp4-rht", "nvfp4-sr", namespace=lesson)
+    printed = capsys.readouterr().out
+    mismatch = lesson["mismatch"]
+    # "most of its values came out different" (quiz nvfp4-weight-tiles): with 1x16 blocks.
+    assert mismatch[16, 16] == 0 and mismatch[1, 16] > 0.5
+    # "The rotation flattens the gradient's blocks": grad_output.T's mean crest factor drops.
+    grad_t, signs = lesson["grad_t"], lesson["signs"]
+    nv = ac.nvfp4_training
+    assert nv.crest_factors(nv.rht(grad_t, signs)).mean() < nv.crest_factors(grad_t).mean()
+    medians = lesson["medians"]
+    verdict = "lowered" if medians["with the RHT"] < medians["round to nearest"] else "raised"
+    assert f"the RHT {verdict} the median error here" in printed
+    # "One stochastic draw is less accurate than rounding to nearest; the mean converges."
+    averaged, nearest = lesson["averaged"], bf_error(lesson)
+    assert averaged[1] > nearest > averaged[64]
+
+
+def bf_error(lesson):
+    return ac.block_formats.relative_error(lesson["gradient"], lesson["nearest"])
+
+
+def test_layer_split_and_mfu_cells_match_their_prose_and_quiz(lesson, capsys):
+    run_tagged(LESSON, "fp8-prediction", "nvfp4-layers", "mfu-fp8", namespace=lesson)
+    printed = capsys.readouterr().out
+    split, total = lesson["split"], lesson["total"]
+    assert sum(split.values()) == total and "105.15 GFLOP" in printed  # the course's counted step
+    assert split["NVFP4 linear layers"] > split["bf16 linear layers (last blocks, head)"]
+    # A module swap misses the attention projections (not called as modules) and the head (1000).
+    assert len(lesson["fp8_modules"]) == 24
+    assert all(".mlp." in name for name in lesson["fp8_modules"])
+    # Quiz mfu-under-fp8 quotes the three readings of one step.
+    assert "the mixed roof  reads 0.68x" in printed and "the FP8 peak    reads 0.50x" in printed
+    # Quiz nvfp4-weight-tiles: a 16x16 tile costs 4.03 bits per value against NVFP4's 4.5.
+    assert f"{4 + 8 / 256:.2f}" == "4.03"
