@@ -37,15 +37,15 @@ def compare_class_means(mine: dict, reference: dict, seed: int) -> None:
     for case, want in reference.items():
         got, label = mine[case], f"In the case '{case}' (features {case.split()[0]}),"
         fail_on_error(got["error"], f"{label} your function, run eagerly,")
-        what = f"{label} your class means"
-        _tensor_like(got["out"], want["out"], what)
+        what, tensor = f"{label} the class means you return", f"{label} the tensor of class means"
+        _tensor_like(got["out"], want["out"], tensor)
         bad = _first_non_finite(got["out"])
         if bad:
             raise ExerciseFailed(
                 f"{what} hold {bad[1]} at {_where(bad[0])} (class {bad[0][0]}); the reference's "
                 "are finite."
             )
-        _compare_values(got["out"], want["out"], torch.float32, what)
+        _compare_values(got["out"], want["out"], torch.float32, tensor)
 
 
 register("labs.compiled_dtype_mix", run_class_means, compare_class_means)
@@ -191,16 +191,8 @@ SCALE_RTOL = 1e-3
 def _fp8_values(got: dict, want: dict, what: str) -> None:
     """The float8 values, within one e4m3 rounding of the reference's."""
     values, expected = got["values"], want["values"]
-    _tensor_like(values, expected, f"{what} your float8 values (as fp32)")
-    bad = _first_non_finite(values)
-    if bad:
-        raise ExerciseFailed(
-            f"{what} your float8 values hold {bad[1]} at {_where(bad[0])}; the reference's are "
-            "finite."
-        )
     # e4m3 keeps 3 bits after the leading one: neighbours are |value| / 8 apart, or closer.
-    allowed = expected.abs() / 8 + FP8_SMALLEST
-    off = (values - expected).abs() - allowed
+    off = (values - expected).abs() - (expected.abs() / 8 + FP8_SMALLEST)
     if (off > 0).any():
         index = tuple(int(i) for i in torch.unravel_index(off.argmax(), off.shape))
         raise ExerciseFailed(
@@ -216,7 +208,13 @@ def compare_fp8(mine: dict, reference: dict, seed: int) -> None:
         fail_on_error(got["error"], f"{what} your function")
         if got["dtype"] != str(FP8):
             raise ExerciseFailed(f"{what} your values are {got['dtype']}; the reference's {FP8}.")
-        _fp8_values(got, want, what)
+        _tensor_like(got["values"], want["values"], f"{what} your float8 values (as fp32)")
+        bad = _first_non_finite(got["values"])
+        if bad:
+            raise ExerciseFailed(
+                f"{what} your float8 values hold {bad[1]} at {_where(bad[0])}; the reference's "
+                "are finite."
+            )
         scale = got["scale"]
         if not (scale == scale and abs(scale) != float("inf") and scale > 0):
             raise ExerciseFailed(
@@ -230,6 +228,7 @@ def compare_fp8(mine: dict, reference: dict, seed: int) -> None:
                 f"takes the amax to {FP8_MAX:g}, float8's largest value. Yours takes it to "
                 f"{amax * scale:.4g}."
             )
+        _fp8_values(got, want, what)
 
 
 register("labs.fp8_zero_scale", run_fp8, compare_fp8)

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from ...labs.modern_stack import DEVICE_TYPE, digit_loss
+from ...precision import tf32_enabled
 
 
 def class_means(features, labels, num_classes):
@@ -14,14 +15,6 @@ def class_means(features, labels, num_classes):
     sums.index_add_(0, labels, features.to(sums.dtype))
     counts = torch.bincount(labels, minlength=num_classes)
     return sums / counts.clamp(min=1)[:, None]
-
-
-def tf32_state():
-    """Reference: read the flags through the fp32_precision API, which every setter updates."""
-    return {
-        "matmul": torch.backends.cuda.matmul.fp32_precision == "tf32",
-        "conv": torch.backends.cudnn.conv.fp32_precision == "tf32",
-    }
 
 
 def train_with_ema(model, optimizer, scheduler, ema, scaler, batches):
@@ -86,7 +79,7 @@ def to_float8(x, dtype=torch.float8_e4m3fn):
 
 SOLUTIONS = {
     "labs.compiled_dtype_mix": class_means,
-    "labs.tf32_api_mix": tf32_state,
+    "labs.tf32_api_mix": tf32_enabled,  # read through the API every setter updates
     "labs.ema_skipped_steps": train_with_ema,
     "labs.setup_context_autocast": matmul,
     "labs.adam_fp16_eps": train_adam,
