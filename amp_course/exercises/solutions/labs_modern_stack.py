@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...block_formats import AMAX_EPS
 from ...labs.modern_stack import DEVICE_TYPE, digit_loss
 from ...precision import tf32_enabled
 
@@ -66,12 +67,9 @@ def train_adam(model, batches, lr):
     return model
 
 
-EPS = 1e-12  # torchao's float8 amax floor
-
-
 def to_float8(x, dtype=torch.float8_e4m3fn):
     """Reference: the amax floored at a tiny epsilon before the scale divides by it."""
-    amax = x.abs().max().float().clamp(min=EPS)
+    amax = x.abs().max().float().clamp(min=AMAX_EPS)
     scale = torch.finfo(dtype).max / amax
     top = torch.finfo(dtype).max
     return (x.float() * scale).clamp(-top, top).to(dtype), scale
