@@ -19,8 +19,6 @@ from ..data import load_mnist
 from ..display import error_text
 from .more_failures import AUTOCAST_CASES, DEVICE_TYPE, autocast, seeded
 
-__all__ = ["AUTOCAST_CASES", "DEVICE_TYPE", "autocast", "seeded"]
-
 
 def _attempt(fn, *args) -> tuple[object, str | None]:
     try:
