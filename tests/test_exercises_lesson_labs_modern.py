@@ -133,6 +133,24 @@ def _cudnn_wide_setting():
     return {"matmul": M.fp32_precision == "tf32", "conv": C.fp32_precision == "tf32"}
 
 
+def _anything_but_ieee():
+    return {"matmul": M.fp32_precision != "ieee", "conv": C.conv.fp32_precision != "ieee"}
+
+
+def _fp16_weights_under_amp(model, batches, lr):
+    model.half()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cpu")
+    for images, labels in batches:
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return model
+
+
 def _ema_loop(gate_scheduler, gate_ema):
     """The lab's loop; ``gate_*(loss, scale_before, scale_after)`` says whether to step each."""
 
@@ -261,6 +279,12 @@ WRONG = {
             "RuntimeError",
         ),
         (
+            "anything but 'ieee'",
+            _anything_but_ieee,
+            "With the defaults, your function returns True (TF32 on) for fp32 matmuls; the "
+            "reference False (TF32 off).",
+        ),
+        (
             "cuDNN's setting for all its operations",
             _cudnn_wide_setting,
             "With the defaults, your function returns False (TF32 off) for cuDNN convolutions; "
@@ -316,6 +340,11 @@ WRONG = {
             "eps=1e-4 on fp16 weights",
             _fp16_adam(eps=1e-4),
             "after 6 steps, 1.weight differs from the reference's by up to",
+        ),
+        (
+            "fp16 weights under autocast and a GradScaler",
+            _fp16_weights_under_amp,
+            "your training function raised ValueError: Attempting to unscale FP16 gradients.",
         ),
         ("fused Adam on fp16 weights", _fp16_adam(fused=True), "values of 1.weight are NaN or inf"),
         ("eps=1e-6, fused", _fp16_adam(eps=1e-6, fused=True), "after 6 steps, 1."),
