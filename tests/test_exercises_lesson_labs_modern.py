@@ -2,6 +2,7 @@
 check, the usual wrong fixes are rejected with a message that says what differs, and right fixes
 written in several styles pass at the grader's seeds too."""
 
+import itertools
 import re
 
 import conftest
@@ -657,3 +658,22 @@ def test_a_zero_tensors_scale_and_the_fixes_the_quiz_names():
     assert sorted(key) == sorted(fixes)
     for text, fix in fixes.items():
         assert (exercises.verdict("labs.fp8_zero_scale", fix)[0] == "passed") is key[text], text
+
+
+def test_a_loop_over_the_batches_by_index_is_recorded_too():
+    def by_index(model, optimizer, scheduler, ema, scaler, batches):
+        loop = solutions.train_with_ema
+        loop(model, optimizer, scheduler, ema, scaler, [batches[i] for i in range(len(batches))])
+
+    fetched_first = exercises.verdict("labs.ema_skipped_steps", by_index)
+    assert fetched_first[0] == "failed"  # every batch fetched before training: counts all 0
+    assert "after batch 0 (its step skipped by the scaler)" not in fetched_first[1]
+
+    def indexed(model, optimizer, scheduler, ema, scaler, batches):
+        for i in range(len(batches)):
+            solutions.train_with_ema(model, optimizer, scheduler, ema, scaler, [batches[i]])
+
+    assert exercises.verdict("labs.ema_skipped_steps", indexed, 12345) == ("passed", "")
+    stopped = _ema_loop(_scale_not_lowered, _scale_not_lowered)
+    half = lambda *args: stopped(*args[:-1], itertools.islice(args[-1], 6))  # noqa: E731
+    assert exercises.verdict("labs.ema_skipped_steps", half)[1].endswith("6 of the 12 batches.")

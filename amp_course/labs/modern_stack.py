@@ -18,6 +18,7 @@ from .. import scaling
 from ..data import load_mnist
 from ..display import error_text
 from .more_failures import AUTOCAST_CASES, DEVICE_TYPE, autocast, seeded
+from .tf32_flags import TF32_CASES, TF32_SETTERS, reset_tf32, run_tf32, tf32_cases  # noqa: F401
 
 
 def _attempt(fn, *args) -> tuple[object, str | None]:
@@ -56,75 +57,7 @@ def run_class_means(fn, seed: int = 0) -> dict:
 
 
 # ---- Lab 2: the legacy TF32 switches and the fp32_precision API ---------------------------------
-# Each statement sets a TF32 flag one way; a case runs a few of them, in order, from the defaults.
-TF32_SETTERS = (
-    "torch.backends.cuda.matmul.allow_tf32 = True",
-    "torch.backends.cuda.matmul.allow_tf32 = False",
-    "torch.backends.cudnn.allow_tf32 = False",
-    "torch.backends.cudnn.allow_tf32 = True",
-    'torch.set_float32_matmul_precision("high")',
-    'torch.set_float32_matmul_precision("highest")',
-    'torch.backends.cuda.matmul.fp32_precision = "tf32"',
-    'torch.backends.cuda.matmul.fp32_precision = "ieee"',
-    'torch.backends.cudnn.conv.fp32_precision = "tf32"',
-    'torch.backends.cudnn.conv.fp32_precision = "ieee"',
-    'torch.backends.fp32_precision = "tf32"',
-)
-TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
-    (),
-    ("torch.backends.cuda.matmul.allow_tf32 = True",),
-    ('torch.backends.cuda.matmul.fp32_precision = "tf32"',),
-    ('torch.backends.cudnn.conv.fp32_precision = "ieee"',),
-    ('torch.backends.fp32_precision = "tf32"',),
-    ('torch.set_float32_matmul_precision("high")', "torch.backends.cudnn.allow_tf32 = False"),
-    (
-        "torch.backends.cuda.matmul.allow_tf32 = True",
-        'torch.backends.cuda.matmul.fp32_precision = "ieee"',
-    ),
-)
-
-
-def reset_tf32() -> None:
-    """Every TF32 flag back to torch's defaults (fp32 matmuls in full fp32, cuDNN convs in TF32)."""
-    torch.backends.fp32_precision = "none"
-    torch.backends.cudnn.fp32_precision = "none"
-    torch.set_float32_matmul_precision("highest")
-    torch.backends.cuda.matmul.fp32_precision = "none"
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cudnn.conv.fp32_precision = "tf32"
-    torch.backends.cudnn.rnn.fp32_precision = "tf32"
-    mkldnn = torch.backends.mkldnn
-    for backend in (mkldnn, mkldnn.matmul, mkldnn.conv, mkldnn.rnn):
-        backend.fp32_precision = "none"
-
-
-def tf32_cases(seed: int = 0) -> tuple[tuple[str, ...], ...]:
-    """The setter sequences a check runs: TF32_CASES for seed 0, drawn from TF32_SETTERS else."""
-    if seed == 0:
-        return TF32_CASES
-    generator = seeded(seed)
-    cases = [()]
-    for _ in range(8):
-        count = int(torch.randint(1, 4, (), generator=generator))
-        picks = torch.randint(0, len(TF32_SETTERS), (count,), generator=generator)
-        cases.append(tuple(TF32_SETTERS[int(i)] for i in picks))
-    return tuple(cases)
-
-
-def run_tf32(fn, seed: int = 0) -> list[dict]:
-    """For each case: from the defaults, run its setters, then ``fn()``; what it returned or
-    raised. The flags are back at their defaults afterwards."""
-    observed = []
-    try:
-        for setters in tf32_cases(seed):
-            reset_tf32()
-            for statement in setters:
-                exec(statement, {"torch": torch})
-            state, error = _attempt(fn)
-            observed.append({"setters": list(setters), "error": error, "state": state})
-    finally:
-        reset_tf32()
-    return observed
+# Its settings and its run are in tf32_flags.py; the notebook reaches them from here.
 
 
 # ---- Lab 3: a scheduler and an EMA around steps the scaler skips --------------------------------
@@ -170,16 +103,31 @@ def ema_setup(seed: int = 0):
 
 
 class RecordingBatches:
-    """The batches a loop iterates over, noting after each batch (when the next one is fetched,
-    and when the loop ends) the optimizer's steps, the learning rate and the EMA's count."""
+    """The batches a loop goes through (in a for loop, or by index), noting after each batch (when
+    the next one is fetched, and at the end) the optimizer's steps, the learning rate and the
+    EMA's count."""
 
     def __init__(self, batches, optimizer, scheduler, ema):
-        self.batches, self.records, self.steps = batches, [], 0
+        self.batches, self.records, self.steps, self.fetched = batches, [], 0, 0
         self.optimizer, self.scheduler, self.ema = optimizer, scheduler, ema
         optimizer.register_step_post_hook(lambda *_: setattr(self, "steps", self.steps + 1))
 
     def __len__(self) -> int:
         return len(self.batches)
+
+    def __getitem__(self, index: int):
+        while len(self.records) < index:  # the batches before this one are done
+            self._record()
+        self.fetched = max(self.fetched, index + 1)
+        return self.batches[index]
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+    def finish(self) -> None:
+        """The record after the last batch the loop fetched."""
+        while len(self.records) < self.fetched:
+            self._record()
 
     def _record(self) -> None:
         self.records.append(
@@ -190,13 +138,6 @@ class RecordingBatches:
                 "ema_count": int(self.ema.n_averaged),
             }
         )
-
-    def __iter__(self):
-        for index, batch in enumerate(self.batches):
-            if index:
-                self._record()
-            yield batch
-        self._record()
 
 
 def run_ema(train, seed: int = 0) -> dict:
@@ -213,6 +154,7 @@ def run_ema(train, seed: int = 0) -> dict:
 
     scaler.update = recorded_update
     _, error = _attempt(train, model, optimizer, scheduler, ema, scaler, batches)
+    batches.finish()
     return {
         "error": error,
         "records": batches.records,
