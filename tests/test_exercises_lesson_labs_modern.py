@@ -677,3 +677,13 @@ def test_a_loop_over_the_batches_by_index_is_recorded_too():
     stopped = _ema_loop(_scale_not_lowered, _scale_not_lowered)
     half = lambda *args: stopped(*args[:-1], itertools.islice(args[-1], 6))  # noqa: E731
     assert exercises.verdict("labs.ema_skipped_steps", half)[1].endswith("6 of the 12 batches.")
+
+
+def test_fused_adam_keeps_fp16_states_and_meets_nan_in_the_lab():
+    weight = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    weight.grad = torch.tensor([1e-3, 1.0], dtype=torch.float16)
+    adam = torch.optim.Adam([weight], lr=1e-3, fused=True)
+    adam.step()
+    assert {adam.state[weight][k].dtype for k in ("exp_avg", "exp_avg_sq")} == {torch.float16}
+    fused = lab.run_adam(_fp16_adam(fused=True))
+    assert any((~p.isfinite()).any() for p in fused["params"])
