@@ -1,0 +1,234 @@
+"""Modern stack: the checks of the learner's fixes (their setup: ``labs.modern_stack``).
+
+A dtype mix compiled code accepts and eager refuses, TF32 flags read through the legacy API, a
+scheduler and an EMA stepping on skipped steps, a custom autograd.Function written with
+setup_context, Adam on fp16 weights, and a float8 scale for an all-zero tensor. Each lab observes
+what the kit's ``run_*`` function records for the learner's code; ``compare`` names the first
+difference from the reference fix (``solutions/labs_modern_stack.py``) that matters.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..labs.modern_stack import (
+    ADAM_STEPS,
+    FP8,
+    run_adam,
+    run_class_means,
+    run_ema,
+    run_fp8,
+    run_mm,
+    run_tf32,
+)
+from . import ExerciseFailed, fail_on_error, register
+from .answers import compare_params
+from .labs_more_failures import (
+    CASE_DTYPES,
+    _compare_values,
+    _first_non_finite,
+    _tensor_like,
+    _where,
+)
+
+
+# ---- Lab 1: a dtype mix that compiled code accepts and eager refuses ----------------------------
+def compare_class_means(mine: dict, reference: dict, seed: int) -> None:
+    for case, want in reference.items():
+        got, label = mine[case], f"In the case '{case}' (features {case.split()[0]}),"
+        fail_on_error(got["error"], f"{label} your function, run eagerly,")
+        what, tensor = f"{label} the class means you return", f"{label} the tensor of class means"
+        _tensor_like(got["out"], want["out"], tensor)
+        bad = _first_non_finite(got["out"])
+        if bad:
+            raise ExerciseFailed(
+                f"{what} hold {bad[1]} at {_where(bad[0])} (class {bad[0][0]}); the reference's "
+                "are finite."
+            )
+        _compare_values(got["out"], want["out"], torch.float32, tensor)
+
+
+register("labs.compiled_dtype_mix", run_class_means, compare_class_means)
+
+
+# ---- Lab 2: the legacy TF32 switches and the fp32_precision API ---------------------------------
+TF32_OPS = {"matmul": "fp32 matmuls", "conv": "cuDNN convolutions"}
+
+
+def _on(value) -> str:
+    return "on" if value else "off"
+
+
+def compare_tf32(mine: list, reference: list, seed: int) -> None:
+    if len(mine) != len(reference):
+        raise ExerciseFailed(f"{len(mine)} cases ran; the reference ran {len(reference)}.")
+    for got, want in zip(mine, reference, strict=True):
+        label = f"After {'; '.join(want['setters'])}" if want["setters"] else "With the defaults"
+        fail_on_error(got["error"], f"{label}, your function")
+        state = got["state"]
+        if not isinstance(state, dict) or sorted(state) != sorted(TF32_OPS):
+            raise ExerciseFailed(
+                f"{label}, your function returned {state!r}; the reference returns a dict with "
+                f"the keys {sorted(TF32_OPS)}."
+            )
+        for key, ops in TF32_OPS.items():
+            if state[key] is not want["state"][key]:
+                raise ExerciseFailed(
+                    f"{label}, your function returns {state[key]!r} (TF32 {_on(state[key])}) "
+                    f"for {ops}; the reference {want['state'][key]!r} (TF32 "
+                    f"{_on(want['state'][key])})."
+                )
+
+
+register("labs.tf32_api_mix", run_tf32, compare_tf32)
+
+
+# ---- Lab 3: a scheduler and an EMA around steps the scaler skips --------------------------------
+def _batch(reference: dict, index: int) -> str:
+    records = reference["records"]
+    before = records[index - 1]["steps"] if index else 0
+    kind = "skipped" if records[index]["steps"] == before else "taken"
+    return f"batch {index} (its step {kind} by the scaler)"
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def compare_ema(mine: dict, reference: dict, seed: int) -> None:
+    fail_on_error(mine["error"], "your loop")
+    got, want = mine["records"], reference["records"]
+    if len(got) != len(want):
+        raise ExerciseFailed(f"your loop went through {len(got)} of the {len(want)} batches.")
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        where = f"after {_batch(reference, index)}"
+        if g["steps"] != w["steps"]:
+            raise ExerciseFailed(
+                f"{where}, the optimizer had stepped {_times(g['steps'])}; in the reference "
+                f"{_times(w['steps'])}."
+            )
+        if (g["scheduler_steps"], g["ema_count"]) != (w["scheduler_steps"], w["ema_count"]):
+            raise ExerciseFailed(
+                f"{where}, the scheduler had stepped {_times(g['scheduler_steps'])} and the EMA "
+                f"had averaged {_times(g['ema_count'])}, the optimizer {_times(g['steps'])}; in "
+                f"the reference {_times(w['scheduler_steps'])} and {_times(w['ema_count'])}."
+            )
+        if abs(g["lr"] - w["lr"]) > 1e-9 * w["lr"]:
+            raise ExerciseFailed(
+                f"{where}, the learning rate is {g['lr']:.6g}; the reference's {w['lr']:.6g}."
+            )
+    compare_params(mine["model"], reference["model"], "the model's weights")
+    compare_params(mine["ema"], reference["ema"], "the EMA's weights")
+
+
+register("labs.ema_skipped_steps", run_ema, compare_ema)
+
+
+# ---- Lab 4: a custom autograd.Function written with setup_context -------------------------------
+def compare_mm(mine: dict, reference: dict, seed: int) -> None:
+    for case, want in reference.items():
+        got, label, dtype = mine[case], f"In the case '{case}',", CASE_DTYPES[case]
+        fail_on_error(got["error"], f"{label} your function or the backward through it")
+        _tensor_like(got["out"], want["out"], f"{label} your output")
+        _compare_values(got["out"], want["out"], dtype, f"{label} your output")
+        for name in ("a", "b"):
+            what = f"{label} the gradient of {name}"
+            if got[f"grad_{name}"] is None:
+                raise ExerciseFailed(f"{what} is None; the reference's is a tensor.")
+            _tensor_like(got[f"grad_{name}"], want[f"grad_{name}"], what)
+            _compare_values(got[f"grad_{name}"], want[f"grad_{name}"], dtype, what)
+
+
+register("labs.setup_context_autocast", run_mm, compare_mm)
+
+
+# ---- Lab 5: Adam on fp16 parameters -------------------------------------------------------------
+ADAM_TOLERANCE = 0.02  # absolute: 20 Adam steps of lr 1e-3, far above autocast's rounding
+
+
+def compare_adam(mine: dict, reference: dict, seed: int) -> None:
+    fail_on_error(mine["error"], "your training function")
+    after = f"after {ADAM_STEPS} steps"
+    if mine["names"] != reference["names"]:
+        raise ExerciseFailed(
+            f"the model you return has the parameters {mine['names']}; the reference's "
+            f"{reference['names']}."
+        )
+    moved = max(
+        (p - q).abs().max().item()
+        for p, q in zip(reference["params"], reference["initial"], strict=True)
+    )
+    for name, got, want in zip(mine["names"], mine["params"], reference["params"], strict=True):
+        _tensor_like(got, want, f"{after}, {name}")
+        bad = ~torch.isfinite(got)
+        if bad.any():
+            index = tuple(int(i) for i in bad.nonzero()[0])
+            raise ExerciseFailed(
+                f"{after}, {int(bad.sum())} of the {got.numel()} values of {name} are NaN or "
+                f"inf, the first at {_where(index)} ({got[index].item()}); the reference's are "
+                "finite."
+            )
+        off = (got - want).abs()
+        if off.max().item() > ADAM_TOLERANCE:
+            index = tuple(int(i) for i in torch.unravel_index(off.argmax(), off.shape))
+            raise ExerciseFailed(
+                f"{after}, {name} differs from the reference's by up to {off.max().item():.3g}, "
+                f"at {_where(index)}: yours {got[index].item():.5g}, the reference's "
+                f"{want[index].item():.5g}. No reference weight moved more than {moved:.2g} from "
+                f"where it started; the check allows {ADAM_TOLERANCE:g}."
+            )
+
+
+register("labs.adam_fp16_eps", run_adam, compare_adam)
+
+
+# ---- Lab 6: a float8 scale and an all-zero tensor -----------------------------------------------
+FP8_MAX = torch.finfo(FP8).max
+FP8_SMALLEST = 2.0**-9  # e4m3's smallest subnormal
+SCALE_RTOL = 1e-3
+
+
+def _fp8_values(got: dict, want: dict, what: str) -> None:
+    """The float8 values, within one e4m3 rounding of the reference's."""
+    values, expected = got["values"], want["values"]
+    # e4m3 keeps 3 bits after the leading one: neighbours are |value| / 8 apart, or closer.
+    off = (values - expected).abs() - (expected.abs() / 8 + FP8_SMALLEST)
+    if (off > 0).any():
+        index = tuple(int(i) for i in torch.unravel_index(off.argmax(), off.shape))
+        raise ExerciseFailed(
+            f"{what} your float8 value at {_where(index)} is {values[index].item():.4g}; the "
+            f"reference's {expected[index].item():.4g} (the input there: "
+            f"{want['input'][index].item():.4g})."
+        )
+
+
+def compare_fp8(mine: dict, reference: dict, seed: int) -> None:
+    for name, want in reference.items():
+        got, what = mine[name], f"For {name} (amax {want['input'].abs().max().item():.3g}),"
+        fail_on_error(got["error"], f"{what} your function")
+        if got["dtype"] != str(FP8):
+            raise ExerciseFailed(f"{what} your values are {got['dtype']}; the reference's {FP8}.")
+        _tensor_like(got["values"], want["values"], f"{what} your float8 values (as fp32)")
+        bad = _first_non_finite(got["values"])
+        if bad:
+            raise ExerciseFailed(
+                f"{what} your float8 values hold {bad[1]} at {_where(bad[0])}; the reference's "
+                "are finite."
+            )
+        scale = got["scale"]
+        if not (scale == scale and abs(scale) != float("inf") and scale > 0):
+            raise ExerciseFailed(
+                f"{what} your scale is {scale}; the reference's is {want['scale']:.4g}, finite "
+                "and positive."
+            )
+        amax = want["input"].abs().max().item()
+        if amax > 0 and abs(scale - want["scale"]) > SCALE_RTOL * want["scale"]:
+            raise ExerciseFailed(
+                f"{what} your scale is {scale:.4g}; the reference's {want['scale']:.4g}, which "
+                f"takes the amax to {FP8_MAX:g}, float8's largest value. Yours takes it to "
+                f"{amax * scale:.4g}."
+            )
+        _fp8_values(got, want, what)
+
+
+register("labs.fp8_zero_scale", run_fp8, compare_fp8)

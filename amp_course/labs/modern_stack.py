@@ -1,0 +1,254 @@
+"""The modern-stack labs' kit: their seeded inputs, and functions that run a lab's code on them and
+record what happened (crashes, dtypes, values, what an optimizer, a scheduler and an EMA did).
+
+Everything runs on the CPU: torch.compile's CPU backend, the TF32 flags (which any build lets you
+set and read), fp16 and bf16 autocast, a real ``torch.amp.GradScaler``, float8 casts. Seed 0 is what
+the notebook shows; other seeds (the grader's) draw other sizes, values and flag settings. The
+checks that judge a fix are in ``amp_course.exercises.labs_modern_stack``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from .. import scaling
+from ..data import load_mnist
+from ..display import error_text
+from .more_failures import AUTOCAST_CASES, DEVICE_TYPE, autocast, seeded
+from .tf32_flags import TF32_CASES, TF32_SETTERS, reset_tf32, run_tf32, tf32_cases  # noqa: F401
+
+
+def _attempt(fn, *args) -> tuple[object, str | None]:
+    try:
+        return fn(*args), None
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        return None, error_text(error)
+
+
+# ---- Lab 1: a dtype mix that compiled code accepts and eager refuses ----------------------------
+NUM_CLASSES = 10
+
+
+def feature_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 features [rows, width] and class labels, one class with no row (seed 0: class 9)."""
+    generator = seeded(seed)
+    rows = 256 if seed == 0 else int(torch.randint(128, 512, (), generator=generator))
+    width = 8 if seed == 0 else int(torch.randint(4, 17, (), generator=generator))
+    features = 1 + torch.randn(rows, width, generator=generator)
+    absent = 9 if seed == 0 else int(torch.randint(0, NUM_CLASSES, (), generator=generator))
+    labels = torch.randint(0, NUM_CLASSES - 1, (rows,), generator=generator)
+    return features, labels + (labels >= absent).long()
+
+
+def run_class_means(fn, seed: int = 0) -> dict:
+    """``fn(features, labels, NUM_CLASSES)`` in each autocast case, on features in that case's
+    dtype (as a forward under that autocast returns them): what it returns. It runs eagerly, even
+    where ``fn`` was compiled (torch.compile's "force_eager" stance)."""
+    observed = {}
+    for case, dtype in AUTOCAST_CASES.items():
+        features, labels = feature_batch(seed)
+        with autocast(dtype), torch.compiler.set_stance("force_eager"):
+            out, error = _attempt(fn, features.to(dtype or torch.float32), labels, NUM_CLASSES)
+        observed[case] = {"error": error, "out": out}
+    return observed
+
+
+# ---- Lab 2: the legacy TF32 switches and the fp32_precision API ---------------------------------
+# Its settings and its run are in tf32_flags.py; the notebook reaches them from here.
+
+
+# ---- Lab 3: a scheduler and an EMA around steps the scaler skips --------------------------------
+NUM_STEPS, WARMUP, EMA_DECAY, LR = 12, 6, 0.8, 0.05
+# A loss scale far above what fp16 gradients fit: the first steps overflow until the scale has
+# backed off, and a short growth interval makes it overflow again later.
+HIGH_SCALER_KWARGS = dict(init_scale=2.0**24, growth_interval=2)
+
+
+@functools.lru_cache(maxsize=4)
+def _digits(seed: int):
+    data = load_mnist(source="subset")  # the shipped digits: the same on every machine
+    return tuple(scaling.mnist_batches(NUM_STEPS, batch_size=16, seed=seed, data=data))
+
+
+def digit_batches(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Real MNIST (images, labels) batches, fresh copies."""
+    return [(images.clone(), labels.clone()) for images, labels in _digits(seed)]
+
+
+def digit_loss(model, images, labels):
+    """Cross-entropy under fp16 autocast."""
+    with torch.autocast(DEVICE_TYPE, dtype=torch.float16):
+        return F.cross_entropy(model(images), labels)
+
+
+def warmup(step: int) -> float:
+    """The LR factor after ``step`` scheduler steps: linear warm-up over WARMUP updates, then 1."""
+    return min(1.0, (step + 1) / WARMUP)
+
+
+def ema_setup(seed: int = 0):
+    """(model, optimizer, scheduler, ema, scaler): SGD with momentum, a LambdaLR warm-up, an EMA
+    of the weights (``swa_utils.AveragedModel``) and a GradScaler whose scale starts high."""
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    model = scaling.mlp(seed, hidden=32)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup)
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(EMA_DECAY))
+    scaler = torch.amp.GradScaler(DEVICE_TYPE, **HIGH_SCALER_KWARGS)
+    return model, optimizer, scheduler, ema, scaler
+
+
+class RecordingBatches:
+    """The batches a loop goes through (in a for loop, or by index), noting after each batch (when
+    the next one is fetched, and at the end) the optimizer's steps, the learning rate and the
+    EMA's count."""
+
+    def __init__(self, batches, optimizer, scheduler, ema):
+        self.batches, self.records, self.steps, self.fetched = batches, [], 0, 0
+        self.optimizer, self.scheduler, self.ema = optimizer, scheduler, ema
+        optimizer.register_step_post_hook(lambda *_: setattr(self, "steps", self.steps + 1))
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int):
+        while len(self.records) < index:  # the batches before this one are done
+            self._record()
+        self.fetched = max(self.fetched, index + 1)
+        return self.batches[index]
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+    def finish(self) -> None:
+        """The record after the last batch the loop fetched."""
+        while len(self.records) < self.fetched:
+            self._record()
+
+    def _record(self) -> None:
+        self.records.append(
+            {
+                "steps": self.steps,
+                "scheduler_steps": int(self.scheduler.last_epoch),
+                "lr": self.optimizer.param_groups[0]["lr"],
+                "ema_count": int(self.ema.n_averaged),
+            }
+        )
+
+
+def run_ema(train, seed: int = 0) -> dict:
+    """Run ``train(model, optimizer, scheduler, ema, scaler, batches)``; record after each batch
+    the optimizer's steps, the scheduler's, the learning rate and the EMA's count, and the scale
+    after each update(); at the end the model's and the EMA's weights."""
+    model, optimizer, scheduler, ema, scaler = ema_setup(seed)
+    batches = RecordingBatches(digit_batches(seed), optimizer, scheduler, ema)
+    scales, update = [], scaler.update
+
+    def recorded_update(new_scale=None):
+        update(new_scale)
+        scales.append(scaler.get_scale())
+
+    scaler.update = recorded_update
+    _, error = _attempt(train, model, optimizer, scheduler, ema, scaler, batches)
+    batches.finish()
+    return {
+        "error": error,
+        "records": batches.records,
+        "scales": scales,
+        "model": [p.detach().clone() for p in model.parameters()],
+        "ema": [p.detach().clone() for p in ema.module.parameters()],
+    }
+
+
+# ---- Lab 4: a custom autograd.Function written with setup_context -------------------------------
+def mm_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """fp32 ``a`` [n, k] and ``b`` [k, m], and the weights of the loss sum(out * weights)."""
+    generator = seeded(seed)
+    n, k, m = (8, 16, 4) if seed == 0 else torch.randint(3, 24, (3,), generator=generator).tolist()
+    a, b = torch.randn(n, k, generator=generator), torch.randn(k, m, generator=generator)
+    return a, b, torch.randn(n, m, generator=generator)
+
+
+def _weighted_backward(out, weights) -> None:
+    (out.float() * weights).sum().backward()
+
+
+def run_mm(fn, seed: int = 0) -> dict:
+    """``fn(a, b)`` in each autocast case, then backward (outside autocast, as a training loop
+    runs it) through a weighted sum of the output: the output, and the gradients of a and b."""
+    observed = {}
+    for case, dtype in AUTOCAST_CASES.items():
+        a, b, weights = mm_inputs(seed)
+        a.requires_grad_(), b.requires_grad_()
+        with autocast(dtype):
+            out, error = _attempt(fn, a, b)
+        if error is None:
+            _, error = _attempt(_weighted_backward, out, weights)
+        observed[case] = {"error": error, "out": None if error else out.detach()}
+        observed[case].update(grad_a=a.grad, grad_b=b.grad)
+    return observed
+
+
+# ---- Lab 5: Adam on fp16 parameters -------------------------------------------------------------
+ADAM_STEPS, ADAM_LR = 6, 1e-3
+
+
+def adam_model(seed: int = 0) -> torch.nn.Module:
+    """The fp32 MLP the lab fine-tunes, seeded."""
+    return scaling.mlp(seed, hidden=32)
+
+
+def run_adam(train, seed: int = 0) -> dict:
+    """``train(model, batches, lr)`` on a fresh fp32 model and real digits: the weights of the
+    model it returns (or of the model it was given, if it returns None), and their dtypes."""
+    model = adam_model(seed)
+    batches = digit_batches(seed)[:ADAM_STEPS]
+    returned, error = _attempt(train, model, batches, ADAM_LR)
+    trained = returned if isinstance(returned, torch.nn.Module) else model
+    named = {name: p.detach().clone() for name, p in trained.named_parameters()}
+    return {
+        "error": error,
+        "names": list(named),
+        "dtypes": [str(p.dtype).removeprefix("torch.") for p in named.values()],
+        "params": [p.float() for p in named.values()],
+        "initial": [p.detach() for p in adam_model(seed).parameters()],
+    }
+
+
+# ---- Lab 6: a float8 scale and an all-zero tensor -----------------------------------------------
+FP8 = torch.float8_e4m3fn
+
+
+def fp8_tensors(seed: int = 0) -> dict[str, torch.Tensor]:
+    """Tensors a float8 recipe scales: activations, small gradients, an all-zero gradient."""
+    generator = seeded(seed)
+    shape = (16, 32) if seed == 0 else tuple(torch.randint(4, 48, (2,), generator=generator))
+    small = 1e-6 if seed == 0 else 10 ** -float(torch.randint(5, 10, (), generator=generator))
+    return {
+        "activations (fp32)": 3 * torch.randn(shape, generator=generator),
+        "activations (bf16)": (2 * torch.randn(shape, generator=generator)).bfloat16(),
+        "small gradients": small * torch.randn(shape, generator=generator),
+        "an all-zero gradient": torch.zeros(shape),
+    }
+
+
+def run_fp8(fn, seed: int = 0) -> dict:
+    """``fn(x)`` for each tensor: the float8 values (as fp32) and their dtype, and the scale."""
+    observed = {}
+    for name, x in fp8_tensors(seed).items():
+        got, error = _attempt(fn, x.clone())
+        record = {"error": error, "input": x.float()}
+        if error is None:
+            if not isinstance(got, (tuple, list)) or len(got) != 2:
+                record["error"] = f"returned {type(got).__name__}, not (float8 tensor, scale)"
+            else:
+                values, scale = got
+                record["dtype"] = str(getattr(values, "dtype", type(values).__name__))
+                record["values"] = values.float() if torch.is_tensor(values) else None
+                record["scale"] = float(scale)
+        observed[name] = record
+    return observed

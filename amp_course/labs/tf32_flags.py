@@ -1,0 +1,86 @@
+"""The TF32 flags of the modern-stack labs' lab 2: the ways a script sets them, the cases a check
+runs (each from torch's defaults), and putting every flag back at its default afterwards."""
+
+from __future__ import annotations
+
+import torch
+
+from ..display import error_text
+from .more_failures import seeded
+
+# Each statement sets a TF32 flag one way; a case runs a few of them, in order, from the defaults.
+TF32_SETTERS = (
+    "torch.backends.cuda.matmul.allow_tf32 = True",
+    "torch.backends.cuda.matmul.allow_tf32 = False",
+    "torch.backends.cudnn.allow_tf32 = False",
+    "torch.backends.cudnn.allow_tf32 = True",
+    'torch.set_float32_matmul_precision("high")',
+    'torch.set_float32_matmul_precision("highest")',
+    'torch.backends.cuda.matmul.fp32_precision = "tf32"',
+    'torch.backends.cuda.matmul.fp32_precision = "ieee"',
+    'torch.backends.cudnn.conv.fp32_precision = "tf32"',
+    'torch.backends.cudnn.conv.fp32_precision = "ieee"',
+    'torch.backends.fp32_precision = "tf32"',
+)
+TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
+    (),
+    ("torch.backends.cuda.matmul.allow_tf32 = True",),
+    ('torch.backends.cuda.matmul.fp32_precision = "tf32"',),
+    ('torch.backends.cudnn.conv.fp32_precision = "ieee"',),
+    ('torch.backends.fp32_precision = "tf32"',),
+    ('torch.set_float32_matmul_precision("high")', "torch.backends.cudnn.allow_tf32 = False"),
+    (
+        "torch.backends.cuda.matmul.allow_tf32 = True",
+        'torch.backends.cuda.matmul.fp32_precision = "ieee"',
+    ),
+)
+
+
+def reset_tf32() -> None:
+    """Every TF32 flag back to torch's defaults (fp32 matmuls in full fp32, cuDNN convs in TF32)."""
+    torch.backends.fp32_precision = "none"
+    torch.backends.cudnn.fp32_precision = "none"
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.fp32_precision = "none"
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.conv.fp32_precision = "tf32"
+    torch.backends.cudnn.rnn.fp32_precision = "tf32"
+    mkldnn = torch.backends.mkldnn
+    for backend in (mkldnn, mkldnn.matmul, mkldnn.conv, mkldnn.rnn):
+        backend.fp32_precision = "none"
+
+
+def _call(fn) -> tuple[object, str | None]:
+    try:
+        return fn(), None
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        return None, error_text(error)
+
+
+def tf32_cases(seed: int = 0) -> tuple[tuple[str, ...], ...]:
+    """The setter sequences a check runs: TF32_CASES for seed 0, drawn from TF32_SETTERS else."""
+    if seed == 0:
+        return TF32_CASES
+    generator = seeded(seed)
+    cases = [()]
+    for _ in range(8):
+        count = int(torch.randint(1, 4, (), generator=generator))
+        picks = torch.randint(0, len(TF32_SETTERS), (count,), generator=generator)
+        cases.append(tuple(TF32_SETTERS[int(i)] for i in picks))
+    return tuple(cases)
+
+
+def run_tf32(fn, seed: int = 0) -> list[dict]:
+    """For each case: from the defaults, run its setters, then ``fn()``; what it returned or
+    raised. The flags are back at their defaults afterwards."""
+    observed = []
+    try:
+        for setters in tf32_cases(seed):
+            reset_tf32()
+            for statement in setters:
+                exec(statement, {"torch": torch})
+            state, error = _call(fn)
+            observed.append({"setters": list(setters), "error": error, "state": state})
+    finally:
+        reset_tf32()
+    return observed

@@ -1,0 +1,689 @@
+"""The modern-stack labs: each symptom is real on this CPU, the notebook's broken code fails its
+check, the usual wrong fixes are rejected with a message that says what differs, and right fixes
+written in several styles pass at the grader's seeds too."""
+
+import itertools
+import re
+
+import conftest
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import tagged
+
+from amp_course import exercises
+from amp_course.exercises import ExerciseFailed
+from amp_course.exercises.solutions import labs_modern_stack as solutions
+from amp_course.labs import modern_stack as lab
+
+LESSON = "labs_modern_stack"
+LABS = [
+    "labs.compiled_dtype_mix",
+    "labs.tf32_api_mix",
+    "labs.ema_skipped_steps",
+    "labs.setup_context_autocast",
+    "labs.adam_fp16_eps",
+    "labs.fp8_zero_scale",
+]
+SEEDS = (0, 12345, 987654321)  # the notebook's and the grader's (tests/test_exercises.py)
+M, C = torch.backends.cuda.matmul, torch.backends.cudnn
+
+
+def broken_versions():
+    return conftest.broken_versions(LESSON)
+
+
+def test_every_lab_has_a_broken_version_and_a_blank():
+    assert sorted(broken_versions()) == sorted(LABS)
+    blanks = [c.metadata["exercise"]["name"] for c in tagged(LESSON, "exercise")]
+    assert blanks == LABS
+
+
+BROKEN_SAYS = {
+    "labs.compiled_dtype_mix": "In the case 'fp16 autocast' (features fp16), your function, run "
+    "eagerly, raised RuntimeError: index_add_(): self (Float) and source (Half) must have the same "
+    "scalar type",
+    "labs.tf32_api_mix": 'After torch.backends.cuda.matmul.fp32_precision = "tf32", your '
+    "function raised RuntimeError: PyTorch is checking whether allow_tf32_new is enabled",
+    "labs.ema_skipped_steps": "after batch 0 (its step skipped by the scaler), the scheduler had "
+    "stepped once and the EMA had averaged once, the optimizer 0 times; in the reference 0 times "
+    "and 0 times.",
+    "labs.setup_context_autocast": "In the case 'fp16 autocast', your function or the backward "
+    "through it raised AttributeError: 'MatMulBackward' object has no attribute "
+    "'_fwd_used_autocast'",
+    "labs.adam_fp16_eps": "after 6 steps, 25088 of the 25088 values of 1.weight are NaN or inf",
+    "labs.fp8_zero_scale": "For an all-zero gradient (amax 0), your float8 values hold NaN at "
+    "[0, 0]; the reference's are finite.",
+}
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_broken_version_from_the_notebook_fails_with_its_symptom(name):
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check(name, broken_versions()[name])
+    assert BROKEN_SAYS[name] in str(failure.value)
+
+
+def test_symptoms_show_on_this_cpu():
+    broken = broken_versions()
+    means = lab.run_class_means(broken["labs.compiled_dtype_mix"])
+    assert [case for case, seen in means.items() if seen["error"]] == [
+        "fp16 autocast",
+        "bf16 autocast",
+    ]
+    tf32 = lab.run_tf32(broken["labs.tf32_api_mix"])
+    assert [bool(case["error"]) for case in tf32] == [False, False, True, True, True, False, True]
+    assert lab.run_tf32(lambda: torch.get_float32_matmul_precision())[0]["state"] == "highest"
+    ema = lab.run_ema(broken["labs.ema_skipped_steps"])["records"]
+    assert [r["steps"] for r in ema] == [0] * 6 + [1, 2, 2, 3, 3, 4]
+    assert (
+        [r["ema_count"] for r in ema] == [r["scheduler_steps"] for r in ema] == list(range(1, 13))
+    )
+    mm = lab.run_mm(broken["labs.setup_context_autocast"])
+    assert all("_fwd_used_autocast" in seen["error"] for seen in mm.values())
+    adam = lab.run_adam(broken["labs.adam_fp16_eps"])
+    assert all((~p.isfinite()).all() for p in adam["params"])
+    fp8 = lab.run_fp8(broken["labs.fp8_zero_scale"])
+    assert fp8["an all-zero gradient"]["scale"] == float("inf")
+    assert [name for name, seen in fp8.items() if seen["values"].isnan().any()] == [
+        "an all-zero gradient"
+    ]
+
+
+# ---- typical wrong fixes ------------------------------------------------------------------------
+def _means(accumulate):
+    def class_means(features, labels, num_classes):
+        sums = accumulate(features, labels, num_classes)
+        return sums / torch.bincount(labels, minlength=num_classes).clamp(min=1)[:, None]
+
+    return class_means
+
+
+def _sums_in_features_dtype(features, labels, num_classes):
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype)
+    return sums.index_add_(0, labels, features).float()
+
+
+def _one_hot_matmul(features, labels, num_classes):
+    return (F.one_hot(labels, num_classes).T.to(features.dtype) @ features).float()
+
+
+def _means_without_clamp(features, labels, num_classes):
+    sums = torch.zeros(num_classes, features.shape[1]).index_add_(0, labels, features.float())
+    return sums / torch.bincount(labels, minlength=num_classes)[:, None]
+
+
+def _sums_left_low(features, labels, num_classes):
+    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype)
+    return sums.index_add_(0, labels, features)
+
+
+def _legacy_or_false():
+    try:
+        return {"matmul": M.allow_tf32, "conv": C.allow_tf32}
+    except RuntimeError:
+        return {"matmul": False, "conv": False}
+
+
+def _matmul_precision_level():
+    high = torch.get_float32_matmul_precision() != "highest"
+    return {"matmul": high, "conv": C.conv.fp32_precision == "tf32"}
+
+
+def _cudnn_wide_setting():
+    return {"matmul": M.fp32_precision == "tf32", "conv": C.fp32_precision == "tf32"}
+
+
+def _anything_but_ieee():
+    return {"matmul": M.fp32_precision != "ieee", "conv": C.conv.fp32_precision != "ieee"}
+
+
+def _fp16_weights_under_amp(model, batches, lr):
+    model.half()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cpu")
+    for images, labels in batches:
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return model
+
+
+def _ema_loop(gate_scheduler, gate_ema):
+    """The lab's loop; ``gate_*(loss, scale_before, scale_after)`` says whether to step each."""
+
+    def train(model, optimizer, scheduler, ema, scaler, batches):
+        for images, labels in batches:
+            optimizer.zero_grad(set_to_none=True)
+            loss = lab.digit_loss(model, images, labels)
+            scaler.scale(loss).backward()
+            before = scaler.get_scale()
+            scaler.step(optimizer)
+            scaler.update()
+            if gate_scheduler(loss, before, scaler.get_scale()):
+                scheduler.step()
+            if gate_ema(loss, before, scaler.get_scale()):
+                ema.update_parameters(model)
+
+    return train
+
+
+def _always(loss, before, after):
+    return True
+
+
+def _finite_loss(loss, before, after):
+    return bool(torch.isfinite(loss))
+
+
+def _scale_unchanged(loss, before, after):
+    return after == before
+
+
+def _scale_not_lowered(loss, before, after):
+    return after >= before
+
+
+class _NoBackwardDecorator(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(a, b):
+        return a.mm(b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad.mm(b.t()), a.t().mm(grad)
+
+
+class _Plain(_NoBackwardDecorator):
+    @staticmethod
+    def forward(a, b):
+        return a.mm(b)
+
+
+class _CastInputsFp32(_NoBackwardDecorator):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(a, b):
+        return a.mm(b)
+
+
+def _fp16_adam(**options):
+    def train(model, batches, lr):
+        model.half()
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, **options)
+        for images, labels in batches:
+            loss = F.cross_entropy(model(images.half()), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return model
+
+    return train
+
+
+def _fp8(floor=None, clean=False):
+    def to_float8(x, dtype=torch.float8_e4m3fn):
+        amax, top = x.abs().max().float(), torch.finfo(dtype).max
+        amax = floor(amax) if floor else amax
+        values = (x.float() * (top / amax)).clamp(-top, top).to(dtype)
+        return (values.float().nan_to_num().to(dtype) if clean else values), top / amax
+
+    return to_float8
+
+
+WRONG = {
+    "labs.compiled_dtype_mix": [
+        (
+            "sums in the features' dtype, cast at the end",
+            _means(_sums_in_features_dtype),
+            "In the case 'fp16 autocast' (features fp16), the tensor of class means differs "
+            "from the reference's by up to",
+        ),
+        (
+            "sums in the features' dtype",
+            _means(_sums_left_low),
+            "In the case 'fp16 autocast' (features fp16), the tensor of class means is fp16, "
+            "the reference's fp32.",
+        ),
+        (
+            "a one-hot matmul",
+            _means(_one_hot_matmul),
+            "In the case 'fp16 autocast' (features fp16), the tensor of class means differs",
+        ),
+        (
+            "counts not clamped",
+            _means_without_clamp,
+            "In the case 'fp16 autocast' (features fp16), the class means you return hold NaN "
+            "at [9, 0] (class 9); the reference's are finite.",
+        ),
+    ],
+    "labs.tf32_api_mix": [
+        (
+            "the legacy read, False where it raises",
+            _legacy_or_false,
+            'After torch.backends.cuda.matmul.fp32_precision = "tf32", your function returns '
+            "False (TF32 off) for fp32 matmuls; the reference True (TF32 on).",
+        ),
+        (
+            "get_float32_matmul_precision",
+            _matmul_precision_level,
+            'After torch.backends.cuda.matmul.fp32_precision = "tf32", your function raised '
+            "RuntimeError",
+        ),
+        (
+            "anything but 'ieee'",
+            _anything_but_ieee,
+            "With the defaults, your function returns True (TF32 on) for fp32 matmuls; the "
+            "reference False (TF32 off).",
+        ),
+        (
+            "cuDNN's setting for all its operations",
+            _cudnn_wide_setting,
+            "With the defaults, your function returns False (TF32 off) for cuDNN convolutions; "
+            "the reference True (TF32 on).",
+        ),
+    ],
+    "labs.ema_skipped_steps": [
+        (
+            "a finite loss",
+            _ema_loop(_finite_loss, _finite_loss),
+            "after batch 0 (its step skipped by the scaler), the scheduler had stepped once",
+        ),
+        (
+            "an unchanged scale",
+            _ema_loop(_scale_unchanged, _scale_unchanged),
+            "after batch 7 (its step taken by the scaler), the scheduler had stepped once and "
+            "the EMA had averaged once, the optimizer 2 times; in the reference 2 times and 2 "
+            "times.",
+        ),
+        (
+            "the scheduler gated, the EMA not",
+            _ema_loop(_scale_not_lowered, _always),
+            "the EMA had averaged once, the optimizer 0 times; in the reference 0 times and 0 "
+            "times.",
+        ),
+        (
+            "the EMA gated, the scheduler not",
+            _ema_loop(_always, _scale_not_lowered),
+            "after batch 0 (its step skipped by the scaler), the scheduler had stepped once",
+        ),
+    ],
+    "labs.setup_context_autocast": [
+        (
+            "custom_bwd removed",
+            _NoBackwardDecorator.apply,
+            "In the case 'fp16 autocast', your function or the backward through it raised "
+            "RuntimeError: expected m1 and m2 to have the same dtype",
+        ),
+        (
+            "both decorators removed",
+            _Plain.apply,
+            "In the case 'fp16 autocast', your function or the backward through it raised "
+            "RuntimeError",
+        ),
+        (
+            "cast_inputs=torch.float32",
+            _CastInputsFp32.apply,
+            "In the case 'fp16 autocast', your output is fp32, the reference's fp16.",
+        ),
+    ],
+    "labs.adam_fp16_eps": [
+        (
+            "eps=1e-4 on fp16 weights",
+            _fp16_adam(eps=1e-4),
+            "after 6 steps, 1.weight differs from the reference's by up to",
+        ),
+        (
+            "fp16 weights under autocast and a GradScaler",
+            _fp16_weights_under_amp,
+            "your training function raised ValueError: Attempting to unscale FP16 gradients.",
+        ),
+        ("fused Adam on fp16 weights", _fp16_adam(fused=True), "values of 1.weight are NaN or inf"),
+        ("eps=1e-6, fused", _fp16_adam(eps=1e-6, fused=True), "after 6 steps, 1."),
+    ],
+    "labs.fp8_zero_scale": [
+        (
+            "NaN cleaned from the values",
+            _fp8(clean=True),
+            "For an all-zero gradient (amax 0), your scale is inf; the reference's is 4.48e+14, "
+            "finite and positive.",
+        ),
+        (
+            "amax clamped at 1",
+            _fp8(floor=lambda amax: amax.clamp(min=1.0)),
+            "For small gradients (amax 3.73e-06), your scale is 448; the reference's 1.203e+08, "
+            "which takes the amax to 448, float8's largest value. Yours takes it to 0.0016",
+        ),
+        (
+            "an epsilon of 1e-4",
+            _fp8(floor=lambda amax: amax.clamp(min=1e-4)),
+            "For small gradients (amax 3.73e-06), your scale is 4.48e+06",
+        ),
+    ],
+}
+WRONG_CASES = [
+    (name, label, fn, says) for name, cases in WRONG.items() for label, fn, says in cases
+]
+
+# Words that would guess at the learner's mistake or name a fix; a message says what differs.
+GUESSES = re.compile(
+    r"fp32_precision\b(?! = )|custom_bwd|custom_fwd|clamp|epsilon|\beps\b|should|forgot|instead|"
+    r"you need|try |\.float\(\)|to\(",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize(
+    "name, label, wrong, says",
+    WRONG_CASES,
+    ids=[f"{name}-{label}" for name, label, _, _ in WRONG_CASES],
+)
+def test_wrong_fix_fails_saying_what_differs(name, label, wrong, says):
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check(name, wrong)
+    message = str(failure.value)
+    assert says in message
+    said = message.split(": ", 1)[1]
+    said = re.sub(r"RuntimeError: PyTorch is checking.*", "", said)  # torch's own words
+    assert not GUESSES.search(said), message
+    for seed in SEEDS[1:]:
+        assert exercises.verdict(name, wrong, seed)[0] == "failed", seed
+
+
+def test_a_compiled_function_is_checked_eagerly():
+    """A learner who compiles the broken function gets the eager error, not a pass."""
+    compiled = torch.compile(broken_versions()["labs.compiled_dtype_mix"])
+    status, message = exercises.verdict("labs.compiled_dtype_mix", compiled)
+    assert status == "failed" and "run eagerly, raised RuntimeError: index_add_()" in message
+
+
+# ---- right fixes written differently ------------------------------------------------------------
+def _scatter_add(features, labels, num_classes):
+    index = labels[:, None].expand(-1, features.shape[1])
+    sums = torch.zeros(num_classes, features.shape[1])
+    return sums.scatter_add_(0, index, features.float())
+
+
+def _one_hot_fp32(features, labels, num_classes):
+    with torch.autocast("cpu", enabled=False):
+        return F.one_hot(labels, num_classes).T.float() @ features.float()
+
+
+def _new_api():
+    return {"matmul": M.fp32_precision == "tf32", "conv": C.conv.fp32_precision == "tf32"}
+
+
+def _legacy_then_new_api():
+    try:
+        return {"matmul": M.allow_tf32, "conv": C.allow_tf32}
+    except RuntimeError:  # the flags were set through fp32_precision: ask it
+        return _new_api()
+
+
+def _ema_with_step_hook(model, optimizer, scheduler, ema, scaler, batches):
+    stepped = []
+    optimizer.register_step_post_hook(lambda *_: stepped.append(True))
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(lab.digit_loss(model, images, labels)).backward()
+        stepped.clear()
+        scaler.step(optimizer)
+        scaler.update()
+        if stepped:
+            scheduler.step()
+            ema.update_parameters(model)
+
+
+def _ema_with_found_inf(model, optimizer, scheduler, ema, scaler, batches):
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(lab.digit_loss(model, images, labels)).backward()
+        scaler.unscale_(optimizer)
+        skipped = sum(v.item() for v in scaler._found_inf_per_device(optimizer).values()) > 0
+        scaler.step(optimizer)
+        scaler.update()
+        if not skipped:
+            scheduler.step()
+            ema.update_parameters(model)
+
+
+class _StateInSetupContext(torch.autograd.Function):
+    """setup_context kept: it records the autocast state, and backward re-enters it."""
+
+    @staticmethod
+    def forward(a, b):
+        return a.mm(b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.autocast = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        enabled, dtype = ctx.autocast
+        with torch.autocast("cpu", dtype=dtype, enabled=enabled):
+            return grad.mm(b.t()), a.t().mm(grad)
+
+
+class _BackwardInFp32(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b):
+        return a.mm(b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad = grad.float()
+        return grad.mm(b.float().t()), a.float().t().mm(grad)
+
+
+def _adam_fp32_then_half(model, batches, lr):
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for images, labels in batches:
+        loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return model.half()  # served in fp16
+
+
+def _adam_bf16_autocast(model, batches, lr):
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for images, labels in batches:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def _fp8_zero_branch(x, dtype=torch.float8_e4m3fn):
+    amax, top = x.abs().max().float(), torch.finfo(dtype).max
+    if amax == 0:
+        return torch.zeros_like(x, dtype=dtype), torch.tensor(1.0)
+    scale = top / amax
+    return (x.float() * scale).clamp(-top, top).to(dtype), scale
+
+
+RIGHT = {
+    "labs.compiled_dtype_mix": [solutions.class_means, _means(_scatter_add), _means(_one_hot_fp32)],
+    "labs.tf32_api_mix": [solutions.tf32_enabled, _new_api, _legacy_then_new_api],
+    "labs.ema_skipped_steps": [
+        solutions.train_with_ema,
+        _ema_with_step_hook,
+        _ema_with_found_inf,
+    ],
+    "labs.setup_context_autocast": [
+        solutions.matmul,
+        _StateInSetupContext.apply,
+        _BackwardInFp32.apply,
+    ],
+    "labs.adam_fp16_eps": [solutions.train_adam, _adam_fp32_then_half, _adam_bf16_autocast],
+    "labs.fp8_zero_scale": [
+        _fp8(floor=lambda amax: amax.clamp(min=1e-12)),
+        _fp8(floor=lambda amax: amax + 1e-12),
+        _fp8(floor=lambda amax: torch.where(amax == 0, 1.0, amax)),
+        _fp8_zero_branch,
+    ],
+}
+RIGHT_CASES = [(name, index, fn) for name, fns in RIGHT.items() for index, fn in enumerate(fns)]
+
+
+@pytest.mark.parametrize(
+    "name, index, right", RIGHT_CASES, ids=[f"{n}-{i}" for n, i, _ in RIGHT_CASES]
+)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_right_fixes_written_differently_pass(name, index, right, seed):
+    assert exercises.verdict(name, right, seed) == ("passed", "")
+
+
+def test_observations_vary_with_the_seed():
+    assert len({lab.feature_batch(seed)[0].shape for seed in range(4)}) > 1
+    assert len(set(lab.tf32_cases(1)) ^ set(lab.tf32_cases(2))) > 0
+    assert len({lab.mm_inputs(seed)[0].shape for seed in range(4)}) > 1
+    assert len({tuple(lab.fp8_tensors(seed)["small gradients"].shape) for seed in range(4)}) > 1
+    firsts = {lab.digit_batches(seed)[0][1][:4].tolist().__repr__() for seed in range(3)}
+    assert len(firsts) > 1
+
+
+def test_the_checks_leave_the_tf32_flags_at_their_defaults():
+    before = (M.fp32_precision, C.conv.fp32_precision, torch.get_float32_matmul_precision())
+    exercises.verdict("labs.tf32_api_mix", broken_versions()["labs.tf32_api_mix"], 12345)
+    after = (M.fp32_precision, C.conv.fp32_precision, torch.get_float32_matmul_precision())
+    assert before == after == ("none", "tf32", "highest")
+    assert (M.allow_tf32, C.allow_tf32) == (False, True)
+
+
+# ---- the quiz's keys, checked against torch ------------------------------------------------------
+def _right(question_id):
+    return [text for text, right in conftest.quiz_key(LESSON, question_id).items() if right]
+
+
+def test_eager_index_add_refuses_the_mix_under_autocast_too():
+    sums, features = torch.zeros(3, 2), torch.ones(4, 2, dtype=torch.bfloat16)
+    for context in (
+        torch.autocast("cpu", dtype=torch.bfloat16),
+        torch.autocast("cpu", enabled=False),
+    ):
+        with context, pytest.raises(RuntimeError, match="must have the same scalar type"):
+            sums.index_add_(0, torch.tensor([0, 1, 2, 0]), features)
+    assert _right("eager-refuses")[0].startswith("It raises RuntimeError: self (Float)")
+
+
+def test_tf32_reads():
+    try:
+        M.fp32_precision = "tf32"
+        with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
+            M.allow_tf32  # noqa: B018 - the read itself raises
+    finally:
+        lab.reset_tf32()
+    assert (C.conv.fp32_precision, C.fp32_precision) == ("tf32", "none")
+    assert _right("tf32-legacy-read")[0].startswith("The read raises RuntimeError")
+    assert _right("conv-default") == ["'tf32' and 'none'"]
+
+
+def test_a_skipped_step_lowers_the_scale_and_a_grown_scale_is_a_step():
+    seen = lab.run_ema(broken_versions()["labs.ema_skipped_steps"])  # the notebook's table
+    steps = [0] + [r["steps"] for r in seen["records"]]
+    scales = [2.0**24] + seen["scales"]
+    for index in range(len(seen["scales"])):
+        skipped = steps[index + 1] == steps[index]
+        assert (scales[index + 1] < scales[index]) is skipped
+    grown = [i for i in range(len(seen["scales"])) if scales[i + 1] > scales[i]]
+    assert grown and all(steps[i + 1] > steps[i] for i in grown)
+    assert min(s for i, s in enumerate(scales[:-1]) if steps[i + 1] == steps[i]) == 2.0**18
+    assert _right("skipped-step-test") == [
+        "The scale after update() is lower than the scale before step()"
+    ]
+
+
+def test_setup_context_runs_under_the_forwards_autocast_state():
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        @torch.amp.custom_fwd(device_type="cpu")
+        def forward(a):
+            return a * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            seen.append(torch.is_autocast_enabled("cpu"))
+
+    a = torch.ones(2, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        Probe.apply(a)
+    assert seen == [True] and a._fwd_used_autocast is True
+    assert _right("custom-fwd-ctx")[0].startswith("custom_fwd writes the autocast state")
+
+
+def test_adam_on_fp16_weights_gives_nan_to_a_zero_gradient():
+    assert torch.tensor(1e-8).half().item() == 0
+    weight = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    weight.grad = torch.tensor([0.0, 1.0], dtype=torch.float16)
+    torch.optim.Adam([weight], lr=1e-3, foreach=False).step()
+    assert weight[0].isnan() and weight[1].isfinite()
+    assert _right("adam-zero-grad-fp16")[0].startswith("NaN: 0 / (0 + 0)")
+
+
+def test_a_zero_tensors_scale_and_the_fixes_the_quiz_names():
+    values, scale = broken_versions()["labs.fp8_zero_scale"](torch.zeros(3))
+    assert scale.isinf() and values.float().isnan().all()
+    assert torch.tensor(float("nan")).clamp(-448, 448).isnan()
+    assert _right("fp8-zero-scale") == ["NaN: the scale is inf, and 0 times inf is NaN"]
+    fixes = {
+        "amax = amax.clamp(min=1e-12) before the division": _fp8(lambda a: a.clamp(min=1e-12)),
+        "amax = torch.where(amax == 0, 1.0, amax) before the division": _fp8(
+            lambda a: torch.where(a == 0, 1.0, a)
+        ),
+        "values.nan_to_num() after the cast, the scale left as it is": _fp8(clean=True),
+        "amax = amax.clamp(min=1.0) before the division": _fp8(lambda a: a.clamp(min=1.0)),
+    }
+    key = conftest.quiz_key(LESSON, "fp8-fixes")
+    assert sorted(key) == sorted(fixes)
+    for text, fix in fixes.items():
+        assert (exercises.verdict("labs.fp8_zero_scale", fix)[0] == "passed") is key[text], text
+
+
+def test_a_loop_over_the_batches_by_index_is_recorded_too():
+    def by_index(model, optimizer, scheduler, ema, scaler, batches):
+        loop = solutions.train_with_ema
+        loop(model, optimizer, scheduler, ema, scaler, [batches[i] for i in range(len(batches))])
+
+    fetched_first = exercises.verdict("labs.ema_skipped_steps", by_index)
+    assert fetched_first[0] == "failed"  # every batch fetched before training: counts all 0
+    assert "after batch 0 (its step skipped by the scaler)" not in fetched_first[1]
+
+    def indexed(model, optimizer, scheduler, ema, scaler, batches):
+        for i in range(len(batches)):
+            solutions.train_with_ema(model, optimizer, scheduler, ema, scaler, [batches[i]])
+
+    assert exercises.verdict("labs.ema_skipped_steps", indexed, 12345) == ("passed", "")
+    stopped = _ema_loop(_scale_not_lowered, _scale_not_lowered)
+    half = lambda *args: stopped(*args[:-1], itertools.islice(args[-1], 6))  # noqa: E731
+    assert exercises.verdict("labs.ema_skipped_steps", half)[1].endswith("6 of the 12 batches.")
+
+
+def test_fused_adam_keeps_fp16_states_and_meets_nan_in_the_lab():
+    weight = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    weight.grad = torch.tensor([1e-3, 1.0], dtype=torch.float16)
+    adam = torch.optim.Adam([weight], lr=1e-3, fused=True)
+    adam.step()
+    assert {adam.state[weight][k].dtype for k in ("exp_avg", "exp_avg_sq")} == {torch.float16}
+    fused = lab.run_adam(_fp16_adam(fused=True))
+    assert any((~p.isfinite()).any() for p in fused["params"])
