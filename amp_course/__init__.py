@@ -43,6 +43,7 @@ __all__ = [
     "roofline",
     "scaling",
     "stats",
+    "step_account",
     "timing",
     "training",
 ]
