@@ -115,7 +115,7 @@ def plot(rows: list[Row], title: str = "", path: str | Path | None = None):
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     labels = [r.mode for r in rows]
     dense = any(r.mfu is not None for r in rows)
-    colours = ["tab:gray" if r.model == "timm" else "tab:blue" for r in rows]
+    colours = [{"timm": "tab:gray", "lean": "tab:green"}.get(r.model, "tab:blue") for r in rows]
     panels = [
         (
             "mfu" if dense else "mfu_of_matmul",
@@ -132,7 +132,7 @@ def plot(rows: list[Row], title: str = "", path: str | Path | None = None):
                 ax.text(index, 0, "skipped", rotation=90, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(rows)), labels, rotation=35, ha="right", fontsize=7)
         ax.set(ylabel=ylabel)
-    fig.suptitle(title or "MFU ladder (grey: timm's ViT)", fontsize=10)
+    fig.suptitle(title or "MFU ladder (green: the lean ViT; grey: timm's)", fontsize=10)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)
