@@ -103,24 +103,27 @@ VIT_PRESETS = {
 }
 
 
-class PackedSelfAttention(nn.Module):
-    """Self-attention with the parameters of torchvision's ``nn.MultiheadAttention`` (batch first,
-    one packed in-projection), computed as timm's ``Attention`` computes it.
+class PackedSelfAttention(nn.MultiheadAttention):
+    """torchvision's ``nn.MultiheadAttention`` (batch first, one packed in-projection) for
+    self-attention, computed as timm's ``Attention`` computes it.
 
     One ``addmm`` makes q, k and v for every token; views split the heads and merge them after
     ``F.scaled_dot_product_attention``, and the backward joins the three gradients with one
     ``stack`` already in the in-projection's layout. ``F.multi_head_attention_forward`` works on
-    sequence-first tensors instead, which costs copies both ways (lesson 10 counts them).
+    sequence-first tensors instead, which costs copies both ways (lesson 10 counts them). Still a
+    ``MultiheadAttention`` with the same parameters under the same names: code that reads them,
+    and state dicts, work with either.
     """
 
     def __init__(self, attention: nn.MultiheadAttention):
-        super().__init__()
-        if not attention.batch_first or attention.in_proj_weight is None:
+        packed = attention._qkv_same_embed_dim and attention.in_proj_bias is not None
+        if not attention.batch_first or not packed:
             raise ValueError("PackedSelfAttention takes a batch-first, packed MultiheadAttention.")
-        if attention.in_proj_bias is None or attention.bias_k is not None:
-            raise ValueError("PackedSelfAttention needs in-projection biases and no bias_k/v.")
-        self.num_heads, self.dropout = attention.num_heads, attention.dropout
-        # The same parameters under the same names: state dicts load either way.
+        if attention.bias_k is not None or attention.add_zero_attn:
+            raise ValueError("PackedSelfAttention takes no bias_k/bias_v and no add_zero_attn.")
+        # Built on the meta device (nothing allocated), then given the attention's parameters.
+        width, heads = attention.embed_dim, attention.num_heads
+        super().__init__(width, heads, attention.dropout, batch_first=True, device="meta")
         self.in_proj_weight = attention.in_proj_weight
         self.in_proj_bias = attention.in_proj_bias
         self.out_proj = attention.out_proj
@@ -157,7 +160,7 @@ def lean_attention(model: nn.Module) -> nn.Module:
     ``PackedSelfAttention`` holding the same parameters."""
     for module in list(model.modules()):
         for name, child in module.named_children():
-            if isinstance(child, nn.MultiheadAttention):
+            if type(child) is nn.MultiheadAttention:
                 setattr(module, name, PackedSelfAttention(child))
     return model
 
