@@ -279,8 +279,22 @@ def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
 
     ((rung, apart),) = ladder_report.timm_comparisons(rows((0.049, 0.05, 0.051)))
     assert rung == "eager" and apart.verdict == "slower" and apart.ratio == pytest.approx(1.25)
-    assert "timm's is slower than the course's step here: timm's takes 1.25x" in apart.sentence()
+    assert "timm is slower than course here: timm takes 1.25x the course time" in apart.sentence()
     ((_, overlap),) = ladder_report.timm_comparisons(rows((0.03, 0.05, 0.07)))
     assert overlap.verdict == "indistinguishable" and "not distinguishable" in overlap.sentence()
     old = [Row(**{**r.to_dict(), "p25_s": None, "p75_s": None}) for r in rows((0.049, 0.05, 0.051))]
     assert ladder_report.timm_comparisons(old) == []  # no quartiles: no verdict, only the ratio
+
+
+def test_the_lean_vit_against_the_course_is_judged_by_the_same_rule():
+    common = dict(workload="ladder", precision="bf16", batch=64)
+    rows = [
+        Row(mode="eager", model="course", median_s=0.04, p25_s=0.039, p75_s=0.041, **common),
+        Row(mode="lean: eager", model="lean", median_s=0.03, p25_s=0.029, p75_s=0.031, **common),
+        Row(mode="timm: eager", model="timm", median_s=0.05, p25_s=0.049, p75_s=0.051, **common),
+    ]
+    ((rung, lean),) = ladder_report.timm_comparisons(rows, model="lean")
+    assert rung == "eager" and lean.verdict == "faster" and lean.ratio == pytest.approx(0.75)
+    assert "lean is faster than course here: lean takes 0.75x the course time" in lean.sentence()
+    ((_, timm),) = ladder_report.timm_comparisons(rows)
+    assert timm.verdict == "slower"

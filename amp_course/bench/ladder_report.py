@@ -22,18 +22,19 @@ def timm_ratios(rows: list[Row]) -> list[tuple[str, float]]:
     return pairs
 
 
-def timm_comparisons(rows: list[Row]) -> list[tuple[str, timing.Comparison]]:
-    """(rung, timm's step against the course's) for each rung timed with both models, by the
-    course's one verdict rule (``ac.timing.compare``: the runs' interquartile ranges)."""
+def timm_comparisons(rows: list[Row], model: str = "timm") -> list[tuple[str, timing.Comparison]]:
+    """(rung, ``model``'s step against the course's) for each rung timed with both (``model``:
+    "timm" or "lean"), by the course's one verdict rule (``ac.timing.compare``: the runs'
+    interquartile ranges)."""
     course = {r.mode: r for r in rows if r.model == "course" and r.median_s and r.p25_s}
     pairs = []
     for row in rows:
-        twin = course.get(row.mode.removeprefix("timm: "))
-        if row.model == "timm" and row.median_s and row.p25_s and twin:
+        twin = course.get(row.mode.removeprefix(f"{model}: "))
+        if row.model == model and row.median_s and row.p25_s and twin:
             quartiles = [
                 {k: getattr(r, k) for k in ("p25_s", "median_s", "p75_s")} for r in (twin, row)
             ]
-            pairs.append((twin.mode, timing.compare(*quartiles, ("the course's step", "timm's"))))
+            pairs.append((twin.mode, timing.compare(*quartiles, ("course", model))))
     return pairs
 
 
