@@ -62,13 +62,24 @@ def test_differences_name_what_one_step_runs_beyond_the_other():
     assert step_account.differences(lean, lean) == []
 
 
-def _b16_step(build, batch_size=2):
-    return step_account.account_step(build, batch_size, image_size=224)
+@pytest.fixture(scope="module")
+def b16():
+    """One ViT-B/16 training step at batch 2 of each model (timm's where installed), accounted
+    without data: about a second each."""
+    builders = {
+        "course": lambda: models.build_vit("b16"),
+        "lean": lambda: models.build_vit("b16", lean=True),
+    }
+    if timm_vit.unavailable() is None:
+        builders["timm"] = lambda: timm_vit.build_timm_vit("b16")
+    return {
+        name: step_account.account_step(build, 2, label=name, image_size=224)
+        for name, build in builders.items()
+    }
 
 
-def test_the_lean_vit_b16_step_runs_fewer_operators_and_bytes_than_torchvisions():
-    course = _b16_step(lambda: models.build_vit("b16"))
-    lean = _b16_step(lambda: models.build_vit("b16", lean=True))
+def test_the_lean_vit_b16_step_runs_fewer_operators_and_bytes_than_torchvisions(b16):
+    course, lean = b16["course"], b16["lean"]
     assert len(lean.ops) < len(course.ops) and lean.bytes < course.bytes
     assert lean.by_kind()["copy"]["bytes"] < course.by_kind()["copy"]["bytes"]
     # The same matmuls, attention, layer norms, casts and optimizer: only the layout work differs.
@@ -78,9 +89,8 @@ def test_the_lean_vit_b16_step_runs_fewer_operators_and_bytes_than_torchvisions(
 
 
 @pytest.mark.skipif(timm_vit.unavailable() is not None, reason="timm is not installed")
-def test_the_lean_vit_b16_step_is_at_most_timms_in_operators_and_bytes():
-    lean = _b16_step(lambda: models.build_vit("b16", lean=True))
-    timm = _b16_step(lambda: timm_vit.build_timm_vit("b16"))
+def test_the_lean_vit_b16_step_is_at_most_timms_in_operators_and_bytes(b16):
+    lean, timm = b16["lean"], b16["timm"]
     assert len(lean.ops) <= len(timm.ops)
     assert lean.bytes <= timm.bytes
     for phase in step_account.PHASES:
