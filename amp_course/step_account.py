@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .op_costs import OpCost, OpRecorder
 from .precision import AmpRecipe
+from .training import optimizer_step
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -163,13 +164,12 @@ def account_step(
     recipe = AmpRecipe(device, autocast_dtype)
     scaler = recipe.scaler()
 
-    def forward():
+    def forward():  # training.scaled_backward's forward, which records no phases
         with recipe.autocast():
             return F.cross_entropy(model(images), labels)
 
-    def update():
-        scaler.step(optimizer)
-        scaler.update()
+    def update():  # as training.amp_step ends its step
+        optimizer_step(model, optimizer, scaler, check_skipped=False)
         optimizer.zero_grad(set_to_none=True)
 
     scaler.scale(forward()).backward()
