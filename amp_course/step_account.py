@@ -159,7 +159,7 @@ def account_step(
     else:
         model = build_model().to(device)
         images, labels = _batch(batch_size, channels, image_size or model.image_size, num_classes)
-    # Built outside the fake mode: AdamW's step counters stay real numbers it can read.
+    # Its first step runs outside the fake mode: the step counters AdamW makes stay real numbers.
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     recipe = AmpRecipe(device, autocast_dtype)
     scaler = recipe.scaler()
