@@ -88,6 +88,17 @@ def test_the_lean_vit_b16_step_runs_fewer_operators_and_bytes_than_torchvisions(
     assert len(lean.phases["optimizer"]) == len(course.phases["optimizer"])
 
 
+def test_the_quizs_facts_attention_layer_norms_and_dropout_cost_the_same_in_every_step(b16):
+    """Lesson 10's quiz (same-flops-more-bytes): every model's step runs the same attention and
+    layer-norm operators with the same bytes, and no dropout operator (the rate is 0)."""
+    course = b16["course"].by_kind()
+    for account in b16.values():
+        kinds = account.by_kind()
+        assert "dropout" not in kinds
+        for kind in ("attention", "layer norm"):
+            assert kinds[kind] == course[kind], (account.label, kind)
+
+
 @pytest.mark.skipif(timm_vit.unavailable() is not None, reason="timm is not installed")
 def test_the_lean_vit_b16_step_is_at_most_timms_in_operators_and_bytes(b16):
     lean, timm = b16["lean"], b16["timm"]
