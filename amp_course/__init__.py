@@ -44,6 +44,7 @@ __all__ = [
     "roofline",
     "scaling",
     "stats",
+    "step_account",
     "timing",
     "torchao_support",
     "training",

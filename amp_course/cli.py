@@ -307,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--workloads",
         help="comma-separated subset of matmul,mnist_cnn,vit_b16,vit_l16,max_batch (the default), "
-        "or ladder: lesson 10's MFU ladder of a ViT-B/16 step, with timm's beside it",
+        "or ladder: lesson 10's MFU ladder of a ViT-B/16 step, with the lean ViT's and timm's "
+        "beside it",
     )
     bench.add_argument(
         "--rungs", help="the ladder's rungs to run, comma-separated (default: all), e.g. 'eager'"

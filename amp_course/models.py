@@ -1,11 +1,12 @@
 """Models: the mixed-precision MNIST tutorial's CNN and Vision Transformer presets built on
-torchvision."""
+torchvision, optionally with a leaner attention path (``build_vit(..., lean=True)``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # The scenario's CNN configuration (from the mixed-precision MNIST tutorial this configuration
@@ -102,8 +103,76 @@ VIT_PRESETS = {
 }
 
 
-def build_vit(preset: str = "tiny", num_classes: int | None = None, **overrides) -> nn.Module:
-    """A torchvision VisionTransformer from a preset name; ``overrides`` change single fields."""
+class PackedSelfAttention(nn.MultiheadAttention):
+    """torchvision's ``nn.MultiheadAttention`` (batch first, one packed in-projection) for
+    self-attention, computed as timm's ``Attention`` computes it.
+
+    One ``addmm`` makes q, k and v for every token; views split the heads and merge them after
+    ``F.scaled_dot_product_attention``, and the backward joins the three gradients with one
+    ``stack`` already in the in-projection's layout. ``F.multi_head_attention_forward`` works on
+    sequence-first tensors instead, which costs copies both ways (lesson 10 counts them). Still a
+    ``MultiheadAttention`` with the same parameters under the same names: code that reads them,
+    and state dicts, work with either.
+    """
+
+    def __init__(self, attention: nn.MultiheadAttention):
+        packed = attention._qkv_same_embed_dim and attention.in_proj_bias is not None
+        if not attention.batch_first or not packed:
+            raise ValueError("PackedSelfAttention takes a batch-first, packed MultiheadAttention.")
+        if attention.bias_k is not None or attention.add_zero_attn:
+            raise ValueError("PackedSelfAttention takes no bias_k/bias_v and no add_zero_attn.")
+        # Built on the meta device (nothing allocated), then given the attention's parameters.
+        width, heads = attention.embed_dim, attention.num_heads
+        super().__init__(width, heads, attention.dropout, batch_first=True, device="meta")
+        self.in_proj_weight = attention.in_proj_weight
+        self.in_proj_bias = attention.in_proj_bias
+        self.out_proj = attention.out_proj
+
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
+        """``nn.MultiheadAttention``'s call, for self-attention without masks or weights."""
+        if key is not query or value is not query or need_weights:
+            raise ValueError("PackedSelfAttention is self-attention: pass x, x, x, no weights.")
+        if key_padding_mask is not None or attn_mask is not None or is_causal:
+            raise ValueError("PackedSelfAttention takes no masks.")
+        batch, tokens, width = query.shape
+        packed = F.linear(query, self.in_proj_weight, self.in_proj_bias)
+        q, k, v = (
+            part.transpose(1, 2)  # (batch, heads, tokens, head size), a view
+            for part in packed.view(batch, tokens, 3, self.num_heads, -1).unbind(2)
+        )
+        dropout = self.dropout if self.training else 0.0
+        heads = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
+        return self.out_proj(heads.transpose(1, 2).reshape(batch, tokens, width)), None
+
+
+def lean_attention(model: nn.Module) -> nn.Module:
+    """``model`` with every ``nn.MultiheadAttention`` replaced, in place, by a
+    ``PackedSelfAttention`` holding the same parameters."""
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if type(child) is nn.MultiheadAttention:
+                setattr(module, name, PackedSelfAttention(child))
+    return model
+
+
+def build_vit(
+    preset: str = "tiny", num_classes: int | None = None, lean: bool = False, **overrides
+) -> nn.Module:
+    """A torchvision VisionTransformer from a preset name; ``overrides`` change single fields.
+
+    ``lean=True``: the same model, parameters and outputs, its attention computed as timm's is
+    (``PackedSelfAttention``: fewer operators and bytes per step; lesson 10 accounts both).
+    """
     # Imported here: torchvision takes seconds to import, and most helpers never need it.
     from torchvision.models.vision_transformer import VisionTransformer
 
@@ -119,7 +188,7 @@ def build_vit(preset: str = "tiny", num_classes: int | None = None, **overrides)
         model.conv_proj = nn.Conv2d(
             in_channels, fields["hidden_dim"], fields["patch_size"], fields["patch_size"]
         )
-    return model
+    return lean_attention(model) if lean else model
 
 
 def build_model(name: str, **kwargs) -> nn.Module:

@@ -134,6 +134,22 @@ def test_the_readme_renders_a_committed_ladder_from_its_json(cli_run):
     assert lines[4].startswith("| eager | 8 | ") and lines[4].endswith("| - | - |"[-3:])
 
 
+def test_the_lean_vit_is_timed_beside_the_course_at_the_eager_and_compiled_rungs():
+    smoke = LadderConfig.smoke_config()
+    rungs = _by_name(smoke.rungs_for(torch.device("cpu")))
+    eager, reason = rungs["lean: eager"]
+    assert reason is None and (eager.model, eager.batch, eager.fused) == ("lean", 8, False)
+    assert "minutes" in rungs["lean: + torch.compile"][1]  # as the course's compiled rung
+    built = ladder.build(smoke)("lean")
+    assert any(isinstance(m, models.PackedSelfAttention) for m in built.modules())
+    assert not any(
+        isinstance(m, models.PackedSelfAttention) for m in ladder.build(smoke)("course").modules()
+    )
+    assert "lean: eager" not in _by_name(
+        LadderConfig.smoke_config(lean=False).rungs_for(torch.device("cpu"))
+    )
+
+
 def test_without_timm_its_rungs_say_how_to_install_it(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "timm", None)  # import timm now fails
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
@@ -179,6 +195,7 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
     graphs = ["+ CUDA graphs", "+ max-autotune", "+ batch 256", "+ flash attention"]
     measured = ["eager", "+ fused AdamW", "+ torch.compile", "timm: eager", "timm: + torch.compile"]
+    measured += ["lean: eager", "lean: + torch.compile"]
     assert sorted(graphs + measured) == sorted(rungs)
     lighter = LadderConfig(rungs=("eager", "+ CUDA graphs", "+ batch 256")).rungs_for("cuda")
     inherited = _by_name(lighter)["+ batch 256"][0]  # builds on reduce-overhead, not max-autotune
@@ -187,7 +204,11 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
     cuda = type("Device", (), {"type": "cuda"})()
     shared = trainer.Trainer(cuda, lambda kind: model)
-    shared.models = {"course": model, "timm": model}  # built already: the stand-in has no .to
+    shared.models = {
+        "course": model,
+        "lean": model,
+        "timm": model,
+    }  # built: the stand-in has no .to
     shared.clear_state = lambda: None
     for rung in [rungs[name][0] for name in graphs] + [inherited]:
         assert shared.peak_memory(rung, lambda: None) is None, rung.name
@@ -260,7 +281,7 @@ def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
 
     ((rung, apart),) = ladder_report.timm_comparisons(rows((0.049, 0.05, 0.051)))
     assert rung == "eager" and apart.verdict == "slower" and apart.ratio == pytest.approx(1.25)
-    assert "timm's is slower than the course's step here: timm's takes 1.25x" in apart.sentence()
+    assert "timm is slower than course here: timm takes 1.25x the course time" in apart.sentence()
     ((_, overlap),) = ladder_report.timm_comparisons(rows((0.03, 0.05, 0.07)))
     assert overlap.verdict == "indistinguishable" and "not distinguishable" in overlap.sentence()
     old = [Row(**{**r.to_dict(), "p25_s": None, "p75_s": None}) for r in rows((0.049, 0.05, 0.051))]
@@ -342,3 +363,17 @@ def test_the_recompile_limit_stays_silent_outside_a_compiled_configuration():
     assert trainer.recompile_limit_line("FailOnRecompileLimitHit: Hard failure").startswith(
         "not timed"
     )
+
+
+def test_the_lean_vit_against_the_course_is_judged_by_the_same_rule():
+    common = dict(workload="ladder", precision="bf16", batch=64)
+    rows = [
+        Row(mode="eager", model="course", median_s=0.04, p25_s=0.039, p75_s=0.041, **common),
+        Row(mode="lean: eager", model="lean", median_s=0.03, p25_s=0.029, p75_s=0.031, **common),
+        Row(mode="timm: eager", model="timm", median_s=0.05, p25_s=0.049, p75_s=0.051, **common),
+    ]
+    ((rung, lean),) = ladder_report.timm_comparisons(rows, model="lean")
+    assert rung == "eager" and lean.verdict == "faster" and lean.ratio == pytest.approx(0.75)
+    assert "lean is faster than course here: lean takes 0.75x the course time" in lean.sentence()
+    ((_, timm),) = ladder_report.timm_comparisons(rows)
+    assert timm.verdict == "slower"

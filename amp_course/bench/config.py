@@ -127,7 +127,8 @@ class Configuration:
     """What the trainer builds and steps: a precision mode plus options.
 
     The matrix's configurations are its modes (``Configuration.of``); a ladder rung adds a
-    torch.compile mode (the CUDA-graph ones too), an attention kernel, a batch or timm's model.
+    torch.compile mode (the CUDA-graph ones too), an attention kernel, a batch or another model
+    (the lean ViT, timm's).
     """
 
     name: str  # the mode's name ("bf16+compile+fused") or the rung's ("+ CUDA graphs")
@@ -135,7 +136,7 @@ class Configuration:
     compile: str | None = None  # a torch.compile mode ("default", "reduce-overhead"); None: eager
     fused: bool = False  # fused AdamW (one kernel for every parameter's update)
     attention: str | None = None  # an SDPA backend ("flash", "efficient", "cudnn", "math")
-    model: str = "course"  # "course" (the course's model) or "timm" (timm's ViT)
+    model: str = "course"  # "course" (the course's model), "lean" (build_vit(lean=True)), "timm"
     batch: int | None = None  # None: the workload's batches decide
 
     @classmethod

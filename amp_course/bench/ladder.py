@@ -1,6 +1,7 @@
 """The MFU ladder: one ViT-B/16 training step in the device's AMP dtype, made faster rung by rung
 (fused AdamW, torch.compile, CUDA graphs, max-autotune, a larger batch, another attention kernel),
-with timm's ViT-B/16 under the same settings timed in the same round-robin.
+with the course's lean ViT-B/16 (``models.build_vit(lean=True)``) and timm's under the same
+settings timed in the same round-robin.
 
 Each rung is a ``config.Configuration`` (a mode plus options), stepped by the bench's one
 ``trainer.Trainer`` and skipped by its one ``config.skip_reason``; it gives a ``rows.Row``, the
@@ -38,6 +39,7 @@ class LadderConfig:
     big_batch: int = 256
     vit_overrides: dict = field(default_factory=dict)  # build_vit("b16", **overrides)
     timm: bool = True  # time timm's ViT beside the course's eager and compiled rungs
+    lean: bool = True  # and the lean ViT (the course's with timm's attention path) beside them
     rungs: tuple[str, ...] | None = None  # names to run; None: all
     rounds: int = 3
     min_run_time: float = 0.5
@@ -90,7 +92,8 @@ class LadderConfig:
         """
         device = torch.device(device)
         names = [name for name, _ in self.changes()]
-        unknown = set(self.rungs or ()) - set(names) - {f"timm: {n}" for n in TIMM_TWINS}
+        twins = {f"{model}: {n}" for model in ("lean", "timm") for n in TIMM_TWINS}
+        unknown = set(self.rungs or ()) - set(names) - twins
         if unknown:
             raise ValueError(f"Unknown rung(s) {sorted(unknown)}. Valid: {', '.join(names)}.")
         current, chosen = Configuration("eager", self.precision, batch=self.batch), []
@@ -100,25 +103,27 @@ class LadderConfig:
             if self.rungs is None or name in self.rungs:
                 current = current if reason else rung
                 chosen.append((rung, reason))
-        if self.timm:
-            for rung, reason in [pair for pair in chosen if pair[0].name in TIMM_TWINS]:
-                twin = replace(rung, name=f"timm: {rung.name}", model="timm")
+        originals = [pair for pair in chosen if pair[0].name in TIMM_TWINS]
+        for model in [m for m, wanted in (("lean", self.lean), ("timm", self.timm)) if wanted]:
+            for rung, reason in originals:
+                twin = replace(rung, name=f"{model}: {rung.name}", model=model)
                 if self.rungs is None or twin.name in self.rungs:
                     chosen.append((twin, reason or skip_reason(twin, device, self.smoke)))
         return chosen
 
 
-# The rungs timed with timm's ViT too: eager, and compiled with fused AdamW.
+# The rungs timed with the lean ViT and timm's too: eager, and compiled with fused AdamW.
 TIMM_TWINS = ("eager", "+ torch.compile")
 
 
 def build(config: LadderConfig):
-    """The ladder's ``Trainer.build``: a ViT-B/16 of ``kind`` shaped by ``vit_overrides``."""
+    """The ladder's ``Trainer.build``: a ViT-B/16 of ``kind`` ("course", "lean" or "timm") shaped
+    by ``vit_overrides``."""
 
     def build_kind(kind: str) -> torch.nn.Module:
         if kind == "timm":
             return build_timm_vit("b16", **config.vit_overrides)
-        return models.build_vit("b16", **config.vit_overrides)
+        return models.build_vit("b16", lean=kind == "lean", **config.vit_overrides)
 
     return build_kind
 

@@ -22,18 +22,19 @@ def timm_ratios(rows: list[Row]) -> list[tuple[str, float]]:
     return pairs
 
 
-def timm_comparisons(rows: list[Row]) -> list[tuple[str, timing.Comparison]]:
-    """(rung, timm's step against the course's) for each rung timed with both models, by the
-    course's one verdict rule (``ac.timing.compare``: the runs' interquartile ranges)."""
+def timm_comparisons(rows: list[Row], model: str = "timm") -> list[tuple[str, timing.Comparison]]:
+    """(rung, ``model``'s step against the course's) for each rung timed with both (``model``:
+    "timm" or "lean"), by the course's one verdict rule (``ac.timing.compare``: the runs'
+    interquartile ranges)."""
     course = {r.mode: r for r in rows if r.model == "course" and r.median_s and r.p25_s}
     pairs = []
     for row in rows:
-        twin = course.get(row.mode.removeprefix("timm: "))
-        if row.model == "timm" and row.median_s and row.p25_s and twin:
+        twin = course.get(row.mode.removeprefix(f"{model}: "))
+        if row.model == model and row.median_s and row.p25_s and twin:
             quartiles = [
                 {k: getattr(r, k) for k in ("p25_s", "median_s", "p75_s")} for r in (twin, row)
             ]
-            pairs.append((twin.mode, timing.compare(*quartiles, ("the course's step", "timm's"))))
+            pairs.append((twin.mode, timing.compare(*quartiles, ("course", model))))
     return pairs
 
 
@@ -122,7 +123,7 @@ def plot(rows: list[Row], title: str = "", path: str | Path | None = None):
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     labels = [r.mode for r in rows]
     dense = any(r.mfu is not None for r in rows)
-    colours = ["tab:gray" if r.model == "timm" else "tab:blue" for r in rows]
+    colours = [{"timm": "tab:gray", "lean": "tab:green"}.get(r.model, "tab:blue") for r in rows]
     panels = [
         (
             "mfu" if dense else "mfu_of_matmul",
@@ -139,7 +140,7 @@ def plot(rows: list[Row], title: str = "", path: str | Path | None = None):
                 ax.text(index, 0, "skipped", rotation=90, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(rows)), labels, rotation=35, ha="right", fontsize=7)
         ax.set(ylabel=ylabel)
-    fig.suptitle(title or "MFU ladder (grey: timm's ViT)", fontsize=10)
+    fig.suptitle(title or "MFU ladder (green: the lean ViT; grey: timm's)", fontsize=10)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)

@@ -39,7 +39,7 @@ class Row:
     compile: str | None = None  # a torch.compile mode ("default", "reduce-overhead"); None: eager
     fused: bool = False  # fused AdamW
     attention: str | None = None  # an SDPA backend ("flash", "efficient", "cudnn", "math")
-    model: str = "course"  # "course" (the course's models) or "timm" (timm's ViT)
+    model: str = "course"  # "course" (the course's models), "lean" (build_vit(lean=True)), "timm"
     batch: int | None = None
     size: int | None = None  # n of an n x n matmul
     median_s: float | None = None  # the step time (``timing.summarise``'s figures, in seconds)

@@ -25,7 +25,7 @@ class Trainer:
     per fused flag, shared by every configuration it steps; each step keeps its own scaler.
 
     Sharing keeps the memory of a 16-mode matrix, or of a ladder, at one model per kind.
-    ``build(kind)`` makes the model of a kind ("course" or "timm").
+    ``build(kind)`` makes the model of a kind ("course", "lean" or "timm").
     """
 
     def __init__(self, device: torch.device, build: Callable[[str], torch.nn.Module]):
