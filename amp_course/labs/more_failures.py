@@ -137,6 +137,11 @@ def run_multitask(train, seed: int = 0) -> dict:
 
 
 # ---- Labs 2 and 3: masked attention under autocast -----------------------------------------------
+def _near_minus_12000(q, k):
+    """q and k whose scores q . k / 4 are -55 * 55 * 16 / 4 and noise: below -1e4, above -65504."""
+    return -55 + 0.5 * q, 55 + 2 * k
+
+
 def masked_inputs(seed: int, large: bool = False):
     """q, k, v (fp32, [batch, heads, length, dim]) and ``keep`` (True: the query may attend to the
     key), for right-padded sequences: every query has at least one key. ``large`` gives scores
@@ -145,8 +150,8 @@ def masked_inputs(seed: int, large: bool = False):
     length = 6 if seed == 0 else int(torch.randint(4, 10, (), generator=generator))
     shape = (2, 2, length, 16)
     q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
-    if large:  # q . k / 4 = -55 * 55 * 16 / 4 and noise: below -1e4, above fp16's -65504
-        q, k = -55 + 0.5 * q, 55 + 2 * k
+    if large:
+        q, k = _near_minus_12000(q, k)
     lengths = torch.randint(1, length, (2,), generator=generator)
     keep = (torch.arange(length) < lengths[:, None])[:, None, None, :]
     return q, k, v, keep
@@ -170,24 +175,38 @@ def run_masked(fn, seed: int = 0) -> dict:
     return observed
 
 
-def padded_inputs(seed: int):
-    """q, k, v and ``keep`` for a left-padded causal batch: the padding queries have no key."""
+def padded_inputs(seed: int, large: bool = False, random_mask: bool = False):
+    """q, k, v and ``keep`` for a left-padded causal batch (the padding queries have no key), with
+    scores near -12000 if ``large``; ``random_mask``: each key kept or not at random instead."""
     generator = seeded(seed)
     length = 6 if seed == 0 else int(torch.randint(5, 10, (), generator=generator))
     q, k, v = (torch.randn(3, 2, length, 16, generator=generator) for _ in range(3))
+    if large:
+        q, k = _near_minus_12000(q, k)
     lengths = torch.randint(1, length, (3,), generator=generator)
     lengths[-1] = length  # one sequence without padding
     valid = torch.arange(length) >= (length - lengths)[:, None]  # left padding
     keep = torch.ones(length, length, dtype=torch.bool).tril() & valid[:, None, None, :]
+    if random_mask:
+        keep = torch.rand(3, 1, length, length, generator=generator) < 0.5
+        keep[0, 0, 0], keep[0, 0, 1, :2] = False, torch.tensor([True, False])  # no key; not its own
     return q, k, v, keep
 
 
+# Lab 3's cases: (autocast dtype, padded_inputs' keywords).
+PADDED_CASES = {
+    **{case: (dtype, {}) for case, dtype in AUTOCAST_CASES.items()},
+    "fp16 autocast, scores near -12000": (torch.float16, {"large": True}),
+    "fp32, keys drawn at random": (None, {"random_mask": True}),
+}
+
+
 def run_padded(fn, seed: int = 0) -> dict:
-    """``fn(q, k, v, keep)`` in each autocast case, then backward through a loss on the queries that
-    have keys (as a model that ignores its padding positions): output and gradients."""
+    """``fn(q, k, v, keep)`` in each of PADDED_CASES, then backward through a loss on the queries
+    that have keys (as a model that ignores its padding positions): output and gradients."""
     observed = {}
-    for case, dtype in AUTOCAST_CASES.items():
-        q, k, v, keep = padded_inputs(seed)
+    for case, (dtype, inputs) in PADDED_CASES.items():
+        q, k, v, keep = padded_inputs(seed, **inputs)
         q, k, v = (t.requires_grad_() for t in (q, k, v))
         has_key = keep.any(-1, keepdim=True).expand(-1, q.shape[1], -1, -1)
         weights = torch.randn(q.shape, generator=seeded(seed + 1)) * has_key
