@@ -6,7 +6,7 @@ from cuda_double import FakeGpu
 
 import amp_course as ac
 from amp_course import device, exercises
-from amp_course.exercises import ExerciseFailed, lesson_06
+from amp_course.exercises import ExerciseFailed, lesson_06, overflow_plants
 
 NAME = "06.choose_dtype"
 
@@ -212,7 +212,7 @@ def test_fix_overflow_accepts_every_smallest_region(right):
 
 
 def test_the_plants_overflow_only_in_fp16():
-    model, images = lesson_06.planted_vit("attention", 1, 0)
+    model, images = overflow_plants.planted_vit("attention", 1, 0)
     culprit = _first(model, images)
     assert culprit.name == "encoder.layers.encoder_layer_1.self_attention"  # not in the lesson
     for dtype in (None, torch.bfloat16):
@@ -220,24 +220,58 @@ def test_the_plants_overflow_only_in_fp16():
         assert found is None
 
 
+class InputsCastOnly(torch.nn.Module):
+    """A region that casts its inputs to fp32 but leaves autocast on: its ops still run in fp16."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args, **kwargs):
+        def fp32(a):
+            return a.float() if torch.is_tensor(a) else a
+
+        return self.inner(*map(fp32, args), **{k: fp32(v) for k, v in kwargs.items()})
+
+
+def inputs_cast_only(model, images):
+    return _wrap(model, _first(model, images).name.removesuffix(".0"), InputsCastOnly)
+
+
+STILL = r"the forward pass under fp16 autocast still gives inf or NaN, first in the output of "
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (lambda model, images: model, "still overflows at .*self_attention: that is the module"),
-        (wrap_culprit_only, r"still overflows at .*mlp\.3: the region ends too early"),
+        (
+            lambda model, images: model,
+            STILL + r"encoder\.layers\.encoder_layer_1\.self_attention, which is float16; the "
+            r"reference's is finite\. .* ran in float32: none\.",
+        ),
+        (
+            inputs_cast_only,
+            STILL + r"encoder\.layers\.encoder_layer_1\.self_attention\.inner, which is "
+            r"float16; .* ran in float32: none\.",
+        ),
+        (
+            wrap_culprit_only,
+            STILL + r"encoder\.layers\.encoder_layer_3\.mlp\.3, which is float16; .* ran in "
+            r"float32: encoder\.layers\.encoder_layer_3\.mlp\.0\.",
+        ),
         (wrap_everything, "also runs .* in float32"),
         (
             wrap_encoder_layer,
-            r"attention your fix also runs .*encoder_layer_1\.mlp\.0, .*mlp\.3 in float32\. The "
-            r"smallest region .* runs only encoder\.layers\.encoder_layer_1\.self_attention",
+            r"attention your fix also runs .*encoder_layer_1\.mlp\.0, .*mlp\.3 in float32, which "
+            r"the smallest region that keeps the forward pass finite does not\.$",
         ),
         (
             layer_around_the_mlp,
             r"encoder_layer_3's mlp your fix also runs encoder\.layers\.encoder_layer_3\."
-            r"self_attention in float32\. .* runs only .*mlp\.0, .*mlp\.3 in float32",
+            r"self_attention in float32, which the smallest region .* does not\.$",
         ),
-        (to_bf16, "changed the parameters' dtype"),
-        (lambda model, images: None, "return the model"),
+        (to_bf16, "the parameters of the model you returned are bfloat16; the reference's are"),
+        (lambda model, images: None, "you returned None; the reference returns the model"),
     ],
 )
 def test_fix_overflow_mistakes_are_diagnosed(wrong, message):
