@@ -314,6 +314,13 @@ MESSAGES = [
         r"\(get_scale\(\) 65536\); the reference returns a disabled GradScaler "
         r"\(get_scale\(\) 1\)\.$",
     ),
+    (
+        "labs.bf16_scaler",
+        lambda device, dtype: torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
+        r"make_scaler\(device\(type='cpu'\), torch.float16\): the scaler is built for device "
+        r"'cuda' \(torch warned: 'torch.cuda.amp.GradScaler is enabled, but CUDA is not "
+        r"available. Disabling.'\); the reference's for 'cpu'\.$",
+    ),
     # The extra optimizer.step(): it ran on the skipped first step.
     (
         "labs.extra_step",

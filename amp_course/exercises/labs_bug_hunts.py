@@ -27,7 +27,7 @@ from ..labs.bug_hunts import (
     train_steps,
 )
 from . import ExerciseFailed, ExerciseNotDone, call_answer, fail_on_error, register
-from .answers import compare_params
+from .answers import call_noting_warnings, compare_params, scaler_built, scaler_record
 
 
 def observe_run(train, seed, extra=(), scheduler=False) -> dict:
@@ -152,10 +152,10 @@ def observe_scaler(make_scaler, seed: int) -> dict:
     cases = []
     for index in order:
         dtype = SCALER_CASES[index][0]
-        scaler, error = call_answer(make_scaler, device, dtype)
+        scaler, error, warned = call_noting_warnings(make_scaler, device, dtype)
         record = {"dtype": str(dtype), "error": error, "type": type(scaler).__name__}
         if isinstance(scaler, torch.amp.GradScaler):
-            record.update(enabled=scaler.is_enabled(), scale=scaler.get_scale())
+            record.update(scaler_record(scaler, warned), scale=scaler.get_scale())
         cases.append(record)
     loss = torch.tensor(1.5)
     scaler, error = call_answer(make_scaler, device, torch.bfloat16)
@@ -177,6 +177,8 @@ def compare_scaler(mine, reference, seed: int) -> None:
     for got, want in zip(mine["cases"], reference["cases"], strict=True):
         call = f"make_scaler({reference['device']}, {want['dtype']})"
         fail_on_error(got["error"], call)
+        if "device" in got and got["device"] != want["device"]:
+            raise ExerciseFailed(f"{call}: {scaler_built(got, want)}")
         state, wanted = _scaler_state(got), _scaler_state(want)
         if state != wanted:
             raise ExerciseFailed(f"{call} returned {state}; the reference returns {wanted}.")
