@@ -43,25 +43,43 @@ def _no_checkpoint(block, x):
     return block(x)
 
 
-def _reentrant_without_autocast_dtype(block, x):
-    """Re-enters autocast with the default dtype instead of the forward's (the pre-#71169 bug)."""
+def _recompute_in(enter_autocast):
+    """A hand-written checkpoint whose recompute re-enters autocast as ``enter_autocast(enabled,
+    dtype)`` says, given the forward's state."""
 
-    class Recompute(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            with torch.no_grad():
-                return block(x)
+    def checkpointed(block, x):
+        enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
 
-        @staticmethod
-        def backward(ctx, grad):
-            (x,) = ctx.saved_tensors
-            x = x.detach().requires_grad_()
-            with torch.enable_grad(), torch.autocast("cpu", dtype=torch.float16):
-                torch.autograd.backward(block(x), grad)
-            return x.grad
+        class Recompute(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                with torch.no_grad():
+                    return block(x)
 
-    return Recompute.apply(x)
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                x = x.detach().requires_grad_()
+                with torch.enable_grad(), enter_autocast(enabled, dtype):
+                    out = block(x)
+                torch.autograd.backward(out, grad)
+                return x.grad
+
+        return Recompute.apply(x)
+
+    return checkpointed
+
+
+# The CUDA default, fp16, whatever the forward ran (the reentrant checkpoint before PR #71169).
+_reentrant_without_autocast_dtype = _recompute_in(
+    lambda enabled, dtype: torch.autocast("cpu", dtype=torch.float16)
+)
+_enabled_flag_only = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", enabled=enabled))
+_always_bf16 = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
+_replays_the_state = _recompute_in(
+    lambda enabled, dtype: torch.autocast("cpu", dtype=dtype, enabled=enabled)
+)
 
 
 def _rule_for_cuda_only(name, kernel):
@@ -124,41 +142,6 @@ def _fp16_in_workers(model, batches):
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return list(pool.map(run, batches))
-
-
-def _recompute_in(enter_autocast):
-    """A hand-written checkpoint whose recompute re-enters autocast as ``enter_autocast(enabled,
-    dtype)`` says, given the forward's state."""
-
-    def checkpointed(block, x):
-        enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
-
-        class Recompute(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                ctx.save_for_backward(x)
-                with torch.no_grad():
-                    return block(x)
-
-            @staticmethod
-            def backward(ctx, grad):
-                (x,) = ctx.saved_tensors
-                x = x.detach().requires_grad_()
-                with torch.enable_grad(), enter_autocast(enabled, dtype):
-                    out = block(x)
-                torch.autograd.backward(out, grad)
-                return x.grad
-
-        return Recompute.apply(x)
-
-    return checkpointed
-
-
-_enabled_flag_only = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", enabled=enabled))
-_always_bf16 = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
-_replays_the_state = _recompute_in(
-    lambda enabled, dtype: torch.autocast("cpu", dtype=dtype, enabled=enabled)
-)
 
 
 def _pool_of_plain_threads(fn, items):
