@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from ..device import dtype_name
-from ..labs.more_failures import run_masked, run_multitask, run_padded, run_rope
+from ..labs.more_failures import run_masked, run_multitask, run_padded
+from ..labs.rotary import run_rope
 from . import ExerciseFailed, fail_on_error, register
 from .answers import compare_params
 
