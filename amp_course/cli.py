@@ -112,6 +112,7 @@ def _quiz_check(args) -> int:
 
 def _grade(args) -> int:
     from .tooling.grading import Settings, SettingsError, grade_all
+    from .tooling.grading.platforms import grade_canvas, grade_gradescope
 
     lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
     try:
@@ -126,12 +127,31 @@ def _grade(args) -> int:
             submission_timeout=args.timeout,
             jobs=args.jobs,
         )
-        rows = grade_all(args.submissions, settings, args.out, feedback=args.feedback)
+        if args.format == "gradescope":
+            return grade_gradescope(args.submissions, settings, args.out)
+        if args.format == "canvas":
+            rows = grade_canvas(args.submissions, settings, args.out, args.roster, args.feedback)
+        else:
+            rows = grade_all(args.submissions, settings, args.out, feedback=args.feedback)
     except (SettingsError, OSError) as error:  # one line, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 2
     students = sorted({row.student for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
+    return 0
+
+
+def _autograder(args) -> int:
+    from .tooling.grading import SettingsError
+    from .tooling.grading.platforms import build_autograder
+
+    lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
+    try:
+        out = build_autograder(args.key, args.out, lessons)
+    except (SettingsError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}: upload it as the assignment's autograder on Gradescope")
     return 0
 
 
@@ -252,7 +272,23 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--feedback", default=None, help="folder for per-student feedback (default: OUT-feedback)"
     )
+    grade.add_argument(
+        "--format",
+        default="csv",
+        choices=["csv", "canvas", "gradescope"],
+        help="csv: the course's gradebook; canvas: a gradebook Canvas imports (items beside it); "
+        "gradescope: SUBMISSIONS is one student's files, OUT Gradescope's results.json",
+    )
+    grade.add_argument(
+        "--roster", default=None, help="canvas: CSV mapping folder names to Canvas's ids"
+    )
     grade.set_defaults(func=_grade)
+
+    autograder = sub.add_parser("autograder", help="build the zip a Gradescope autograder takes")
+    autograder.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
+    autograder.add_argument("--lessons", default=None, help="comma-separated lessons graded")
+    autograder.add_argument("--out", default="autograder.zip", help="the zip to write")
+    autograder.set_defaults(func=_autograder)
 
     bench = sub.add_parser(
         "bench", help=f"time {'/'.join(NAMES)} on matmuls, the MNIST CNN and ViTs"

@@ -1,0 +1,137 @@
+"""Grading where courses already grade: one Gradescope submission into ``results.json``, a class
+into a gradebook Canvas imports, and the zip a Gradescope autograder is made from.
+
+Gradescope runs its autograder once per submission, in a container of its own built from the
+zip's ``setup.sh`` on its Ubuntu image: the submission's files lie in ``/autograder/submission``,
+the zip's files in ``/autograder/source``, and ``run_autograder`` must leave
+``/autograder/results/results.json``. The grading itself is the course's (``run.grade_all``),
+sandboxed with bubblewrap where the container allows it and guarded without one where it does not.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ...paths import ROOT
+from ...quiz import atomic_write_text
+from .exports import canvas_csv, gradescope_results, read_roster
+from .run import grade_all
+from .settings import Settings, SettingsError
+
+# torch's CPU build for the autograder's image: the course's pinned pair (Makefile's TORCH_PIN,
+# checked by a test), from PyTorch's CPU index (a tenth of the CUDA build's size).
+TORCH_PIN = ("torch==2.14.1", "torchvision==0.29.1")
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# What of the checkout the zip carries: the package builds from these (pyproject's hatch config).
+COURSE_FILES = ("pyproject.toml", "README.md", "amp_course", "quizzes", "data", "notebooks")
+ROOT_ENV = "AMP_COURSE_AUTOGRADER_ROOT"  # where /autograder is (tests run it in a temporary one)
+PYTHON_ENV = "AMP_COURSE_AUTOGRADER_PYTHON"
+
+
+def grade_gradescope(submission, settings: Settings, out) -> int:
+    """Grade one student's files (a Gradescope ``submission/`` folder) into ``out``
+    (``results.json``); 0, or 2 with one line on stderr when the folder holds no notebook or a
+    notebook that is not one (the results still say so to the student)."""
+    submission, out = Path(submission), Path(out)
+    if not submission.is_dir():
+        raise SettingsError(f"{submission} is not a folder holding one student's files")
+    notebooks = sorted(p for p in submission.rglob("*.ipynb") if p.is_file())
+    unreadable = [p.name for p in notebooks if not _is_json(p)]
+    with tempfile.TemporaryDirectory(prefix="amp-gradescope-") as scratch:
+        folder = Path(scratch) / "submissions" / "submission"
+        shutil.copytree(submission, folder, symlinks=True)  # links stay links: graded as such
+        rows = grade_all(folder.parent, settings, Path(scratch) / "gradebook.csv")
+    results = gradescope_results(rows)
+    problem = None
+    if not notebooks:
+        problem = f"{submission} holds no notebook (.ipynb): nothing of the exercises was graded"
+    elif unreadable:
+        problem = f"not a notebook (not JSON): {', '.join(unreadable)}"
+    if problem:
+        results["output"] = f"{problem}.\n{results['output']}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, json.dumps(results, indent=1) + "\n")
+    if problem:
+        print(f"error: {problem} (results written to {out})", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _is_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+        return True
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
+def grade_canvas(submissions, settings: Settings, out, roster=None, feedback=None) -> list:
+    """Grade a class; ``out`` is the gradebook Canvas imports, the item-by-item CSV lies beside it
+    (``<out>-items.csv``). The roster is read before any grading, so a bad one costs nothing."""
+    out = Path(out)
+    names = read_roster(roster) if roster else None
+    if names is not None and Path(submissions).is_dir():
+        folders = sorted(
+            p.name for p in Path(submissions).iterdir() if p.is_dir() and not p.name.startswith(".")
+        )
+        unknown = [name for name in folders if name not in names]
+        if unknown:
+            raise SettingsError(f"submission folders not in the roster: {', '.join(unknown)}")
+    items = out.with_name(f"{out.stem}-items.csv")
+    rows = grade_all(
+        submissions, settings, items, feedback=feedback or out.with_name(f"{out.stem}-feedback")
+    )
+    atomic_write_text(out, canvas_csv(rows, settings.lessons, names))
+    return rows
+
+
+SETUP = f"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, on its Ubuntu image: Python, bubblewrap (the sandbox, where
+# the container allows it), torch's CPU build and the course with its grading extra.
+set -euo pipefail
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip bubblewrap
+python3 -m venv /autograder/venv
+/autograder/venv/bin/python -m pip install -q --index-url {TORCH_CPU_INDEX} {" ".join(TORCH_PIN)}
+/autograder/venv/bin/python -m pip install -q "/autograder/source/course[grade]"
+"""
+
+RUN = """#!/usr/bin/env bash
+# Gradescope runs this once per submission: grade /autograder/submission into results.json.
+set -uo pipefail
+root="${{{root_env}:-/autograder}}"
+python="${{{python_env}:-$root/venv/bin/python}}"
+mkdir -p "$root/results"
+exec "$python" -m amp_course.cli grade "$root/submission" --format gradescope \\
+    --key "$root/source/key.json" --masters "$root/source/course/notebooks" \\
+    --out "$root/results/results.json"{lessons}
+"""
+
+
+def build_autograder(key, out, lessons=None) -> Path:
+    """The zip Gradescope's autograder takes: ``setup.sh``, ``run_autograder``, the key and the
+    course's sources. ``lessons`` limits the assignment (every lesson of the key by default)."""
+    key, out = Path(key), Path(out)
+    Settings.load(key, lessons=lessons, sandbox_kind="none")  # refuses a key that does not fit
+    chosen = f" \\\n    --lessons {','.join(lessons)}" if lessons else ""
+    run = RUN.format(root_env=ROOT_ENV, python_env=PYTHON_ENV, lessons=chosen)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in (("setup.sh", SETUP), ("run_autograder", run)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFREG | 0o755) << 16  # executable once unpacked
+            archive.writestr(info, text)
+        archive.write(key, "key.json")
+        for name in COURSE_FILES:
+            path = ROOT / name
+            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+            for file in files:
+                if "__pycache__" not in file.parts and not file.name.endswith(".answers.json"):
+                    archive.write(file, f"course/{file.relative_to(ROOT)}")
+    return out
