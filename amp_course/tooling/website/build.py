@@ -9,11 +9,12 @@ from pathlib import Path
 
 import nbformat
 
+from ...gpu_copies import full_copies
 from ...paths import NOTEBOOKS, README, ROOT
 from ...paths import SITE as SITE_DIR
 from . import pages
 from .gpu_page import figure_png, gpu_markdown
-from .sources import Source, gpu_reports, report_record, select_all
+from .sources import Source, gpu_reports, select_all
 
 SITE = ROOT / SITE_DIR  # conf.py and _static/ live here
 BUILD = SITE / "_build"
@@ -112,11 +113,12 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
     sources, written = select_all(root), set()
     # Every GPU run has its page (its benchmark stays true when a lesson changes after it ran).
     reports = gpu_reports(root)
-    newest = max(reports, key=lambda f: report_record(f).get("date", ""), default=None)
     for source in sources:
         committed = root / NOTEBOOKS / f"{source.lesson}.ipynb"
         _write(src / "notebooks" / committed.name, committed.read_bytes(), written)
-        gpu = source.report or newest
+        # The run shown, else the newest that ran an earlier version of the lesson; a run that
+        # never ran it is not linked (its page would list the lesson as not run).
+        gpu = source.report or next((c.folder for c in full_copies(source.lesson, reports)), None)
         page = pages.lesson_page(
             source,
             download=f"../notebooks/{committed.name}",
