@@ -120,7 +120,7 @@ def test_without_a_gpu_run_the_smoke_copy_is_shown(tmp_path):
     assert source.path == root / "executed" / "01_number_formats.ipynb" and not source.on_gpu
     stamp = pages.stamp_markdown(source, "https://colab.example/x", "../x.ipynb", None)
     assert "CPU Test (AVX2)" in stamp and "2025-01-05 10:00 UTC" in stamp and "smoke" in stamp
-    assert "not speed figures" in stamp and "No GPU run is published" in stamp
+    assert "not speed figures" in stamp and "No GPU run of this lesson yet" in stamp
     assert "Not the GPU run" not in stamp
     # The notebook edited after the run: its copy is refused, not shown under the new text.
     _edit(root, "01_number_formats")
