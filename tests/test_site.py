@@ -205,6 +205,30 @@ def test_pages_name_their_run_and_link_only_a_gpu_run_of_their_lesson(tmp_path):
     assert "Tesla T4" in (html / "gpu" / "tesla-t4.html").read_text()
 
 
+def test_the_guides_in_docs_become_pages_listed_on_the_entry_page(tmp_path):
+    root = _course(tmp_path)
+    _smoke_copy(root, "00_scenario")
+    _smoke_copy(root, "01_number_formats")
+    (root / "docs").mkdir()
+    (root / "docs" / "instructors.md").write_text("# For instructors\n\nGrade with `make`.\n")
+    (root / "docs" / "gpu-runs.md").write_text("# Running the course on a GPU\n\nText.\n")
+    src = tmp_path / "src"
+    write_sources(src, root)
+    assert (src / "guides" / "instructors.md").read_text().startswith("# For instructors")
+    index = (src / "index.md").read_text()
+    assert "- [For instructors](guides/instructors.md)" in index
+    assert "- [Running the course on a GPU](guides/gpu-runs.md)" in index
+    assert "guides/instructors\n" in index  # in the navigation (toctree)
+    html = website.build(out=tmp_path, root=root).parent
+    page = (html / "guides" / "instructors.html").read_text()
+    assert "For instructors" in page and "Grade with" in page
+    assert 'href="guides/instructors.html"' in (html / "index.html").read_text()
+    # A guide is a page with a title, or the build says which file lacks one.
+    (root / "docs" / "notes.md").write_text("no title here\n")
+    with pytest.raises(ValueError, match=r"docs/notes\.md has no '# ' title"):
+        write_sources(src, root)
+
+
 @pytest.mark.parametrize("solved", [True, False], ids=["solved", "blanks-untouched"])
 def test_pages_show_the_learners_blank_the_check_and_the_quiz_without_answers(tmp_path, solved):
     root = _course(tmp_path)

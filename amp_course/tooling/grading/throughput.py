@@ -26,12 +26,11 @@ import nbformat
 
 from ... import exercises, quiz
 from ...device import device_slug, machine_record
-from ...paths import REPORTS, ROOT
+from ...paths import GRADING_REPORTS, ROOT
 from .reports import EARNED
 from .run import grade_all
 from .settings import Settings, SettingsError, master_paths
 
-GRADING_REPORTS = REPORTS / "grading"
 DEFAULT_LESSONS = ("01_number_formats",)
 CLASS_SIZE = 1000  # the class the report's arithmetic is for
 

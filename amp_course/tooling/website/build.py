@@ -1,4 +1,5 @@
-"""Write the site's sources (index, lesson pages, GPU run pages) and render them with Sphinx."""
+"""Write the site's sources (index, lesson pages, guides, GPU run pages) and render them with
+Sphinx."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import nbformat
 
 from ...gpu_copies import full_copies
-from ...paths import NOTEBOOKS, README, ROOT
+from ...paths import DOCS, NOTEBOOKS, README, ROOT
 from ...paths import SITE as SITE_DIR
 from . import pages
 from .gpu_page import figure_png, gpu_markdown
@@ -47,6 +48,17 @@ def scenario(root: Path = ROOT) -> str:
     raise ValueError("notebooks/00_scenario.ipynb opens with no paragraph of prose")
 
 
+def guides(root: Path = ROOT) -> dict[str, str]:
+    """The website's guides, ``docs/*.md``: {file name: the title of its first ``# `` heading}."""
+    found = {}
+    for path in sorted((root / DOCS).glob("*.md")):
+        title = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
+        if title is None:
+            raise ValueError(f"{DOCS / path.name} has no '# ' title")
+        found[path.name] = title.group(1).strip()
+    return found
+
+
 def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
     """The entry page: the scenario, the lessons, how to run them, where the figures come from."""
     table = readme_section("Lessons", root)
@@ -65,8 +77,13 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             f"| [{source.lesson}](lessons/{source.lesson}.ipynb) | {pages.plain(stamp['device'])} "
             f"| {pages.plain(stamp['torch'])} | {pages.when(stamp)} | {stamp['mode']}, {where} |"
         )
+    guide_pages = guides(root)
     toc = [f"lessons/{s.lesson}" for s in sources]
+    toc += [f"guides/{Path(name).stem}" for name in guide_pages]
     toc += [f"gpu/{folder.name}" for folder in sorted(gpu_reports(root))]
+    guide_list = [f"- [{title}](guides/{name})" for name, title in guide_pages.items()]
+    if guide_list:
+        guide_list = ["## Guides", "", *guide_list, ""]
     return "\n".join(
         [
             "# amp-course: mixed precision training in PyTorch, hands on",
@@ -86,6 +103,7 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "Every lesson page below also has an **Open in Colab** link and a link to download "
             "its notebook.",
             "",
+            *guide_list,
             "## Where the outputs on these pages come from",
             "",
             "Each page shows a run of its notebook, stamped with the device, torch version, date "
@@ -126,6 +144,8 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
             root=root,
         )
         _write(src / "lessons" / committed.name, nbformat.writes(page) + "\n", written)
+    for name in guides(root):  # each guide as it is written (its links relative to docs/)
+        _write(src / "guides" / name, (root / DOCS / name).read_bytes(), written)
     for folder in reports:
         _write(src / "gpu" / f"{folder.name}.md", gpu_markdown(folder, sources, root), written)
         figure = figure_png(folder)
