@@ -63,6 +63,7 @@ def test_a_tiny_run_records_each_jobs_value_and_writes_its_report(tmp_path):
     assert json.loads(paths[0].read_text())["runs"] == bench["runs"]
     table = paths[1].read_text()
     assert "| --jobs |" in table and f"A class of {throughput.CLASS_SIZE:,}" in table
+    assert "1 generated submission of 99_toy" in table
     assert "Gradescope" in table
 
 

@@ -149,7 +149,8 @@ def markdown(bench: dict) -> str:
         f"# Grading throughput on {bench['device']}",
         "",
         f"{bench['cpu_count']} cores, torch {bench['versions']['torch']}, measured "
-        f"{bench['date']}. {bench['submissions']} generated submissions of "
+        f"{bench['date']}. {bench['submissions']} generated "
+        f"submission{'' if bench['submissions'] == 1 else 's'} of "
         f"{', '.join(bench['lessons'])}, every exercise answered; isolation: {bench['isolation']}.",
         "",
         "| --jobs | seconds | submissions per hour | per hour per core "
