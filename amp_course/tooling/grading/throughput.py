@@ -108,7 +108,7 @@ def measure(
         tmp = Path(tmp)
         if key is None:  # a fresh key for the course's quizzes (no quiz is answered here)
             key = tmp / "key.json"
-            quiz.publish(quiz.SOURCE_DIR, tmp / "quizzes", key)
+            quiz.publish(quiz.SOURCE_DIR, tmp / "learner-quizzes", key)
         paths = [p for p in master_paths(masters) if p.stem in lessons]
         generate(tmp / "submissions", count, paths)
         for n in jobs:
