@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 # pytest-xdist workers: one per logical core (tests/conftest.py gives each its share of threads).
 TEST_WORKERS ?= logical
 
-.PHONY: setup course test executed bench-smoke site gpu lint clean
+.PHONY: setup course test executed bench-smoke bench-grading site gpu lint clean
 
 setup: $(STAMP)
 
@@ -49,6 +49,13 @@ executed: setup
 # target; reports/smoke/<device>.json and .md (the tests only guard against hanging cells).
 bench-smoke: setup
 	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/amp-course smoke-bench
+
+# Benchmark: grading throughput, GRADING_SUBMISSIONS generated submissions (every exercise answered)
+# graded in bubblewrap with --jobs 1 and 2; submissions per hour per core in reports/grading/<cpu>.
+GRADING_SUBMISSIONS ?= 4
+bench-grading: setup
+	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg $(BIN)/amp-course grading-bench \
+		--submissions $(GRADING_SUBMISSIONS) --jobs 1,2
 
 # The website in site/_build/html, from any GPU run under reports/gpu/ and the up-to-date smoke
 # copies in executed/ that `make test` (or `make executed` alone) writes; it names the lessons whose

@@ -280,7 +280,13 @@ def describe_hardware(device: torch.device | str) -> str:
             f"{software}"
         )
     bf16 = "native bf16 (AVX512-BF16/AMX)" if cpu_has_fast_bf16() else "no native bf16"
-    threads = torch.get_num_threads()
+    cores, threads = os.cpu_count(), torch.get_num_threads()
     return (
-        f"{record['device']}, {os.cpu_count()} cores ({threads} torch threads), {bf16}; {software}"
+        f"{record['device']}, {_count(cores, 'core')} ({_count(threads, 'torch thread')}), "
+        f"{bf16}; {software}"
     )
+
+
+def _count(number: int | None, noun: str) -> str:
+    """``1 core``, ``2 cores``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -22,6 +22,8 @@ SIMULATE_COLAB = "AMP_COURSE_SIMULATE_COLAB"
 SOURCE = "AMP_COURSE_SOURCE"
 FAKE_CPU_FLAGS = "AMP_COURSE_FAKE_CPU_FLAGS"
 FAKE_TIMES = "AMP_COURSE_FAKE_TIMES"
+AUTOGRADER_ROOT = "AMP_COURSE_AUTOGRADER_ROOT"
+AUTOGRADER_PYTHON = "AMP_COURSE_AUTOGRADER_PYTHON"
 
 MEANINGS = {
     SMOKE: "1/true: smoke mode (tiny sizes, the MNIST subset); 0/false: full; unset: a CPU's smoke",
@@ -36,6 +38,8 @@ MEANINGS = {
     SOURCE: "the repository the Colab setup cell clones (default: the course's GitHub)",
     FAKE_CPU_FLAGS: "tests: CPU flags that replace /proc/cpuinfo's (ac.device.cpu_flags)",
     FAKE_TIMES: "tests: seconds per call for named measurements (ac.timing.measure)",
+    AUTOGRADER_ROOT: "Gradescope's run_autograder: where /autograder is (tests: a temporary one)",
+    AUTOGRADER_PYTHON: "Gradescope's run_autograder: the Python that grades (default: its venv's)",
 }
 
 

@@ -21,6 +21,7 @@ html_theme = "sphinx_book_theme"
 html_title = "amp-course"
 html_static_path = ["_static"]
 html_css_files = ["amp.css"]
+html_js_files = ["amp.js"]  # a figure shown scaled down opens at full size on a click
 html_show_sourcelink = False
 html_copy_source = False
 html_theme_options = {

@@ -235,6 +235,18 @@ def test_lesson_00_memory_chart(lab):
         chart.screenshot(path=str(out / "00_memory_chart.png"))
 
 
+# How much taller a <pre>'s text is as shown than with no line wrapped by the browser.
+WRAPPED_PX_JS = """
+pre => {
+  const range = document.createRange();
+  range.selectNodeContents(pre);
+  const shown = range.getBoundingClientRect().height;
+  pre.style.whiteSpace = 'pre';
+  const unwrapped = range.getBoundingClientRect().height;
+  pre.style.whiteSpace = '';
+  return shown - unwrapped;
+}
+"""
 DIRTY_JS = "window.jupyterapp.shell.currentWidget.context.model.dirty"
 KERNEL_IDLE_JS = (
     "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
@@ -245,7 +257,8 @@ KERNEL_IDLE_JS = (
 def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
     """A notebook with a lesson's metadata opens unmodified (no unsaved-changes dot). Where
     widgets render, the inspector is one widget: a typed value keeps its exact value, an overflow
-    is named, the slider shows a readout. A wrong exercise answer shows its ✗ line, no traceback.
+    is named, the slider shows a readout. A wrong exercise answer shows its ✗ line, no traceback,
+    and says that Run All stopped there.
 
     JupyterLab writes the kernel's language_info into a notebook as it opens, Python version
     included; the lessons store one version (tests/test_notebook_files.py), so on another Python
@@ -256,6 +269,7 @@ def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
         folder / "bits.ipynb",
         "import amp_course as ac\nac.inspector.show(0.1)",
         'ac.exercises.check("01.bit_fields", lambda value, dtype: (0, 0, 0))',
+        'print("the cell below the check")',
     )
     bits = nbformat.read(folder / "bits.ipynb", as_version=4)
     bits.metadata = nbformat.read(ROOT / "notebooks" / "01_number_formats.ipynb", 4).metadata
@@ -298,3 +312,12 @@ def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
         shown = check.inner_text()
         assert "✗ 01.bit_fields: decompose(1.0, torch.float32) returned" in shown, shown
         assert "Traceback" not in shown and ".py" not in shown and "ExerciseFailed" not in shown
+        # It says that Run All stopped there, and the cell below has indeed not run.
+        assert "Run All stops at this failed check" in shown, shown
+        below = page.locator(".jp-Cell").nth(2)
+        assert below.locator(".jp-InputPrompt").inner_text().strip() == "[ ]:"
+        assert "the cell below the check" not in below.locator(".jp-OutputArea").inner_text()
+        # Its lines fit the box as printed: the browser wraps none of them (so breaks no word):
+        # the text is as tall as it is where lines never wrap.
+        wrapped = check.locator(".jp-OutputArea-output pre").evaluate(WRAPPED_PX_JS)
+        assert wrapped < 1, wrapped

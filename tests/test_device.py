@@ -146,6 +146,20 @@ def test_describe_hardware_is_one_line_with_versions():
     assert "CPU" in line
 
 
+@pytest.mark.parametrize(
+    ("cores", "threads", "says"),
+    [
+        (1, 1, "1 core (1 torch thread)"),
+        (2, 1, "2 cores (1 torch thread)"),
+        (16, 8, "16 cores (8 torch threads)"),
+    ],
+)
+def test_describe_hardware_counts_in_good_grammar(monkeypatch, cores, threads, says):
+    monkeypatch.setattr(dev.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(dev.torch, "get_num_threads", lambda: threads)
+    assert f", {says}, " in dev.describe_hardware("cpu")
+
+
 def test_device_slug():
     assert dev.device_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
     assert dev.device_slug("Tesla T4") == "tesla-t4"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from amp_course import exercises
-from amp_course.exercises import ExerciseFailed, plain
+from amp_course.exercises import ExerciseFailed, answers, plain
 
 SECRET_SEEDS = (12345, 987654321)
 
@@ -60,8 +60,21 @@ def test_check_accepts_a_correct_answer_written_differently(toy_exercise):
 def test_check_rejects_wrong_answer_in_plain_words(toy_exercise):
     with pytest.raises(ExerciseFailed, match=r"double\(1\) returned 1, expected 2") as failure:
         exercises.check(toy_exercise, lambda x: x)
-    # IPython shows the verdict line alone, not a traceback through the checking code.
-    assert failure.value._render_traceback_() == [f"✗ {failure.value}"]
+    # IPython shows the verdict and how to go on, not a traceback through the checking code.
+    shown = failure.value._render_traceback_()
+    assert shown[0] == f"✗ {failure.value}" and "Traceback" not in "".join(shown)
+    assert "Run All stops at this failed check" in " ".join(shown)
+
+
+def test_a_failed_check_wraps_at_words():
+    words = ["fp16"] * 30 + ["a_very_long_identifier_" * 5]
+    shown = ExerciseFailed(" ".join(words))._render_traceback_()
+    verdict = shown[: shown.index("")]
+    assert len(verdict) > 1 and all(line.startswith("  ") for line in verdict[1:])
+    # Every line fits the notebook's box (so the browser breaks none of them mid-word), unless a
+    # single word is longer; every word arrives whole.
+    assert all(len(line) <= answers.WRAP_COLUMNS or " " not in line.strip() for line in shown)
+    assert " ".join(" ".join(verdict).split()) == "✗ " + " ".join(words)
 
 
 def test_a_verdict_shows_no_out_prompt(toy_exercise):

@@ -201,8 +201,8 @@ WRONG = {
         (
             "-1e4",
             _attention(lambda scores, q: -1e4),
-            "In the case 'fp16 autocast, scores near -12000', the masked keys receive 1 of query "
-            "[0, 0, 0]'s weight",
+            "In the case 'fp16 autocast, scores near -12000', query [0, 0, 0] gives its masked "
+            "keys a weight of 1 in all",
         ),
         (
             "attention in fp32, autocast off",
@@ -217,7 +217,8 @@ WRONG = {
         (
             "the mask inverted",
             lambda q, k, v, keep: solutions.masked_attention(q, k, v, ~keep),
-            "In the case 'fp16 autocast', the masked keys receive 1 of query [0, 0, 0]'s weight",
+            "In the case 'fp16 autocast', query [0, 0, 0] gives its masked keys a weight of 1 in "
+            "all",
         ),
     ],
     "labs.fully_masked_rows": [

@@ -254,6 +254,22 @@ def test_widgets_build_and_record(toy, monkeypatch):
     assert again.children[1].value == "hello" and "Correct" in again.children[3].value
 
 
+def test_a_numeric_field_starts_empty_and_reads_a_number(toy):
+    widgets = pytest.importorskip("ipywidgets")
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=toy / "a.json")
+    box = quiz._question_widget(q, "pi")
+    field, buttons, feedback = box.children[1], box.children[2], box.children[3]
+    assert isinstance(field, widgets.Text) and field.value == ""  # no 0 the learner never typed
+    buttons.children[0].click()
+    assert "expected a number" in feedback.value and not (toy / "a.json").exists()
+    field.value = " 3.14 "
+    buttons.children[0].click()
+    attempts = buttons.children[1].value
+    assert "attempts: 1" in attempts and "<small>" not in attempts and "font-size" in attempts
+    assert q.records["pi"]["value"] == 3.14
+    assert quiz._question_widget(q, "pi").children[1].value == "3.14"  # re-run: restored
+
+
 def test_export_merges_answer_files(toy, monkeypatch):
     monkeypatch.setenv(quiz.ANSWERS_ENV, str(toy))
     q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes")

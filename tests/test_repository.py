@@ -44,6 +44,30 @@ def test_notebook_follows_the_skeleton(path):
     assert any("import amp_course as ac" in c.source for c in nb.cells if c.cell_type == "code")
 
 
+LABS = [path for path in NOTEBOOKS if path.stem.startswith("labs_")]
+
+
+@pytest.mark.parametrize("path", LABS, ids=[p.stem for p in LABS])
+def test_a_labs_fixes_wait_behind_a_folded_heading(path):
+    """A lab's summary and pitfalls state the fixes: they sit in a section that opens folded in
+    JupyterLab, "After you have fixed the labs", not straight under the last check."""
+    cells = nbformat.read(path, as_version=4).cells
+    last_check = max(i for i, cell in enumerate(cells) if "check" in cell.metadata.get("tags", []))
+    after = cells[last_check + 1]
+    assert after.cell_type == "markdown", path.name
+    assert after.source.startswith("## After you have fixed the labs\n"), path.name
+    assert after.metadata.get("jp-MarkdownHeadingCollapsed") is True, path.name
+    section = []  # the section's cells: up to the next heading of its level
+    for cell in cells[last_check + 2 :]:
+        if cell.cell_type == "markdown" and re.match(r"#{1,2} ", cell.source):
+            break
+        section.append(cell.source)
+    text = "\n".join(section)
+    assert re.search(r"^### Summary$", text, re.M) and re.search(r"^### .*pitfalls", text, re.M)
+    before = "\n".join(c.source for c in cells[: last_check + 1] if c.cell_type == "markdown")
+    assert "Summary" not in before and "pitfalls" not in before.lower(), path.name
+
+
 def _names(requirements):
     return {re.split(r"[<>=!~ \[]", r, maxsplit=1)[0].lower() for r in requirements}
 

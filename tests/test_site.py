@@ -4,8 +4,11 @@ run, else the tests' smoke run) with the learner's blanks and a stamp; the built
 The site shows the copies in ``executed/`` that tests/test_notebooks.py's papermill run writes.
 """
 
+import base64
+import contextlib
 import functools
 import http.server
+import io
 import json
 import re
 import shutil
@@ -117,7 +120,7 @@ def test_without_a_gpu_run_the_smoke_copy_is_shown(tmp_path):
     assert source.path == root / "executed" / "01_number_formats.ipynb" and not source.on_gpu
     stamp = pages.stamp_markdown(source, "https://colab.example/x", "../x.ipynb", None)
     assert "CPU Test (AVX2)" in stamp and "2025-01-05 10:00 UTC" in stamp and "smoke" in stamp
-    assert "not speed figures" in stamp and "No GPU run is published" in stamp
+    assert "not speed figures" in stamp and "No GPU run of this lesson yet" in stamp
     assert "Not the GPU run" not in stamp
     # The notebook edited after the run: its copy is refused, not shown under the new text.
     _edit(root, "01_number_formats")
@@ -145,8 +148,13 @@ def test_a_gpu_copy_older_than_the_lesson_falls_back_to_the_test_run(tmp_path, k
     assert not source.on_gpu and source.path.parent.name == "executed"
     assert "NVIDIA H100 (2025-01-01) is not shown" in source.note
     assert "1 cell(s) of markdown or code differ" in source.note
-    stamp = pages.lesson_page(source, "x.ipynb", "../gpu/nvidia-h100.md", root).cells[1].source
+    _smoke_copy(root, "00_scenario")
+    write_sources(tmp_path / "src", root)  # the page links that run as an earlier version's
+    stamp = nbformat.read(tmp_path / "src/lessons/01_number_formats.ipynb", 4).cells[1].source
     assert "**Not the GPU run:**" in stamp and "CPU Test (AVX2)" in stamp
+    assert (
+        "An earlier version of this lesson ran on a GPU: [its run](../gpu/nvidia-h100.md)" in stamp
+    )
     # The exercise blanks and papermill's injected parameters are not differences.
     gpu_copy = root / "reports/gpu/nvidia-h100/notebooks/01_number_formats.ipynb"
     _run_copy(root, "01_number_formats", gpu_copy, mode="full", device="H100", date="2025-02-01")
@@ -172,7 +180,7 @@ def test_the_newest_passing_gpu_copy_wins(tmp_path):
     assert source.stamp["device"] == "Tesla T4" and source.stamp["mode"] == "full"
 
 
-def test_pages_name_their_run_and_smoke_pages_link_the_gpu_run(tmp_path):
+def test_pages_name_their_run_and_link_only_a_gpu_run_of_their_lesson(tmp_path):
     root = _course(tmp_path)
     _smoke_copy(root, "00_scenario")
     _gpu_run(root, "tesla-t4", "Tesla T4", "2025-02-01T00:00:00+00:00")
@@ -183,14 +191,42 @@ def test_pages_name_their_run_and_smoke_pages_link_the_gpu_run(tmp_path):
     assert "Tesla T4" in gpu_page.cells[1].source and "Full mode" in gpu_page.cells[1].source
     smoke_page = nbformat.read(src / "lessons" / "00_scenario.ipynb", as_version=4)
     assert "not speed figures" in smoke_page.cells[1].source
-    assert "(../gpu/tesla-t4.md)" in smoke_page.cells[1].source
+    # The GPU run did not run lesson 00: its page is not linked as 00's GPU run.
+    assert "No GPU run of this lesson yet" in smoke_page.cells[1].source
+    assert "../gpu/" not in smoke_page.cells[1].source
     assert "Tesla T4" in (src / "gpu" / "tesla-t4.md").read_text()
     index = (src / "index.md").read_text()
     assert "lessons/00_scenario.ipynb" in index and "gpu/tesla-t4" in index
     # Sphinx renders them (warnings are errors: a broken link or toctree entry fails the build).
     html = website.build(out=tmp_path, root=root).parent
-    assert 'href="../gpu/tesla-t4.html"' in (html / "lessons" / "00_scenario.html").read_text()
+    assert (
+        'href="../gpu/tesla-t4.html"' in (html / "lessons" / "01_number_formats.html").read_text()
+    )
     assert "Tesla T4" in (html / "gpu" / "tesla-t4.html").read_text()
+
+
+def test_the_guides_in_docs_become_pages_listed_on_the_entry_page(tmp_path):
+    root = _course(tmp_path)
+    _smoke_copy(root, "00_scenario")
+    _smoke_copy(root, "01_number_formats")
+    (root / "docs").mkdir()
+    (root / "docs" / "instructors.md").write_text("# For instructors\n\nGrade with `make`.\n")
+    (root / "docs" / "gpu-runs.md").write_text("# Running the course on a GPU\n\nText.\n")
+    src = tmp_path / "src"
+    write_sources(src, root)
+    assert (src / "guides" / "instructors.md").read_text().startswith("# For instructors")
+    index = (src / "index.md").read_text()
+    assert "- [For instructors](guides/instructors.md)" in index
+    assert "- [Running the course on a GPU](guides/gpu-runs.md)" in index
+    assert "guides/instructors\n" in index  # in the navigation (toctree)
+    html = website.build(out=tmp_path, root=root).parent
+    page = (html / "guides" / "instructors.html").read_text()
+    assert "For instructors" in page and "Grade with" in page
+    assert 'href="guides/instructors.html"' in (html / "index.html").read_text()
+    # A guide is a page with a title, or the build says which file lacks one.
+    (root / "docs" / "notes.md").write_text("no title here\n")
+    with pytest.raises(ValueError, match=r"docs/notes\.md has no '# ' title"):
+        write_sources(src, root)
 
 
 @pytest.mark.parametrize("solved", [True, False], ids=["solved", "blanks-untouched"])
@@ -292,12 +328,18 @@ def site(request, executed_lesson):
     start = time.perf_counter()
     html = website.build().parent
     print(f"site built in {time.perf_counter() - start:.1f} s")
+    with _served(html) as base:
+        yield base, html, sources
+
+
+@contextlib.contextmanager
+def _served(html: Path):
+    """The built site in ``html`` on loopback; yields its base URL."""
     handler = functools.partial(_QuietHandler, directory=str(html))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", html, sources
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -332,6 +374,10 @@ STAMP_OPENS_PAGE = """() => {
     && (stamp.compareDocumentPosition(cell) & Node.DOCUMENT_POSITION_FOLLOWING));
 }"""
 FIGURES = "imgs => imgs.map(i => i.complete && i.naturalWidth > 0)"
+# For each image: is it shown narrower than drawn, with no link to its full size (amp.js)?
+SCALED_DOWN_UNLINKED = (
+    "imgs => imgs.map(i => i.naturalWidth > i.clientWidth + 1 && !i.closest('a[href]'))"
+)
 TABLES_CUT = "tables => tables.map(t => t.scrollWidth > t.parentElement.clientWidth + 1)"
 
 
@@ -371,6 +417,8 @@ def test_every_page_in_chromium(site):
                     assert not any(wide), f"{url}: a table is wider than the text column"
                 figures = page.eval_on_selector_all("article img", FIGURES)
                 assert all(figures), f"{url}: an image does not load"
+                scaled = page.eval_on_selector_all("article img", SCALED_DOWN_UNLINKED)
+                assert not any(scaled), f"{url}: a figure shown scaled down has no full-size link"
                 source = lessons.get(path.stem) if path.parent.name == "lessons" else None
                 if source is None:
                     continue
@@ -404,3 +452,46 @@ def test_every_page_in_chromium(site):
     assert seen_lessons == set(lessons), f"pages missing: {set(lessons) - seen_lessons}"
     assert (website.BUILD / "screenshots" / f"{SCREENSHOT_OF}.png").stat().st_size > 10_000
     print(f"{len(every_page)} pages checked in {time.perf_counter() - start:.1f} s")
+
+
+@pytest.mark.browser
+def test_a_figure_shown_scaled_down_opens_at_full_size(tmp_path):
+    """A two-panel figure drawn wider than the text column links to its full size; one that fits
+    does not."""
+    import matplotlib.pyplot as plt
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+    root = _course(tmp_path)
+    _smoke_copy(root, "00_scenario")
+    _smoke_copy(root, "01_number_formats")
+    copy = root / "executed" / "01_number_formats.ipynb"
+    nb = nbformat.read(copy, as_version=4)
+    figures = []
+    for width in (12, 4):  # inches at 100 dpi: 1,200 and 400 pixels wide
+        figure = plt.figure(figsize=(width, 3), dpi=100)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        plt.close(figure)
+        figures.append(base64.b64encode(buffer.getvalue()).decode())
+    plain_code = [c for c in nb.cells if c.cell_type == "code" and not c.metadata.get("tags")]
+    for cell, png in zip(plain_code[-2:], figures, strict=True):
+        cell.outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png}))
+    nbformat.write(nb, copy)
+    html = website.build(out=tmp_path / "build", root=root).parent
+    with _served(html) as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{base}/lessons/01_number_formats.html", wait_until="load")
+            images = page.locator("div.cell_output img")
+            assert images.count() == 2
+            wide, narrow = images.nth(0), images.nth(1)
+            page.wait_for_selector("a.amp-full-size img", timeout=10_000)
+            shown = wide.evaluate("img => [img.naturalWidth, img.clientWidth]")
+            assert shown[0] == 1200 and shown[1] < 1000, shown
+            link = wide.evaluate("img => img.closest('a') && img.closest('a').href")
+            assert link == wide.evaluate("img => img.src"), link
+            assert narrow.evaluate("img => img.closest('a')") is None
+        finally:
+            browser.close()

@@ -6,6 +6,7 @@ kernel, and ``judge`` turns a ``compare`` into a status, for a check cell and th
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 
 import torch
@@ -17,11 +18,46 @@ class ExerciseFailed(AssertionError):
     """The learner's answer is wrong; the message says what is wrong in plain words.
 
     In a notebook the cell fails (Run All stops, papermill and nbval report an error), but IPython
-    shows only the verdict line, not a traceback through the course's checking code.
+    shows only the verdict and how to go on, not a traceback through the course's checking code.
     """
 
     def _render_traceback_(self) -> list[str]:
-        return [f"✗ {self}"]
+        return failure_lines(f"✗ {self}")
+
+
+# What a failed check adds under its verdict: a learner who chose Run All finds every cell below
+# back at [ ] and needs to know why, and how to go on.
+RUN_ALL_NOTE = (
+    "Run All stops at this failed check; the cells below it do not run. To go on, fix the "
+    "exercise cell above, run it and run this check again; or skip it for now: select the next "
+    "cell and choose Run > Run Selected Cell and All Below (in Colab, with this cell selected: "
+    "Runtime > Run after)."
+)
+# Notebook front ends show error text in a box that breaks lines anywhere, mid-word included
+# (JupyterLab: word-break: break-all). Lines this short fit the box (about 70 columns in
+# JupyterLab beside its file browser in a window 1,000 pixels wide), so they break only here.
+WRAP_COLUMNS = 64
+
+
+def failure_lines(verdict: str) -> list[str]:
+    """A failed check as a notebook shows it: the verdict, then ``RUN_ALL_NOTE``, wrapped at
+    words to ``WRAP_COLUMNS`` (the verdict's continuation lines indented)."""
+
+    def wrap(text: str, indent: str) -> list[str]:  # line by line (a message may hold several)
+        return [
+            wrapped
+            for line in text.splitlines()
+            for wrapped in textwrap.wrap(
+                line,
+                WRAP_COLUMNS,
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            or [""]
+        ]
+
+    return [*wrap(verdict, "  "), "", *wrap(RUN_ALL_NOTE, "")]
 
 
 class Verdict:

@@ -137,9 +137,10 @@ def compare_masked(mine: dict, reference: dict, seed: int) -> None:
             at = (weight - allowed).argmax()
             query = _where(torch.unravel_index(at, weight.shape))
             raise ExerciseFailed(
-                f"{label} the masked keys receive {weight.flatten()[at].item():.3g} of query "
-                f"{query}'s weight (its output for values 1 at the masked keys and 0 elsewhere); "
-                f"in the reference {want['masked_weight'].float().flatten()[at].item():.3g}."
+                f"{label} query {query} gives its masked keys a weight of "
+                f"{weight.flatten()[at].item():.3g} in all (its output when the values are 1 at "
+                "the masked keys and 0 elsewhere); the reference gives them "
+                f"{want['masked_weight'].float().flatten()[at].item():.3g}."
             )
         _compare_values(got["out"], want["out"], CASE_DTYPES[case], f"{label} your output")
 

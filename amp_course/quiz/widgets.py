@@ -33,6 +33,13 @@ STYLE = """<style>
 </style>"""
 
 
+# The attempts count beside the Check button, in the button's size and on its line.
+ATTEMPTS_STYLE = (
+    "font-size:var(--jp-widgets-font-size, 13px);line-height:var(--jp-widgets-inline-height, "
+    "28px);margin-left:0.8em;color:var(--jp-ui-font-color1, #333)"
+)
+
+
 def _question_widget(quiz: Quiz, qid: str):
     import ipywidgets as w
 
@@ -55,8 +62,11 @@ def _question_widget(quiz: Quiz, qid: str):
         field_ = w.VBox(boxes, layout=full_width)
         read = lambda: [p for p, box in enumerate(boxes) if box.value]  # noqa: E731
     elif entry["type"] == "numeric":
-        field_ = w.FloatText(value=saved["value"] if saved else 0.0)
-        read = lambda: field_.value  # noqa: E731
+        # A text field, so that it starts empty: a number field would show 0, a value the learner
+        # never typed. quiz.answer reads the text as a number and says so when it is none.
+        shown = f"{saved['value']:.15g}" if saved else ""
+        field_ = w.Text(value=shown, placeholder="a number, e.g. 0.5 or 1e-8")
+        read = lambda: field_.value.strip()  # noqa: E731
     else:
         field_ = w.Text(value=saved["value"] if saved else "", placeholder="your answer")
         read = lambda: field_.value  # noqa: E731
@@ -66,7 +76,7 @@ def _question_widget(quiz: Quiz, qid: str):
 
     def show(view, count):
         feedback.value = to_html(view)
-        attempts.value = f"<small>attempts: {count}</small>"
+        attempts.value = f"<span style='{ATTEMPTS_STYLE}'>attempts: {count}</span>"
 
     if saved:
         stored, correct = saved["value"], saved.get("correct")

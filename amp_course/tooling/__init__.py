@@ -2,5 +2,6 @@
 (``runs``: the GPU run in parts, the CUDA smoke pass, the smoke benchmark, the README's results,
 the GPU machine's bootstrap), grading submissions (``grading``) and the website (``website``).
 No lesson imports it; its commands run as ``amp-course gpu``, ``gpu-results``, ``smoke-bench``
-and ``website`` (``commands``), thin shells over it. The committed GPU runs it reads are read
-below it (``amp_course.gpu_copies``), where a lesson reads them too."""
+and ``website`` (``commands``), thin shells over it, as ``grade``, ``autograder`` and ``quiz``
+are (``instructor_commands``). The committed GPU runs it reads are read below it
+(``amp_course.gpu_copies``), where a lesson reads them too."""

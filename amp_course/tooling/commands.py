@@ -23,6 +23,12 @@ def _smoke_bench(argv: list[str]) -> int:
     return main(argv)
 
 
+def _grading_bench(argv: list[str]) -> int:
+    from .grading.throughput import main
+
+    return main(argv)
+
+
 def _site(argv: list[str]) -> int:
     from .website.build import main
 
@@ -37,6 +43,10 @@ COMMANDS = {
     ),
     "gpu-results": ("a committed GPU run's figures as the README's results section", _gpu_results),
     "smoke-bench": ("each lesson's smoke-mode time on this CPU (reports/smoke/)", _smoke_bench),
+    "grading-bench": (
+        "grading throughput: generated submissions, sandboxed, per --jobs (reports/grading/)",
+        _grading_bench,
+    ),
     "website": ("the course's website from the executed copies (site/_build/html)", _site),
 }
 

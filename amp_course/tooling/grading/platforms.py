@@ -18,6 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ...env_vars import AUTOGRADER_PYTHON, AUTOGRADER_ROOT
 from ...paths import DATA, NOTEBOOKS, PACKAGE_DIR, QUIZZES, README, ROOT
 from ...quiz import atomic_write_text
 from .exports import canvas_csv, gradescope_results, read_roster
@@ -37,8 +38,7 @@ COURSE_FILES = (
     DATA,
     NOTEBOOKS,
 )
-ROOT_ENV = "AMP_COURSE_AUTOGRADER_ROOT"  # where /autograder is (tests run it in a temporary one)
-PYTHON_ENV = "AMP_COURSE_AUTOGRADER_PYTHON"
+ROOT_ENV, PYTHON_ENV = AUTOGRADER_ROOT, AUTOGRADER_PYTHON  # read by run_autograder
 
 
 def grade_gradescope(submission, settings: Settings, out) -> int:

@@ -3,7 +3,9 @@
 Each lesson's page is its executed copy (the newest GPU run's under ``reports/gpu/<device>/``, else
 the one the tests' smoke run writes to ``executed/``) with the learner's exercise blanks put back,
 a stamp naming the device, torch version, date and mode, links to Colab and to the notebook, and
-the lesson's quiz as questions without answers. Sphinx with MyST-NB renders the pages into
+the lesson's quiz as questions without answers. The guides in ``docs/*.md`` (for instructors,
+contributors...) are pages beside them, listed on the entry page. Sphinx with MyST-NB renders the
+pages into
 ``site/_build/html`` without executing anything.
 """
 

@@ -1,4 +1,5 @@
-"""Write the site's sources (index, lesson pages, GPU run pages) and render them with Sphinx."""
+"""Write the site's sources (index, lesson pages, guides, GPU run pages) and render them with
+Sphinx."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import nbformat
 
-from ...paths import NOTEBOOKS, README, ROOT
+from ...gpu_copies import full_copies
+from ...paths import DOCS, NOTEBOOKS, README, ROOT
 from ...paths import SITE as SITE_DIR
 from . import pages
 from .gpu_page import figure_png, gpu_markdown
-from .sources import Source, gpu_reports, report_record, select_all
+from .sources import Source, gpu_reports, select_all
 
 SITE = ROOT / SITE_DIR  # conf.py and _static/ live here
 BUILD = SITE / "_build"
@@ -46,6 +48,17 @@ def scenario(root: Path = ROOT) -> str:
     raise ValueError("notebooks/00_scenario.ipynb opens with no paragraph of prose")
 
 
+def guides(root: Path = ROOT) -> dict[str, str]:
+    """The website's guides, ``docs/*.md``: {file name: the title of its first ``# `` heading}."""
+    found = {}
+    for path in sorted((root / DOCS).glob("*.md")):
+        title = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
+        if title is None:
+            raise ValueError(f"{DOCS / path.name} has no '# ' title")
+        found[path.name] = title.group(1).strip()
+    return found
+
+
 def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
     """The entry page: the scenario, the lessons, how to run them, where the figures come from."""
     table = readme_section("Lessons", root)
@@ -64,8 +77,13 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             f"| [{source.lesson}](lessons/{source.lesson}.ipynb) | {pages.plain(stamp['device'])} "
             f"| {pages.plain(stamp['torch'])} | {pages.when(stamp)} | {stamp['mode']}, {where} |"
         )
+    guide_pages = guides(root)
     toc = [f"lessons/{s.lesson}" for s in sources]
+    toc += [f"guides/{Path(name).stem}" for name in guide_pages]
     toc += [f"gpu/{folder.name}" for folder in sorted(gpu_reports(root))]
+    guide_list = [f"- [{title}](guides/{name})" for name, title in guide_pages.items()]
+    if guide_list:
+        guide_list = ["## Guides", "", *guide_list, ""]
     return "\n".join(
         [
             "# amp-course: mixed precision training in PyTorch, hands on",
@@ -85,6 +103,7 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "Every lesson page below also has an **Open in Colab** link and a link to download "
             "its notebook.",
             "",
+            *guide_list,
             "## Where the outputs on these pages come from",
             "",
             "Each page shows a run of its notebook, stamped with the device, torch version, date "
@@ -112,11 +131,12 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
     sources, written = select_all(root), set()
     # Every GPU run has its page (its benchmark stays true when a lesson changes after it ran).
     reports = gpu_reports(root)
-    newest = max(reports, key=lambda f: report_record(f).get("date", ""), default=None)
     for source in sources:
         committed = root / NOTEBOOKS / f"{source.lesson}.ipynb"
         _write(src / "notebooks" / committed.name, committed.read_bytes(), written)
-        gpu = source.report or newest
+        # The run shown, else the newest that ran an earlier version of the lesson; a run that
+        # never ran it is not linked (its page would list the lesson as not run).
+        gpu = source.report or next((c.folder for c in full_copies(source.lesson, reports)), None)
         page = pages.lesson_page(
             source,
             download=f"../notebooks/{committed.name}",
@@ -124,6 +144,8 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
             root=root,
         )
         _write(src / "lessons" / committed.name, nbformat.writes(page) + "\n", written)
+    for name in guides(root):  # each guide as it is written (its links relative to docs/)
+        _write(src / "guides" / name, (root / DOCS / name).read_bytes(), written)
     for folder in reports:
         _write(src / "gpu" / f"{folder.name}.md", gpu_markdown(folder, sources, root), written)
         figure = figure_png(folder)

@@ -69,12 +69,15 @@ def stamp_markdown(source: Source, colab: str | None, download: str, gpu_page: s
             "that every cell works. Its timings are **not speed figures**: tiny sizes say nothing "
             "about how fast mixed precision is at full size on a GPU."
         )
-        lines.append(
-            f" Measured on a GPU: [the GPU run]({gpu_page})."
-            if gpu_page
-            else " No GPU run is published yet: run the notebook on a GPU (Colab has one) to "
-            "measure your own."
-        )
+        if gpu_page is None:
+            lines.append(
+                " No GPU run of this lesson yet: run the notebook on a GPU (Colab has one) to "
+                "measure your own."
+            )
+        elif source.note:  # the run is of an earlier version of the lesson (the note says so)
+            lines.append(f" An earlier version of this lesson ran on a GPU: [its run]({gpu_page}).")
+        else:
+            lines.append(f" Measured on a GPU: [the GPU run]({gpu_page}).")
     else:
         lines.append(f"**Full mode** on the GPU named above. [The GPU run]({gpu_page}).")
     if source.note:

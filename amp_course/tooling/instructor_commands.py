@@ -1,0 +1,171 @@
+"""The instructor's ``amp-course`` commands: ``quiz publish`` and ``quiz check`` (the learner's quiz
+files and the key), ``grade`` (a folder of submissions into a gradebook: the course's CSV, Canvas's
+or Gradescope's results.json) and ``autograder`` (the zip Gradescope takes)."""
+
+from __future__ import annotations
+
+import sys
+
+from .. import env_vars
+
+
+def _quiz_publish(args) -> int:
+    from ..quiz import QuizSchemaError, publish
+
+    try:
+        written = publish(args.sources, args.out, args.key, args.secret)
+    except QuizSchemaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _quiz_check(args) -> int:
+    from ..quiz import QuizSchemaError, load_source, source_paths, stale_learner_files
+
+    try:
+        for path in source_paths(args.sources):
+            load_source(path)
+        stale = stale_learner_files(args.sources, args.out)
+    except QuizSchemaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run `amp-course quiz publish`", file=sys.stderr)
+        return 1
+    print("ok: quiz sources are valid and learner files are up to date")
+    return 0
+
+
+def _grade(args) -> int:
+    from .grading import Settings, SettingsError, grade_all
+    from .grading.platforms import grade_canvas, grade_gradescope
+
+    lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
+    try:
+        settings = Settings.load(
+            args.key,
+            masters=args.masters,
+            lessons=lessons,
+            sandbox_kind=args.sandbox,
+            memory=int(args.memory_gb * 2**30),
+            image=args.image,
+            cell_timeout=args.cell_timeout,
+            submission_timeout=args.timeout,
+            jobs=args.jobs,
+        )
+        if args.format == "gradescope":
+            return grade_gradescope(args.submissions, settings, args.out)
+        if args.format == "canvas":
+            rows = grade_canvas(args.submissions, settings, args.out, args.roster, args.feedback)
+        else:
+            rows = grade_all(args.submissions, settings, args.out, feedback=args.feedback)
+    except (SettingsError, OSError) as error:  # one line, no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    students = sorted({row.student for row in rows})
+    print(f"graded {len(students)} submission(s) into {args.out}")
+    return 0
+
+
+def _autograder(args) -> int:
+    from .grading import SettingsError
+    from .grading.platforms import build_autograder
+
+    lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
+    try:
+        out = build_autograder(args.key, args.out, lessons)
+    except (SettingsError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}: upload it as the assignment's autograder on Gradescope")
+    return 0
+
+
+def _grade_usage_error(message: str):
+    print(f"error: {message} (see amp-course grade --help)", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def add_instructor_commands(sub) -> None:
+    """Add the quiz, grade and autograder commands to ``amp-course``'s subparsers ``sub``."""
+    from ..quiz import QUIZ_DIR, SOURCE_DIR
+
+    quiz = sub.add_parser("quiz", help="publish and check lesson quizzes").add_subparsers(
+        dest="quiz_command", required=True
+    )
+    publish = quiz.add_parser("publish", help="write learner quiz files (and the instructor key)")
+    publish.add_argument(
+        "--sources", default=SOURCE_DIR, help="plaintext sources (default: quizzes/source)"
+    )
+    publish.add_argument(
+        "--out", default=QUIZ_DIR, help="where learner files go (default: quizzes/)"
+    )
+    publish.add_argument(
+        "--key", default=None, help="write the instructor key here (keep it private)"
+    )
+    publish.add_argument(
+        "--secret",
+        default=None,
+        help=f"the key's secret salt (default: ${env_vars.QUIZ_SECRET}, the key's own, "
+        "or a fresh random one)",
+    )
+    publish.set_defaults(func=_quiz_publish)
+    qcheck = quiz.add_parser(
+        "check", help="validate sources; fail if learner files are out of date"
+    )
+    qcheck.add_argument("--sources", default=SOURCE_DIR)
+    qcheck.add_argument("--out", default=QUIZ_DIR)
+    qcheck.set_defaults(func=_quiz_check)
+
+    grade = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
+    grade.error = _grade_usage_error  # one line, as for every other mistake of `grade`
+    grade.add_argument(
+        "submissions", help="folder holding one folder per student (name = student id)"
+    )
+    grade.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
+    grade.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
+    grade.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
+    grade.add_argument(
+        "--lessons",
+        default=None,
+        help="comma-separated lessons of this assignment, e.g. 00_scenario,01_number_formats "
+        "(default: every lesson of the masters and the key)",
+    )
+    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
+    grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
+    grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
+    grade.add_argument(
+        "--sandbox",
+        default="auto",
+        choices=["auto", "bwrap", "docker", "podman", "none"],
+        help="where students' code runs (auto: bubblewrap, else none with a warning)",
+    )
+    grade.add_argument(
+        "--memory-gb", type=float, default=8.0, help="memory bound of a student's kernel"
+    )
+    grade.add_argument(
+        "--image", default="debian:bookworm-slim", help="container image for docker/podman"
+    )
+    grade.add_argument(
+        "--feedback", default=None, help="folder for per-student feedback (default: OUT-feedback)"
+    )
+    grade.add_argument(
+        "--format",
+        default="csv",
+        choices=["csv", "canvas", "gradescope"],
+        help="csv: the course's gradebook; canvas: a gradebook Canvas imports (items beside it); "
+        "gradescope: SUBMISSIONS is one student's files, OUT Gradescope's results.json",
+    )
+    grade.add_argument(
+        "--roster", default=None, help="canvas: CSV mapping folder names to Canvas's ids"
+    )
+    grade.set_defaults(func=_grade)
+
+    autograder = sub.add_parser("autograder", help="build the zip a Gradescope autograder takes")
+    autograder.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
+    autograder.add_argument("--lessons", default=None, help="comma-separated lessons graded")
+    autograder.add_argument("--out", default="autograder.zip", help="the zip to write")
+    autograder.set_defaults(func=_autograder)
