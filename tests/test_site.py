@@ -34,7 +34,7 @@ from amp_course.executed import STAMP_KEY
 from amp_course.quiz import Quiz
 from amp_course.tooling import website
 from amp_course.tooling.runs.execute import prepare
-from amp_course.tooling.website import pages
+from amp_course.tooling.website import guides, pages
 from amp_course.tooling.website.build import write_sources
 
 SCREENSHOT_OF = "05_speed_memory"
@@ -48,12 +48,14 @@ MAIN_RUN = next(
 
 
 def _course(tmp_path, lessons=("00_scenario", "01_number_formats")) -> Path:
-    """A course checkout holding only ``lessons``, the README and the published quizzes."""
+    """A course checkout holding only ``lessons``, the README, its guides and the published
+    quizzes."""
     root = tmp_path / "course"
     (root / "notebooks").mkdir(parents=True)
     for lesson in lessons:
         shutil.copy(ROOT / "notebooks" / f"{lesson}.ipynb", root / "notebooks")
     shutil.copy(ROOT / "README.md", root)
+    (root / "docs").symlink_to(ROOT / "docs")
     (root / "quizzes").symlink_to(ROOT / "quizzes")
     return root
 
@@ -191,6 +193,37 @@ def test_pages_name_their_run_and_smoke_pages_link_the_gpu_run(tmp_path):
     html = website.build(out=tmp_path, root=root).parent
     assert 'href="../gpu/tesla-t4.html"' in (html / "lessons" / "00_scenario.html").read_text()
     assert "Tesla T4" in (html / "gpu" / "tesla-t4.html").read_text()
+
+
+def test_every_guide_is_a_page_in_the_navigation_and_its_readme_link_leads_home(tmp_path):
+    """The guides the README links (docs/*.md) are pages of the site, each an entry of the
+    navigation and of the index; a guide's link to the README leads to the site's index."""
+    root = _course(tmp_path)
+    for lesson in ("00_scenario", "01_number_formats"):
+        _smoke_copy(root, lesson)
+    names = {p.stem: guides.title(p) for p in sorted((ROOT / "docs").glob("*.md"))}
+    assert {"instructors", "gpu-run", "helper-package", "contributing"} <= set(names)
+    src = tmp_path / "src"
+    write_sources(src, root)
+    index = (src / "index.md").read_text()
+    toc = index.split("```{toctree}", 1)[1]
+    # The navigation lists them in the order the README links them.
+    linked = re.findall(r"\]\(docs/([^)]+)\.md\)", (ROOT / "README.md").read_text())
+    in_toc = re.findall(r"^docs/(\S+)$", toc, re.M)
+    assert in_toc == list(dict.fromkeys(linked)) and set(in_toc) == set(names)
+    for stem, title in names.items():
+        page = (src / "docs" / f"{stem}.md").read_text()
+        assert page.startswith(f"# {title}\n") and "](../README.md)" not in page
+        assert "](../index.md)" in page  # each guide opens with a link to the course
+        assert f"\ndocs/{stem}\n" in toc and f"- [{title}](docs/{stem}.md)" in index
+    html = website.build(out=tmp_path, root=root).parent
+    home = (html / "index.html").read_text()
+    for stem, title in names.items():
+        built = (html / "docs" / f"{stem}.html").read_text()
+        assert f"<h1>{title}" in built and 'href="../index.html"' in built
+        assert f'href="docs/{stem}.html"' in home  # the navigation and the index list it
+    gpu_guide = (html / "docs" / "gpu-run.html").read_text()
+    assert "Results on an" in gpu_guide and "Against the course" in gpu_guide
 
 
 @pytest.mark.parametrize("solved", [True, False], ids=["solved", "blanks-untouched"])

@@ -1,4 +1,5 @@
-"""Write the site's sources (index, lesson pages, GPU run pages) and render them with Sphinx."""
+"""Write the site's sources (index, lesson pages, GPU run pages, guides) and render them with
+Sphinx."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import nbformat
 
 from ...paths import NOTEBOOKS, README, ROOT
 from ...paths import SITE as SITE_DIR
-from . import pages
+from . import guides, pages
 from .gpu_page import figure_png, gpu_markdown
 from .sources import Source, gpu_reports, report_record, select_all
 
 SITE = ROOT / SITE_DIR  # conf.py and _static/ live here
 BUILD = SITE / "_build"
+INSTALL_HEADING = "Install and open the course"  # the README's section the index shows
 
 
 def _write(path: Path, text: str | bytes, written: set[Path]) -> None:
@@ -66,6 +68,8 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
         )
     toc = [f"lessons/{s.lesson}" for s in sources]
     toc += [f"gpu/{folder.name}" for folder in sorted(gpu_reports(root))]
+    guide_pages = [(guides.page_name(path), guides.title(path)) for path in guides.guides(root)]
+    toc += [name for name, _ in guide_pages]
     return "\n".join(
         [
             "# amp-course: mixed precision training in PyTorch, hands on",
@@ -80,7 +84,7 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "",
             "## Run the course",
             "",
-            readme_section("Two commands", root),
+            readme_section(INSTALL_HEADING, root),
             "",
             "Every lesson page below also has an **Open in Colab** link and a link to download "
             "its notebook.",
@@ -96,6 +100,11 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "|---|---|---|---|---|",
             *runs,
             "",
+            *(
+                ["## Guides", "", *(f"- [{t}]({name}.md)" for name, t in guide_pages), ""]
+                if guide_pages
+                else []
+            ),
             "```{toctree}",
             ":hidden:",
             ":maxdepth: 1",
@@ -129,6 +138,8 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
         figure = figure_png(folder)
         if figure is not None:
             _write(src / "gpu" / f"{folder.name}-bench.png", figure, written)
+    for path in guides.guides(root):
+        _write(src / f"{guides.page_name(path)}.md", guides.site_markdown(path), written)
     _write(src / "index.md", index_markdown(sources, root), written)
     for old in [p for p in src.rglob("*") if p.is_file() and p not in written]:
         old.unlink()  # a page of a lesson or GPU run that is gone
