@@ -78,14 +78,14 @@ def test_every_committed_copy_ran_in_full_mode_without_an_error(run):
 
 @pytest.mark.parametrize("run", MAIN_RUNS, ids=lambda p: p.name)
 def test_the_main_run_passed_nbval_for_every_lesson_it_ran(run):
-    # Lessons newer than the run are named in its README section (notebooks_sentence).
+    # Lessons newer than the run are named in its results section (notebooks_sentence).
     report = json.loads((run / "report.json").read_text())
     names = {r["notebook"] for r in report["notebooks"]}
     assert names <= {p.name for p in lesson_notebooks()}, "a lesson the course lost"
     assert report["nbval"] == "passed"
 
 
-def test_the_readme_says_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_path):
+def test_the_gpu_results_say_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_path):
     run = tmp_path / "run"
     (run / "notebooks").mkdir(parents=True)
     marked = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)")
@@ -168,7 +168,7 @@ def test_the_mnist_source_is_read_from_the_run():
     assert "MNIST" in source and source in (ROOT / GPU_GUIDE).read_text(encoding="utf-8")
 
 
-def test_the_sites_gpu_page_shows_versions_nbval_and_the_readme_results():
+def test_the_sites_gpu_page_shows_versions_nbval_and_the_gpu_guides_results():
     from amp_course.tooling.website.gpu_page import gpu_markdown
     from amp_course.tooling.website.sources import Source
 

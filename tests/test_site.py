@@ -38,7 +38,7 @@ from amp_course.tooling.website import guides, pages
 from amp_course.tooling.website.build import write_sources
 
 SCREENSHOT_OF = "05_speed_memory"
-# The committed GPU run the README quotes (a benchmark and its profile beside the lessons).
+# The committed GPU run the GPU guide quotes (a benchmark and its profile beside the lessons).
 MAIN_RUN = next(
     p.parent.parent for p in sorted((ROOT / "reports/gpu").glob("*/bench-vit_b16/bench.json"))
 )  # timings and plots: the page a reviewer should look at
