@@ -380,6 +380,8 @@ def test_every_page_in_chromium(site):
 
     base, html, sources = site
     lessons = {s.lesson: s for s in sources}
+    guide_titles = {path.stem: guides.title(path) for path in guides.guides()}
+    seen_guides = set()
     # Every page; _static/ holds the theme's template macros, which are not pages.
     every_page = sorted(p for p in html.rglob("*.html") if "_static" not in p.parts)
     assert len(every_page) > len(lessons)
@@ -404,6 +406,13 @@ def test_every_page_in_chromium(site):
                     assert not any(wide), f"{url}: a table is wider than the text column"
                 figures = page.eval_on_selector_all("article img", FIGURES)
                 assert all(figures), f"{url}: an image does not load"
+                # Every page's navigation leads to every guide (docs/*.md) but itself.
+                wanted = {f"{base}/docs/{stem}.html" for stem in guide_titles} - {url}
+                assert wanted <= set(hrefs), f"{url}: guides missing: {wanted - set(hrefs)}"
+                if path.parent.name == "docs":
+                    seen_guides.add(path.stem)
+                    title = page.inner_text("article h1")
+                    assert title.startswith(guide_titles[path.stem]), url
                 source = lessons.get(path.stem) if path.parent.name == "lessons" else None
                 if source is None:
                     continue
@@ -435,5 +444,6 @@ def test_every_page_in_chromium(site):
         finally:
             browser.close()
     assert seen_lessons == set(lessons), f"pages missing: {set(lessons) - seen_lessons}"
+    assert seen_guides == set(guide_titles), f"guides missing: {set(guide_titles) - seen_guides}"
     assert (website.BUILD / "screenshots" / f"{SCREENSHOT_OF}.png").stat().st_size > 10_000
     print(f"{len(every_page)} pages checked in {time.perf_counter() - start:.1f} s")
