@@ -146,18 +146,18 @@ def group_amax(x: torch.Tensor, granularity) -> torch.Tensor:
         return x.amax()
     if granularity == "row":
         return x.amax(dim=-1, keepdim=True)
-    return _blocks(x, granularity, f"blocks of {granularity}").amax(dim=-1, keepdim=True)
+    return split_blocks(x, granularity, f"blocks of {granularity}").amax(dim=-1, keepdim=True)
 
 
 def scaled_roundtrip(x: torch.Tensor, element: ElementFormat, granularity) -> torch.Tensor:
     """``x`` through ``element`` with one fp32 amax scale per tensor, per row or per block."""
     if granularity in ("tensor", "row"):
         return amax_roundtrip(x, element, group_amax(x, granularity))
-    blocks = _blocks(x.float(), granularity, f"blocks of {granularity}")
+    blocks = split_blocks(x.float(), granularity, f"blocks of {granularity}")
     return amax_roundtrip(blocks, element, group_amax(x, granularity)).reshape(x.shape)
 
 
-def _blocks(x: torch.Tensor, block_size: int, what: str) -> torch.Tensor:
+def split_blocks(x: torch.Tensor, block_size: int, what: str) -> torch.Tensor:
     """``x`` as (..., blocks, block_size) along its last dimension; refuses a size that does not
     divide it."""
     if x.dim() == 0 or x.shape[-1] % block_size:
@@ -199,7 +199,7 @@ def block_roundtrip(x: torch.Tensor, fmt, *, scale_rounding: str = "floor") -> t
     ``scale_rounding`` (MX only): ``"floor"`` (the spec) or ``"rceil"``.
     """
     fmt = get_format(fmt) if isinstance(fmt, str) else fmt
-    blocks = _blocks(x.float(), fmt.block_size, fmt.name)
+    blocks = split_blocks(x.float(), fmt.block_size, fmt.name)
     if fmt.scale == "e4m3":
         return nvfp4_blocks(blocks).reshape(x.shape)
     amax = blocks.abs().amax(dim=-1, keepdim=True)

@@ -93,14 +93,14 @@ def rht(x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
     it leaves the product unchanged (in exact arithmetic)."""
     size = len(signs)
     rotation = signs[:, None] * hadamard(size)
-    tiles = bf._blocks(x.float(), size, "the random Hadamard transform")
+    tiles = bf.split_blocks(x.float(), size, "the random Hadamard transform")
     return (tiles @ rotation).reshape(x.shape)
 
 
 def crest_factors(x: torch.Tensor, block: int = BLOCK) -> torch.Tensor:
     """Each block's amax over its root mean square, along the last dimension (all-zero blocks
     left out): 1 for a flat block, up to sqrt(block) for a block holding one value."""
-    blocks = bf._blocks(x.float(), block, f"blocks of {block}")
+    blocks = bf.split_blocks(x.float(), block, f"blocks of {block}")
     rms = blocks.pow(2).mean(dim=-1).sqrt()
     amax = blocks.abs().amax(dim=-1)
     return (amax / rms)[rms > 0]

@@ -152,20 +152,38 @@ def bias_off_by_one(bits, e, m):
     return value / 2 if 0 < exponent < (1 << e) - 1 else value
 
 
+def subnormal_exponent_minus_bias(bits, e, m):
+    from amp_course.exercises.solutions.lesson_01 import value_of
+
+    value = value_of(bits, e, m)
+    return value / 2 if (bits >> m) & ((1 << e) - 1) == 0 else value
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (implicit_one_always, "a subnormal .exponent field 0. has no implicit 1"),
-        (no_inf, "an all-ones exponent means inf"),
-        (bias_off_by_one, "the bias is 2\\^\\(E-1\\) - 1 = 15"),
+        (
+            implicit_one_always,
+            r"\(sign bit 0, exponent field 0, mantissa field 1\): yours is 1.00098 x 2\^-14, the "
+            r"reference's 0.000976562 x 2\^-14\.$",
+        ),
+        (
+            subnormal_exponent_minus_bias,
+            r"yours is 0.000976562 x 2\^-15, the reference's .* 2\^-14",
+        ),
+        (
+            no_inf,
+            r"encode inf \(sign bit 0, exponent field 31, .*\): the exponent field is all ones",
+        ),
+        (bias_off_by_one, r"yours is 1 x 2\^-1, the reference's 1 x 2\^0\.$"),
         (
             lambda bits, e, m: abs(exercises.solution(VALUE_OF)(bits, e, m)),
-            "the top bit is the sign",
+            r"encode -2.0 \(sign bit 1, .*\): yours has the other sign\.$",
         ),
-        (lambda bits, e, m: "one", "return a number"),
+        (lambda bits, e, m: "one", "returned 'one'; the reference returns a number"),
     ],
 )
-def test_value_of_misreadings_fail_and_say_why(wrong, message):
+def test_value_of_misreadings_fail_saying_what_differs(wrong, message):
     with pytest.raises(exercises.ExerciseFailed, match=message):
         exercises.check(VALUE_OF, wrong)
 

@@ -117,6 +117,21 @@ def test_messages_name_the_wrong_predictions_but_not_the_answers(wrong, named):
     assert "torch.bfloat16" not in message and "torch.float" not in message  # no answers
 
 
+def test_a_prediction_that_is_no_dtype_is_named_as_such():
+    names = {**PREDICTIONS, "torch.prod(a @ b)": "float32", "a @ b.half()": torch.float32.itemsize}
+    says = (
+        "2 of 8 predictions are not torch dtypes: torch.prod(a @ b) is 'float32' (type str); "
+        "a @ b.half() is 4 (type int). The reference's are torch dtypes (torch.<name>)."
+    )
+    with pytest.raises(exercises.ExerciseFailed, match=re.escape(says)):
+        exercises.check(CPU, names)
+    with pytest.raises(
+        exercises.ExerciseFailed,
+        match=r"1 of 8 predictions are not torch dtypes: a @ b is 'float16' \(type str\)\.",
+    ):
+        exercises.check("02.predict_cuda_dtypes", {**CUDA_PREDICTIONS, "a @ b": "float16"})
+
+
 def test_a_missing_prediction_is_named():
     with pytest.raises(exercises.ExerciseFailed, match="no prediction yet for: F.conv1d"):
         exercises.check(CPU, {"torch.bmm(a[None], b[None])": torch.bfloat16})

@@ -2,6 +2,7 @@
 the usual misreadings fail with a message that names the rule they miss."""
 
 import pytest
+import torch
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed, lesson_03
@@ -72,6 +73,21 @@ def clean_steps_in_a_row(scales, init, growth, backoff, interval):
     return found, good
 
 
+def replayed_in_python_floats(scales, init, growth, backoff, interval):
+    """The scale replayed in Python floats (GradScaler's is float32), the cap included: any step
+    whose logged scale is not the replayed one is read as an overflow."""
+    overflows, good, scale = [], 0, init
+    for step, after in enumerate(scales):
+        grows = good + 1 == interval and scale * growth <= torch.finfo(torch.float32).max
+        if after == (scale * growth if grows else scale):
+            good = 0 if good + 1 == interval else good + 1
+        else:
+            overflows.append(step)
+            good = 0
+        scale = after
+    return overflows, good
+
+
 def any_change_is_an_overflow(scales, init, growth, backoff, interval):
     previous = [init, *scales[:-1]]
     found = [step for step, (a, b) in enumerate(zip(previous, scales, strict=True)) if a != b]
@@ -93,9 +109,15 @@ def any_change_is_an_overflow(scales, init, growth, backoff, interval):
             r"good_steps=4; GradScaler's _growth_tracker ends at 1: it last went back to 0 at "
             r"step 10 \(the scale grew, 32768 -> 65536\)",
         ),
-        (any_change_is_an_overflow, "update\\(\\) lowers the scale exactly when"),
+        (any_change_is_an_overflow, r"but at step 5 the scale did not drop \(32768 -> 65536\)\.$"),
         (lambda *args: ([], 0), "at step 2 the scale dropped"),
-        (lambda *args: 3, "return a pair"),
+        (
+            replayed_in_python_floats,
+            r"for factors float32 cannot hold exactly \(log: 65536, 72089.6016, .*\) you name "
+            r"overflow steps \[1, 2, 4, 6, 7, 9, 11\], but at step 1 the scale did not drop "
+            r"\(65536 -> 72089.6016\)\.$",
+        ),
+        (lambda *args: 3, "returned 3; the reference returns a pair"),
     ],
 )
 def test_usual_misreadings_fail_and_say_why(wrong, message):

@@ -1,4 +1,5 @@
 import math
+import re
 import time
 import timeit
 from time import perf_counter
@@ -276,18 +277,43 @@ def _torch_benchmark_without_warmup(fn, device, warmup=3, iters=10):
     return benchmark.Timer("fn()", globals={"fn": fn}).timeit(iters).mean  # its own 2 calls only
 
 
+def _synchronised_then_all_timed(fn, device, warmup=3, iters=10):
+    """Nothing queued when the clock starts, but the warm-up calls run inside the timed region."""
+    timing.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(warmup + iters):
+        fn()
+    timing.synchronize(device)
+    return (time.perf_counter() - start) / iters
+
+
+def _divided_by_one_more(fn, device, warmup=3, iters=10):
+    return _timer()(fn, device, warmup, iters) * iters / (iters + 1)
+
+
+READ = "Your timer read the clock first after "
 WRONG_TIMERS = {
-    "no synchronize": (_no_sync, "before the work finished"),
-    "per call, no synchronize": (_per_call_without_sync, "before the work finished"),
-    "warm-up timed": (_no_warmup, "queued before the clock started"),
-    "no synchronize after the warm-up": (_no_sync_after_warmup, "Synchronise after the warm-up"),
-    "no warm-up": (_warmup_never_run, "run at least 13 times .*it ran 10"),
-    "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "it ran 12"),
-    "the total": (_no_divide, "exactly iters = 10 times too much.*divide by iters"),
-    "CPU time": (_timer("process_time"), "none of the wall clocks.*process_time"),
+    "no synchronize": (_no_sync, READ + r"3 calls, with 92 ms .*last after 13 calls, with 132 ms"),
+    "per call, no synchronize": (_per_call_without_sync, r"last after 13 calls, with 40 ms"),
+    "warm-up timed": (_no_warmup, READ + r"0 calls, with 0 ms .*last after 13 calls, with 0 ms"),
+    "synchronised, then warm-up timed": (
+        _synchronised_then_all_timed,
+        r"says 13\.2 ms per step.*" + READ + r"0 calls, with 0 ms of work queued, last after 13",
+    ),
+    "no synchronize after the warm-up": (_no_sync_after_warmup, READ + "3 calls, with 92 ms"),
+    "divided by iters + 1": (
+        _divided_by_one_more,
+        r"says 3\.636 ms .*first after 3 calls, with 0 ms .*last after 13 calls, with 0 ms",
+    ),
+    "no warm-up": (_warmup_never_run, "called the step 10 times; the reference calls it 13"),
+    "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "called the step 12 times"),
+    "the total": (_no_divide, r"exactly iters = 10 times the step time\.$"),
+    "CPU time": (_timer("process_time"), r"none of the wall clocks .*default_timer\)\.$"),
     "milliseconds": (_timer(scale=1e3), "exactly the step time in milliseconds"),
     "nanoseconds": (_timer("perf_counter_ns"), "exactly the step time in nanoseconds"),
 }
+# Words that would name the fix instead of saying what differs.
+ADVICE = re.compile(r"synchronise |divide|should|return seconds\.|such as", re.IGNORECASE)
 
 
 @pytest.mark.parametrize("wrong, message", WRONG_TIMERS.values(), ids=WRONG_TIMERS)
@@ -296,6 +322,7 @@ def test_timer_wrong_answers_fail_saying_what_differs(wrong, message):
         exercises.check("05.timer", wrong)
     if wrong is _no_divide:
         assert "first call" not in str(failure.value)
+    assert not ADVICE.search(str(failure.value)), failure.value
     for seed in SEEDS[1:]:  # and at the grader's seeds
         assert exercises.verdict("05.timer", wrong, seed)[0] == "failed", seed
 
@@ -351,8 +378,13 @@ def test_largest_batch_cases_include_one_where_amp_fits_fewer():
             _batch(usable=0.85),
             r"returned 45, expected 48: a larger batch fits, at batch 48 .*within",
         ),
-        (_batch(floor=lambda x: x), "round down|return an int"),
-        (_batch(clamp=False), "when nothing fits, return 0"),
+        (_batch(floor=lambda x: x), r"returned the float 48\.838\d+; expected the int 48\.$"),
+        (_batch(floor=lambda x: float(math.floor(x))), r"the float 48\.0; expected the int 48\.$"),
+        (_batch(floor=math.ceil), r"returned 49, expected 48: at batch 49 .*more than the 13\.500"),
+        (
+            _batch(clamp=False),
+            r"returned -\d+, expected 0: at batch 0 the step holds .* more than the .* usable",
+        ),
     ],
 )
 def test_largest_batch_wrong_answers_fail_saying_what_differs(wrong, message):

@@ -6,7 +6,7 @@ from cuda_double import FakeGpu
 
 import amp_course as ac
 from amp_course import device, exercises
-from amp_course.exercises import ExerciseFailed, lesson_06
+from amp_course.exercises import ExerciseFailed, lesson_06, overflow_plants
 
 NAME = "06.choose_dtype"
 
@@ -33,6 +33,7 @@ EXPECTED = {
     "an AMD Zen 4 CPU (AVX512-BF16)": torch.float32,  # native bf16, measured slower
     "an AVX2 CPU": torch.float32,
     "another AMX CPU": torch.float32,  # 0.96x, within the noise
+    "an AVX-512 CPU without bf16 instructions": torch.bfloat16,  # no flags, measured faster
 }
 
 
@@ -89,6 +90,13 @@ def amx_tile_means_bf16(cc, cpu):
     return torch.bfloat16 if cc >= (8, 0) else torch.float16
 
 
+def flags_and_faster(cc, cpu):  # demands native bf16 flags as well as the measurement
+    if cc is None:
+        native = {"avx512_bf16", "amx_bf16"} & cpu.flags
+        return torch.bfloat16 if native and cpu.bf16.verdict == "faster" else torch.float32
+    return torch.bfloat16 if cc >= (8, 0) else torch.float16
+
+
 def ratio_below_one(cc, cpu):  # ignores the spread
     if cc is None:
         return torch.bfloat16 if cpu.bf16.ratio < 1 else torch.float32
@@ -116,7 +124,11 @@ def majors_8_and_9(cc, cpu):  # the lesson's bf16 GPUs are 8.x and 9.x
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (lambda cc, cpu: torch.bfloat16, "GTX 1080 .*no tensor cores"),  # bf16 everywhere
+        (  # bf16 everywhere
+            lambda cc, cpu: torch.bfloat16,
+            r"GTX 1080 \(compute capability \(6, 1\)\): you chose torch.bfloat16, the reference "
+            r"torch.float16. Pascal has no tensor cores and no bf16 hardware.$",
+        ),
         (lambda cc, cpu: torch.float16, r"L4 \(compute capability \(8, 9\)\).*bf16 tensor"),
         (lambda cc, cpu: torch.float16 if cc is None or cc < (8, 0) else torch.bfloat16, "CPU"),
         (
@@ -124,12 +136,21 @@ def majors_8_and_9(cc, cpu):  # the lesson's bf16 GPUs are 8.x and 9.x
             "RTX 2080 Ti",
         ),
         (named_gpus_only, r"GTX 1080 \(compute capability \(6, 1\)\): you chose torch.bfloat16"),
-        (no_tensor_cores_means_fp32, r"GTX 1080.*you chose torch.float32.*fp16 with a GradScaler"),
+        (no_tensor_cores_means_fp32, r"GTX 1080.*you chose torch.float32, the reference torch.fl"),
         (majors_8_and_9, r"B200 \(compute capability \(10, 0\)\): you chose torch.float16"),
-        (by_flags, r"Zen 4.*flags say native bf16 \(avx512_bf16\).*1\.61x.*slower"),
+        (
+            by_flags,
+            r"Zen 4.*bf16 autocast measured 1\.61x the fp32 time there, outside the spread of "
+            r"the runs; bf16 flags: avx512_bf16\.$",
+        ),
         (amx_tile_means_bf16, "Zen 4|another AMX"),
-        (ratio_below_one, r"another AMX CPU.*0\.96x.*not distinguishable"),
-        (lambda cc, cpu: "bf16", "torch dtype"),
+        (ratio_below_one, r"another AMX CPU.*0\.96x the fp32 time there, within the spread"),
+        (
+            flags_and_faster,
+            r"an AVX-512 CPU without bf16 instructions \(a CPU\): you chose torch.float32, the "
+            r"reference torch.bfloat16. bf16 autocast measured 0\.80x .* no bf16 flags\.$",
+        ),
+        (lambda cc, cpu: "bf16", "returned 'bf16'; the reference returns a torch dtype"),
     ],
 )
 def test_wrong_answers_fail(wrong, message):
@@ -212,7 +233,7 @@ def test_fix_overflow_accepts_every_smallest_region(right):
 
 
 def test_the_plants_overflow_only_in_fp16():
-    model, images = lesson_06.planted_vit("attention", 1, 0)
+    model, images = overflow_plants.planted_vit("attention", 1, 0)
     culprit = _first(model, images)
     assert culprit.name == "encoder.layers.encoder_layer_1.self_attention"  # not in the lesson
     for dtype in (None, torch.bfloat16):
@@ -220,24 +241,58 @@ def test_the_plants_overflow_only_in_fp16():
         assert found is None
 
 
+class InputsCastOnly(torch.nn.Module):
+    """A region that casts its inputs to fp32 but leaves autocast on: its ops still run in fp16."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args, **kwargs):
+        def fp32(a):
+            return a.float() if torch.is_tensor(a) else a
+
+        return self.inner(*map(fp32, args), **{k: fp32(v) for k, v in kwargs.items()})
+
+
+def inputs_cast_only(model, images):
+    return _wrap(model, _first(model, images).name.removesuffix(".0"), InputsCastOnly)
+
+
+STILL = r"the forward pass under fp16 autocast still gives inf or NaN, first in the output of "
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (lambda model, images: model, "still overflows at .*self_attention: that is the module"),
-        (wrap_culprit_only, r"still overflows at .*mlp\.3: the region ends too early"),
+        (
+            lambda model, images: model,
+            STILL + r"encoder\.layers\.encoder_layer_1\.self_attention, which is float16; the "
+            r"reference's is finite\. .* ran in float32: none\.",
+        ),
+        (
+            inputs_cast_only,
+            STILL + r"encoder\.layers\.encoder_layer_1\.self_attention\.inner, which is "
+            r"float16; .* ran in float32: none\.",
+        ),
+        (
+            wrap_culprit_only,
+            STILL + r"encoder\.layers\.encoder_layer_3\.mlp\.3, which is float16; .* ran in "
+            r"float32: encoder\.layers\.encoder_layer_3\.mlp\.0\.",
+        ),
         (wrap_everything, "also runs .* in float32"),
         (
             wrap_encoder_layer,
-            r"attention your fix also runs .*encoder_layer_1\.mlp\.0, .*mlp\.3 in float32\. The "
-            r"smallest region .* runs only encoder\.layers\.encoder_layer_1\.self_attention",
+            r"attention your fix also runs .*encoder_layer_1\.mlp\.0, .*mlp\.3 in float32, which "
+            r"the smallest region that keeps the forward pass finite does not\.$",
         ),
         (
             layer_around_the_mlp,
             r"encoder_layer_3's mlp your fix also runs encoder\.layers\.encoder_layer_3\."
-            r"self_attention in float32\. .* runs only .*mlp\.0, .*mlp\.3 in float32",
+            r"self_attention in float32, which the smallest region .* does not\.$",
         ),
-        (to_bf16, "changed the parameters' dtype"),
-        (lambda model, images: None, "return the model"),
+        (to_bf16, "the parameters of the model you returned are bfloat16; the reference's are"),
+        (lambda model, images: None, "you returned None; the reference returns the model"),
     ],
 )
 def test_fix_overflow_mistakes_are_diagnosed(wrong, message):

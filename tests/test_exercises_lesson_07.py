@@ -3,6 +3,7 @@ usual wrong choices fail and say why."""
 
 import dataclasses
 import itertools
+import re
 import subprocess
 import sys
 
@@ -66,6 +67,13 @@ def inputs_not_cast(amp_dtype, device):
     return _changed(amp_dtype, cast_forward_inputs=False), _scaler(amp_dtype, device)
 
 
+def fsdp1_scaler(amp_dtype, device):
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    policy = solutions.fsdp_precision(amp_dtype, device)[0]
+    return policy, ShardedGradScaler(device.type, enabled=amp_dtype == torch.float16)
+
+
 def scaler_always_on(amp_dtype, device):
     return solutions.fsdp_precision(amp_dtype, device)[0], torch.amp.GradScaler(device.type)
 
@@ -82,16 +90,28 @@ def scaler_never_on(amp_dtype, device):
             the_lessons_policy,
             "the root's forward would return its outputs .* in bf16, the reference's in fp32",
         ),
+        (
+            fsdp1_scaler,
+            r"fsdp_precision\(torch.float16, device\): the scaler is a ShardedGradScaler; the "
+            r"reference's is a torch.amp.GradScaler \(not a sharded one\)\.$",
+        ),
         (reduce_in_low_precision, "reduced in bf16, the reference's in fp32"),
         (no_cast, "gather the weights, and the layers compute, in fp32; the reference's in bf16"),
         (inputs_not_cast, "with cast_forward_inputs=False the root's fp32 inputs would reach"),
-        (scaler_always_on, "bf16 has fp32's exponent range, so disable it"),
-        (scaler_never_on, "fp16 needs loss scaling"),
+        (scaler_always_on, "bfloat16, device.: the scaler is enabled; the reference's is disabled"),
+        (scaler_never_on, "float16, device.: the scaler is disabled; the reference's is enabled"),
         (
             lambda dtype, device: solutions.fsdp_precision(dtype, device)[0],
-            "return \\(policy, scaler\\)",
+            "the reference returns a pair \\(policy, scaler\\)",
         ),
-        (lambda dtype, device: (None, _scaler(dtype, device)), "build it with"),
+        (
+            lambda dtype, device: (None, _scaler(dtype, device)),
+            "the policy is a NoneType; the reference's is a torch.distributed.fsdp.Mixed",
+        ),
+        (
+            lambda dtype, device: (solutions.fsdp_precision(dtype, device)[0], None),
+            "the scaler is a NoneType; the reference's is a torch.amp.GradScaler",
+        ),
     ],
 )
 def test_wrong_answers_fail_with_what_differs(wrong, message):
@@ -145,8 +165,14 @@ def test_a_cuda_scaler_on_a_cpu_is_explained():
         policy = solutions.fsdp_precision(amp_dtype, device)[0]
         return policy, torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
 
-    with pytest.warns(UserWarning), pytest.raises(ExerciseFailed, match="device.type"):
+    with pytest.raises(ExerciseFailed, match=r"built for device 'cuda'; the reference's for 'cpu'"):
         exercises.check(NAME, cuda_scaler)
+    says = (
+        "the scaler is built for device 'cuda' (torch warned: 'torch.cuda.amp.GradScaler is "
+        "enabled, but CUDA is not available. Disabling.'); the reference's for 'cpu'."
+    )
+    with pytest.raises(ExerciseFailed, match=re.escape(says)):
+        exercises.check(SCALER_FOR, lambda strategy, amp_dtype, device: torch.amp.GradScaler())
 
 
 def test_inputs_vary_with_the_seed():
@@ -187,10 +213,18 @@ def enabled_for_bf16_too(strategy, amp_dtype, device):
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (plain_everywhere, "FSDP1 gives each rank plain tensors"),
-        (sharded_everywhere, "the plain torch.amp.GradScaler is the one to use"),
-        (enabled_for_bf16_too, "bf16 needs no loss scaling"),
-        (lambda strategy, amp_dtype, device: None, "return a torch.amp.GradScaler"),
+        (
+            plain_everywhere,
+            r"\('fsdp1', torch.float16, device\): the scaler is a torch.amp.GradScaler \(not a "
+            r"sharded one\); the reference's is a ShardedGradScaler\.$",
+        ),
+        (sharded_everywhere, r"\('ddp', torch.float16, .*the reference's is a torch.amp.Grad"),
+        (enabled_for_bf16_too, "bfloat16, device.: the scaler is enabled; the reference's is dis"),
+        (
+            lambda strategy, amp_dtype, device: None,
+            r"returned a NoneType; the reference returns a torch.amp.GradScaler \(not a sharded "
+            r"one\), enabled\.$",
+        ),
     ],
 )
 def test_scaler_for_mistakes_fail_and_say_why(wrong, message):

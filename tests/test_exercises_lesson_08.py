@@ -4,6 +4,7 @@ passes: test_exercises.py)."""
 
 import itertools
 import math
+import re
 import statistics
 
 import pytest
@@ -58,32 +59,51 @@ def t_two_sided(confidence, n):  # the lesson's interval: the transcription
     return stats.t_quantile(0.5 + confidence / 2, n - 1)
 
 
+BELOW = r"yours is {} below the mean, {} x s / sqrt\(n\), the expected bound 0.00333 below"
+
+
+# Each message gives the bound's distance from the mean, in standard errors too: never the rule.
 @pytest.mark.parametrize(
     "wrong, message",
     [
-        (
-            with_quantile(t_two_sided),
-            r"lower end of the two-sided 95% interval.*leaves all 0.05 below it, so its t is "
-            r"taken at 0.95, not at 0.975",
-        ),
-        (with_quantile(normal_one_sided), r"normal quantile \(1.64\) instead of Student's t"),
-        (with_quantile(lambda c, n: stats.t_quantile(c, n)), "uses n = 5 degrees of freedom"),
-        (with_quantile(t_one_sided, spread=statistics.pstdev), "population standard deviation"),
-        (with_quantile(t_one_sided, divisor=lambda n: n), "divides by n"),
-        (with_quantile(t_one_sided, divisor=lambda n: 1), r"does not divide by sqrt\(n\)"),
-        (with_quantile(t_one_sided, sign=1), "above the mean: that is an upper bound"),
+        (with_quantile(t_two_sided), BELOW.format("0.004337", "2.776")),
+        (with_quantile(normal_one_sided), BELOW.format("0.002569", "1.645")),
+        (with_quantile(lambda c, n: stats.t_quantile(c, n)), BELOW.format("0.003148", "2.015")),
+        (with_quantile(t_one_sided, spread=statistics.pstdev), BELOW.format("0.002978", "1.907")),
+        (with_quantile(t_one_sided, divisor=lambda n: n), BELOW.format("0.001489", "0.9534")),
+        (with_quantile(t_one_sided, divisor=lambda n: 1), BELOW.format("0.007446", "4.767")),
+        (with_quantile(t_one_sided, sign=1), r"yours is 0.00333 above the mean, 2.132 x s"),
         (
             lambda v, c: t_one_sided(c, len(v)) * statistics.stdev(v) / math.sqrt(len(v)),
-            "distance below the mean, not the bound itself",
+            r"gave 0.00333005, expected 0.96987: the values' mean is 0.9732 and their sample "
+            r"standard deviation s 0.003493, with n = 5; yours is 0.9699 below the mean",
         ),
-        (lambda v, c: min(v), r"gave 0.969, expected 0.96987: yours is 0.0042 below the mean"),
-        (lambda v, c: stats.t_interval(v, c), "not one number"),
+        (lambda v, c: min(v), r"gave 0.969, expected 0.96987: .* yours is 0.0042 below the mean"),
+        (lambda v, c: stats.t_interval(v, c), "not one number; the reference returns one number"),
         (lambda v, c: v[7], "raised IndexError"),
     ],
 )
-def test_wrong_answers_fail_with_the_reason(wrong, message):
-    with pytest.raises(ExerciseFailed, match=message):
+def test_wrong_answers_fail_saying_what_differs(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message) as failure:
         exercises.check(NAME, wrong)
+    assert not re.search(r"instead|should|take|use |divide", str(failure.value)), failure.value
+
+
+def _mistakes(values, confidence):
+    """The bounds the usual mistakes give: two-sided t, normal quantile, n degrees of freedom,
+    population spread, divided by n, not by sqrt(n), an upper bound, the distance alone."""
+    n, mean, s = len(values), statistics.mean(values), statistics.stdev(values)
+    t = stats.t_quantile(confidence, n - 1)
+    return [
+        mean - stats.t_quantile(0.5 + confidence / 2, n - 1) * s / math.sqrt(n),
+        mean - statistics.NormalDist().inv_cdf(confidence) * s / math.sqrt(n),
+        mean - stats.t_quantile(confidence, n) * s / math.sqrt(n),
+        mean - t * statistics.pstdev(values) / math.sqrt(n),
+        mean - t * s / n,
+        mean - t * s,
+        mean + t * s / math.sqrt(n),
+        t * s / math.sqrt(n),
+    ]
 
 
 def test_the_mistakes_are_told_apart_at_every_seed():
@@ -93,8 +113,9 @@ def test_the_mistakes_are_told_apart_at_every_seed():
             if statistics.stdev(values) == 0:
                 continue
             right = solutions.accuracy_lower_bound(values, confidence)
-            for mistake, value in lesson._mistakes(values, confidence).items():
-                assert abs(value - right) > 1e-5, (seed, values, mistake)
+            for index, value in enumerate(_mistakes(values, confidence)):
+                assert abs(value - right) > 1e-5, (seed, values, index)
+                assert abs(value - right) > lesson.ABS_TOL
 
 
 def test_inputs_vary_with_the_seed():
@@ -141,40 +162,50 @@ def test_a_hand_written_seeds_answer_passes():
     assert exercises.check(SEEDS, planner(paired_spread, right_t))
 
 
+HALF = (
+    r"returned {}, expected 4: .* half-width is {} at n = {} \({} the margin\) and 0.0006899 at "
+    r"n = 4 \(within the margin\), for a margin of 0.001\.$"
+)
+
+
+# Each message gives the interval's half-width at the count returned and at the expected one.
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (
             planner(lambda r, c: math.hypot(statistics.stdev(r), statistics.stdev(c)), right_t),
-            "spread of the accuracies, as if the two modes' runs were independent",
+            r"returned 142, expected 4: .* 7.193e-05 at n = 142 \(within the margin\)",
         ),
-        (planner(paired_spread, normal), "normal quantile"),
+        (planner(paired_spread, normal), HALF.format(2, "0.003896", 2, "wider than")),
         (
             planner(paired_spread, lambda c, n: stats.t_quantile(0.5 + c / 2, n)),
-            "n degrees of freedom",
+            HALF.format(3, "0.001077", 3, "wider than"),
         ),
         (
             planner(paired_spread, lambda c, n: stats.t_quantile(c, n - 1)),
-            "two-sided interval leaves",
+            HALF.format(3, "0.001077", 3, "wider than"),
         ),
         (
             planner(
                 lambda r, c: statistics.pstdev(b - a for a, b in zip(r, c, strict=True)), right_t
             ),
-            "population standard deviation",
+            HALF.format(3, "0.001077", 3, "wider than"),
         ),
-        (planner(paired_spread, right_t, divisor=float), "divided by n"),
-        (planner(paired_spread, right_t, shift=-1), "still too wide"),
-        (planner(paired_spread, right_t, shift=1), "one seed more"),
-        (lambda r, c, m, conf=0.95: 4.0, "returned a float"),
-        (lambda r, c, m, conf=0.95: 1, "needs at least 2 seeds"),
-        (lambda r, c, m, conf=0.95: 4, "expected 10: the fewest n >= 2"),
+        (
+            planner(paired_spread, right_t, divisor=float),
+            HALF.format(3, "0.001077", 3, "wider than"),
+        ),
+        (planner(paired_spread, right_t, shift=-1), HALF.format(3, "0.001077", 3, "wider than")),
+        (planner(paired_spread, right_t, shift=1), HALF.format(5, "0.0005384", 5, "within")),
+        (lambda r, c, m, conf=0.95: 4.0, r"returned a float \(4.0\); the reference returns an int"),
+        (lambda r, c, m, conf=0.95: 1, r"none at n = 1 \(n - 1 = 0 degrees of freedom\)"),
         (lambda r, c, m, conf=0.95: r[5], "raised IndexError"),
     ],
 )
-def test_seeds_mistakes_fail_with_the_reason(wrong, message):
-    with pytest.raises(ExerciseFailed, match=message):
+def test_seeds_mistakes_fail_saying_what_differs(wrong, message):
+    with pytest.raises(ExerciseFailed, match=message) as failure:
         exercises.check(SEEDS, wrong)
+    assert not re.search(r"instead|should|take|use |divide", str(failure.value)), failure.value
 
 
 def test_seeds_inputs_vary_with_the_seed_and_stay_unambiguous():

@@ -11,7 +11,7 @@ import torch
 
 from amp_course import exercises
 from amp_course.checkpointing import Checkpointed, encoder_blocks
-from amp_course.exercises import ExerciseFailed
+from amp_course.exercises import ExerciseFailed, fp8_checks
 from amp_course.exercises import lesson_09 as lesson
 from amp_course.exercises.solutions import lesson_09 as solutions
 
@@ -159,6 +159,10 @@ def _most_recent(x, fp8_dtype, history):  # Transformer Engine's other choice, n
     return _scaled(x, fp8_dtype, max(history[-1], 1e-12))
 
 
+def _history_mean(x, fp8_dtype, history):
+    return solutions.to_float8(x, fp8_dtype, [sum(history) / len(history)])
+
+
 def _no_clip(x, fp8_dtype, history):  # e5m2's cast overflows to inf where x grew past its history
     fp8_max = torch.finfo(fp8_dtype).max
     scale = fp8_max / max(max(history), 1e-12)
@@ -188,8 +192,16 @@ def _in_float64(x, fp8_dtype, history):  # another correct style: the scale as a
     [
         (_unscaled, "your scale is 1, the reference's 99.2986"),
         (_inverted, "your scale is 0.0100706, the reference's 99.2986"),
-        (_current_scaling, "your scale is 109.229, the reference's 99.2986 (the history [3.69"),
-        (_most_recent, "your scale is 109.229, the reference's 99.2986"),
+        (
+            _current_scaling,
+            "your scale is 109.229, the reference's 99.2986 (the history [3.69, 4.51, 3.9], x's "
+            "own amax 4.1, the format's max 448): yours maps 4.101 onto the format's max, x's own "
+            "amax.",
+        ),
+        (_most_recent, "your scale is 114.977, the reference's 99.2986 (the history [3.69"),
+        (_most_recent, "yours maps 3.896 onto the format's max, the history's last entry."),
+        (_history_mean, "your scale is 111.08, the reference's 99.2986 (the history [3.69"),
+        (_history_mean, "yours maps 4.033 onto the format's max, the history's mean."),
         (
             _no_clip,
             "grown past their history (e5m2) x_fp8 holds 50 inf or NaN values where the "
@@ -198,7 +210,11 @@ def _in_float64(x, fp8_dtype, history):  # another correct style: the scale as a
         ),
         (_clip_at_448, "with the same scale; your largest |x_fp8| is 448, the reference's 57344"),
         (_no_floor, "an all-zero history (e5m2) your scale is inf"),
-        (_always_e4m3, "cast to the requested torch.float8_e5m2"),
+        (
+            _always_e4m3,
+            "you returned torch.float8_e4m3fn; the reference returns the requested "
+            "torch.float8_e5m2.",
+        ),
     ],
 )
 def test_to_float8_rejects(wrong, words):
@@ -255,13 +271,25 @@ def _rows_always_e4m3(x, fp8_dtype):
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (_per_tensor, "one scale for the whole tensor"),
-        (_per_tensor_in_rows, "every row got the same scale"),
-        (_per_column, "one scale per column"),
-        (_rows_flat, "without the row's dimension"),
-        (_rows_no_floor, "an all-zero row has amax 0"),
-        (_rows_inverted, "the format's max over that row's amax"),
-        (_rows_always_e4m3, "cast to the requested torch.float8_e5m2"),
+        (
+            _per_tensor,
+            "(x of shape (16, 32)) you returned scales of shape () and x_fp8 of shape (16, 32); "
+            "the reference returns scales of shape (16, 1) and x_fp8 shaped like x.",
+        ),
+        (
+            _per_tensor_in_rows,
+            "every row got the same scale, 1.14; the reference's scales run from 1.14 to "
+            "1.092e+06.",
+        ),
+        (_per_column, "you returned scales of shape (1, 32) and x_fp8 of shape (16, 32)"),
+        (_rows_flat, "you returned scales of shape (16,) and x_fp8 of shape (16, 32)"),
+        (
+            _rows_no_floor,
+            "row 7 (amax 0) has the scale inf and comes back holding inf or NaN; the reference's "
+            "scale there is 4.48e+14, its round trip finite.",
+        ),
+        (_rows_inverted, "your scale for that row is 0.007613, the reference's 131.4."),
+        (_rows_always_e4m3, "the reference returns the requested torch.float8_e5m2"),
     ],
 )
 def test_to_float8_rowwise_rejects(wrong, words):
@@ -271,7 +299,7 @@ def test_to_float8_rowwise_rejects(wrong, words):
 
 def test_rowwise_keeps_small_rows_that_per_tensor_scaling_loses():
     # Why the exercise matters: the smallest rows of the check's first case.
-    x, fp8_dtype = next(iter(lesson.rowwise_inputs(0).values()))
+    x, fp8_dtype = next(iter(fp8_checks.rowwise_inputs(0).values()))
     quantized, scales = solutions.to_float8_rowwise(x, fp8_dtype)
     per_tensor, scale = _per_tensor(x, fp8_dtype)
     small = x.abs().amax(1).argmin()

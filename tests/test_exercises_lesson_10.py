@@ -137,7 +137,7 @@ def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
         ("10.matmul_intensity", _elements, "49,171,200 bytes: every element at 1 byte."),
         ("10.matmul_intensity", _batch_in_flops_only, "one product's bytes, against the FLOPs"),
         ("10.matmul_intensity", _batch_in_bytes_only, "one product's FLOPs, against the bytes"),
-        ("10.matmul_intensity", lambda *case: "high", "should return a number, got 'high'"),
+        ("10.matmul_intensity", lambda *case: "high", "returned 'high'; the reference returns a"),
         ("10.wave_efficiency", _tiles_only, "1,024 tile slots: not a whole number of waves of 108"),
         ("10.wave_efficiency", _floor_tiles, "792 tile slots: 6 waves of 132"),
         ("10.wave_efficiency", _floor_waves, "972 tile slots: 9 waves of 108"),
@@ -229,6 +229,25 @@ def _conv_no_kernel_area(batch, c_in, c_out, size, kernel, itemsize):
     return _conv(flops, elements, itemsize)
 
 
+def _conv_no_padding(batch, c_in, c_out, size, kernel, itemsize):
+    out = size - kernel + 1
+    flops = 2 * batch * c_out * out * out * c_in * kernel * kernel
+    elements = batch * c_in * size**2 + c_out * c_in * kernel**2 + batch * c_out * out**2
+    return _conv(flops, elements, itemsize)
+
+
+def _conv_with_bias(batch, c_in, c_out, size, kernel, itemsize):
+    flops = 2 * batch * c_out * size * size * c_in * kernel * kernel
+    elements = batch * c_in * size**2 + c_out * (c_in * kernel**2 + 1) + batch * c_out * size**2
+    return _conv(flops, elements, itemsize)
+
+
+def _conv_plus_one_byte(batch, c_in, c_out, size, kernel, itemsize):
+    flops = 2 * batch * c_out * size * size * c_in * kernel * kernel
+    elements = batch * c_in * size**2 + c_out * c_in * kernel**2 + batch * c_out * size**2
+    return flops / (itemsize * elements + 1)
+
+
 # The first case is the MNIST CNN's first layer, (128, 1, 32, 28, 3, 4): 57,802,752 FLOPs over
 # 401,408 + 1,152 + 12,845,056 = 13,247,616 bytes.
 CONV_WRONG = [
@@ -245,7 +264,14 @@ CONV_WRONG = [
     (_conv_two_bytes, "means 6,623,808 bytes: every element at 2 bytes."),
     (_conv_padded_input, "13,307,008 bytes, 59,392 more than the reference's (14,848 elements"),
     (_conv_no_kernel_area, "means 6,422,528 FLOPs: 1/9 of the reference's."),
-    (lambda *case: "high", "should return a number, got 'high'"),
+    (
+        _conv_no_padding,
+        "Your value is the FLOPs over bytes of a 26 x 26 output (49,840,128 FLOPs over 11,478,144 "
+        "bytes); the reference's is 28 x 28.",
+    ),
+    (_conv_with_bias, "13,247,744 bytes, 128 more than the reference's (32 elements of 4 bytes)"),
+    (_conv_plus_one_byte, "13,247,617 bytes, 1 more than the reference's; or, over the"),
+    (lambda *case: "high", "returned 'high'; the reference returns a number."),
 ]
 
 

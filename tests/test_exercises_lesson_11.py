@@ -106,7 +106,7 @@ def _mx(
         out = q * step
         if not subnormals:
             out = torch.where(v.abs() < 2.0 ** (1 - bias), 0.0, out)
-        return (out * scale).reshape(x.shape)
+        return (out * scale).reshape(x.shape).float()
 
     return answer
 
@@ -123,14 +123,14 @@ def _numpy_loop(x, e, m, block):
         binade = np.maximum(np.floor(np.log2(np.maximum(np.abs(v), 1e-300))), 1 - bias)
         step = 2.0 ** (binade - m)
         row[:] = np.round(v / step) * step * scale  # numpy rounds halves to even
-    return torch.from_numpy(out.reshape(x.shape))
+    return torch.from_numpy(out.reshape(x.shape)).to(torch.float32)
 
 
 def _with_course_grid(x, e, m, block):
     bias = 2 ** (e - 1) - 1
     largest = (2 - 2.0**-m) * 2.0 ** (2**e - 1 - bias)
     emax = math.floor(math.log2(largest))
-    blocks = x.reshape(*x.shape[:-1], -1, block)
+    blocks = x.float().reshape(*x.shape[:-1], -1, block)
     exponent = torch.floor(torch.log2(blocks.abs().amax(-1, keepdim=True)))
     scale = 2.0 ** (exponent.clamp(min=-127 + emax) - emax)
     v = (blocks / scale).clamp(-largest, largest)
@@ -157,6 +157,19 @@ def test_mx_correct_answers_in_several_styles_pass(answer):
         (lambda x, e, m, b: x, r"comes back as"),
         (lambda x, e, m, b: None, r"returned None; return a tensor of x's shape"),
         (lambda x, e, m, b: x[:, :b], r"return a tensor of x's shape"),
+        (
+            lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).double(),
+            r"E3M2 returned a float64 tensor; x is a float32 tensor, and the reference returns a "
+            r"float32 tensor\.",
+        ),
+        (
+            lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).to(x.dtype),
+            r"E3M2, x in float64 returned a float64 tensor; x is a float64 tensor",
+        ),
+        (
+            lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).numpy(),
+            r"returned a ndarray; x is a float32 tensor",
+        ),
     ],
 )
 def test_mx_wrong_answers_are_rejected_saying_what_differs(wrong, words):

@@ -290,7 +290,31 @@ MESSAGES = [
         _accumulate_dividing_the_last_group_by_steps,
         r"group 5 of 5, 1 batch\), .*0.5x the reference's",
     ),
-    ("labs.half_model", WRONG["labs.half_model"][2], "growth_interval=2000"),
+    (
+        "labs.half_model",
+        WRONG["labs.half_model"][2],
+        r"your GradScaler has growth_interval=2000; the broken prepare\(\)'s, and the "
+        r"reference's, 3\.$",
+    ),
+    (
+        "labs.half_model",
+        lambda m, d: (m, torch.optim.SGD(m.parameters(), lr=lab.LR, momentum=0.9), None),
+        r"the scaler prepare\(\) returned is a NoneType; the reference's is an enabled",
+    ),
+    (
+        "labs.half_model",
+        lambda m, d: (
+            m,
+            torch.optim.SGD(m.parameters(), lr=lab.LR, momentum=0.9),
+            torch.amp.GradScaler(**lab.SCALER_KWARGS),
+        ),
+        r"of what prepare\(\) returned, the scaler is built for device 'cuda' \(torch warned: ",
+    ),
+    (
+        "labs.half_model",
+        lambda m, d: (m, None),
+        r"returned a tuple \(Sequential, NoneType\); the reference returns \(model,",
+    ),
     ("labs.half_model", WRONG["labs.half_model"][0], r"parameters are \['torch.float16'\]"),
     (
         "labs.resume",
@@ -306,6 +330,13 @@ MESSAGES = [
     ),
     ("labs.resume", _fresh_scaler_at_the_same_scale, r": _growth_tracker 0 \(saved: 1\)\.$"),
     ("labs.resume", WRONG["labs.resume"][2], r"optimizer's state_dict\(\) differs"),
+    (
+        "labs.resume",
+        lambda m, o, s: {"model": m.state_dict(), "optimizer": o.state_dict(), "scaler": s},
+        r"failed: TypeError: the checkpoint holds a GradScaler object at checkpoint\['scaler'\]; "
+        r"torch.load\(..., weights_only=True\), which the lab loads it with, reads only tensors, "
+        r"numbers, strings and dicts, lists and tuples of them\.$",
+    ),
     ("labs.scheduler_skip", "broken", "lr_scheduler.step"),
     (
         "labs.bf16_scaler",
@@ -313,6 +344,13 @@ MESSAGES = [
         r"make_scaler\(device\(type='cpu'\), torch.bfloat16\) returned an enabled GradScaler "
         r"\(get_scale\(\) 65536\); the reference returns a disabled GradScaler "
         r"\(get_scale\(\) 1\)\.$",
+    ),
+    (
+        "labs.bf16_scaler",
+        lambda device, dtype: torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
+        r"make_scaler\(device\(type='cpu'\), torch.float16\): the scaler is built for device "
+        r"'cuda' \(torch warned: 'torch.cuda.amp.GradScaler is enabled, but CUDA is not "
+        r"available. Disabling.'\); the reference's for 'cpu'\.$",
     ),
     # The extra optimizer.step(): it ran on the skipped first step.
     (

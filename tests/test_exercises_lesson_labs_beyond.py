@@ -4,6 +4,7 @@ code fails: test_exercises.py and test_exercises_lesson_labs.py)."""
 
 import functools
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import conftest
@@ -42,25 +43,43 @@ def _no_checkpoint(block, x):
     return block(x)
 
 
-def _reentrant_without_autocast_dtype(block, x):
-    """Re-enters autocast with the default dtype instead of the forward's (the pre-#71169 bug)."""
+def _recompute_in(enter_autocast):
+    """A hand-written checkpoint whose recompute re-enters autocast as ``enter_autocast(enabled,
+    dtype)`` says, given the forward's state."""
 
-    class Recompute(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            with torch.no_grad():
-                return block(x)
+    def checkpointed(block, x):
+        enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
 
-        @staticmethod
-        def backward(ctx, grad):
-            (x,) = ctx.saved_tensors
-            x = x.detach().requires_grad_()
-            with torch.enable_grad(), torch.autocast("cpu", dtype=torch.float16):
-                torch.autograd.backward(block(x), grad)
-            return x.grad
+        class Recompute(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                with torch.no_grad():
+                    return block(x)
 
-    return Recompute.apply(x)
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                x = x.detach().requires_grad_()
+                with torch.enable_grad(), enter_autocast(enabled, dtype):
+                    out = block(x)
+                torch.autograd.backward(out, grad)
+                return x.grad
+
+        return Recompute.apply(x)
+
+    return checkpointed
+
+
+# The CUDA default, fp16, whatever the forward ran (the reentrant checkpoint before PR #71169).
+_reentrant_without_autocast_dtype = _recompute_in(
+    lambda enabled, dtype: torch.autocast("cpu", dtype=torch.float16)
+)
+_enabled_flag_only = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", enabled=enabled))
+_always_bf16 = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
+_replays_the_state = _recompute_in(
+    lambda enabled, dtype: torch.autocast("cpu", dtype=dtype, enabled=enabled)
+)
 
 
 def _rule_for_cuda_only(name, kernel):
@@ -125,6 +144,22 @@ def _fp16_in_workers(model, batches):
         return list(pool.map(run, batches))
 
 
+def _pool_of_plain_threads(fn, items):
+    enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+    results = [None] * len(items)
+
+    def run(index):
+        with torch.autocast("cpu", dtype=dtype, enabled=enabled):
+            results[index] = fn(items[index])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(items))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 def _pool_with_bf16(fn, items):  # lab 4's fix, reused as it is
     def run(item):
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -174,6 +209,12 @@ WRONG = {
     "labs.checkpoint_autocast": [
         (_no_checkpoint, "nothing was recomputed in backward"),
         (_reentrant_without_autocast_dtype, "in ['torch.float16']"),
+        (
+            _enabled_flag_only,
+            "Under fp16 autocast, the forward ran the block's Linear layers in ['torch.float16'], "
+            "the recompute in backward in ['torch.bfloat16'].",
+        ),
+        (_always_bf16, "Under fp16 autocast, the forward ran the block's Linear layers in"),
     ],
     "labs.custom_op_autocast": [
         (_rule_for_cuda_only, "inside torch.autocast the kernel received inputs in"),
@@ -198,6 +239,11 @@ WRONG = {
         (_pool_always_on, "called outside autocast, result 0 is bf16, the reference's fp32."),
         (_in_the_calling_thread, "3 of fn's 3 calls ran in the calling thread"),
         (_pool_out_of_order, "result 0 differs from the reference's result 0, fn(items[0])"),
+        (
+            _pool_of_plain_threads,
+            "called under bf16 autocast, 3 of fn's 3 calls ran in threads that belong to no "
+            "concurrent.futures.ThreadPoolExecutor; in the reference none did.",
+        ),
     ],
 }
 
@@ -210,6 +256,11 @@ WRONG = {
 def test_wrong_fix_fails_with_a_reason(name, wrong, words):
     with pytest.raises(ExerciseFailed, match=re.escape(words)):
         exercises.check(name, wrong)
+
+
+@pytest.mark.parametrize("seed", [0, 12345])
+def test_a_hand_written_checkpoint_that_replays_the_forwards_state_passes(seed):
+    assert exercises.verdict("labs.checkpoint_autocast", _replays_the_state, seed) == ("passed", "")
 
 
 def test_observations_vary_with_the_seed():

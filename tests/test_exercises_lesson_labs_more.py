@@ -135,6 +135,20 @@ def _attention(fill, scale=True, autocast_off=False, clean_output=None):
     return attention
 
 
+def _own_position_kept(q, k, v, keep):
+    keep = keep | torch.eye(keep.shape[-1], dtype=torch.bool)  # no row left without a key
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~keep, float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+def _rows_without_key_opened(q, k, v, keep):
+    has_key = keep.any(-1, keepdim=True)
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(
+        ~(keep | ~has_key), float("-inf")
+    )
+    return scores.softmax(-1) @ v * has_key
+
+
 def _rope(angles):
     def rope_cos_sin(inv_freq, positions, dtype):
         freqs = angles(inv_freq, positions)
@@ -222,6 +236,18 @@ WRONG = {
             "-1e9",
             _attention(lambda scores, q: -1e9),
             "In the case 'fp16 autocast', your function raised RuntimeError",
+        ),
+        (
+            "-1e4, the constant the pitfalls warn against",
+            _attention(lambda scores, q: -1e4),
+            "In the case 'fp16 autocast, scores near -12000', at the queries that have keys, your "
+            "output differs from the reference's by up to",
+        ),
+        (
+            "every query let attend its own position (right only for causal masks)",
+            _own_position_kept,
+            "In the case 'fp32, keys drawn at random', at the queries that have keys, your output "
+            "differs from the reference's by up to",
         ),
     ],
     "labs.rope_bf16": [
@@ -332,6 +358,7 @@ RIGHT = {
         _masked_where(fill_rows_with_key_only=True),
         _masked_where(fill_rows_with_key_only=False),  # NaN weights cleaned before @ v
         lambda q, k, v, keep: F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+        _rows_without_key_opened,
     ],
     "labs.rope_bf16": [_rope_in_float64, _rope_einsum_autocast_off, solutions.rope_cos_sin],
 }

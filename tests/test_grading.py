@@ -376,7 +376,7 @@ def test_the_gradebook_feedback_and_summary_give_one_total(run):
 def test_wrong_answers_get_zero_with_the_checkers_reasons(run):
     got = _points(run["rows"], "bob")  # planted conftest.py, pytest.py and amp_course too
     assert all(v[0] == 0 for v in got.values())
-    assert got["06.choose_dtype"][2] == "failed" and "better choice is" in got["06.choose_dtype"][3]
+    assert got["06.choose_dtype"][2] == "failed" and "you chose" in got["06.choose_dtype"][3]
     assert "not a percentage" in got["05.mfu"][3]
     assert got["quiz:pi"][2] == "wrong"
 
@@ -406,7 +406,7 @@ def test_endless_loop_is_stopped_by_the_cell_timeout(run):
 
 def test_edited_or_deleted_check_cells_are_restored(run):
     gina = _points(run["rows"], "gina")  # fake checks, a printed success and a forged report
-    assert gina["06.choose_dtype"][0] == 0 and "better choice is" in gina["06.choose_dtype"][3]
+    assert gina["06.choose_dtype"][0] == 0 and "you chose" in gina["06.choose_dtype"][3]
     erin = _points(run["rows"], "erin")  # deleted checks: put back, and graded
     assert erin["05.mfu"][:3] == (1, 1, "passed")
     assert "choose was not defined" in erin["06.choose_dtype"][3]

@@ -6,6 +6,8 @@ kernel, and ``judge`` turns a ``compare`` into a status, for a check cell and th
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ..display import error_text  # noqa: F401 - the exercises use it from here too
@@ -74,6 +76,40 @@ def call_answer(fn, *args, **kwargs) -> tuple[object, str | None]:
         return fn(*args, **kwargs), None
     except Exception as error:  # the learner's code: any error is part of the observation
         return None, error_text(error)
+
+
+def call_noting_warnings(fn, *args, **kwargs) -> tuple[object, str | None, list[str]]:
+    """``call_answer(fn, ...)`` and the text of every warning raised meanwhile."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, error = call_answer(fn, *args, **kwargs)
+    return result, error, [" ".join(str(w.message).split())[:200] for w in caught]
+
+
+def scaler_record(scaler, warned: list[str]) -> dict:
+    """A GradScaler as plain data: enabled, the device it was built for, and what torch warned
+    while it was built (a 'cuda' scaler on a machine without CUDA disables itself, warning)."""
+    return {
+        "enabled": bool(scaler.is_enabled()),
+        "device": str(getattr(scaler, "_device", "")),
+        "warned": [w for w in warned if "GradScaler" in w][:1],
+    }
+
+
+def scaler_built(got: dict, want: dict) -> str | None:
+    """What differs between two ``scaler_record``s' devices, or between their enabled flags."""
+    if got["device"] != want["device"]:
+        warned = f" (torch warned: {got['warned'][0]!r})" if got["warned"] else ""
+        return (
+            f"the scaler is built for device {got['device']!r}{warned}; the reference's for "
+            f"{want['device']!r}."
+        )
+    if got["enabled"] != want["enabled"]:
+        state = {True: "enabled", False: "disabled"}
+        return (
+            f"the scaler is {state[got['enabled']]}; the reference's is {state[want['enabled']]}."
+        )
+    return None
 
 
 def fail_on_error(error: str | None, call: str) -> None:

@@ -9,58 +9,72 @@ difference from the reference fix (``solutions/labs_beyond_autocast.py``) that m
 from __future__ import annotations
 
 import math
-import threading
 from fractions import Fraction
 
 import torch
 
 from ..device import dtype_name
 from ..labs.beyond_autocast import (
-    DEVICE_TYPE,
-    lab_block,
     lab_losses,
     run_checkpointed,
     run_fused_op,
     run_in_workers,
-    seeded,
 )
 from . import ExerciseFailed, register
 from .answers import error_text
-
+from .pool_checks import compare_pool, observe_pool
 
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
+# bf16 is CPU autocast's default dtype: the fp16 case tells a recompute that re-enters autocast in
+# the default dtype (or always in bf16) from one that replays the forward's.
+CHECKPOINT_CASES = {"bf16 autocast": torch.bfloat16, "fp16 autocast": torch.float16}
+
+
+def observe_checkpointed(fn, seed: int) -> dict:
+    return {case: run_checkpointed(fn, seed, dtype) for case, dtype in CHECKPOINT_CASES.items()}
+
+
 def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:
+    for case, want in reference.items():
+        _compare_checkpointed_case(mine[case], want, f"Under {case},")
+
+
+def _compare_checkpointed_case(mine: dict, reference: dict, label: str) -> None:
     if mine["error"]:
-        raise ExerciseFailed(f"your function raised {mine['error']}")
+        raise ExerciseFailed(f"{label} your function raised {mine['error']}")
     if not mine["dtypes"]["backward"]:
         raise ExerciseFailed(
-            f"nothing was recomputed in backward: the forward kept {mine['saved_bytes']} bytes "
-            f"for backward, the checkpointed reference {reference['saved_bytes']}."
+            f"{label} nothing was recomputed in backward: the forward kept "
+            f"{mine['saved_bytes']} bytes for backward, the checkpointed reference "
+            f"{reference['saved_bytes']}."
         )
     forward, recompute = mine["dtypes"]["forward"], mine["dtypes"]["backward"]
     if set(recompute) != set(forward):
         raise ExerciseFailed(
-            f"the forward ran the block's Linear layers in {sorted(set(forward))}, the "
-            f"recompute in backward in {sorted(set(recompute))}: the recompute ran outside "
-            "the forward's autocast state."
+            f"{label} the forward ran the block's Linear layers in {sorted(set(forward))}, the "
+            f"recompute in backward in {sorted(set(recompute))}."
         )
     if mine["saved_bytes"] > reference["saved_bytes"]:
         raise ExerciseFailed(
-            f"the forward kept {mine['saved_bytes']} bytes for backward, the reference "
+            f"{label} the forward kept {mine['saved_bytes']} bytes for backward, the reference "
             f"{reference['saved_bytes']} (the block's input only)."
         )
-    if mine["output"].dtype != reference["output"].dtype or not torch.equal(
-        mine["output"], reference["output"]
-    ):
-        raise ExerciseFailed("the block's output differs from running it under autocast.")
+    got, want = mine["output"], reference["output"]
+    if got.dtype != want.dtype or not torch.equal(got, want):
+        off = (got.float() - want.float()).abs().max().item() if got.shape == want.shape else None
+        raise ExerciseFailed(
+            f"{label} the block's output is {dtype_name(got.dtype)}, the reference's "
+            f"{dtype_name(want.dtype)}" + (f"; they differ by up to {off:.3g}." if off else ".")
+        )
     for index, (a, b) in enumerate(zip(mine["grads"], reference["grads"], strict=True)):
         if not torch.allclose(a, b, rtol=1e-3, atol=1e-6):
             raise ExerciseFailed(
-                f"gradient {index} differs from the reference by up to {(a - b).abs().max():.3g}."
+                f"{label} gradient {index} differs from the reference by up to "
+                f"{(a - b).abs().max():.3g}."
             )
 
 
-register("labs.checkpoint_autocast", run_checkpointed, compare_checkpointed)
+register("labs.checkpoint_autocast", observe_checkpointed, compare_checkpointed)
 
 
 # ---- Lab 2: a custom op that autocast never casts ------------------------------------------------
@@ -181,115 +195,4 @@ register("labs.thread_autocast", run_in_workers, compare_workers)
 
 
 # ---- Lab 5 (transfer): a pool that carries whatever autocast state its caller has --------------
-
-# The caller's CPU autocast state in each case: (enabled, dtype).
-CALLER_STATES = {
-    "under bf16 autocast": (True, torch.bfloat16),
-    "under fp16 autocast": (True, torch.float16),
-    "outside autocast": (False, torch.bfloat16),
-}
-
-
-def observe_pool(fn, seed: int) -> dict:
-    """Call fn(work, items) under each caller state; record what each call computed in, where."""
-    generator = seeded(seed)
-    count = 3 if seed == 0 else int(torch.randint(2, 6, (), generator=generator))
-    block = lab_block(seed)
-    items = [torch.randn(4, 32, generator=generator) for _ in range(count)]
-    caller = threading.get_ident()
-    observed = {"count": count, "error": None, "cases": {}}
-    for case, (enabled, dtype) in CALLER_STATES.items():
-        threads = []
-
-        def work(x, threads=threads):
-            threads.append(threading.get_ident())
-            return block(x)
-
-        try:  # a lazy result (a generator) runs inside the caller's state too
-            with torch.autocast(DEVICE_TYPE, dtype=dtype, enabled=enabled):
-                returned = fn(work, items)
-                results = list(returned) if hasattr(type(returned), "__iter__") else None
-        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            observed["error"] = f"called {case}, map_in_workers raised {error_text(error)}"
-            return observed
-        if results is None:  # say what came back, not list()'s TypeError
-            observed["error"] = (
-                f"called {case}, map_in_workers returned {repr(returned)[:60]}; the reference "
-                f"returns a list of {count} results."
-            )
-            return observed
-        observed["cases"][case] = {
-            "outputs": [
-                r.detach() if isinstance(r, torch.Tensor) else repr(r)[:60] for r in results
-            ],
-            "calls": len(threads),
-            "in_caller_thread": sum(t == caller for t in threads),
-        }
-    return observed
-
-
-def _dtypes(outputs: list) -> str:
-    names = sorted({dtype_name(o.dtype) for o in outputs if isinstance(o, torch.Tensor)})
-    return "/".join(names) or "no tensor"
-
-
-def _dtypes_by_caller(mine: dict, reference: dict) -> str:
-    """The results' dtypes under each caller state, the learner's against the reference's."""
-    return "; ".join(
-        f"{case}, {_dtypes(mine['cases'][case]['outputs'])} (the reference's "
-        f"{_dtypes(want['outputs'])})"
-        for case, want in reference["cases"].items()
-    )
-
-
-def compare_pool(mine: dict, reference: dict, seed: int) -> None:
-    """Name the first caller state and result where ``mine`` differs from the reference's."""
-    if mine["error"]:
-        raise ExerciseFailed(mine["error"])
-    count = reference["count"]
-    for case, want in reference["cases"].items():
-        got, called = mine["cases"][case], f"called {case},"
-        if got["calls"] != count:
-            raise ExerciseFailed(
-                f"{called} fn ran {_times(got['calls'])} for the {count} items; in the reference "
-                f"{_times(count)}, once per item."
-            )
-        if got["in_caller_thread"]:
-            raise ExerciseFailed(
-                f"{called} {got['in_caller_thread']} of fn's {count} calls ran in the calling "
-                "thread; in the reference none did: all ran in the pool's worker threads."
-            )
-        if len(got["outputs"]) != count:
-            raise ExerciseFailed(
-                f"{called} map_in_workers returned {len(got['outputs'])} results for {count} "
-                f"items; the reference returns {count}."
-            )
-        for index, (a, b) in enumerate(zip(got["outputs"], want["outputs"], strict=True)):
-            shown = f"a {dtype_name(b.dtype)} tensor of shape {tuple(b.shape)}"
-            if not isinstance(a, torch.Tensor) or a.shape != b.shape:
-                what = (
-                    a if not isinstance(a, torch.Tensor) else f"a tensor of shape {tuple(a.shape)}"
-                )
-                raise ExerciseFailed(
-                    f"{called} result {index} is {what}; the reference's is {shown}."
-                )
-            if a.dtype != b.dtype:
-                raise ExerciseFailed(
-                    f"{called} result {index} is {dtype_name(a.dtype)}, the reference's "
-                    f"{dtype_name(b.dtype)}. The results' dtypes by the caller's state: "
-                    f"{_dtypes_by_caller(mine, reference)}."
-                )
-            if not torch.equal(a, b):
-                same = [j for j, c in enumerate(want["outputs"]) if torch.equal(a, c)]
-                raise ExerciseFailed(
-                    f"{called} result {index} differs from the reference's result {index}, "
-                    f"fn(items[{index}]), by up to {(a.float() - b.float()).abs().max():.3g}"
-                    + (f"; it equals the reference's result {same[0]}." if same else ".")
-                )
-
-
-def _times(count: int) -> str:
-    return f"{count} time" if count == 1 else f"{count} times"
-
-
 register("labs.autocast_pool", observe_pool, compare_pool)

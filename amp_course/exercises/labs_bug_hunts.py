@@ -8,26 +8,20 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from ..labs.bug_hunts import (
     ACCUMULATION_MAX_NORM,
     ACCUMULATION_STEPS,
-    DEVICE,
     MAX_NORM,
     NUM_BATCHES,
-    SCALER_KWARGS,
     SCHEDULER_WARNING,
-    lab_batches,
-    lab_model,
     poisoned_for,
     resume_point,
     resumed_run,
     run,
-    train_steps,
 )
-from . import ExerciseFailed, ExerciseNotDone, call_answer, fail_on_error, register
+from . import ExerciseFailed, ExerciseNotDone, call_answer, register
 from .answers import compare_params
+from .scaler_labs import compare_prepare, compare_scaler, observe_prepare, observe_scaler
 
 
 def observe_run(train, seed, extra=(), scheduler=False) -> dict:
@@ -134,61 +128,9 @@ register("labs.scheduler_skip", lambda fn, seed: observe_run(fn, seed, scheduler
 register("labs.extra_step", observe_run, compare_run)
 
 
-# ---- Lab 3: a GradScaler with bf16 ---------------------------------------------------------------
-SCALER_CASES = [
-    (torch.float16, True),
-    (torch.bfloat16, False),
-    (torch.float32, False),
-    (None, False),
-]
-
-
-def observe_scaler(make_scaler, seed: int) -> dict:
-    """What ``make_scaler(device, dtype)`` returns for each autocast dtype (order set by seed)."""
-    order = list(range(len(SCALER_CASES)))
-    if seed:
-        order = torch.randperm(len(order), generator=torch.Generator().manual_seed(seed)).tolist()
-    device = DEVICE if seed % 2 == 0 else DEVICE.type  # a torch.device or its name
-    cases = []
-    for index in order:
-        dtype = SCALER_CASES[index][0]
-        scaler, error = call_answer(make_scaler, device, dtype)
-        record = {"dtype": str(dtype), "error": error, "type": type(scaler).__name__}
-        if isinstance(scaler, torch.amp.GradScaler):
-            record.update(enabled=scaler.is_enabled(), scale=scaler.get_scale())
-        cases.append(record)
-    loss = torch.tensor(1.5)
-    scaler, error = call_answer(make_scaler, device, torch.bfloat16)
-    scaled, error = (None, error) if error else call_answer(lambda: scaler.scale(loss))
-    returned = f"raised {error}" if error else "the loss itself" if scaled is loss else None
-    returned = returned or f"another object, {repr(scaled)[:80]}"
-    return {"cases": cases, "device": repr(device), "loss": repr(loss), "bf16_scale": returned}
-
-
-def _scaler_state(record: dict) -> str:
-    if "enabled" not in record:
-        return "None" if record["type"] == "NoneType" else f"a {record['type']}"
-    state = "an enabled" if record["enabled"] else "a disabled"
-    return f"{state} GradScaler (get_scale() {record['scale']:g})"
-
-
-def compare_scaler(mine, reference, seed: int) -> None:
-    """Name the first dtype whose scaler differs from the reference's, and how."""
-    for got, want in zip(mine["cases"], reference["cases"], strict=True):
-        call = f"make_scaler({reference['device']}, {want['dtype']})"
-        fail_on_error(got["error"], call)
-        state, wanted = _scaler_state(got), _scaler_state(want)
-        if state != wanted:
-            raise ExerciseFailed(f"{call} returned {state}; the reference returns {wanted}.")
-    if mine["bf16_scale"] != reference["bf16_scale"]:
-        raise ExerciseFailed(
-            f"with make_scaler({reference['device']}, torch.bfloat16), scaler.scale(loss) for "
-            f"loss = {reference['loss']} returned {mine['bf16_scale']}; the reference's returns "
-            f"{reference['bf16_scale']}."
-        )
-
-
+# ---- Labs 3 and 6: a GradScaler with bf16, a .half() model (their checks: scaler_labs.py) ------
 register("labs.bf16_scaler", observe_scaler, compare_scaler)
+register("labs.half_model", observe_prepare, compare_prepare)
 
 
 # ---- Lab 5: scaler state lost at resume ----------------------------------------------------------
@@ -239,64 +181,3 @@ def _shown(value) -> str:
 
 
 register("labs.resume", observe_resume, compare_resume)
-
-
-# ---- Lab 6: a .half() model ----------------------------------------------------------------------
-SCALER_SETTINGS = ("scale", "growth_factor", "backoff_factor", "growth_interval")
-
-
-def observe_prepare(prepare, seed: int) -> dict:
-    result, error = call_answer(prepare, lab_model(seed), DEVICE if seed % 2 == 0 else "cpu")
-    if error is not None or not (isinstance(result, tuple) and len(result) == 3):
-        return {"error": error, "triple": False}
-    model, optimizer, scaler = result
-    record = {
-        "error": None,
-        "triple": True,
-        "dtypes": sorted({str(p.dtype) for p in model.parameters()}),
-        "scaler": isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled(),
-    }
-    if record["scaler"]:  # its settings before training: the lab's SCALER_KWARGS, or others
-        state = scaler.state_dict()
-        record["scaler_settings"] = {key: float(state[key]) for key in SCALER_SETTINGS}
-    _, record["train_error"] = call_answer(
-        train_steps, model, optimizer, scaler, lab_batches(poisoned_for(seed), seed)
-    )
-    record["params"] = [p.detach().float().clone() for p in model.parameters()]
-    return record
-
-
-def compare_prepare(mine, reference, seed: int) -> None:
-    fail_on_error(mine["error"], "prepare(model, device)")
-    if not mine["triple"]:
-        raise ExerciseFailed("prepare should return (model, optimizer, scaler).")
-    if mine["dtypes"] != reference["dtypes"]:
-        raise ExerciseFailed(
-            f"after prepare() the model's parameters are {mine['dtypes']}, the reference's "
-            f"{reference['dtypes']}."
-        )
-    if not mine["scaler"]:
-        raise ExerciseFailed(
-            "the scaler prepare() returned is not an enabled torch.amp.GradScaler; the "
-            "reference's is (fp16 autocast)."
-        )
-    for key, value in reference["scaler_settings"].items():
-        if mine["scaler_settings"][key] != value:
-            raise ExerciseFailed(
-                f"your GradScaler has {key}={mine['scaler_settings'][key]:g}, the lab's setup "
-                f"{value:g}: build it as torch.amp.GradScaler(device.type, **lab.SCALER_KWARGS) "
-                f"({SCALER_KWARGS}), as the broken prepare() did."
-            )
-    if mine["train_error"] is not None:
-        raise ExerciseFailed(
-            f"training with your (model, optimizer, scaler) raised {mine['train_error']}."
-        )
-    compare_params(
-        mine["params"],
-        reference["params"],
-        "after training with your (model, optimizer, scaler) on the lab's batches, the weights "
-        "differ from the reference's",
-    )
-
-
-register("labs.half_model", observe_prepare, compare_prepare)

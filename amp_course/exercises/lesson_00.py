@@ -114,8 +114,8 @@ def _account(num_params, activation, batch, gpu_gib, amp, gpus: int) -> str:
     state, activations = _static(num_params, amp), images * activation
     usable = USABLE * gpu_gib * GIB
     return (
-        f"on {gpus} GPUs each holds {16 + 2 * amp} bytes x {num_params:_} parameters = "
-        f"{_size(state)} of state and ceil({batch} / {gpus}) = {images} image(s) x "
+        f"on {gpus} GPUs each holds {_size(state)} of state for {num_params:_} parameters"
+        f"{' under autocast' if amp else ''} and ceil({batch} / {gpus}) = {images} image(s) x "
         f"{_size(activation)} = {_size(activations)} of activations, {_size(state + activations)}"
         f" in all: {'within' if state + activations <= usable else 'more than'} the "
         f"{_size(usable)} usable ({USABLE:.0%} of {gpu_gib} GiB)"
@@ -138,12 +138,9 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
             continue
         said = f"{where} returned {result!r}, expected {expected}"
         if expected is None:
-            raise ExerciseFailed(
-                f"{said}: even with one image per GPU, {_account(*case, batch)}. Return None "
-                "when not even one image per GPU fits."
-            )
+            raise ExerciseFailed(f"{said}: even with one image per GPU, {_account(*case, batch)}.")
         if not isinstance(result, int) or result < 1:
-            raise ExerciseFailed(f"{said}: a count of GPUs is a whole number, at least 1.")
+            raise ExerciseFailed(f"{said}, a whole number of GPUs.")
         if result < expected:
             raise ExerciseFailed(f"{said}: {_account(*case, result)}.")
         raise ExerciseFailed(f"{said}: fewer GPUs fit, {_account(*case, expected)}.")

@@ -136,36 +136,39 @@ def _same(a: float, b: float) -> bool:
     )
 
 
+def _fields(bits: int, e: int, m: int) -> tuple[int, int, int]:
+    """(sign bit, exponent field, mantissa field) of ``bits``."""
+    return bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+
+
 def _misreadings(bits: int, e: int, m: int, value: float) -> list[tuple[float, str]]:
     """Values that common misreadings of the pattern give (``value`` is the right one), each with
-    the rule it misses."""
-    sign, exponent, mantissa = bits >> (e + m), (bits >> m) & ((1 << e) - 1), bits & ((1 << m) - 1)
+    how it differs from the right one, as significand x 2^exponent."""
+    sign, exponent, mantissa = _fields(bits, e, m)
     bias, s, fraction = (1 << (e - 1)) - 1, -1.0 if sign else 1.0, mantissa / (1 << m)
-    found = [(-value, "the top bit is the sign: 1 means negative")]
+    found = [(-value, "yours has the other sign")]
     if exponent == 0:
+        right = f"the reference's {fraction:g} x 2^{1 - bias}"
         found += [
-            (
-                s * (1 + fraction) * 2.0 ** (1 - bias),
-                "a subnormal (exponent field 0) has no implicit 1",
-            ),
-            (s * fraction * 2.0**-bias, "a subnormal's exponent is 1 - bias, not -bias"),
+            (s * (1 + fraction) * 2.0 ** (1 - bias), f"yours is {1 + fraction:g} x 2^{1 - bias}"),
+            (s * fraction * 2.0**-bias, f"yours is {fraction:g} x 2^{-bias}"),
         ]
     elif exponent == (1 << e) - 1:
-        found.append(
-            (
-                s * (1 + fraction) * 2.0 ** (exponent - bias),
-                "an all-ones exponent means inf (mantissa 0) or NaN",
-            )
-        )
+        right = f"the exponent field is all ones ({exponent})"
+        found.append((s * (1 + fraction) * 2.0 ** (exponent - bias), ""))
     else:
+        right = f"the reference's {1 + fraction:g} x 2^{exponent - bias}"
         found += [
             (
                 s * (1 + fraction) * 2.0 ** (exponent - bias - 1),
-                f"the bias is 2^(E-1) - 1 = {bias}",
+                f"yours is {1 + fraction:g} x 2^{exponent - bias - 1}",
             ),
-            (s * fraction * 2.0 ** (exponent - bias), "a normal number has an implicit leading 1"),
+            (
+                s * fraction * 2.0 ** (exponent - bias),
+                f"yours is {fraction:g} x 2^{exponent - bias}",
+            ),
         ]
-    return found
+    return [(v, f"{text}, {right}" if text else right) for v, text in found[1:]] + found[:1]
 
 
 def compare_values(mine, reference, seed: int) -> None:
@@ -174,15 +177,19 @@ def compare_values(mine, reference, seed: int) -> None:
         call = f"value_of(0b{bits:0{1 + e + m}b}, {e}, {m})"
         fail_on_error(got["error"], call)
         if got.get("value") is None:
-            raise ExerciseFailed(f"{call} returned {got.get('returned')}; return a number.")
+            raise ExerciseFailed(
+                f"{call} returned {got.get('returned')}; the reference returns a number."
+            )
         if _same(got["value"], want["value"]):
             continue
-        why = next(
+        how = next(
             (w for v, w in _misreadings(bits, e, m, want["value"]) if _same(v, got["value"])), ""
         )
+        sign, exponent, mantissa = _fields(bits, e, m)
         raise ExerciseFailed(
             f"{call} returned {got['value']!r}, but 1 sign, {e} exponent and {m} mantissa bits "
-            f"encode {want['value']!r}" + (f": {why}." if why else ".")
+            f"encode {want['value']!r} (sign bit {sign}, exponent field {exponent}, mantissa "
+            f"field {mantissa})" + (f": {how}." if how else ".")
         )
 
 

@@ -75,18 +75,31 @@ def _predictions(expressions: dict, hints: dict, device: str):
         """
         if not isinstance(predictions, dict):
             return {"type": type(predictions).__name__}
-        names = {}
+        names, others = {}, {}
         for text in expressions:
             value = predictions.get(text)
-            names[text] = str(value) if isinstance(value, torch.dtype) else repr(value)
-        return {"predictions": {text: None if n == "None" else n for text, n in names.items()}}
+            names[text] = str(value) if isinstance(value, torch.dtype) else None
+            if value is not None and not isinstance(value, torch.dtype):
+                others[text] = f"{repr(value)[:40]} (type {type(value).__name__})"
+        return {"predictions": names, "not_dtypes": others}
 
     def compare(mine, reference, seed: int) -> None:
         if "predictions" not in mine:
             raise ExerciseFailed(
-                f"predictions should be a dict from expression to torch dtype, got {mine['type']}."
+                f"predictions is a {mine['type']}; the reference's is a dict from expression to "
+                "torch dtype."
             )
-        predicted, actual = mine["predictions"], reference["predictions"]
+        predicted, actual, others = (
+            mine["predictions"],
+            reference["predictions"],
+            mine["not_dtypes"],
+        )
+        if others:
+            raise ExerciseFailed(
+                f"{len(others)} of {len(actual)} predictions are not torch dtypes: "
+                + "; ".join(f"{text} is {shown}" for text, shown in others.items())
+                + ". The reference's are torch dtypes (torch.<name>)."
+            )
         missing = [text for text in actual if predicted.get(text) is None]
         if len(missing) == len(actual):
             raise ExerciseNotDone("no predictions yet: replace each None with a torch dtype.")

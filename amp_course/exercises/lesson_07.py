@@ -7,6 +7,7 @@ import torch
 
 from ..device import dtype_name, parse_dtype
 from . import ExerciseFailed, register
+from .answers import call_noting_warnings, scaler_built, scaler_record
 
 DTYPES = {name: parse_dtype(name) for name in ("fp16", "bf16", "fp32")}
 SEED0_ORDER = ["bf16", "fp16", "fp32"]
@@ -26,7 +27,19 @@ def _dtype(value) -> str | None:
     return dtype_name(value) if isinstance(value, torch.dtype) else repr(value)
 
 
-def _describe(result) -> dict:
+def _scaler_kind(scaler) -> str:
+    """'sharded' (FSDP1's ShardedGradScaler), 'plain' (torch.amp.GradScaler), or the type's name."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    if isinstance(scaler, ShardedGradScaler):
+        return "sharded"
+    return "plain" if isinstance(scaler, torch.amp.GradScaler) else type(scaler).__name__
+
+
+KINDS = {"sharded": "a ShardedGradScaler", "plain": "a torch.amp.GradScaler (not a sharded one)"}
+
+
+def _describe(result, warned: list[str]) -> dict:
     """The policy's and the scaler's settings that matter, as plain data."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
@@ -43,13 +56,9 @@ def _describe(result) -> dict:
         }
     else:
         described["policy_type"] = type(policy).__name__
+    described["scaler_kind"] = _scaler_kind(scaler)
     if isinstance(scaler, torch.amp.GradScaler):
-        described["scaler"] = {
-            "enabled": bool(scaler.is_enabled()),
-            "device": str(getattr(scaler, "_device", "")),
-        }
-    else:
-        described["scaler_type"] = type(scaler).__name__
+        described["scaler"] = scaler_record(scaler, warned)
     return described
 
 
@@ -57,11 +66,8 @@ def observe(fn, seed: int) -> dict:
     """Ask ``fn`` for the policy and scaler of each dtype of ``seed``, on the CPU."""
     rows = []
     for name in _order(seed):
-        try:
-            row = _describe(fn(DTYPES[name], torch.device("cpu")))
-            row["error"] = None
-        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            row = {"error": f"{type(error).__name__}: {error}"}
+        result, error, warned = call_noting_warnings(fn, DTYPES[name], torch.device("cpu"))
+        row = {"error": error} if error else {**_describe(result, warned), "error": None}
         rows.append({"dtype": name, **row})
     return {"rows": rows}
 
@@ -85,10 +91,12 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
         if got["error"]:
             raise ExerciseFailed(f"{where} raised {got['error']}.")
         if got["shape"] != "pair":
-            raise ExerciseFailed(f"{where} returned a {got['shape']}; return (policy, scaler).")
+            raise ExerciseFailed(
+                f"{where} returned a {got['shape']}; the reference returns a pair (policy, scaler)."
+            )
         if got["policy"] is None:
             raise ExerciseFailed(
-                f"{where}: the policy is a {got['policy_type']}; build it with "
+                f"{where}: the policy is a {got['policy_type']}; the reference's is a "
                 "torch.distributed.fsdp.MixedPrecisionPolicy."
             )
         gather, reduce, output = _effective(got["policy"])
@@ -112,28 +120,16 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
         if want_gather != "fp32" and casts != want["policy"]["cast_forward_inputs"]:
             raise ExerciseFailed(
                 f"{where}: with cast_forward_inputs={casts} the root's fp32 inputs would reach "
-                f"its {gather} weights uncast, and with no autocast the first layer fails on "
-                "the mismatch; the reference's policy casts them."
+                f"its {gather} weights uncast; the reference's policy casts them."
             )
-        if got["scaler"] is None:
+        kind, want_kind = got["scaler_kind"], want["scaler_kind"]
+        differs = None if kind not in KINDS else scaler_built(got["scaler"], want["scaler"])
+        if differs:
+            raise ExerciseFailed(f"{where}: {differs}")
+        if kind != want_kind and (kind not in KINDS or want["scaler"]["enabled"]):
             raise ExerciseFailed(
-                f"{where}: the scaler is a {got['scaler_type']}; return a torch.amp.GradScaler, "
-                "enabled or not, so the loop keeps one code path."
-            )
-        if got["scaler"]["enabled"] != want["scaler"]["enabled"]:
-            raise ExerciseFailed(
-                f"{where}: the scaler is {'enabled' if got['scaler']['enabled'] else 'disabled'}; "
-                + (
-                    "fp16 needs loss scaling, so enable it for fp16 (and build it for "
-                    "device.type: a 'cuda' scaler disables itself on a machine without a GPU)."
-                    if want["scaler"]["enabled"]
-                    else f"{name} has fp32's exponent range, so disable it (enabled=False)."
-                )
-            )
-        if got["scaler"]["device"] != want["scaler"]["device"]:
-            raise ExerciseFailed(
-                f"{where}: the scaler is built for {got['scaler']['device']!r}; build it for "
-                f"device.type ({want['scaler']['device']!r})."
+                f"{where}: the scaler is {KINDS.get(kind, f'a {kind}')}; the reference's is "
+                f"{KINDS[want_kind]}."
             )
 
 
@@ -156,41 +152,17 @@ def _scaler_cases(seed: int) -> list[tuple[str, str]]:
 
 def observe_scalers(fn, seed: int) -> dict:
     """Ask ``fn(strategy, amp_dtype, device)`` for each pair's scaler, on the CPU; describe it."""
-    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
     rows = []
     for strategy, name in _scaler_cases(seed):
         device = torch.device("cpu") if seed % 2 == 0 else "cpu"  # a torch.device or its name
-        row = {"strategy": strategy, "dtype": name, "error": None}
-        try:
-            scaler = fn(strategy, DTYPES[name], device)
-        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            row["error"] = f"{type(error).__name__}: {error}"[:300]
-            rows.append(row)
-            continue
-        row["kind"] = (
-            "sharded"
-            if isinstance(scaler, ShardedGradScaler)
-            else "plain"
-            if isinstance(scaler, torch.amp.GradScaler)
-            else type(scaler).__name__
-        )
-        if row["kind"] in ("sharded", "plain"):
-            row["enabled"] = bool(scaler.is_enabled())
-            row["device"] = str(getattr(scaler, "_device", ""))
+        scaler, error, warned = call_noting_warnings(fn, strategy, DTYPES[name], device)
+        row = {"strategy": strategy, "dtype": name, "error": error and error[:300]}
+        if not error:
+            row["kind"] = _scaler_kind(scaler)
+            if row["kind"] in KINDS:
+                row.update(scaler_record(scaler, warned))
         rows.append(row)
     return {"rows": rows}
-
-
-WHY_SHARDED = (
-    "FSDP1 gives each rank plain tensors holding its own shard, so a plain GradScaler would see "
-    "only that shard's infs and ranks could disagree on a skip: "
-    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler all-reduces the flag"
-)
-WHY_PLAIN = {
-    "ddp": "DDP all-reduces the gradients before scaler.step, so every rank finds the same infs",
-    "fsdp2": "FSDP2's gradients are DTensor shards, whose inf check all-reduces the flag itself",
-}
 
 
 def compare_scalers(mine: dict, reference: dict, seed: int) -> None:
@@ -199,33 +171,18 @@ def compare_scalers(mine: dict, reference: dict, seed: int) -> None:
         where = f"scaler_for({strategy!r}, {DTYPES[name]}, device)"
         if got["error"]:
             raise ExerciseFailed(f"{where} raised {got['error']}.")
-        if got["kind"] not in ("sharded", "plain"):
+        if got["kind"] not in KINDS:
             raise ExerciseFailed(
-                f"{where} returned a {got['kind']}; return a torch.amp.GradScaler (or a "
-                "ShardedGradScaler, which is one), enabled or not, so the loop keeps one code path."
+                f"{where} returned a {got['kind']}; the reference returns "
+                f"{KINDS[want['kind']]}, {'enabled' if want['enabled'] else 'disabled'}."
             )
-        if got["enabled"] != want["enabled"]:
-            raise ExerciseFailed(
-                f"{where}: the scaler is {'enabled' if got['enabled'] else 'disabled'}; "
-                + (
-                    "fp16 needs loss scaling on every strategy."
-                    if want["enabled"]
-                    else f"{name} needs no loss scaling (enabled=False), whatever the strategy."
-                )
-            )
+        differs = scaler_built(got, want)
+        if differs:
+            raise ExerciseFailed(f"{where}: {differs}")
         if want["enabled"] and got["kind"] != want["kind"]:
             raise ExerciseFailed(
-                f"{where}: "
-                + (
-                    f"{WHY_SHARDED}."
-                    if want["kind"] == "sharded"
-                    else f"{WHY_PLAIN[strategy]}: the plain torch.amp.GradScaler is the one to use."
-                )
-            )
-        if got["device"] != want["device"]:
-            raise ExerciseFailed(
-                f"{where}: the scaler is built for {got['device']!r}; build it for device.type "
-                f"({want['device']!r})."
+                f"{where}: the scaler is {KINDS[got['kind']]}; the reference's is "
+                f"{KINDS[want['kind']]}."
             )
 
 

@@ -52,51 +52,30 @@ def observe(fn, seed: int) -> dict:
     return {"rows": rows}
 
 
-def _mistakes(values: list[float], confidence: float) -> dict[str, float]:
-    """The bounds the usual mistakes give, each with what to say about it."""
-    n, mean, s = len(values), statistics.mean(values), statistics.stdev(values)
-    t = t_quantile(confidence, n - 1)
-    two_sided = 0.5 + confidence / 2
-    z = statistics.NormalDist().inv_cdf(confidence)
-    return {
-        f"is the lower end of the two-sided {confidence:.0%} interval, which leaves "
-        f"{(1 - confidence) / 2:g} below it; a one-sided bound leaves all {1 - confidence:g} "
-        f"below it, so its t is taken at {confidence:g}, not at {two_sided:g}": (
-            mean - t_quantile(two_sided, n - 1) * s / math.sqrt(n)
-        ),
-        f"uses the normal quantile ({z:.3g}) instead of Student's t with n - 1 = {n - 1} "
-        f"degrees of freedom ({t:.3g})": mean - z * s / math.sqrt(n),
-        f"uses n = {n} degrees of freedom; the sample standard deviation leaves n - 1": (
-            mean - t_quantile(confidence, n) * s / math.sqrt(n)
-        ),
-        "uses the population standard deviation (divided by n); the sample one divides by "
-        "n - 1 (statistics.stdev)": mean - t * statistics.pstdev(values) / math.sqrt(n),
-        "divides by n: the standard error of a mean is s / sqrt(n)": mean - t * s / n,
-        "does not divide by sqrt(n): that is the spread of one run, not of the mean": mean - t * s,
-        "is above the mean: that is an upper bound": mean + t * s / math.sqrt(n),
-        "is the distance below the mean, not the bound itself": t * s / math.sqrt(n),
-    }
-
-
 def compare(mine: dict, reference: dict, seed: int) -> None:
-    """Raise ExerciseFailed, in plain words, at the first case where ``mine`` differs."""
+    """Raise ExerciseFailed at the first case where ``mine`` differs: how far below the mean the
+    bound is, in units of the standard error s / sqrt(n) too."""
     for got, want in zip(mine["rows"], reference["rows"], strict=True):
         values, confidence = got["values"], got["confidence"]
         where = f"accuracy_lower_bound({values}, {confidence})"
         if got["error"]:
-            raise ExerciseFailed(f"{where} {got['error']}; return the bound as one number.")
+            raise ExerciseFailed(f"{where} {got['error']}; the reference returns one number.")
         bound, want_bound = got["result"], want["result"]
         if math.isclose(bound, want_bound, rel_tol=0, abs_tol=ABS_TOL):
             continue
-        said = f"{where} gave {bound:.6g}, expected {want_bound:.6g}"
-        for mistake, value in _mistakes(values, confidence).items():
-            if math.isclose(bound, value, rel_tol=0, abs_tol=ABS_TOL):
-                raise ExerciseFailed(f"{said}: your bound {mistake}.")
-        mean = statistics.mean(values)
+        n, mean, s = len(values), statistics.mean(values), statistics.stdev(values)
         raise ExerciseFailed(
-            f"{said}: yours is {mean - bound:.4g} below the mean of the values ({mean:.6g}), the "
-            f"expected bound {mean - want_bound:.4g} below it."
+            f"{where} gave {bound:.6g}, expected {want_bound:.6g}: the values' mean is "
+            f"{mean:.6g} and their sample standard deviation s {s:.4g}, with n = {n}; yours is "
+            f"{_below(bound, mean, s / math.sqrt(n))}, the expected bound "
+            f"{_below(want_bound, mean, s / math.sqrt(n))}."
         )
+
+
+def _below(value: float, mean: float, error: float) -> str:
+    """How far ``value`` lies below ``mean``, in units of the standard error too."""
+    units = f", {abs(mean - value) / error:.4g} x s / sqrt(n)" if error else ""
+    return f"{abs(mean - value):.4g} {'above' if value > mean else 'below'} the mean{units}"
 
 
 register("08.accuracy_interval", observe, compare)
@@ -143,56 +122,6 @@ def _fewest(spread: float, margin: float, quantile, divisor=math.sqrt) -> int:
         middle = (low + high) // 2
         low, high = (low, middle) if narrow(middle) else (middle, high)
     return high
-
-
-def _seeds_mistakes(reference, candidate, margin, confidence, right: int) -> dict[str, tuple]:
-    """{mistake: (the answer it gives, what to say about it)} for the usual mistakes."""
-    differences = [c - r for r, c in zip(reference, candidate, strict=True)]
-    s = statistics.stdev(differences)
-    two_sided = 0.5 + confidence / 2
-    z = statistics.NormalDist().inv_cdf(two_sided)
-    apart = math.hypot(statistics.stdev(reference), statistics.stdev(candidate))
-
-    def t(df_offset=-1, probability=two_sided):
-        return lambda n: t_quantile(probability, n + df_offset)
-
-    return {
-        "unpaired": (
-            _fewest(apart, margin, t()),
-            "used the spread of the accuracies, as if the two modes' runs were independent; a "
-            "paired interval needs the standard deviation of the per-seed differences, which "
-            "leaves out what a seed does to both modes",
-        ),
-        "normal": (
-            _fewest(s, margin, lambda n: z),
-            f"used the normal quantile ({z:.3g}) instead of Student's t with n - 1 degrees of "
-            "freedom, which is larger at small n",
-        ),
-        "df": (
-            _fewest(s, margin, t(df_offset=0)),
-            "took t with n degrees of freedom; n seeds leave n - 1",
-        ),
-        "one-sided": (
-            _fewest(s, margin, t(probability=confidence)),
-            f"took t at {confidence:g}: a two-sided interval leaves {(1 - confidence) / 2:g} in "
-            f"each tail, so take it at {two_sided:g}",
-        ),
-        "pstdev": (
-            _fewest(statistics.pstdev(differences), margin, t()),
-            "used the population standard deviation of the differences (divided by their count); "
-            "use the sample one (n - 1, statistics.stdev)",
-        ),
-        "over-n": (
-            _fewest(s, margin, t(), divisor=float),
-            "divided by n: the standard error of a mean is s / sqrt(n)",
-        ),
-        "one-less": (
-            right - 1,
-            "returned the last number of seeds whose interval is still too wide; return the "
-            "first one that is narrow enough",
-        ),
-        "one-more": (right + 1, "returned one seed more than needed: check n before increasing it"),
-    }
 
 
 def _seeds_cases(seed: int):
@@ -255,37 +184,43 @@ def observe_seeds(fn, seed: int) -> dict:
 
 
 def compare_seeds(mine: dict, reference: dict, seed: int) -> None:
-    """Raise ExerciseFailed at the first case where ``mine`` differs, naming the mistake that
-    gives the answers of every case when one does."""
+    """Raise ExerciseFailed at the first case where ``mine`` differs, with the paired interval's
+    half-width at the number of seeds returned and at the expected one."""
     rows = list(zip(mine["rows"], reference["rows"], strict=True))
     for got, _ in rows:
         where = _call(got)
         if got["error"]:
-            raise ExerciseFailed(f"{where} {got['error']}; return the number of seeds.")
+            raise ExerciseFailed(
+                f"{where} {got['error']}; the reference returns a number of seeds."
+            )
         if got["type"] != "int":
             raise ExerciseFailed(
-                f"{where} returned a {got['type']} ({got['result']!r}); return a number of seeds "
-                "as an int, such as int(n)."
+                f"{where} returned a {got['type']} ({got['result']!r}); the reference returns an "
+                "int."
             )
-    wrong = [(got, want) for got, want in rows if got["result"] != want["result"]]
-    if not wrong:
-        return
-    mistakes = [_seeds_mistakes(*_args(got), want["result"]) for got, want in rows]
-    got, want = wrong[0]
-    said = f"{_call(got)} returned {got['result']}, expected {want['result']}"
-    for name in mistakes[0]:
-        if all(m[name][0] == g["result"] for m, (g, _) in zip(mistakes, rows, strict=True)):
-            raise ExerciseFailed(f"{said}: you {mistakes[rows.index((got, want))][name][1]}.")
-    for got, want in wrong:
-        if got["result"] < 2:
-            raise ExerciseFailed(
-                f"{_call(got)} returned {got['result']}: a t interval needs at least 2 seeds "
-                f"(n - 1 >= 1 degree of freedom); the answer here is {want['result']}."
-            )
-    raise ExerciseFailed(
-        f"{said}: the fewest n >= 2 whose paired interval, at this confidence and the pilot's "
-        "spread of the per-seed differences, is no wider than +-margin."
-    )
+    for got, want in rows:
+        if got["result"] == want["result"]:
+            continue
+        reference_runs, candidate, margin, confidence = _args(got)
+        differences = [c - r for r, c in zip(reference_runs, candidate, strict=True)]
+        spread = statistics.stdev(differences)
+        widths = (
+            _half_width(n, spread, confidence, margin) for n in (got["result"], want["result"])
+        )
+        raise ExerciseFailed(
+            f"{_call(got)} returned {got['result']}, expected {want['result']}: the per-seed "
+            f"differences' sample standard deviation is {spread:.4g}, and a paired "
+            f"{confidence:.0%} interval's half-width is {' and '.join(widths)}, for a margin of "
+            f"{margin:g}."
+        )
+
+
+def _half_width(n: int, spread: float, confidence: float, margin: float) -> str:
+    """The paired interval's half-width at ``n`` seeds against the margin, in words."""
+    if n < 2:
+        return f"none at n = {n} (n - 1 = {n - 1} degrees of freedom)"
+    width = t_quantile(0.5 + confidence / 2, n - 1) * spread / math.sqrt(n)
+    return f"{width:.4g} at n = {n} ({'within' if width <= margin else 'wider than'} the margin)"
 
 
 def _call(row: dict) -> str:

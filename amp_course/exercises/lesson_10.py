@@ -13,44 +13,8 @@ from __future__ import annotations
 
 import math
 
-import torch
-
-from . import ExerciseFailed, call_answer, fail_on_error, register
-
-
-def _draw(seed: int, count: int, low: int, high: int) -> list[int]:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(low, high, (count,), generator=generator).tolist()
-
-
-def _observe(fn, cases: list[tuple]) -> list[dict]:
-    results = []
-    for case in cases:
-        got, error = call_answer(fn, *case)
-        number = isinstance(got, (int, float)) and not isinstance(got, bool)
-        results.append(
-            {
-                "case": list(case),
-                "error": error,
-                "result": float(got) if number else None,
-                "returned": None if number else repr(got)[:80],
-            }
-        )
-    return results
-
-
-def _compare(mine, reference, name: str, diagnose) -> None:
-    """Case by case: errors, non-numbers, then ``diagnose(case, got, expected)``'s hint."""
-    for got, want in zip(mine, reference, strict=True):
-        call = f"{name}{tuple(want['case'])}"
-        fail_on_error(got["error"], call)
-        result, expected = got["result"], want["result"]
-        if result is None or not math.isfinite(result):
-            raise ExerciseFailed(f"{call} should return a number, got {got['returned'] or result}.")
-        if not math.isclose(result, expected, rel_tol=1e-9):
-            hint = diagnose(want["case"], result, expected)
-            raise ExerciseFailed(f"{call} returned {result:.6g}, expected {expected:.6g}. {hint}")
-
+from . import register
+from .intensity_parts import close, compare, draw, known_byte_count, observe, ratio_words
 
 # ---- 10.matmul_intensity: a batched matmul, its dtype given by name ----------------------------
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes per element of each dtype name
@@ -66,39 +30,12 @@ MATMUL_CASES = [  # (batch, m, k, n, dtype)
 def matmul_cases(seed: int) -> list[tuple]:
     if seed == 0:
         return list(MATMUL_CASES)
-    sizes = _draw(seed, 20, 1, 5000)
+    sizes = draw(seed, 20, 1, 5000)
     names = list(ITEMSIZE)
     return [
         (1 + sizes[i] % 64, sizes[i + 1], sizes[i + 2], sizes[i + 3], names[(i // 4) % 3])
         for i in range(0, 20, 4)
     ]
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-9)
-
-
-def _missing(parts: dict[str, int], deficit: float) -> str | None:
-    """The parts (one, or all but one) whose bytes add up to ``deficit``, in words."""
-    names = list(parts)
-    groups = [[name] for name in names] + [[a, b] for a in names for b in names if a < b]
-    found = [group for group in groups if _close(sum(parts[g] for g in group), deficit)]
-    if not found:
-        return None
-    return " or ".join(" and ".join(group) for group in found)
-
-
-def _known_byte_count(parts: dict[str, int], implied_bytes: float, itemsize: int) -> str | None:
-    """The learner's byte count in words, where it is the reference's without some of ``parts``
-    or with every element at fewer than ``itemsize`` bytes; None otherwise."""
-    total = sum(parts.values())
-    missing = _missing(parts, total - implied_bytes)
-    if missing:
-        return f"the reference's count without {missing}"
-    for per_element in range(1, itemsize):
-        if _close(implied_bytes, total / itemsize * per_element):
-            return f"every element at {per_element} byte{'s' if per_element > 1 else ''}"
-    return None
 
 
 def _explain_matmul(case, got: float) -> str:
@@ -121,25 +58,25 @@ def _explain_matmul(case, got: float) -> str:
         return account
     implied_bytes, implied_flops = flops / got, got * total
     said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
-    known = _known_byte_count(parts, implied_bytes, size)
+    known = known_byte_count(parts, implied_bytes, size)
     if known:
         return f"{said}: {known}."
-    if batch > 1 and _close(implied_bytes, total / batch):
+    if batch > 1 and close(implied_bytes, total / batch):
         return f"{said}: one product's bytes, against the FLOPs of all {batch}."
     said = f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs"
-    if _close(implied_flops, flops / 2):
+    if close(implied_flops, flops / 2):
         return f"{said}: half the reference's (or, at its FLOPs, twice its bytes)."
-    if batch > 1 and _close(implied_flops, flops / batch):
+    if batch > 1 and close(implied_flops, flops / batch):
         return f"{said}: one product's FLOPs, against the bytes of all {batch}."
     return account
 
 
 def observe_matmul_intensity(fn, seed: int) -> list[dict]:
-    return _observe(fn, matmul_cases(seed))
+    return observe(fn, matmul_cases(seed))
 
 
 def compare_matmul_intensity(mine, reference, seed: int) -> None:
-    _compare(mine, reference, "matmul_intensity", lambda case, got, _: _explain_matmul(case, got))
+    compare(mine, reference, "matmul_intensity", lambda case, got, _: _explain_matmul(case, got))
 
 
 register("10.matmul_intensity", observe_matmul_intensity, compare_matmul_intensity)
@@ -159,7 +96,7 @@ WAVE_CASES = [  # (batch, m, n, tile_m, tile_n, sms)
 def wave_cases(seed: int) -> list[tuple]:
     if seed == 0:
         return list(WAVE_CASES)
-    sizes = _draw(seed, 18, 1, 9000)
+    sizes = draw(seed, 18, 1, 9000)
     tiles = (64, 128, 256)
     return [
         (
@@ -188,7 +125,7 @@ def _explain_waves(case, got: float) -> str:
     )
     if got <= 0:
         return account
-    if batch > 1 and _close(got * waves * sms * area, m * n):
+    if batch > 1 and close(got * waves * sms * area, m * n):
         return (
             f"{account} Over those slots your value means {m * n:,} useful elements: one matrix's."
         )
@@ -203,11 +140,11 @@ def _explain_waves(case, got: float) -> str:
 
 
 def observe_wave_efficiency(fn, seed: int) -> list[dict]:
-    return _observe(fn, wave_cases(seed))
+    return observe(fn, wave_cases(seed))
 
 
 def compare_wave_efficiency(mine, reference, seed: int) -> None:
-    _compare(mine, reference, "wave_efficiency", lambda case, got, _: _explain_waves(case, got))
+    compare(mine, reference, "wave_efficiency", lambda case, got, _: _explain_waves(case, got))
 
 
 register("10.wave_efficiency", observe_wave_efficiency, compare_wave_efficiency)
@@ -226,24 +163,13 @@ CONV_CASES = [  # (batch, c_in, c_out, size, kernel, itemsize): the MNIST CNN's 
 def conv_cases(seed: int) -> list[tuple]:
     if seed == 0:
         return list(CONV_CASES)
-    draws = _draw(seed, 20, 1, 512)
+    draws = draw(seed, 20, 1, 512)
     # Both itemsizes at every seed, so an answer that ignores the argument fails at the grader's.
     return [
         (1 + draws[i] % 64, draws[i + 1], draws[i + 2], 1 + draws[i + 3] % 56, (1, 3, 5)[i % 3])
         + ((2, 4)[(i // 4) % 2],)
         for i in range(0, 20, 4)
     ]
-
-
-def _ratio(value: float, reference: float) -> str | None:
-    """``value`` against ``reference`` in words, where one is a whole multiple of the other."""
-    larger, smaller = max(value, reference), min(value, reference)
-    whole = round(larger / smaller)
-    if whole < 2 or not _close(larger, whole * smaller):
-        return None
-    if value > reference:
-        return f"{whole} times the reference's"
-    return "half the reference's" if whole == 2 else f"1/{whole} of the reference's"
 
 
 def _explain_conv(case, got: float) -> str:
@@ -267,33 +193,57 @@ def _explain_conv(case, got: float) -> str:
         return account
     implied_bytes, implied_flops = flops / got, got * total
     said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
-    known = _known_byte_count(parts, implied_bytes, itemsize)
+    known = known_byte_count(parts, implied_bytes, itemsize)
     if known:  # fewer bytes than the reference's
         return f"{said}: {known}."
     for name, nbytes in parts.items():
         times = round((implied_bytes - total) / nbytes) + 1
-        if times >= 2 and _close(implied_bytes, total + (times - 1) * nbytes):
+        if times >= 2 and close(implied_bytes, total + (times - 1) * nbytes):
             return f"{said}: the reference's count with {name} counted {times} times."
-    ratio = _ratio(implied_flops, flops)
+    ratio = ratio_words(implied_flops, flops)
     if ratio:
         return (
             f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs: {ratio}"
             + (" (or, at its FLOPs, twice its bytes)." if ratio.startswith("half") else ".")
         )
+    output_side = _output_side(case, got)
+    if output_side:
+        side, side_flops, side_bytes = output_side
+        return (
+            f"{account} Your value is the FLOPs over bytes of a {side} x {side} output "
+            f"({side_flops:,} FLOPs over {side_bytes:,} bytes); the reference's is {size} x {size}."
+        )
     extra = implied_bytes - total
+    elements = abs(extra) / itemsize
+    whole = (
+        f" ({elements:,.0f} elements of {itemsize} bytes)"
+        if close(elements, round(elements))
+        else ""
+    )
     return (
-        f"{said}, {abs(extra):,.0f} {'more' if extra > 0 else 'fewer'} than the reference's "
-        f"({abs(extra) / itemsize:,.6g} elements of {itemsize} bytes); or, over the reference's "
-        f"bytes, {implied_flops:,.0f} FLOPs."
+        f"{said}, {abs(extra):,.0f} {'more' if extra > 0 else 'fewer'} than the reference's"
+        f"{whole}; or, over the reference's bytes, {implied_flops:,.0f} FLOPs."
     )
 
 
+def _output_side(case, got: float) -> tuple[int, int, int] | None:
+    """(side, FLOPs, bytes) of the same convolution with an output of another side whose FLOPs
+    over bytes is ``got``, or None."""
+    batch, c_in, c_out, size, kernel, itemsize = case
+    for side in range(1, size + kernel):
+        flops = 2 * batch * c_out * side * side * c_in * kernel * kernel
+        nbytes = batch * c_in * size**2 + c_out * c_in * kernel**2 + batch * c_out * side**2
+        if side != size and close(got, flops / (nbytes * itemsize)):
+            return side, flops, nbytes * itemsize
+    return None
+
+
 def observe_conv_intensity(fn, seed: int) -> list[dict]:
-    return _observe(fn, conv_cases(seed))
+    return observe(fn, conv_cases(seed))
 
 
 def compare_conv_intensity(mine, reference, seed: int) -> None:
-    _compare(mine, reference, "conv_intensity", lambda case, got, _: _explain_conv(case, got))
+    compare(mine, reference, "conv_intensity", lambda case, got, _: _explain_conv(case, got))
 
 
 register("10.conv_intensity", observe_conv_intensity, compare_conv_intensity)

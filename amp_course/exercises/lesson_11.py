@@ -74,19 +74,31 @@ def mx_cases(seed: int) -> list[dict]:
 
 
 def observe_mx(fn, seed: int) -> list[dict]:
-    """``fn(x, exponent_bits, mantissa_bits, block_size)`` on every case, as fp32."""
+    """``fn(x, exponent_bits, mantissa_bits, block_size)`` on every case, then on the first with x
+    in float64: the values as fp32, and the dtype returned."""
+    cases = mx_cases(seed)
+    first = cases[0]
+    cases.append({**first, "name": f"{first['name']}, x in float64", "x": first["x"].double()})
     results = []
-    for case in mx_cases(seed):
+    for case in cases:
         e, m, block = case["layout"]
         got, error = call_answer(fn, case["x"].clone(), e, m, block)
-        record = {**case, "error": error, "got": None, "returned": None}
+        record = {**case, "error": error, "got": None, "returned": None, "dtype": None}
         if error is None:
             try:
+                record["dtype"] = _kind(got)
                 record["got"] = torch.as_tensor(got).detach().to(torch.float32).cpu()
             except (TypeError, ValueError, RuntimeError):
                 record["returned"] = repr(got)[:80]
         results.append(record)
     return results
+
+
+def _kind(value) -> str:
+    """ "a float32 tensor", or what else ``value`` is ("a ndarray")."""
+    if isinstance(value, torch.Tensor):
+        return f"a {str(value.dtype).removeprefix('torch.')} tensor"
+    return f"a {type(value).__name__}"
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -104,6 +116,11 @@ def compare_mx(mine, reference, seed: int) -> None:
             raise ExerciseFailed(
                 f"{call} returned {got['returned'] or shape}; return a tensor of x's shape "
                 f"{tuple(x.shape)}, the dequantized values."
+            )
+        if got["dtype"] != want["dtype"]:
+            raise ExerciseFailed(
+                f"{call} returned {got['dtype']}; x is {_kind(x)}, and the reference returns "
+                f"{want['dtype']}."
             )
         same = _same(got["got"], expected)
         if bool(same.all()):

@@ -213,8 +213,15 @@ def resumed_run(save, seed: int = 0):
     model, optimizer, scaler = lab_setup(seed)
     train_steps(model, optimizer, scaler, batches[:resume_at])
     saved = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
-    buffer = io.BytesIO()
-    torch.save(save(model, optimizer, scaler), buffer)
+    buffer, checkpoint = io.BytesIO(), save(model, optimizer, scaler)
+    objects = _objects_in(checkpoint)
+    if objects:  # say so before torch.load refuses them in words about its own options
+        raise TypeError(
+            f"the checkpoint holds {objects}; torch.load(..., weights_only=True), which the lab "
+            "loads it with, reads only tensors, numbers, strings and dicts, lists and tuples of "
+            "them."
+        )
+    torch.save(checkpoint, buffer)
     buffer.seek(0)
     model, optimizer, scaler = lab_setup(seed + 1)  # a new process: fresh objects, other weights
     load_checkpoint(torch.load(buffer, weights_only=True), model, optimizer, scaler)
@@ -229,6 +236,21 @@ def resumed_run(save, seed: int = 0):
     }
     train_steps(model, optimizer, scaler, batches[resume_at:])
     return model, scaler, differs
+
+
+def _objects_in(value, where: str = "checkpoint") -> str:
+    """The first value in ``value`` that weights_only loading refuses, as "a GradScaler at
+    checkpoint['scaler']"; "" if there is none."""
+    if isinstance(value, dict):
+        found = (_objects_in(item, f"{where}[{key!r}]") for key, item in value.items())
+    elif isinstance(value, (list, tuple)):
+        found = (_objects_in(item, f"{where}[{i}]") for i, item in enumerate(value))
+    elif value is None or isinstance(value, (bool, int, float, str, torch.Tensor, torch.dtype)):
+        return ""
+    else:
+        kind = "GradScaler" if isinstance(value, torch.amp.GradScaler) else type(value).__name__
+        return f"a {kind} object at {where}"
+    return next((text for text in found if text), "")
 
 
 def _optimizer_difference(restored: dict, saved: dict) -> str | None:

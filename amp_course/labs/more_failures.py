@@ -3,7 +3,8 @@ record what happened (crashes, NaN, dtypes, what each optimizer did).
 
 Everything runs on the CPU, with fp16 autocast and a real ``torch.amp.GradScaler`` where a lab needs
 loss scaling, so each symptom shows on any machine. Seed 0 is what the notebook shows; other seeds
-(the grader's) draw other sizes, masks and positions. The checks that judge a fix are in
+(the grader's) draw other sizes, masks and positions. Lab 4's kit lives in ``rotary``, their common
+setup in ``failure_cases``. The checks that judge a fix are in
 ``amp_course.exercises.labs_more_failures``.
 """
 
@@ -20,23 +21,14 @@ from ..data import load_mnist
 from ..display import error_text
 from ..scaling import mnist_batches
 from .bug_hunts import RecordingScaler
-
-DEVICE_TYPE = "cpu"
-SCALER_KWARGS = dict(init_scale=2.0**16, growth_interval=3)
-# The autocast dtype of each case a check runs (None: no autocast, fp32).
-AUTOCAST_CASES = {"fp16 autocast": torch.float16, "bf16 autocast": torch.bfloat16, "fp32": None}
-
-
-def seeded(seed: int) -> torch.Generator:
-    """The generator every lab draws its inputs from."""
-    return torch.Generator().manual_seed(seed)
-
-
-def autocast(dtype: torch.dtype | None) -> torch.autocast:
-    """CPU autocast in ``dtype``, or disabled (plain fp32) for None."""
-    # A disabled autocast still takes a dtype its device supports.
-    return torch.autocast(DEVICE_TYPE, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
-
+from .failure_cases import (  # noqa: F401 - the notebook's lab.SCALER_KWARGS, lab.AUTOCAST_CASES
+    AUTOCAST_CASES,
+    DEVICE_TYPE,
+    SCALER_KWARGS,
+    autocast,
+    seeded,
+)
+from .rotary import apply_rotary, inverse_frequencies, rope_cases, run_rope  # noqa: F401 - lab 4
 
 # ---- Lab 1: an optimizer none of whose parameters got a gradient ---------------------------------
 NUM_BATCHES = 8
@@ -137,6 +129,11 @@ def run_multitask(train, seed: int = 0) -> dict:
 
 
 # ---- Labs 2 and 3: masked attention under autocast -----------------------------------------------
+def _near_minus_12000(q, k):
+    """q and k whose scores q . k / 4 are -55 * 55 * 16 / 4 and noise: below -1e4, above -65504."""
+    return -55 + 0.5 * q, 55 + 2 * k
+
+
 def masked_inputs(seed: int, large: bool = False):
     """q, k, v (fp32, [batch, heads, length, dim]) and ``keep`` (True: the query may attend to the
     key), for right-padded sequences: every query has at least one key. ``large`` gives scores
@@ -145,8 +142,8 @@ def masked_inputs(seed: int, large: bool = False):
     length = 6 if seed == 0 else int(torch.randint(4, 10, (), generator=generator))
     shape = (2, 2, length, 16)
     q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
-    if large:  # q . k / 4 = -55 * 55 * 16 / 4 and noise: below -1e4, above fp16's -65504
-        q, k = -55 + 0.5 * q, 55 + 2 * k
+    if large:
+        q, k = _near_minus_12000(q, k)
     lengths = torch.randint(1, length, (2,), generator=generator)
     keep = (torch.arange(length) < lengths[:, None])[:, None, None, :]
     return q, k, v, keep
@@ -170,24 +167,38 @@ def run_masked(fn, seed: int = 0) -> dict:
     return observed
 
 
-def padded_inputs(seed: int):
-    """q, k, v and ``keep`` for a left-padded causal batch: the padding queries have no key."""
+def padded_inputs(seed: int, large: bool = False, random_mask: bool = False):
+    """q, k, v and ``keep`` for a left-padded causal batch (the padding queries have no key), with
+    scores near -12000 if ``large``; ``random_mask``: each key kept or not at random instead."""
     generator = seeded(seed)
     length = 6 if seed == 0 else int(torch.randint(5, 10, (), generator=generator))
     q, k, v = (torch.randn(3, 2, length, 16, generator=generator) for _ in range(3))
+    if large:
+        q, k = _near_minus_12000(q, k)
     lengths = torch.randint(1, length, (3,), generator=generator)
     lengths[-1] = length  # one sequence without padding
     valid = torch.arange(length) >= (length - lengths)[:, None]  # left padding
     keep = torch.ones(length, length, dtype=torch.bool).tril() & valid[:, None, None, :]
+    if random_mask:
+        keep = torch.rand(3, 1, length, length, generator=generator) < 0.5
+        keep[0, 0, 0], keep[0, 0, 1, :2] = False, torch.tensor([True, False])  # no key; not its own
     return q, k, v, keep
 
 
+# Lab 3's cases: (autocast dtype, padded_inputs' keywords).
+PADDED_CASES = {
+    **{case: (dtype, {}) for case, dtype in AUTOCAST_CASES.items()},
+    "fp16 autocast, scores near -12000": (torch.float16, {"large": True}),
+    "fp32, keys drawn at random": (None, {"random_mask": True}),
+}
+
+
 def run_padded(fn, seed: int = 0) -> dict:
-    """``fn(q, k, v, keep)`` in each autocast case, then backward through a loss on the queries that
-    have keys (as a model that ignores its padding positions): output and gradients."""
+    """``fn(q, k, v, keep)`` in each of PADDED_CASES, then backward through a loss on the queries
+    that have keys (as a model that ignores its padding positions): output and gradients."""
     observed = {}
-    for case, dtype in AUTOCAST_CASES.items():
-        q, k, v, keep = padded_inputs(seed)
+    for case, (dtype, inputs) in PADDED_CASES.items():
+        q, k, v, keep = padded_inputs(seed, **inputs)
         q, k, v = (t.requires_grad_() for t in (q, k, v))
         has_key = keep.any(-1, keepdim=True).expand(-1, q.shape[1], -1, -1)
         weights = torch.randn(q.shape, generator=seeded(seed + 1)) * has_key
@@ -247,52 +258,3 @@ def train_padded(attention, steps: int = 6, seed: int = 0) -> list[dict]:
         history.append({"loss": loss.item(), "scale": scaler.get_scale()})
         history[-1]["stepped"] = len(history) - 1 in stepped
     return history
-
-
-# ---- Lab 4: rotary position angles under bf16 autocast -------------------------------------------
-def inverse_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
-    """RoPE's inverse frequencies, as Llama defines them: base ** (-2i / dim), in fp32."""
-    return 1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """Llama's rotation of the two halves of the last dimension: (a, b) -> (-b, a)."""
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((-second, first), dim=-1)
-
-
-def apply_rotary(x, cos, sin):
-    """Rotate ``x`` ([..., positions, dim]) by its positions' angles."""
-    return x * cos + rotate_half(x) * sin
-
-
-def rope_cases(seed: int = 0) -> dict:
-    """{case: (autocast dtype, output dtype, dim, base, positions)}: the notebook's for seed 0."""
-    if seed == 0:
-        dim, base, start, count = 32, 10000.0, 0, 2048
-    else:
-        generator = seeded(seed)
-        dim = 16 * int(torch.randint(1, 5, (), generator=generator))
-        base = (10000.0, 500000.0)[int(torch.randint(0, 2, (), generator=generator))]
-        start = int(torch.randint(0, 30000, (), generator=generator))
-        count = int(torch.randint(1024, 2049, (), generator=generator))
-    positions = torch.arange(start, start + count)
-    order = ("bf16 autocast", "fp16 autocast", "fp32")  # the lab's case first
-    return {
-        case: (AUTOCAST_CASES[case], AUTOCAST_CASES[case] or torch.float32, dim, base, positions)
-        for case in order
-    }
-
-
-def run_rope(fn, seed: int = 0) -> dict:
-    """``fn(inv_freq, positions, dtype)`` in each case: the cos and sin it returns."""
-    observed = {}
-    for case, (autocast_dtype, dtype, dim, base, positions) in rope_cases(seed).items():
-        try:
-            with autocast(autocast_dtype):
-                cos, sin = fn(inverse_frequencies(dim, base), positions.clone(), dtype)
-            observed[case] = {"error": None, "cos": cos.detach(), "sin": sin.detach()}
-        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            observed[case] = {"error": error_text(error)}
-        observed[case]["start"] = int(positions[0])
-    return observed

@@ -18,7 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ...paths import ROOT
+from ...paths import DATA, NOTEBOOKS, PACKAGE_DIR, QUIZZES, README, ROOT
 from ...quiz import atomic_write_text
 from .exports import canvas_csv, gradescope_results, read_roster
 from .run import grade_all
@@ -29,7 +29,14 @@ from .settings import Settings, SettingsError
 TORCH_PIN = ("torch==2.14.1", "torchvision==0.29.1")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # What of the checkout the zip carries: the package builds from these (pyproject's hatch config).
-COURSE_FILES = ("pyproject.toml", "README.md", "amp_course", "quizzes", "data", "notebooks")
+COURSE_FILES = (
+    Path("pyproject.toml"),
+    README,
+    PACKAGE_DIR.relative_to(ROOT),
+    QUIZZES,
+    DATA,
+    NOTEBOOKS,
+)
 ROOT_ENV = "AMP_COURSE_AUTOGRADER_ROOT"  # where /autograder is (tests run it in a temporary one)
 PYTHON_ENV = "AMP_COURSE_AUTOGRADER_PYTHON"
 
