@@ -5,11 +5,11 @@ A lesson's copy in a run counts when the run is a GPU's own (a rehearsal of a sm
 emulation``, is left out: its outputs are neither the GPU it ran on nor the one it rehearsed),
 its report.json is readable (an interrupted run's copies are not trusted), the copy is stamped in
 full mode and the run passed the lesson. The website picks the copy a lesson's page shows from
-here, the README's results say where each lesson's copy comes from, the GPU run's plan what a run
-of the current notebooks still lacks, and a lesson on a machine that cannot run a cell (no FP8
-tensor cores, say) shows what the same cell printed in such a copy (``committed_outputs``),
-labelled with the run's device and versions, never typed into the lesson. Copies exist in a
-checkout or a Colab clone; an installed wheel carries none.
+here, the GPU guide's results (docs/gpu-run.md) say where each lesson's copy comes from, the GPU
+run's plan what a run of the current notebooks still lacks, and a lesson on a machine that cannot
+run a cell (no FP8 tensor cores, say) shows what the same cell printed in such a copy
+(``committed_outputs``), labelled with the run's device and versions, never typed into the lesson.
+Copies exist in a checkout or a Colab clone; an installed wheel carries none.
 """
 
 from __future__ import annotations

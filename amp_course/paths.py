@@ -5,8 +5,9 @@ A wheel (``pip install .``) carries the shipped files inside the package, in
 ``amp_course/course_files/`` (pyproject.toml maps them there); a git checkout, an editable install
 and the Colab setup cell's clone have them at the repository's root, beside the package. Every
 reader asks ``course_dir``, so a notebook finds them from any folder, however the course was
-installed. What only a checkout has (the notebooks, ``reports/``, ``README.md``) is under ``ROOT``,
-at the paths named below: the layout and the lessons' order are named here once.
+installed. What only a checkout has (the notebooks, ``reports/``, ``README.md``, the guides in
+``docs/``) is under ``ROOT``, at the paths named below: the layout and the lessons' order are
+named here once.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ GPU_REPORTS = REPORTS / "gpu"  # one folder per GPU run (reports/gpu/<device>/)
 SMOKE_REPORTS = REPORTS / "smoke"  # the CPU smoke benchmark of every lesson
 GRADING_REPORTS = REPORTS / "grading"  # the grading throughput benchmark
 SITE = Path("site")  # the website's conf.py and _static/; its build goes to site/_build
-DOCS = Path("docs")  # the website's guides (Markdown), beside the lesson pages
 QUIZZES = Path("quizzes")  # published quizzes (their sources in quizzes/source/)
 DATA = Path("data")  # the shipped MNIST files
 README = Path("README.md")  # its "Lessons" table is the course's order (``lesson_notebooks``)
+DOCS = Path("docs")  # the guides (instructors, GPU run, helper package, contributing): site pages
+GPU_GUIDE = DOCS / "gpu-run.md"  # holds the GPU results section ``amp-course gpu-results`` writes
 LESSONS_HEADING = "## Lessons"
 
 

@@ -1,5 +1,5 @@
 """The committed GPU runs, read in one place: a lesson shows what a GPU run printed, only results,
-labelled with the run, from the same copies the website and the README's results count."""
+labelled with the run, from the same copies the website and the GPU guide's results count."""
 
 import json
 
@@ -58,7 +58,7 @@ def test_finds_results_newest_first_and_says_whether_the_code_was_the_same(tmp_p
 
 def test_the_copies_no_other_reader_counts_are_not_shown(tmp_path):
     """A rehearsal of a smaller GPU, an interrupted run and a run that failed the lesson print
-    nothing a lesson shows, as the website and the README's results show none of them."""
+    nothing a lesson shows, as the website and the GPU guide's results show none of them."""
     reports, notebooks = tmp_path / "reports", tmp_path / "notebooks"
     _notebook(notebooks / "09.ipynb", "run()", None, stamp=False)
     _run(reports, "h100", "run()", "FP8 / bf16 step time: 0.8x\n", date="2026-11-23")

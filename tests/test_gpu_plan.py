@@ -163,7 +163,7 @@ def test_a_checkout_without_lessons_or_runs_lacks_only_the_benches(tmp_path):
 
 
 def test_the_eager_workloads_lesson_05_printed_are_a_bench_part_of_their_own(course):
-    """The README reads matmul, MNIST CNN and the largest batch from bench.json only: a run
+    """The GPU results read matmul, MNIST CNN and the largest batch from bench.json only: a run
     lacking any of them lists the bench-eager part, timed as one part with all three."""
     path = course / "reports" / "gpu" / FOLDER / "bench-vit_b16" / "bench.json"
     report = json.loads(path.read_text())
@@ -361,7 +361,7 @@ def test_gpu_run_plan_for_this_checkout(capsys):
     assert "bench-vit_b16" not in names  # committed in the H100 run
 
 
-def test_the_readme_says_where_each_lessons_copy_comes_from(course):
+def test_the_gpu_results_say_where_each_lessons_copy_comes_from(course):
     reports = course / "reports" / "gpu"
     lessons = [course / "notebooks" / f"{name}.ipynb" for name in LESSONS]
     lines = results.copies_lines(reports, lessons)

@@ -1,4 +1,5 @@
-"""The committed GPU run: its files are complete and sound, and the README quotes them exactly."""
+"""The committed GPU run: its files are complete and sound, and the GPU-run guide
+(docs/gpu-run.md) quotes them exactly."""
 
 import json
 import shutil
@@ -10,7 +11,7 @@ from conftest import ROOT
 from amp_course import cli
 from amp_course.bench.rows import Row
 from amp_course.executed import read_stamp
-from amp_course.paths import lesson_notebooks
+from amp_course.paths import GPU_GUIDE, lesson_notebooks
 from amp_course.tooling.runs import files, parts, results
 
 RUNS = sorted(p.parent for p in (ROOT / "reports" / "gpu").glob("*/report.json"))
@@ -18,16 +19,30 @@ MAIN_RUNS = [run for run in RUNS if (run / "bench-vit_b16" / "bench.json").exist
 
 
 def test_a_gpu_run_is_committed():
-    assert MAIN_RUNS, "reports/gpu/<device>/ with a ViT-B/16 bench is the README's source"
+    assert MAIN_RUNS, "reports/gpu/<device>/ with a ViT-B/16 bench is the GPU guide's source"
 
 
 @pytest.mark.parametrize("run", MAIN_RUNS, ids=lambda p: p.name)
-def test_readme_quotes_the_committed_run_number_for_number(run):
-    readme = (ROOT / "README.md").read_text()
-    assert results.section(run).rstrip("\n") in readme, (
-        "README.md's GPU results differ from the files: run "
+def test_the_gpu_guide_quotes_the_committed_run_number_for_number(run):
+    guide = (ROOT / GPU_GUIDE).read_text(encoding="utf-8")
+    assert results.section(run).rstrip("\n") in guide, (
+        f"{GPU_GUIDE}'s GPU results differ from the files: run "
         f"`amp-course gpu-results {run.relative_to(ROOT)} --write`"
     )
+
+
+def test_write_replaces_the_section_in_the_gpu_guide_only(tmp_path, monkeypatch):
+    run = MAIN_RUNS[0]
+    (tmp_path / GPU_GUIDE).parent.mkdir(parents=True)
+    (tmp_path / "README.md").write_text(f"readme\n{results.BEGIN}\nold\n{results.END}\n")
+    stale = f"# Guide\n\nbefore\n\n{results.BEGIN}\nold\n{results.END}\n\nafter\n"
+    (tmp_path / GPU_GUIDE).write_text(stale)
+    monkeypatch.setattr(results, "ROOT", tmp_path)
+    assert results.main([str(run), "--write"]) == 0
+    written = (tmp_path / GPU_GUIDE).read_text()
+    assert written == results.replace_section(stale, results.section(run))
+    assert "\nold\n" not in written and written.endswith("\n\nafter\n")
+    assert "\nold\n" in (tmp_path / "README.md").read_text()  # the README is not written
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
@@ -63,14 +78,14 @@ def test_every_committed_copy_ran_in_full_mode_without_an_error(run):
 
 @pytest.mark.parametrize("run", MAIN_RUNS, ids=lambda p: p.name)
 def test_the_main_run_passed_nbval_for_every_lesson_it_ran(run):
-    # Lessons newer than the run are named in its README section (notebooks_sentence).
+    # Lessons newer than the run are named in its results section (notebooks_sentence).
     report = json.loads((run / "report.json").read_text())
     names = {r["notebook"] for r in report["notebooks"]}
     assert names <= {p.name for p in lesson_notebooks()}, "a lesson the course lost"
     assert report["nbval"] == "passed"
 
 
-def test_the_readme_says_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_path):
+def test_the_gpu_results_say_what_nbval_checked_and_which_lessons_a_run_lacks(tmp_path):
     run = tmp_path / "run"
     (run / "notebooks").mkdir(parents=True)
     marked = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)")
@@ -150,10 +165,10 @@ def test_merge_without_parts_says_so(tmp_path, capsys):
 
 def test_the_mnist_source_is_read_from_the_run():
     source = files.printed_mnist_source(MAIN_RUNS[0] / "notebooks" / "00_scenario.ipynb")
-    assert "MNIST" in source and source in (ROOT / "README.md").read_text()
+    assert "MNIST" in source and source in (ROOT / GPU_GUIDE).read_text(encoding="utf-8")
 
 
-def test_the_sites_gpu_page_shows_versions_nbval_and_the_readme_results():
+def test_the_sites_gpu_page_shows_versions_nbval_and_the_gpu_guides_results():
     from amp_course.tooling.website.gpu_page import gpu_markdown
     from amp_course.tooling.website.sources import Source
 

@@ -11,7 +11,7 @@ from amp_course.tooling.website import sources as site_sources
 from amp_course.tooling.website.build import index_markdown
 
 # Folder and file names of the checkout that only ac.paths may spell.
-LAYOUT = {"executed", "reports", "site", "quizzes", "README.md"}
+LAYOUT = {"executed", "reports", "site", "quizzes", "README.md", "docs"}
 BY_HAND = re.compile(r'\b(ROOT|root|Path\(root\))\s*/\s*"notebooks"')
 
 

@@ -92,6 +92,48 @@ def test_ci_runs_the_readme_test_command():
     assert re.search(r"^make test\b", ci, re.M)
 
 
+README_LIMIT = 15_000  # characters: an entrance, the rest in the guides it links
+GUIDES = ("instructors", "gpu-run", "helper-package", "contributing")
+
+
+def test_the_readme_is_an_entrance_that_links_every_guide():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme) <= README_LIMIT, f"README.md has {len(readme)} characters"
+    on_disk = {p.stem for p in (ROOT / "docs").glob("*.md")}
+    assert set(GUIDES) <= on_disk
+    for stem in on_disk:
+        assert f"](docs/{stem}.md)" in readme, f"README.md does not link docs/{stem}.md"
+    # Moved, not dropped: each guide holds the README's former section by its heading.
+    headings = {
+        "instructors": ("## Quizzes (for learners)", "## Grading (for instructors)"),
+        "gpu-run": ("# Benchmarks and the GPU run",),
+        "helper-package": ("# The helper package",),
+        "contributing": ("## Notebook conventions", "## Tests", "## The course as a website"),
+    }
+    for stem, wanted in headings.items():
+        lines = (ROOT / "docs" / f"{stem}.md").read_text(encoding="utf-8").splitlines()
+        assert all(h in lines for h in wanted), stem
+
+
+def test_the_readme_installs_for_a_cpu_laptop_and_a_gpu_side_by_side():
+    """A learner on a CPU laptop gets the CPU build's line, not only the ~6 GB CUDA build's; the
+    learner's next step is lesson 00, and `make test` is offered to instructors, not to them."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme.split("## Install and open the course\n", 1)[1].split("\n## ", 1)[0]
+    cpu = install.index("`make course TORCH_INDEX=https://download.pytorch.org/whl/cpu`")
+    assert cpu < install.index("| `make course` |")  # the two in one table row, CPU first
+    assert "about 6 GB" in install and "CPU build" in install
+    assert "no GPU needed" not in readme.lower()
+    assert "Then open `notebooks/00_scenario.ipynb`" in install and "Colab" in install
+    assert "make test" not in install
+    makefile = (ROOT / "Makefile").read_text()
+    assert "TORCH_INDEX ?=" in makefile and "$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))" in (
+        makefile
+    )
+    guide = readme.split("## For instructors and contributors\n", 1)[1]
+    assert re.search(r"^make test\b", guide, re.M)
+
+
 def test_make_test_lints_and_format_checks_before_pytest():
     # `make -n` prints the commands `make test` would run without running them.
     commands = subprocess.run(

@@ -1,4 +1,4 @@
-"""The README's open command starts JupyterLab headless on notebooks/."""
+"""The README's install command (`make course`) starts JupyterLab headless on notebooks/."""
 
 import os
 import signal

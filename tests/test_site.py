@@ -37,11 +37,11 @@ from amp_course.executed import STAMP_KEY
 from amp_course.quiz import Quiz
 from amp_course.tooling import website
 from amp_course.tooling.runs.execute import prepare
-from amp_course.tooling.website import pages
+from amp_course.tooling.website import guides, pages
 from amp_course.tooling.website.build import write_sources
 
 SCREENSHOT_OF = "05_speed_memory"
-# The committed GPU run the README quotes (a benchmark and its profile beside the lessons).
+# The committed GPU run the GPU guide quotes (a benchmark and its profile beside the lessons).
 MAIN_RUN = next(
     p.parent.parent for p in sorted((ROOT / "reports/gpu").glob("*/bench-vit_b16/bench.json"))
 )  # timings and plots: the page a reviewer should look at
@@ -51,12 +51,14 @@ MAIN_RUN = next(
 
 
 def _course(tmp_path, lessons=("00_scenario", "01_number_formats")) -> Path:
-    """A course checkout holding only ``lessons``, the README and the published quizzes."""
+    """A course checkout holding only ``lessons``, the README, its guides and the published
+    quizzes."""
     root = tmp_path / "course"
     (root / "notebooks").mkdir(parents=True)
     for lesson in lessons:
         shutil.copy(ROOT / "notebooks" / f"{lesson}.ipynb", root / "notebooks")
     shutil.copy(ROOT / "README.md", root)
+    (root / "docs").symlink_to(ROOT / "docs")
     (root / "quizzes").symlink_to(ROOT / "quizzes")
     return root
 
@@ -205,28 +207,40 @@ def test_pages_name_their_run_and_link_only_a_gpu_run_of_their_lesson(tmp_path):
     assert "Tesla T4" in (html / "gpu" / "tesla-t4.html").read_text()
 
 
-def test_the_guides_in_docs_become_pages_listed_on_the_entry_page(tmp_path):
+def test_every_guide_is_a_page_in_the_navigation_and_its_readme_link_leads_home(tmp_path):
+    """The guides the README links (docs/*.md) are pages of the site, each an entry of the
+    navigation and of the index; a guide's link to the README leads to the site's index."""
     root = _course(tmp_path)
-    _smoke_copy(root, "00_scenario")
-    _smoke_copy(root, "01_number_formats")
-    (root / "docs").mkdir()
-    (root / "docs" / "instructors.md").write_text("# For instructors\n\nGrade with `make`.\n")
-    (root / "docs" / "gpu-runs.md").write_text("# Running the course on a GPU\n\nText.\n")
+    for lesson in ("00_scenario", "01_number_formats"):
+        _smoke_copy(root, lesson)
+    names = {p.stem: guides.title(p) for p in sorted((ROOT / "docs").glob("*.md"))}
+    assert {"instructors", "gpu-run", "helper-package", "contributing"} <= set(names)
     src = tmp_path / "src"
     write_sources(src, root)
-    assert (src / "guides" / "instructors.md").read_text().startswith("# For instructors")
     index = (src / "index.md").read_text()
-    assert "- [For instructors](guides/instructors.md)" in index
-    assert "- [Running the course on a GPU](guides/gpu-runs.md)" in index
-    assert "guides/instructors\n" in index  # in the navigation (toctree)
+    toc = index.split("```{toctree}", 1)[1]
+    # The navigation lists them in the order the README links them.
+    linked = re.findall(r"\]\(docs/([^)]+)\.md\)", (ROOT / "README.md").read_text())
+    in_toc = re.findall(r"^docs/(\S+)$", toc, re.M)
+    assert in_toc == list(dict.fromkeys(linked)) and set(in_toc) == set(names)
+    for stem, title in names.items():
+        page = (src / "docs" / f"{stem}.md").read_text()
+        assert page.startswith(f"# {title}\n") and "](../README.md)" not in page
+        assert "](../index.md)" in page  # each guide opens with a link to the course
+        assert f"\ndocs/{stem}\n" in toc and f"- [{title}](docs/{stem}.md)" in index
     html = website.build(out=tmp_path, root=root).parent
-    page = (html / "guides" / "instructors.html").read_text()
-    assert "For instructors" in page and "Grade with" in page
-    assert 'href="guides/instructors.html"' in (html / "index.html").read_text()
+    home = (html / "index.html").read_text()
+    for stem, title in names.items():
+        built = (html / "docs" / f"{stem}.html").read_text()
+        assert f"<h1>{title}" in built and 'href="../index.html"' in built
+        assert f'href="docs/{stem}.html"' in home  # the navigation and the index list it
     # A guide is a page with a title, or the build says which file lacks one.
+    (root / "docs").mkdir(exist_ok=True)
     (root / "docs" / "notes.md").write_text("no title here\n")
-    with pytest.raises(ValueError, match=r"docs/notes\.md has no '# ' title"):
-        write_sources(src, root)
+    with pytest.raises(ValueError, match=r"notes\.md must open with a '# Title' line"):
+        guides.title(root / "docs" / "notes.md")
+    gpu_guide = (html / "docs" / "gpu-run.html").read_text()
+    assert "Results on an" in gpu_guide and "Against the course" in gpu_guide
 
 
 @pytest.mark.parametrize("solved", [True, False], ids=["solved", "blanks-untouched"])
@@ -393,6 +407,8 @@ def test_every_page_in_chromium(site):
 
     base, html, sources = site
     lessons = {s.lesson: s for s in sources}
+    guide_titles = {path.stem: guides.title(path) for path in guides.guides()}
+    seen_guides = set()
     # Every page; _static/ holds the theme's template macros, which are not pages.
     every_page = sorted(p for p in html.rglob("*.html") if "_static" not in p.parts)
     assert len(every_page) > len(lessons)
@@ -419,6 +435,13 @@ def test_every_page_in_chromium(site):
                 assert all(figures), f"{url}: an image does not load"
                 scaled = page.eval_on_selector_all("article img", SCALED_DOWN_UNLINKED)
                 assert not any(scaled), f"{url}: a figure shown scaled down has no full-size link"
+                # Every page's navigation leads to every guide (docs/*.md) but itself.
+                wanted = {f"{base}/docs/{stem}.html" for stem in guide_titles} - {url}
+                assert wanted <= set(hrefs), f"{url}: guides missing: {wanted - set(hrefs)}"
+                if path.parent.name == "docs":
+                    seen_guides.add(path.stem)
+                    title = page.inner_text("article h1")
+                    assert title.startswith(guide_titles[path.stem]), url
                 source = lessons.get(path.stem) if path.parent.name == "lessons" else None
                 if source is None:
                     continue
@@ -450,6 +473,7 @@ def test_every_page_in_chromium(site):
         finally:
             browser.close()
     assert seen_lessons == set(lessons), f"pages missing: {set(lessons) - seen_lessons}"
+    assert seen_guides == set(guide_titles), f"guides missing: {set(guide_titles) - seen_guides}"
     assert (website.BUILD / "screenshots" / f"{SCREENSHOT_OF}.png").stat().st_size > 10_000
     print(f"{len(every_page)} pages checked in {time.perf_counter() - start:.1f} s")
 

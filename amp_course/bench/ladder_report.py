@@ -1,5 +1,5 @@
 """Presenting the MFU ladder from its rows (``rows.Row``, read from bench.json by ``rows.load``):
-a table, a chart, the README's lines, and the timm ratios."""
+a table, a chart, the GPU results' lines (docs/gpu-run.md), and the timm ratios."""
 
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def format_table(rows: list[Row]) -> str:
 
 
 def readme_lines(path: Path) -> list[str]:
-    """The README's lines for a committed ladder run (``<run>/bench-ladder/bench.json``)."""
+    """The GPU results' lines (docs/gpu-run.md) for a committed ladder run
+    (``<run>/bench-ladder/bench.json``)."""
     report = json.loads(Path(path).read_text())
     rows = load(report, "ladder")
     precision = rows[0].precision if rows else "-"

@@ -1,5 +1,5 @@
 """One row per measured configuration, for every workload and the ladder alike: what bench.json
-stores (``to_dict``) and what every table, plot and README line renders from (``from_dict``)."""
+stores (``to_dict``) and what every table, plot and results line renders from (``from_dict``)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ An exercise in a notebook is two cells:
   body ends in ``raise NotImplementedError``; the learner replaces it with code defining ``symbol``;
 - a check cell, tagged ``check``, calling ``ac.exercises.check(name, symbol)``.
 
-Each exercise is three pieces (EXERCISE-CONTRACT in the README's grading section):
+Each exercise is three pieces (what grading does with them: docs/instructors.md, "Grading"):
 ``observe(answer, seed)`` runs the answer on inputs built from ``seed`` and returns plain data
 (``plain.py``); ``compare(mine, reference, seed)`` raises ExerciseFailed on the first difference
 that matters; the reference solution. An exercise module, named after its notebook

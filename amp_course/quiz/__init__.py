@@ -1,6 +1,6 @@
 """Lesson quizzes: authoring schema, publishing, self-check feedback, answer files, widgets.
 
-Three kinds of file (README, "Quizzes"):
+Three kinds of file (docs/instructors.md, "Quizzes"):
 
 - ``quizzes/source/<lesson>.yaml``: the plaintext source an author writes (answers included);
 - ``quizzes/<lesson>.yaml``: what learners get, written by ``amp-course quiz publish``. Answers of

@@ -1,5 +1,5 @@
 """The course's tooling, apart from what lessons call: running the course and reporting it
-(``runs``: the GPU run in parts, the CUDA smoke pass, the smoke benchmark, the README's results,
+(``runs``: the GPU run in parts, the CUDA smoke pass, the smoke benchmark, the GPU guide's results,
 the GPU machine's bootstrap), grading submissions (``grading``) and the website (``website``).
 No lesson imports it; its commands run as ``amp-course gpu``, ``gpu-results``, ``smoke-bench``
 and ``website`` (``commands``), thin shells over it, as ``grade``, ``autograder`` and ``quiz``

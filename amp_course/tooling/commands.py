@@ -41,7 +41,10 @@ COMMANDS = {
         "the GPU run: every lesson in full mode, nbval, the benchmark matrix (reports/gpu/)",
         _gpu,
     ),
-    "gpu-results": ("a committed GPU run's figures as the README's results section", _gpu_results),
+    "gpu-results": (
+        "a committed GPU run's figures as docs/gpu-run.md's results section",
+        _gpu_results,
+    ),
     "smoke-bench": ("each lesson's smoke-mode time on this CPU (reports/smoke/)", _smoke_bench),
     "grading-bench": (
         "grading throughput: generated submissions, sandboxed, per --jobs (reports/grading/)",

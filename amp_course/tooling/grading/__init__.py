@@ -1,8 +1,8 @@
 """Instructor grading: every submission sandboxed (or guarded, without a sandbox), every verdict
 decided outside learner code.
 
-``amp-course grade SUBMISSIONS --key KEY --out gradebook.csv`` (README, "Grading"). One module
-per concern:
+``amp-course grade SUBMISSIONS --key KEY --out gradebook.csv`` (docs/instructors.md, "Grading").
+One module per concern:
 
 - ``notebooks``: rebuild a learner's notebook around the master's protected cells (nbformat);
 - ``settings``: one run's settings (key, lessons, masters, sandbox, limits), checked up front;

@@ -13,7 +13,7 @@
   command line;
 - ``smoke``: each lesson's smoke-mode time on this CPU (``reports/smoke/``);
 - ``files``: a committed GPU run's files read as typed figures; ``results``: those figures
-  rendered as the README's section and the website's GPU page;
+  rendered as the GPU guide's section (docs/gpu-run.md) and the website's GPU page;
 - ``wheels``: the offline GPU machine's bootstrap.
 
 Each module is a library of functions; the commands are thin shells
@@ -23,5 +23,5 @@ a command line, and takes the checkout's root and the lessons from ``ac.paths``.
 this package imports it; the website, which renders its reports, does. The stamp stays below
 (``amp_course.executed``): the website and any lesson that shows a committed run's output read it;
 so do the committed runs' folders and each lesson's copies in them (``amp_course.gpu_copies``),
-which the website, the README's results, the plan and lesson 09 all read.
+which the website, the GPU guide's results, the plan and lesson 09 all read.
 """

@@ -1,5 +1,5 @@
-"""A committed GPU run's files read as typed figures: what the README section and the website's GPU
-page render. Everything under the run's folder:
+"""A committed GPU run's files read as typed figures: what the GPU guide's section and the website's
+GPU page render. Everything under the run's folder:
 
 - ``report.json``: the machine, each notebook's papermill and nbval result;
 - ``bench*/bench.json``: ``amp-course bench`` reports (merged by workload; the ViT-B/16 matrix
@@ -65,7 +65,7 @@ def bench_report(folder: Path) -> dict | None:
     return merged
 
 
-# The eager workloads the README shows beside the ViT-B/16 matrix: the GPU plan's bench-eager part.
+# The eager workloads the GPU results show beside the ViT-B/16 matrix: the plan's bench-eager part.
 EAGER_WORKLOADS = ("matmul", "mnist_cnn", "max_batch")
 
 

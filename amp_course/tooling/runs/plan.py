@@ -22,11 +22,11 @@ from ...gpu_copies import full_copies, run_records, up_to_date
 from ...paths import GPU_REPORTS, ROOT, lesson_notebooks
 from . import gpu_smoke
 
-# The fp16 pass (README, "fp16 pass"): the lessons whose fp16 recipe a Colab T4 runs, with
+# The fp16 pass (docs/gpu-run.md, "fp16 pass"): the lessons whose fp16 recipe a Colab T4 runs, with
 # AMP_DTYPE="fp16", into <device>-fp16/.
 FP16_PASS = ("00_scenario", "03_grad_scaler", "04_training_loops")
-# The bench parts: the ViT-B/16 matrix the README's results read (as the committed run made it),
-# the eager workloads the README shows beside it (`amp-course bench --full --workloads
+# The bench parts: the ViT-B/16 matrix the GPU results read (as the committed run made it),
+# the eager workloads the results show beside it (`amp-course bench --full --workloads
 # matmul,mnist_cnn,max_batch`: the results never read them from lesson 05's printout), and lesson
 # 10's MFU ladder (`amp-course bench --workloads ladder`).
 BENCHES = {

@@ -1,10 +1,10 @@
 """The GPU results, rendered from a committed GPU run's files (``runs.files``), never typed in:
-the README's section and the body of the website's GPU page.
+the GPU-run guide's section (docs/gpu-run.md) and the body of the website's GPU page.
 
     amp-course gpu-results reports/gpu/<device>            # print the section
-    amp-course gpu-results reports/gpu/<device> --write    # replace it in README.md
+    amp-course gpu-results reports/gpu/<device> --write    # replace it in docs/gpu-run.md
 
-The tests regenerate the section from the files and compare it with the README.
+The tests regenerate the section from the files and compare it with the guide's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from ... import precisions
 from ...bench import ladder_report
 from ...gpu_copies import full_copies, gpu_reports
-from ...paths import README, ROOT, lesson_notebooks
+from ...paths import GPU_GUIDE, ROOT, lesson_notebooks
 from ...timing import format_time
 from .files import EAGER_WORKLOADS, checked_output_cells, collect
 
@@ -33,7 +33,7 @@ TARGETS = [
     ("largest batch, bf16 / fp32", "max_batch", 1.6, False),
 ]
 SHOWN_MODES = precisions.NAMES + tuple(f"{p}+compile+fused" for p in precisions.NAMES)
-# What the README says of an eager workload no bench.json of the run holds.
+# What the results say of an eager workload no bench.json of the run holds.
 NOT_MEASURED = "not in this run's bench.json: the next GPU run's bench-eager part measures them"
 
 
@@ -236,8 +236,8 @@ def timing_sentence(rows: list, config: dict) -> str:
 
 
 def results_markdown(folder: Path) -> str:
-    """The run's results as Markdown (a ``###`` heading, then text and tables): the README's
-    section and the website's GPU page show it."""
+    """The run's results as Markdown (a ``###`` heading, then text and tables): the GPU-run
+    guide's section and the website's GPU page show it."""
     data = collect(folder)
     report, bench, measured = data["report"], data["bench"], data["measured"]
     versions = report["versions"]
@@ -284,15 +284,16 @@ def results_markdown(folder: Path) -> str:
 
 
 def section(folder: Path) -> str:
-    """The README section for the GPU run in ``folder``: ``results_markdown`` between markers."""
+    """The GPU-run guide's section for the run in ``folder``: ``results_markdown`` between
+    markers."""
     return f"{BEGIN}\n{results_markdown(folder)}{END}\n"
 
 
-def replace_section(readme: str, text: str) -> str:
-    """``readme`` with its generated section replaced by ``text`` (ValueError without markers)."""
-    if BEGIN not in readme or END not in readme:
-        raise ValueError("README.md has no gpu-results markers to replace between")
-    head, rest = readme.split(BEGIN, 1)
+def replace_section(page: str, text: str) -> str:
+    """``page`` with its generated section replaced by ``text`` (ValueError without markers)."""
+    if BEGIN not in page or END not in page:
+        raise ValueError(f"{GPU_GUIDE.as_posix()} has no gpu-results markers to replace between")
+    head, rest = page.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return head + text.rstrip("\n") + tail
 
@@ -300,7 +301,9 @@ def replace_section(readme: str, text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="amp-course gpu-results", description=__doc__)
     parser.add_argument("folder", type=Path, help="a GPU run's folder, reports/gpu/<device>")
-    parser.add_argument("--write", action="store_true", help="replace the section in README.md")
+    parser.add_argument(
+        "--write", action="store_true", help=f"replace the section in {GPU_GUIDE.as_posix()}"
+    )
     args = parser.parse_args(argv)
     try:
         text = section(args.folder)
@@ -308,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read the GPU run in {args.folder}: {error}", file=sys.stderr)
         return 2
     if args.write:
-        readme = ROOT / README
-        readme.write_text(replace_section(readme.read_text(), text))
+        guide = ROOT / GPU_GUIDE
+        guide.write_text(replace_section(guide.read_text(encoding="utf-8"), text), encoding="utf-8")
     else:
         print(text)
     return 0

@@ -1,4 +1,4 @@
-"""Write the site's sources (index, lesson pages, guides, GPU run pages) and render them with
+"""Write the site's sources (index, lesson pages, GPU run pages, guides) and render them with
 Sphinx."""
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from pathlib import Path
 import nbformat
 
 from ...gpu_copies import full_copies
-from ...paths import DOCS, NOTEBOOKS, README, ROOT
+from ...paths import NOTEBOOKS, README, ROOT
 from ...paths import SITE as SITE_DIR
-from . import pages
+from . import guides, pages
 from .gpu_page import figure_png, gpu_markdown
 from .sources import Source, gpu_reports, select_all
 
 SITE = ROOT / SITE_DIR  # conf.py and _static/ live here
 BUILD = SITE / "_build"
+INSTALL_HEADING = "Install and open the course"  # the README's section the index shows
 
 
 def _write(path: Path, text: str | bytes, written: set[Path]) -> None:
@@ -48,17 +49,6 @@ def scenario(root: Path = ROOT) -> str:
     raise ValueError("notebooks/00_scenario.ipynb opens with no paragraph of prose")
 
 
-def guides(root: Path = ROOT) -> dict[str, str]:
-    """The website's guides, ``docs/*.md``: {file name: the title of its first ``# `` heading}."""
-    found = {}
-    for path in sorted((root / DOCS).glob("*.md")):
-        title = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
-        if title is None:
-            raise ValueError(f"{DOCS / path.name} has no '# ' title")
-        found[path.name] = title.group(1).strip()
-    return found
-
-
 def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
     """The entry page: the scenario, the lessons, how to run them, where the figures come from."""
     table = readme_section("Lessons", root)
@@ -77,13 +67,10 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             f"| [{source.lesson}](lessons/{source.lesson}.ipynb) | {pages.plain(stamp['device'])} "
             f"| {pages.plain(stamp['torch'])} | {pages.when(stamp)} | {stamp['mode']}, {where} |"
         )
-    guide_pages = guides(root)
     toc = [f"lessons/{s.lesson}" for s in sources]
-    toc += [f"guides/{Path(name).stem}" for name in guide_pages]
     toc += [f"gpu/{folder.name}" for folder in sorted(gpu_reports(root))]
-    guide_list = [f"- [{title}](guides/{name})" for name, title in guide_pages.items()]
-    if guide_list:
-        guide_list = ["## Guides", "", *guide_list, ""]
+    guide_pages = [(guides.page_name(path), guides.title(path)) for path in guides.guides(root)]
+    toc += [name for name, _ in guide_pages]
     return "\n".join(
         [
             "# amp-course: mixed precision training in PyTorch, hands on",
@@ -98,12 +85,11 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "",
             "## Run the course",
             "",
-            readme_section("Two commands", root),
+            readme_section(INSTALL_HEADING, root),
             "",
             "Every lesson page below also has an **Open in Colab** link and a link to download "
             "its notebook.",
             "",
-            *guide_list,
             "## Where the outputs on these pages come from",
             "",
             "Each page shows a run of its notebook, stamped with the device, torch version, date "
@@ -115,6 +101,11 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "|---|---|---|---|---|",
             *runs,
             "",
+            *(
+                ["## Guides", "", *(f"- [{t}]({name}.md)" for name, t in guide_pages), ""]
+                if guide_pages
+                else []
+            ),
             "```{toctree}",
             ":hidden:",
             ":maxdepth: 1",
@@ -144,13 +135,13 @@ def write_sources(src: Path, root: Path = ROOT) -> list[Source]:
             root=root,
         )
         _write(src / "lessons" / committed.name, nbformat.writes(page) + "\n", written)
-    for name in guides(root):  # each guide as it is written (its links relative to docs/)
-        _write(src / "guides" / name, (root / DOCS / name).read_bytes(), written)
     for folder in reports:
         _write(src / "gpu" / f"{folder.name}.md", gpu_markdown(folder, sources, root), written)
         figure = figure_png(folder)
         if figure is not None:
             _write(src / "gpu" / f"{folder.name}-bench.png", figure, written)
+    for path in guides.guides(root):
+        _write(src / f"{guides.page_name(path)}.md", guides.site_markdown(path), written)
     _write(src / "index.md", index_markdown(sources, root), written)
     for old in [p for p in src.rglob("*") if p.is_file() and p not in written]:
         old.unlink()  # a page of a lesson or GPU run that is gone

@@ -1,5 +1,5 @@
 """A GPU run's page: the machine, each notebook's result and whether its page shows this run, the
-results and targets the README quotes, and the benchmark's figure, all rendered from the run's
+results and targets the GPU guide quotes, and the benchmark's figure, all rendered from the run's
 JSON files (``amp_course.tooling.runs.files``), never from a printed table."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def gpu_markdown(folder: Path, sources: list[Source], root: Path = ROOT) -> str:
     lines += ["", f"nbval: {pages.plain(nbval)}; benchmark: {pages.plain(bench_run)}"]
     try:
         results = results_markdown(folder)
-    except (OSError, KeyError, ValueError):  # a run without the benchmark files the README reads
+    except (OSError, KeyError, ValueError):  # a run without the benchmark files the GPU guide reads
         results = None
     if results is not None:
         lines += ["", results.replace("### ", "## ", 1).rstrip("\n")]
