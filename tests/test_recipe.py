@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from amp_course import device, lesson, precision, scaling, training
+from amp_course import device, lesson, precision, precisions, scaling, training
 from amp_course.bench import Mode
 from amp_course.data import load_mnist
 
@@ -37,7 +37,8 @@ def test_the_table_holds_every_spelling_and_no_other():
         for name in names
         if not name.startswith("torch.")
     }
-    assert device.DTYPE_ALIASES == expected
+    table = {name: p.dtype for p in precisions.PRECISIONS.values() for name in p.names}
+    assert table == expected
 
 
 def test_a_name_outside_the_table_is_refused_with_the_valid_ones():
@@ -100,7 +101,24 @@ def test_bench_modes_and_lesson_settings_carry_the_recipe():
     }
     settings = lesson.start(smoke=True, device="cpu", autocast_dtype="fp16", verbose=False)
     assert settings.recipe == precision.AmpRecipe("cpu", torch.float16)
+    assert settings.precision is precisions.FP16
     assert settings.device == CPU and settings.autocast_dtype is torch.float16
+
+
+@pytest.mark.parametrize("asked, enabled", [("bf16", True), ("tf32", False)])
+def test_a_lessons_precision_is_read_once_on_its_way_to_autocast(monkeypatch, asked, enabled):
+    """The parameters cell's name is parsed once, into the row the recipe carries to autocast:
+    no dtype is turned back into a precision on the way (tf32 would come back as fp32)."""
+    read = []
+    parse = precisions.get
+    monkeypatch.setattr(precisions, "get", lambda name: read.append(name) or parse(name))
+    settings = lesson.start(smoke=True, device="cpu", autocast_dtype=asked, verbose=False)
+    with settings.recipe.autocast():
+        assert torch.is_autocast_enabled("cpu") is enabled
+        assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype is parse(asked).dtype
+    names = [name for name in read if not isinstance(name, precisions.Precision)]
+    assert names == [asked] and settings.precision is parse(asked)
+    assert settings.recipe.name == asked
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ class Mode:
         return parse_dtype(self.precision)
 
     def recipe(self, device: torch.device | str) -> AmpRecipe:
-        return AmpRecipe(device, self.autocast_dtype)
+        return AmpRecipe(device, self.precision)
 
 
 @dataclass
