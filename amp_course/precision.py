@@ -78,11 +78,6 @@ class AmpRecipe:
         no-op. ``kwargs`` go to the GradScaler (``init_scale``, ``growth_interval``...)."""
         return torch.amp.GradScaler(self.device.type, enabled=self.needs_scaler, **kwargs)
 
-    def matmul_precision(self) -> contextlib.AbstractContextManager:
-        """``tf32`` as the precision's ``tf32_matmuls`` says: float32 CUDA matmuls and
-        convolutions in TF32 for tf32, strict IEEE fp32 for every other precision."""
-        return tf32(self.precision.tf32_matmuls)
-
 
 # Feature test, not a version test: the per-backend settings are there or they are not.
 NEW_API = hasattr(torch.backends.cuda.matmul, "fp32_precision") and all(

@@ -1,6 +1,7 @@
 """The MFU ladder: which rungs run where and what each one changes, a real CPU run through
 ``amp-course bench --workloads ladder`` and its JSON, and timm beside the course's ViT."""
 
+import dataclasses
 import importlib.util
 import json
 
@@ -8,8 +9,9 @@ import matplotlib
 import pytest
 import torch
 
-from amp_course import bench, cli, emulation, models
-from amp_course.bench import config, ladder, ladder_report, timm_vit, trainer
+from amp_course import bench, cli, emulation, models, precisions
+from amp_course.bench import configuration, ladder, ladder_report, timm_vit, trainer
+from amp_course.bench.configuration import Configuration
 from amp_course.bench.ladder import LadderConfig
 from amp_course.bench.rows import Row, load
 
@@ -19,6 +21,11 @@ HAS_TIMM = importlib.util.find_spec("timm") is not None
 
 def _by_name(pairs):
     return {rung.name: (rung, reason) for rung, reason in pairs}
+
+
+def _rung(name, model="course", **values):
+    """A bf16 ladder row of a rung at batch 64."""
+    return Row("ladder", Configuration(name, precisions.BF16, model=model, batch=64), **values)
 
 
 def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
@@ -33,7 +40,7 @@ def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
 
 
 def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
-    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)  # as if timm were installed
     pairs = LadderConfig().rungs_for(torch.device("cuda"))
     rungs = _by_name(pairs)
@@ -59,7 +66,7 @@ def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
 
 
 def test_the_t4_rehearsal_leaves_the_flash_rung_out(monkeypatch):
-    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     monkeypatch.setenv(emulation.ENV, "t4")  # flash attention needs compute capability 8.0
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
@@ -111,7 +118,8 @@ def test_the_bench_writes_the_ladder_as_typed_rows(cli_run):
     assert all(isinstance(r, Row) and r.workload == "ladder" for r in rows)
     assert report["results"]["ladder"][0]["mode"] == "eager"
     eager = rows[0]
-    assert eager.precision == "bf16" and eager.mfu is None  # no published peak for a CPU
+    assert eager.configuration.precision is precisions.BF16
+    assert eager.mfu is None  # no published peak for a CPU
     assert eager.median_s > 0 and eager.images_per_s == pytest.approx(8 / eager.median_s)
     assert eager.achieved_tflops == pytest.approx(eager.flops_per_step / eager.median_s / 1e12)
     assert eager.mfu_of_matmul == pytest.approx(eager.achieved_tflops / eager.matmul_peak_tflops)
@@ -154,12 +162,14 @@ def test_timms_vit_has_the_course_vits_parameters_and_flops():
 
 
 def test_table_chart_and_ratios_from_rows():
-    common = dict(workload="ladder", model="course", precision="bf16", batch=64)
+    # 0.8 TFLOP a step in 0.04 s: 20 TFLOP/s, 20% of a 100 TFLOP/s peak; 64 images: 1600/s.
+    eager = _rung("eager", median_s=0.04, flops_per_step=8e11, dense_peak_tflops=100.0)
     rows = [
-        Row(mode="eager", median_s=0.04, images_per_s=1600, mfu=0.2, **common),
-        Row(mode="+ torch.compile", skipped="no compiler here", **common),
-        Row(mode="timm: eager", median_s=0.05, **{**common, "model": "timm"}),
+        eager,
+        _rung("+ torch.compile", skipped="no compiler here"),
+        _rung("timm: eager", model="timm", median_s=0.05),
     ]
+    assert (eager.images_per_s, eager.achieved_tflops) == pytest.approx((1600, 20))
     assert ladder_report.timm_ratios(rows) == [("eager", pytest.approx(1.25))]
     table = ladder_report.format_table(rows)
     assert "20.0%" in table and "skipped: no compiler here" in table
@@ -172,7 +182,7 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     """A replayed CUDA graph allocates from the graphs' private pool, which the allocator's peak
     does not see: every rung run from CUDA graphs, inherited ones included, gets the note and no
     figure; the others are measured (here with a stand-in for the CUDA measurement)."""
-    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
     graphs = ["+ CUDA graphs", "+ max-autotune", "+ batch 256", "+ flash attention"]
@@ -189,10 +199,10 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     shared.clear_state = lambda: None
     for rung in [rungs[name][0] for name in graphs] + [inherited]:
         assert shared.peak_memory(rung, lambda: None) is None, rung.name
-        assert ladder.memory_note(rung) == ladder.GRAPH_MEMORY_NOTE, rung.name
+        assert rung.memory_note == ladder.GRAPH_MEMORY_NOTE, rung.name
     for name in measured:
         assert shared.peak_memory(rungs[name][0], lambda: None) == 1080, name
-        assert ladder.memory_note(rungs[name][0]) is None, name
+        assert rungs[name][0].memory_note is None, name
 
 
 def test_the_table_and_readme_say_not_measured_for_graph_rungs_even_from_an_old_report(tmp_path):
@@ -247,13 +257,12 @@ def test_the_table_and_readme_say_not_measured_for_graph_rungs_even_from_an_old_
 def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
     """Lesson 10's timm verdict comes from ``ac.timing.compare`` (the runs' quartiles), not from
     the ratio alone: a 1.25x ratio inside the spread ranks nothing."""
-    common = dict(workload="ladder", precision="bf16", batch=64)
 
     def rows(timm_quartiles):
         low, median, high = timm_quartiles
         return [
-            Row(mode="eager", model="course", median_s=0.04, p25_s=0.039, p75_s=0.041, **common),
-            Row(mode="timm: eager", model="timm", median_s=median, p25_s=low, p75_s=high, **common),
+            _rung("eager", median_s=0.04, p25_s=0.039, p75_s=0.041),
+            _rung("timm: eager", model="timm", median_s=median, p25_s=low, p75_s=high),
         ]
 
     ((rung, apart),) = ladder_report.timm_comparisons(rows((0.049, 0.05, 0.051)))
@@ -261,5 +270,5 @@ def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
     assert "timm's is slower than the course's step here: timm's takes 1.25x" in apart.sentence()
     ((_, overlap),) = ladder_report.timm_comparisons(rows((0.03, 0.05, 0.07)))
     assert overlap.verdict == "indistinguishable" and "not distinguishable" in overlap.sentence()
-    old = [Row(**{**r.to_dict(), "p25_s": None, "p75_s": None}) for r in rows((0.049, 0.05, 0.051))]
+    old = [dataclasses.replace(r, p25_s=None, p75_s=None) for r in rows((0.049, 0.05, 0.051))]
     assert ladder_report.timm_comparisons(old) == []  # no quartiles: no verdict, only the ratio

@@ -6,6 +6,7 @@ import torch
 
 from amp_course import capstone, cli, device, emulation, inspector, precisions
 from amp_course.bench import config
+from amp_course.bench.configuration import Configuration, skip_reason
 from amp_course.precision import AmpRecipe
 
 
@@ -27,8 +28,8 @@ def test_device_parses_and_names_every_spelling_as_the_table_does(precision):
 
 
 @pytest.mark.parametrize("precision", precisions.PRECISIONS.values(), ids=precisions.NAMES)
-def test_amp_recipe_and_bench_modes_follow_the_table(precision):
-    recipe = config.Mode(precision.name).recipe("cpu")
+def test_amp_recipe_and_bench_configurations_follow_the_table(precision):
+    recipe = Configuration.matrix(precision.name).recipe("cpu")
     assert recipe == AmpRecipe("cpu", precision.name) == AmpRecipe("cpu", precision)
     assert recipe.precision is precision  # tf32 stays tf32: its dtype alone would read as fp32
     assert AmpRecipe("cpu", precision.dtype).precision is precisions.get(precision.dtype)
@@ -65,7 +66,7 @@ def test_one_capability_threshold_gates_bf16_and_tf32(monkeypatch, capability, b
     expected = torch.bfloat16 if bf16 else torch.float16
     assert device.recommended_dtype(capability) is expected
     monkeypatch.setattr(emulation, "capability", lambda device: capability)
-    reason = config.skip_reason(config.Mode("tf32"), torch.device("cuda"))
+    reason = skip_reason(Configuration.matrix("tf32"), torch.device("cuda"))
     assert (reason is None) is tf32
     profile = emulation.GpuProfile("x", "X", capability, 2**30, tf32=tf32, fused_attention=False)
     assert ("bf16 and fp16" in profile.describe()) is bf16

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from amp_course import device, lesson, precision, precisions, scaling, training
-from amp_course.bench import Mode
+from amp_course.bench import Configuration
 from amp_course.data import load_mnist
 
 CPU = torch.device("cpu")
@@ -91,8 +91,9 @@ def test_on_a_gpu_the_recipe_asks_torch_for_cuda_autocast_and_a_cuda_scaler():
     assert scaler._device == "cuda"  # GradScaler keeps the device type it was made for
 
 
-def test_bench_modes_and_lesson_settings_carry_the_recipe():
-    recipes = {name: Mode(name).recipe("cpu") for name in ("fp32", "tf32", "fp16", "bf16")}
+def test_bench_configurations_and_lesson_settings_carry_the_recipe():
+    names = ("fp32", "tf32", "fp16", "bf16")
+    recipes = {name: Configuration.matrix(name).recipe("cpu") for name in names}
     assert {n: (r.enabled, r.needs_scaler) for n, r in recipes.items()} == {
         "fp32": (False, False),
         "tf32": (False, False),

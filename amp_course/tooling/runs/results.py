@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ... import precisions
 from ...bench import ladder_report
+from ...bench.tables import Column, Table
 from ...paths import README, ROOT, lesson_notebooks
 from ...timing import format_time
 from ..committed_runs import full_copies, gpu_reports
@@ -49,27 +50,21 @@ def judged(measured: dict) -> list[tuple]:
 
 
 def _vit_table(data: dict) -> list[str]:
-    vit = data["vit"]
-    fp32, tf32 = vit["fp32"], vit["tf32"]
-    fp32_memory = fp32.peak_memory_bytes
-    lines = [
-        "| mode | step | speed-up vs fp32 | vs TF32 | peak memory | / fp32 | TFLOP/s "
-        "| MFU (peak) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for mode in SHOWN_MODES:
-        row = vit.get(mode)
-        if row is None:
-            continue
-        lines.append(
-            f"| {mode} | {format_time(row.median_s)} "
-            f"| {fp32.median_s / row.median_s:.2f}x "
-            f"| {tf32.median_s / row.median_s:.2f}x "
-            f"| {row.peak_memory_bytes / 2**30:.2f} GiB "
-            f"| {row.peak_memory_bytes / fp32_memory:.2f}x "
-            f"| {row.achieved_tflops:.0f} | {row.mfu:.1%} ({row.dense_peak_tflops:g}) |"
-        )
-    return lines
+    """The ViT-B/16 matrix's rows, each mode's speed-up and memory against fp32's (and TF32's)."""
+    fp32, tf32 = data["vit"]["fp32"], data["vit"]["tf32"]
+    table = Table(
+        "mode",
+        (
+            Column("step", "median_s", "time"),
+            Column("speed-up vs fp32", lambda row: f"{row.speedup_over(fp32):.2f}x"),
+            Column("vs TF32", lambda row: f"{row.speedup_over(tf32):.2f}x"),
+            Column("peak memory", lambda row: f"{row.peak_memory_gib:.2f} GiB"),
+            Column("/ fp32", lambda row: f"{row.memory_ratio(fp32):.2f}x"),
+            Column("TFLOP/s", "achieved_tflops", ".0f"),
+            Column("MFU (peak)", lambda row: f"{row.mfu:.1%} ({row.dense_peak_tflops:g})"),
+        ),
+    )
+    return table.markdown([data["vit"][mode] for mode in SHOWN_MODES if mode in data["vit"]])
 
 
 def _eager_heading(data: dict) -> str:
@@ -97,7 +92,8 @@ def _other_lines(data: dict) -> list[str]:
             f"- **MNIST CNN**, the scenario's CNN at batch {mnist['fp32'].batch}: fp32 step "
             f"{format_time(base)}, "
             + ", ".join(
-                f"{mode} {format_time(mnist[mode].median_s)} ({base / mnist[mode].median_s:.2f}x)"
+                f"{mode} {format_time(mnist[mode].median_s)} "
+                f"({mnist[mode].speedup_over(mnist['fp32']):.2f}x)"
                 for mode in precisions.NAMES[1:]
                 if mode in mnist
             )
