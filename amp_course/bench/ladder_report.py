@@ -18,7 +18,7 @@ def timm_ratios(rows: list[Row]) -> list[tuple[str, float]]:
     for row in rows:
         twin = course.get(row.mode.removeprefix("timm: "))
         if row.configuration.model == "timm" and row.median_s and twin:
-            pairs.append((twin.mode, twin.speedup_over(row)))
+            pairs.append((twin.mode, row.time_ratio(twin)))
     return pairs
 
 

@@ -109,6 +109,10 @@ class Row:
     def peak_memory_gib(self) -> float | None:
         return None if self.peak_memory_bytes is None else self.peak_memory_bytes / 2**30
 
+    def time_ratio(self, baseline: Row) -> float:
+        """This row's step time over ``baseline``'s."""
+        return self.median_s / baseline.median_s
+
     def speedup_over(self, baseline: Row) -> float:
         """How many times faster this row's step is than ``baseline``'s (its time / this one's)."""
         return baseline.median_s / self.median_s
@@ -173,7 +177,8 @@ def load(report: dict | str | Path, workload: str) -> list[Row]:
 
 def matmul_peaks(rows: list[Row]) -> dict[str, float]:
     """The course's one matmul peak: per precision, the best TFLOP/s among the square matmuls a
-    run timed (the matrix's ``matmul`` rows; the ladder's one size)."""
+    run timed, here its ``matmul`` rows (a ladder run without them, and the roofline, time one
+    size with ``flops.measure_matmul_flops``)."""
     peaks: dict[str, float] = {}
     for row in rows:
         if row.workload == "matmul" and row.achieved_tflops is not None:

@@ -33,23 +33,26 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """Column specs, after a first column that labels each row with its configuration's name."""
+    """Column specs, after a first column that labels each row (with its configuration's name,
+    unless ``label_of`` says otherwise)."""
 
     label: str  # the first column's title: "mode", "rung"
     columns: tuple[Column, ...]
     label_width: int | None = None  # text: None fits the longest label, with 2 spaces after it
     skipped_gap: str = ""  # text: between the label and "skipped: <why>"
+    label_of: Callable[[Row], str] = lambda row: row.mode
 
     def text(self, rows: list[Row]) -> str:
         """The rows as a fixed-width table; a skipped row says why instead of its cells."""
-        width = self.label_width or max([len(r.mode) for r in rows] + [len(self.label)]) + 2
+        labels = [self.label_of(r) for r in rows]
+        width = self.label_width or max([len(label) for label in labels] + [len(self.label)]) + 2
         lines = [f"{self.label:<{width}}" + "".join(f"{c.title:>{c.width}}" for c in self.columns)]
-        for row in rows:
+        for row, label in zip(rows, labels, strict=True):
             if row.skipped:
-                lines.append(f"{row.mode:<{width}}{self.skipped_gap}skipped: {row.skipped}")
+                lines.append(f"{label:<{width}}{self.skipped_gap}skipped: {row.skipped}")
                 continue
             lines.append(
-                f"{row.mode:<{width}}" + "".join(f"{c.cell(row):>{c.width}}" for c in self.columns)
+                f"{label:<{width}}" + "".join(f"{c.cell(row):>{c.width}}" for c in self.columns)
             )
         return "\n".join(lines)
 
@@ -62,9 +65,11 @@ class Table:
             if row.skipped:
                 kept = [c.cell(row) for c in self.columns if c.when_skipped]
                 blank = [""] * (len(self.columns) - len(kept) - 1)
-                lines.append(_markdown_line([row.mode, *kept, f"skipped: {row.skipped}", *blank]))
+                why = f"skipped: {row.skipped}"
+                lines.append(_markdown_line([self.label_of(row), *kept, why, *blank]))
             else:
-                lines.append(_markdown_line([row.mode, *(c.cell(row) for c in self.columns)]))
+                cells = [c.cell(row) for c in self.columns]
+                lines.append(_markdown_line([self.label_of(row), *cells]))
         return lines
 
 

@@ -1,5 +1,5 @@
-"""The one trainer of every measured configuration (``config.Configuration``: the matrix's modes
-and the ladder's rungs): it builds and steps them, times them round-robin and measures their peak
+"""The one trainer of every measured ``configuration.Configuration`` (the matrix's cells and the
+ladder's rungs): it builds and steps them, times them round-robin and measures their peak
 memory by one definition."""
 
 from __future__ import annotations

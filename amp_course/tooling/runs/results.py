@@ -102,19 +102,25 @@ def _other_lines(data: dict) -> list[str]:
         )
     matmul = [row for row in rows.get("matmul", []) if row.achieved_tflops is not None]
     if matmul:
-        lines += [
-            "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
-            "",
-            "| n | " + " | ".join(precisions.NAMES) + " |",
-            "|---|" + "---|" * len(precisions.NAMES),
-        ]
         by_size: dict[int, dict] = {}
         for row in matmul:
             by_size.setdefault(row.size, {})[row.mode] = row
-        for size, at in by_size.items():
-            shown = [p for p in precisions.NAMES if p in at]
-            cells = [f"{at[p].achieved_tflops:.3g} ({at[p].mfu:.1%})" for p in shown]
-            lines.append(f"| {size} | " + " | ".join(cells) + " |")
+
+        def rate(mode):  # the row of ``mode`` at the size of the line's row
+            def cell(row):
+                at = by_size[row.size].get(mode)
+                return "" if at is None else f"{at.achieved_tflops:.3g} ({at.mfu:.1%})"
+
+            return cell
+
+        table = Table(
+            "n", tuple(Column(p, rate(p)) for p in precisions.NAMES), label_of=lambda r: str(r.size)
+        )
+        lines += [
+            "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
+            "",
+            *table.markdown([next(iter(at.values())) for at in by_size.values()]),
+        ]
     titles = {
         "max_batch": "largest ViT-B/16 training batch",
         "mnist_cnn": "MNIST CNN",
