@@ -103,6 +103,10 @@ def test_bench_configurations_and_lesson_settings_carry_the_recipe():
     settings = lesson.start(smoke=True, device="cpu", autocast_dtype="fp16", verbose=False)
     assert settings.recipe == precision.AmpRecipe("cpu", torch.float16)
     assert settings.precision is precisions.FP16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # this CPU may emulate bf16: lesson.start says so
+        auto = lesson.start(smoke=True, device="cpu", verbose=False)
+    assert auto.precision is device.pick_precision("cpu", warn=False) is precisions.BF16
     assert settings.device == CPU and settings.autocast_dtype is torch.float16
 
 
