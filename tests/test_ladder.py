@@ -272,3 +272,14 @@ def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
     assert overlap.verdict == "indistinguishable" and "not distinguishable" in overlap.sentence()
     old = [dataclasses.replace(r, p25_s=None, p75_s=None) for r in rows((0.049, 0.05, 0.051))]
     assert ladder_report.timm_comparisons(old) == []  # no quartiles: no verdict, only the ratio
+
+
+def test_in_a_bench_run_the_ladder_is_held_against_the_matrixs_matmul_peak():
+    """One matmul peak: a bench run that timed the square matmuls hands their best to the ladder
+    (in the device's AMP precision); without them the ladder times its own."""
+    smoke = bench.BenchConfig.smoke_config(workloads=("matmul", "ladder"))
+    peaks = {"fp32": 1.5, "bf16": 2.5}
+    config = LadderConfig.from_bench(smoke, torch.device("cpu"), peaks)
+    assert config.precision is precisions.BF16 and config.matmul_peak_tflops == 2.5
+    assert config.smoke and config.rounds == smoke.rounds
+    assert LadderConfig.from_bench(smoke, "cpu", {}).matmul_peak_tflops is None
