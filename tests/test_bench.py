@@ -383,6 +383,15 @@ def test_rows_round_trip_and_old_rows_load_under_their_new_names():
         }
     )
     assert (matmul.achieved_tflops, matmul.mfu) == (pytest.approx(600.0), pytest.approx(0.6))
+    # An old ladder row stored rates and shares only: what they came from is filled in.
+    rung = {"workload": "ladder", "rung": "eager", "precision": "bf16", "batch_size": 64}
+    old_rung = bench.Row.from_dict(
+        {**rung, "median_s": 0.04, "tflops": 20.0, "fraction_of_peak": 0.2}
+        | {"fraction_of_ceiling": 0.5}
+    )
+    assert (old_rung.mode, old_rung.batch, old_rung.images_per_s) == ("eager", 64, 1600)
+    shown = (old_rung.achieved_tflops, old_rung.mfu, old_rung.mfu_of_matmul)
+    assert shown == pytest.approx((20.0, 0.2, 0.5))
 
 
 def test_the_matmul_peak_is_the_best_square_matmul_of_each_precision():

@@ -126,7 +126,7 @@ class Row:
         derived ones (for readers of the file); a key is absent, not None."""
         c = self.configuration
         names = (c.name, c.precision.name, c.compile, c.fused, c.attention, c.model, c.batch)
-        data = dict(zip(CONFIGURATION_KEYS, names, strict=True), workload=self.workload)
+        data = {"workload": self.workload, **dict(zip(CONFIGURATION_KEYS, names, strict=True))}
         data |= {f.name: getattr(self, f.name) for f in fields(self)[2:]}
         data |= {key: getattr(self, key) for key in DERIVED}
         return {key: value for key, value in data.items() if value is not None}
@@ -137,8 +137,7 @@ class Row:
         figures it holds are derived again."""
         # An old ladder row holds its rung twice ("rung" and "mode"): the mode's is kept.
         data = {OLD_KEYS.get(k, k): v for k, v in data.items() if k != "rung" or "mode" not in data}
-        if data["workload"] == "matmul" and "size" in data:  # an old writer's row lacks its FLOPs
-            data.setdefault("flops_per_step", 2 * data["size"] ** 3)
+        _measured_from_derived(data)
         mode, compile_mode = data["mode"], data.get("compile")
         if isinstance(compile_mode, bool):  # an old matrix row's flag
             compile_mode = "default" if compile_mode else None
@@ -161,6 +160,17 @@ class Row:
         if note and not row.skipped:
             row = replace(row, peak_memory_bytes=None, memory_note=note)
         return row
+
+
+def _measured_from_derived(data: dict) -> None:
+    """Fill in what an older writer's row measured but stored only as a rate or a share of a peak
+    (TFLOP/s without the FLOPs, MFU without the peak), so that its figures derive as stored."""
+    tflops, seconds = data.get("achieved_tflops"), data.get("median_s")
+    if tflops and seconds and data.get("flops_per_step") is None:
+        data["flops_per_step"] = tflops * 1e12 * seconds
+    for share, peak in (("mfu", "dense_peak_tflops"), ("mfu_of_matmul", "matmul_peak_tflops")):
+        if tflops and data.get(share) and data.get(peak) is None:
+            data[peak] = tflops / data[share]
 
 
 def timing_fields(stats: dict) -> dict:
