@@ -13,7 +13,7 @@ from .tooling.instructor_commands import add_instructor_commands
 
 
 def _info(args) -> int:
-    from .device import DeviceFallbackWarning, dtype_name, pick_autocast_dtype, pick_device
+    from .device import DeviceFallbackWarning, pick_device, pick_precision
     from .lesson import describe_hardware
 
     # The course's notes (no GPU visible, bf16 emulated on this CPU) are part of this report, so
@@ -21,9 +21,9 @@ def _info(args) -> int:
     with warnings.catch_warnings(record=True) as notes:
         warnings.simplefilter("always", DeviceFallbackWarning)
         device = pick_device(args.device)
-        dtype = pick_autocast_dtype(device)
+        precision = pick_precision(device)
     print(describe_hardware(device))
-    print(f"autocast dtype for this device: {dtype_name(dtype)}")
+    print(f"autocast dtype for this device: {precision.name}")
     for note in notes:
         if issubclass(note.category, DeviceFallbackWarning):
             print(f"note: {note.message}")

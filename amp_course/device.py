@@ -23,13 +23,8 @@ from .env_vars import FAKE_CPU_FLAGS
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 
 # Each dtype the course trains in, with its names from ``ac.precisions``: its short name first
-# (tables, headers), then every other spelling a learner might type. "tf32" is not a storage
-# dtype: it is fp32 with TF32 matmuls, so it names float32 too.
-DTYPE_NAMES = {
-    p.dtype: tuple(n for q in precisions.PRECISIONS.values() if q.dtype == p.dtype for n in q.names)
-    for p in precisions.BY_STORAGE.values()
-}
-DTYPE_ALIASES = {name: dtype for dtype, names in DTYPE_NAMES.items() for name in names}
+# (tables, headers). "tf32" is not a storage dtype: it is fp32 with TF32 matmuls.
+DTYPE_NAMES = {p.dtype: p.names for p in precisions.BY_STORAGE.values()}
 
 BF16_MIN_CAPABILITY = precisions.BF16_MIN_CAPABILITY  # bf16 tensor cores: Ampere (8.0) on
 FAKE_CPU_FLAGS_ENV = FAKE_CPU_FLAGS
@@ -83,18 +78,9 @@ def pick_device(name: str = "auto") -> torch.device:
 
 
 def parse_dtype(name: str | torch.dtype) -> torch.dtype:
-    """Turn ``"bf16"``, ``"float16"``, ``torch.float32``... into a torch dtype.
-
-    An unknown name raises an error that lists the valid ones.
-    """
-    if isinstance(name, torch.dtype):
-        if name in DTYPE_NAMES:
-            return name
-        raise ValueError(f"Unsupported dtype {name}. Valid choices: {', '.join(DTYPE_ALIASES)}.")
-    key = str(name).strip().lower().removeprefix("torch.")
-    if key not in DTYPE_ALIASES:
-        raise ValueError(f"Unknown dtype name {name!r}. Valid choices: {', '.join(DTYPE_ALIASES)}.")
-    return DTYPE_ALIASES[key]
+    """The torch dtype of ``"bf16"``, ``"float16"``, ``torch.float32``... (``precisions.get``
+    reads the name; an unknown one raises an error that lists the valid ones)."""
+    return precisions.get(name).dtype
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -139,7 +125,9 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_has_native(dtype: torch.dtype | str, flags: frozenset[str] | None = None) -> bool:
+def cpu_has_native(
+    dtype: precisions.Precision | torch.dtype | str, flags: frozenset[str] | None = None
+) -> bool:
     """True when the CPU has a native path for ``dtype``: one of its flags in ``ac.precisions``.
 
     bf16: native bf16 arithmetic (AVX512-BF16 or AMX-BF16); fp16: torch's oneDNN fp16 kernels
@@ -147,7 +135,7 @@ def cpu_has_native(dtype: torch.dtype | str, flags: frozenset[str] | None = None
     them), decides by them alone; without, reads this CPU's flags and counts Apple silicon as
     native for bf16.
     """
-    precision = precisions.of_dtype(parse_dtype(dtype))
+    precision = precisions.get(dtype)
     if not precision.cpu_flags:
         return True
     if flags is None:
@@ -159,12 +147,12 @@ def cpu_has_native(dtype: torch.dtype | str, flags: frozenset[str] | None = None
 
 def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
     """``cpu_has_native`` for bf16: AVX512-BF16 or AMX-BF16 (or Apple silicon)."""
-    return cpu_has_native(torch.bfloat16, flags)
+    return cpu_has_native(precisions.BF16, flags)
 
 
 def cpu_has_fp16_kernels(flags: frozenset[str] | None = None) -> bool:
     """``cpu_has_native`` for fp16: AVX512-FP16 or AVX-NE-CONVERT."""
-    return cpu_has_native(torch.float16, flags)
+    return cpu_has_native(precisions.FP16, flags)
 
 
 def _apple_silicon() -> bool:
@@ -172,36 +160,44 @@ def _apple_silicon() -> bool:
     return not faked and platform.system() == "Darwin" and platform.machine() == "arm64"
 
 
-def recommended_dtype(capability: tuple[int, int] | None, *, cpu_bf16=None) -> torch.dtype:
-    """The course's one rule for what to train in: the autocast dtype, or float32 for no autocast.
+def recommended_precision(
+    capability: tuple[int, int] | None, *, cpu_bf16=None
+) -> precisions.Precision:
+    """The course's one rule for what to train in: a row of ``ac.precisions``.
 
     A GPU, given its compute capability: bf16 from 8.0 (bf16 tensor cores), fp16 with a
     GradScaler below. A CPU (``capability=None``): bf16 only where it was measured faster than
     fp32 there: ``cpu_bf16`` is ``ac.timing.compare(fp32_timing, bf16_timing)`` of a training
     step on that CPU, and only a "faster" verdict (outside the spread of the runs) gives bf16.
-    Unmeasured, or slower, or within the noise: float32 (autocast off). Native bf16 (the flags)
+    Unmeasured, or slower, or within the noise: fp32 (autocast off). Native bf16 (the flags)
     explains a speed-up but does not promise one: the course's CPUs with AVX512-BF16 or AMX
     measured bf16 slower than fp32 for its small models.
     """
     if capability is not None:
-        return torch.bfloat16 if tuple(capability) >= BF16_MIN_CAPABILITY else torch.float16
+        return precisions.BF16 if tuple(capability) >= BF16_MIN_CAPABILITY else precisions.FP16
     faster = cpu_bf16 is not None and cpu_bf16.verdict == "faster"
-    return torch.bfloat16 if faster else torch.float32
+    return precisions.BF16 if faster else precisions.FP32
 
 
-def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> torch.dtype:
-    """The 16-bit dtype autocast uses on this hardware: by compute capability on CUDA, bf16 on CPU.
+def recommended_dtype(capability: tuple[int, int] | None, *, cpu_bf16=None) -> torch.dtype:
+    """``recommended_precision``'s dtype: the autocast dtype, or float32 for no autocast."""
+    return recommended_precision(capability, cpu_bf16=cpu_bf16).dtype
 
-    On a CPU the lessons run bf16 autocast to show what it does, whatever ``recommended_dtype``
-    says to train in there (which takes a measurement); without native bf16 this warns that it
-    is emulated.
+
+def pick_precision(device: torch.device | str, *, warn: bool = True) -> precisions.Precision:
+    """The 16-bit precision autocast uses on this hardware: by compute capability on CUDA, bf16
+    on CPU.
+
+    On a CPU the lessons run bf16 autocast to show what it does, whatever
+    ``recommended_precision`` says to train in there (which takes a measurement); without native
+    bf16 this warns that it is emulated.
     """
     device = torch.device(device)
     if device.type == "cuda":
         # torch.cuda.is_bf16_supported() says True on a T4 because bf16 is emulated there;
         # only compute capability >= 8.0 has bf16 tensor cores, so decide by capability (the
         # rehearsed GPU's under ac.emulation).
-        return recommended_dtype(emulation.capability(device))
+        return recommended_precision(emulation.capability(device))
     if device.type == "cpu":
         if warn and not cpu_has_fast_bf16():
             warnings.warn(
@@ -211,8 +207,13 @@ def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> tor
                 DeviceFallbackWarning,
                 stacklevel=2,
             )
-        return torch.bfloat16
+        return precisions.BF16
     raise ValueError(f"No autocast dtype rule for device type {device.type!r}.")
+
+
+def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> torch.dtype:
+    """``pick_precision``'s dtype: the 16-bit dtype autocast uses on this hardware."""
+    return pick_precision(device, warn=warn).dtype
 
 
 def device_name(device: torch.device | str) -> str:
@@ -273,7 +274,7 @@ def describe_hardware(device: torch.device | str) -> str:
     if device.type == "cuda":
         major, minor = record["capability"]
         # What the GPU supports, not what a lesson runs: a lesson may choose fp16 on a bf16 GPU.
-        bf16 = recommended_dtype((major, minor)) == torch.bfloat16
+        bf16 = recommended_precision((major, minor)) is precisions.BF16
         support = "bf16 and fp16" if bf16 else "fp16, no bf16"
         return (
             f"{record['device']} (sm_{major}{minor}, {record['memory_gib']:.0f} GiB, {support}); "

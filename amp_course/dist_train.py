@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from . import precisions
 from .data import load_mnist
-from .device import parse_dtype
 from .device_index import cuda_index
 from .lesson import seed_everything
 from .models import build_vit
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be >= 1")
-    args.autocast_dtype = parse_dtype(args.dtype)
+    args.precision = precisions.get(args.dtype)  # read once: the recipes below carry it
     return args
 
 
@@ -171,7 +171,7 @@ def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, 
     loss over the concatenated batch has exactly the average of the ranks' gradients, so a
     correct data-parallel run ends with these parameters up to floating-point rounding.
     """
-    recipe = AmpRecipe("cpu", args.autocast_dtype)
+    recipe = AmpRecipe("cpu", args.precision)
     seed_everything(args.seed)
     model = build_vit("tiny").to(recipe.device)
     optimizer = make_optimizer(args, model)
@@ -190,7 +190,7 @@ def train(args: argparse.Namespace) -> dict:
     rank, world_size, device = setup()
     try:
         seed_everything(args.seed)  # the same seed everywhere: every rank starts from equal weights
-        recipe = AmpRecipe(device, args.autocast_dtype)
+        recipe = AmpRecipe(device, args.precision)
         model = wrap_model(build_vit("tiny").to(device), args.strategy, recipe)
         optimizer = make_optimizer(args, model)
         scaler = make_scaler(args.strategy, recipe)

@@ -1,5 +1,6 @@
-"""Lesson settings: turn a notebook's parameters cell into a device, dtype, sizes mode and seed, and
-set up the lesson's kernel (an emulated GPU's limits, a readable out-of-memory error)."""
+"""Lesson settings: turn a notebook's parameters cell into a device, a precision (read once, into
+the ``AmpRecipe`` every later cell asks), a sizes mode and a seed, and set up the lesson's kernel
+(an emulated GPU's limits, a readable out-of-memory error)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import emulation, env_vars, oom, precision
+from . import emulation, env_vars, oom, precision, precisions
 from .device import (
     BF16_MIN_CAPABILITY,
     DeviceFallbackWarning,
     describe_hardware,
-    pick_autocast_dtype,
     pick_device,
+    pick_precision,
 )
 from .device_index import cuda_index
 
@@ -48,7 +49,7 @@ class LessonSettings:
     """What a lesson runs with, derived from its parameters cell."""
 
     smoke: bool
-    recipe: precision.AmpRecipe  # the device, the autocast dtype, whether a GradScaler runs
+    recipe: precision.AmpRecipe  # the device and the precision: autocast's dtype, a GradScaler
     seed: int
     hardware: str
     tf32: dict[str, bool] | None = None  # TF32 for matmuls and convolutions at start (CUDA only)
@@ -57,6 +58,11 @@ class LessonSettings:
     @property
     def device(self) -> torch.device:
         return self.recipe.device
+
+    @property
+    def precision(self) -> precisions.Precision:
+        """The precision the lesson runs in: a row of ``ac.precisions``."""
+        return self.recipe.precision
 
     @property
     def autocast_dtype(self) -> torch.dtype:
@@ -134,10 +140,10 @@ def start(
         emulation.apply(profile, torch_device)
         precision.set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
     if str(autocast_dtype).lower() == "auto":
-        recipe = precision.AmpRecipe(torch_device, pick_autocast_dtype(torch_device))
+        chosen = pick_precision(torch_device)
     else:
-        recipe = precision.AmpRecipe(torch_device, autocast_dtype)
-        bf16 = recipe.autocast_dtype == torch.bfloat16
+        chosen = precisions.get(autocast_dtype)
+        bf16 = chosen is precisions.BF16
         if profile is not None and bf16 and profile.capability < BF16_MIN_CAPABILITY:
             warnings.warn(
                 f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
@@ -147,7 +153,7 @@ def start(
             )
     settings = LessonSettings(
         smoke=resolve_smoke(smoke, torch_device),
-        recipe=recipe,
+        recipe=precision.AmpRecipe(torch_device, chosen),
         seed=int(seed),
         hardware=describe_hardware(torch_device),
         tf32=precision.tf32_enabled() if on_gpu else None,

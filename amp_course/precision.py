@@ -23,30 +23,35 @@ from dataclasses import dataclass
 import torch
 
 from . import precisions
-from .device import dtype_name, parse_dtype
 from .emulation import tf32_allowed
 
 
 @dataclass(frozen=True, init=False)
 class AmpRecipe:
-    """Mixed precision on ``device`` with ``autocast_dtype``: a name ("bf16") or a torch dtype.
+    """Mixed precision on ``device`` in ``precision``: a row of ``ac.precisions``, or what
+    ``precisions.get`` reads (a name such as "bf16", a torch dtype), read once here.
 
-    float32 (or None) is plain fp32 training: autocast off and no loss scaling, through the same
+    fp32 (or None) is plain fp32 training: autocast off and no loss scaling, through the same
     code, so a loop written once runs fp32, bf16 and fp16.
     """
 
     device: torch.device
-    autocast_dtype: torch.dtype
+    precision: precisions.Precision
 
-    def __init__(self, device: torch.device | str, autocast_dtype: torch.dtype | str | None = None):
-        dtype = torch.float32 if autocast_dtype is None else parse_dtype(autocast_dtype)
+    def __init__(
+        self,
+        device: torch.device | str,
+        precision: precisions.Precision | torch.dtype | str | None = None,
+    ):
+        if not isinstance(precision, precisions.Precision):
+            precision = precisions.FP32 if precision is None else precisions.get(precision)
         object.__setattr__(self, "device", torch.device(device))
-        object.__setattr__(self, "autocast_dtype", dtype)
+        object.__setattr__(self, "precision", precision)
 
     @property
-    def precision(self) -> precisions.Precision:
-        """The dtype's row of ``ac.precisions``: what runs with it."""
-        return precisions.of_dtype(self.autocast_dtype)
+    def autocast_dtype(self) -> torch.dtype:
+        """The dtype autocast computes in (float32 for fp32 and tf32, with autocast off)."""
+        return self.precision.dtype
 
     @property
     def enabled(self) -> bool:
@@ -60,12 +65,12 @@ class AmpRecipe:
 
     @property
     def name(self) -> str:
-        """The autocast dtype's short name: "fp32", "fp16" or "bf16"."""
-        return dtype_name(self.autocast_dtype)
+        """The precision's short name: "fp32", "tf32", "fp16" or "bf16"."""
+        return self.precision.name
 
     def autocast(self) -> torch.autocast:
         """``torch.autocast`` for the device, disabled (plain fp32) when autocast is off."""
-        dtype = self.autocast_dtype if self.enabled else None
+        dtype = self.precision.dtype if self.enabled else None
         return torch.autocast(self.device.type, dtype=dtype, enabled=self.enabled)
 
     def scaler(self, **kwargs) -> torch.amp.GradScaler:

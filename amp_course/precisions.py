@@ -98,19 +98,15 @@ BY_STORAGE = {p.storage: p for p in (FP32, FP16, BF16)}
 BF16_MIN_CAPABILITY = BF16.min_capability
 
 
-def get(name: str) -> Precision:
-    """The precision a name stands for: "bf16", "bfloat16", "torch.bfloat16", "tf32"..."""
+def get(name) -> Precision:
+    """The course's one parser of precisions: the row a learner's name stands for ("bf16",
+    "bfloat16", "torch.bfloat16", "tf32"...), a torch dtype's row (float32 is fp32, not tf32), or
+    ``name`` itself when it is a row already."""
+    if isinstance(name, Precision):
+        return name
     key = str(name).strip().lower().removeprefix("torch.")
     for precision in PRECISIONS.values():
         if key in precision.names:
             return precision
     spellings = ", ".join(n for p in PRECISIONS.values() for n in p.names)
-    raise ValueError(f"Unknown precision {name!r}. Valid choices: {spellings}.")
-
-
-def of_dtype(dtype) -> Precision:
-    """The precision a model trains in with this torch dtype (float32 is fp32, not tf32)."""
-    storage = str(dtype).removeprefix("torch.")
-    if storage not in BY_STORAGE:
-        raise ValueError(f"No training precision stores {dtype}; choose from {', '.join(NAMES)}.")
-    return BY_STORAGE[storage]
+    raise ValueError(f"Unknown precision {str(name)!r}. Valid choices: {spellings}.")

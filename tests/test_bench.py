@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from amp_course import bench, cli, models, precision
+from amp_course import bench, cli, models, precision, precisions
 
 
 def test_vit_b16_training_step_flops_match_the_analytic_count():
@@ -45,20 +45,19 @@ def _flags():
 
 
 def test_compile_and_fused_together_add_the_combined_recipe():
-    names = [m.name for m in bench.BenchConfig.full(compile=True, fused=True).modes()]
+    names = [c.name for c in bench.BenchConfig.full(compile=True, fused=True).configurations()]
     assert len(names) == 16 and {"bf16", "bf16+compile", "bf16+fused"} <= set(names)
     assert "bf16+compile+fused" in names and "fp32+compile+fused" in names
     assert not any(
         "+compile+fused" in n
-        for n in (m.name for m in bench.BenchConfig.full(compile=True).modes())
+        for n in (c.name for c in bench.BenchConfig.full(compile=True).configurations())
     )
 
 
 def test_unavailable_modes_are_skipped_with_a_reason_on_cpu():
     cpu = torch.device("cpu")
-    assert "CUDA" in bench.skip_reason(bench.Mode("tf32"), cpu)
-    assert bench.skip_reason(bench.Mode("bf16"), cpu) is None
-    assert bench.skip_reason(bench.Configuration.of(bench.Mode("bf16")), cpu) is None
+    assert "CUDA" in bench.skip_reason(bench.Configuration.matrix("tf32"), cpu)
+    assert bench.skip_reason(bench.Configuration.matrix("bf16"), cpu) is None
 
 
 def test_a_mode_that_fails_is_reported_as_skipped_and_the_others_run(monkeypatch):
@@ -158,7 +157,8 @@ def test_smoke_bench_writes_json_table_and_plot(smoke_run):
     assert vit.median_s > 0 and vit.images_per_s == pytest.approx(vit.batch / vit.median_s)
     assert vit.flops_per_step > 0 and vit.mfu is None  # no published peak for a CPU
     assert vit.p25_s <= vit.median_s <= vit.p75_s and vit.runs >= 1
-    assert vit.compile is None and not vit.fused and vit.peak_memory_bytes is None  # a CPU
+    assert vit.configuration == dataclasses.replace(bench.Configuration.matrix("fp32"), batch=2)
+    assert vit.peak_memory_bytes is None  # a CPU
     table = (smoke_run["out"] / "bench.txt").read_text()
     assert "== vit_b16 ==" in table and "tf32             skipped" in table
     assert (smoke_run["out"] / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -206,10 +206,16 @@ def test_gpu_bench_measures_memory_mfu_and_largest_batch():
 def test_profile_modes_and_kernel_families():
     from amp_course.bench import profile
 
-    mode = profile.parse_mode("bf16+compile+fused")
-    assert (mode.precision, mode.compile, mode.fused) == ("bf16", True, True)
+    cell = bench.Configuration.parse("bf16+compile+fused")
+    assert cell == bench.Configuration.matrix(precisions.BF16, compile=True, fused=True)
+    assert (cell.name, cell.precision, cell.compile, cell.fused) == (
+        "bf16+compile+fused",
+        precisions.BF16,
+        "default",
+        True,
+    )
     with pytest.raises(ValueError, match="Unknown mode 'bf16\\+foo'"):
-        profile.parse_mode("bf16+foo")
+        bench.Configuration.parse("bf16+foo")
     assert profile.kernel_family("nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_NNN") == "matmul"
     assert profile.kernel_family("cudnn_generated_fort_native_sdpa_sm90_flash_bprop") == (
         "attention"
@@ -221,7 +227,7 @@ def test_profile_on_a_cpu_times_the_step_and_reports_no_kernels():
     from amp_course.bench import profile
 
     result = profile.profile_step(
-        profile.parse_mode("fp32"), "cpu", preset="tiny", batch=2, steps=2, warmup=1
+        bench.Configuration.parse("fp32"), "cpu", preset="tiny", batch=2, steps=2, warmup=1
     )
     assert result["step_s"] > 0 and result["kernel_s"] is None
     assert "no device kernels" in profile.format_profile(result)
@@ -249,45 +255,44 @@ def test_one_peak_memory_definition_counts_the_model_and_one_clean_step(monkeypa
     """The matrix and the ladder share ``trainer.peak_memory``: parameters plus one step's
     peak from a clean state, whatever the process held before; None off CUDA and under CUDA
     graphs."""
-    from amp_course.bench import trainer
+    from amp_course.bench import Configuration, trainer
 
     cleared = []
     monkeypatch.setattr(trainer, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
     model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
     cuda = type("Device", (), {"type": "cuda"})()
     clear = lambda: cleared.append(True)  # noqa: E731
-    assert trainer.peak_memory(clear, model, lambda: None, cuda) == 1080 and cleared
-    assert trainer.peak_memory(clear, model, lambda: None, cuda, "default") == 1080
-    for graphs in bench.rows.CUDA_GRAPH_MODES:
-        assert trainer.peak_memory(clear, model, lambda: None, cuda, graphs) is None
-    assert trainer.peak_memory(clear, model, lambda: None, torch.device("cpu")) is None
+    eager, compiled = Configuration.matrix("bf16"), Configuration.matrix("bf16", compile=True)
+    assert trainer.peak_memory(clear, model, lambda: None, cuda, eager) == 1080 and cleared
+    assert trainer.peak_memory(clear, model, lambda: None, cuda, compiled) == 1080
+    for graphs in bench.configuration.CUDA_GRAPH_MODES:
+        rung = dataclasses.replace(eager, compile=graphs)
+        assert trainer.peak_memory(clear, model, lambda: None, cuda, rung) is None
+    assert trainer.peak_memory(clear, model, lambda: None, torch.device("cpu"), eager) is None
 
 
-def test_a_matrix_mode_and_a_ladder_rung_are_configurations_of_one_trainer():
-    """A mode is a configuration without options; one trainer steps both kinds, sharing the
-    model and one AdamW per fused flag, and each gives the one Row type."""
+def test_a_matrix_cell_and_a_ladder_rung_are_configurations_of_one_trainer():
+    """A matrix cell is a configuration without options; one trainer steps both kinds, sharing
+    the model and one AdamW per fused flag, and each gives the one Row type."""
     from amp_course.bench import Configuration, trainer
 
-    mode = bench.Mode("bf16", compile=True, fused=True)
-    matrix = Configuration.of(mode)
-    assert (matrix.name, matrix.compile, matrix.fused, matrix.batch) == (
+    matrix = Configuration.matrix("bf16", compile=True, fused=True)
+    assert (matrix.name, matrix.precision, matrix.compile, matrix.fused, matrix.batch) == (
         "bf16+compile+fused",
+        precisions.BF16,
         "default",
         True,
         None,
     )
-    assert matrix.mode == mode and Configuration.of(bench.Mode("fp32")).compile is None
-    row = matrix.row("vit_b16", batch=64, median_s=0.1)
-    assert row == bench.Row(
-        "vit_b16", "bf16+compile+fused", "bf16", "default", True, batch=64, median_s=0.1
-    )
+    assert Configuration.matrix("fp32").compile is None and Configuration.matrix("fp32").plain
+    assert matrix.recipe("cpu").precision is precisions.BF16
     model = models.build_vit(
         "b16", image_size=32, patch_size=16, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=64
     )
     shared = trainer.Trainer(torch.device("cpu"), lambda kind: model)
     images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 1000, (2,))
-    shared.step(Configuration.of(bench.Mode("fp32")), iter([(images, labels)]))()
-    rung = Configuration("+ batch 4", "bf16", fused=True, attention="math", batch=4)
+    shared.step(Configuration.matrix("fp32"), iter([(images, labels)]))()
+    rung = Configuration("+ batch 4", precisions.BF16, fused=True, attention="math", batch=4)
     shared.step(rung)()  # its own synthetic batch of 4, under the math SDPA kernel
     assert list(shared.models) == ["course"] and set(shared.optimizers) == {
         ("course", False),
@@ -299,34 +304,59 @@ def test_a_matrix_mode_and_a_ladder_rung_are_configurations_of_one_trainer():
     assert not any(o.state for o in shared.optimizers.values())
 
 
-def test_one_skip_reason_for_modes_and_rungs():
+def test_tf32_is_the_tables_flag_in_the_bench(monkeypatch):
+    """The trainer's flags, the matmul peak and the skip rule read ``tf32_matmuls`` of the
+    precision's row, not its name: a row with the flag under another name is TF32 too."""
+    from amp_course.bench import Configuration, trainer
+
+    renamed = dataclasses.replace(precisions.TF32, name="tf32-renamed")
+    cell = Configuration("x", renamed)
+    assert "CUDA tensor-core" in bench.skip_reason(cell, torch.device("cpu"))
+    with precision.tf32(False), trainer.flags(cell):
+        assert precision.tf32_enabled()["matmul"] is precision.tf32_allowed()
+    with precision.tf32(True), trainer.flags(Configuration.matrix("fp32")):
+        assert not precision.tf32_enabled()["matmul"]  # fp32 is strict IEEE in the bench
+
+
+def test_one_skip_reason_for_matrix_cells_and_rungs():
     """The matrix's rules (TF32 off CUDA) and the ladder's (CUDA graphs, compiling in a CPU smoke
-    run, CUDA-only attention kernels) are one function's; a mode is judged as its configuration."""
+    run, CUDA-only attention kernels) are one function's, of the one configuration type."""
     from amp_course.bench import Configuration
 
-    cpu = torch.device("cpu")
-    tf32 = bench.Mode("tf32")
-    assert bench.skip_reason(tf32, cpu) == bench.skip_reason(Configuration.of(tf32), cpu)
-    compiled = Configuration.of(bench.Mode("bf16", compile=True))
+    cpu, bf16 = torch.device("cpu"), precisions.BF16
+    assert "CUDA tensor-core" in bench.skip_reason(Configuration.matrix("tf32"), cpu)
+    compiled = Configuration.matrix("bf16", compile=True)
     assert "minutes" in bench.skip_reason(compiled, cpu, smoke=True)
     assert bench.skip_reason(compiled, cpu) is None  # the matrix compiles when asked
-    graphs = Configuration("+ CUDA graphs", "bf16", compile="reduce-overhead")
+    graphs = Configuration("+ CUDA graphs", bf16, compile="reduce-overhead")
     assert bench.skip_reason(graphs, cpu) == "CUDA graphs need a CUDA GPU"
-    efficient = Configuration("x", "bf16", attention="efficient")
+    efficient = Configuration("x", bf16, attention="efficient")
     assert bench.skip_reason(efficient, cpu) == "the efficient attention kernel is CUDA only"
-    tf32_rung = Configuration("x", "tf32", attention="flash", batch=8)
+    tf32_rung = Configuration("x", precisions.TF32, attention="flash", batch=8)
     assert "CUDA tensor-core" in bench.skip_reason(tf32_rung, cpu)
 
 
 def test_rows_round_trip_and_old_rows_load_under_their_new_names():
     """bench.json holds ``Row.to_dict``; the committed H100 run's rows (written by the old matrix,
-    with its own names) load as the same Row type."""
+    with its own names) load as the same Row type, and the figures derived from what they
+    measured are the ones the old writer stored."""
     from conftest import ROOT
 
-    row = bench.Row("vit_b16", "bf16+compile+fused", "bf16", "default", True, batch=64)
-    timed = dataclasses.replace(row, median_s=0.02, mfu=0.3, dense_peak_tflops=989.4)
-    assert bench.Row.from_dict(json.loads(json.dumps(timed.to_dict()))) == timed
-    assert "skipped" not in timed.to_dict()  # absent, not None
+    from amp_course.bench import Configuration
+
+    cell = Configuration.matrix("bf16", compile=True, fused=True)
+    timed = bench.Row(
+        "vit_b16",
+        dataclasses.replace(cell, batch=64),
+        median_s=0.02,
+        flops_per_step=6e12,
+        dense_peak_tflops=989.4,
+    )
+    stored = json.loads(json.dumps(timed.to_dict()))
+    assert bench.Row.from_dict(stored) == timed
+    assert stored["mode"] == "bf16+compile+fused" and stored["precision"] == "bf16"
+    assert stored["mfu"] == timed.mfu == pytest.approx(6e12 / 0.02 / 989.4e12)
+    assert "skipped" not in stored  # absent, not None
     path = ROOT / "reports/gpu/nvidia-h100-80gb-hbm3/bench-vit_b16/bench.json"
     old = json.loads(path.read_text())["results"]["vit_b16"]
     rows = {r.mode: r for r in bench.rows.load(path, "vit_b16")}
@@ -334,17 +364,49 @@ def test_rows_round_trip_and_old_rows_load_under_their_new_names():
     assert rows["fp32"].batch == fp32["batch_size"] == 64
     assert rows["fp32"].dense_peak_tflops == fp32["peak_tflops"] == 66.9
     assert rows["fp32"].peak_memory_bytes == fp32["peak_memory_bytes"]
-    assert (best.compile, best.fused, best.precision) == ("default", True, "bf16")
+    c = best.configuration
+    assert (c.compile, c.fused, c.precision) == ("default", True, precisions.BF16)
+    for stored in old:
+        row = rows[stored["mode"]]
+        for key in ("images_per_s", "achieved_tflops", "mfu"):
+            assert getattr(row, key) == pytest.approx(stored[key], rel=1e-12), key
     matmul = bench.Row.from_dict(
         {
             "mode": "fp16",
             "workload": "matmul",
             "precision": "fp16",
+            "size": 4096,
+            "median_s": 2 * 4096**3 / 600e12,
             "tflops": 600.0,
+            "peak_tflops": 1000.0,
             "fraction_of_peak": 0.6,
         }
     )
-    assert (matmul.achieved_tflops, matmul.mfu) == (600.0, 0.6)
+    assert (matmul.achieved_tflops, matmul.mfu) == (pytest.approx(600.0), pytest.approx(0.6))
+    # An old ladder row stored rates and shares only: what they came from is filled in.
+    rung = {"workload": "ladder", "rung": "eager", "precision": "bf16", "batch_size": 64}
+    old_rung = bench.Row.from_dict(
+        {**rung, "median_s": 0.04, "tflops": 20.0, "fraction_of_peak": 0.2}
+        | {"fraction_of_ceiling": 0.5}
+    )
+    assert (old_rung.mode, old_rung.batch, old_rung.images_per_s) == ("eager", 64, 1600)
+    shown = (old_rung.achieved_tflops, old_rung.mfu, old_rung.mfu_of_matmul)
+    assert shown == pytest.approx((20.0, 0.2, 0.5))
+
+
+def test_the_matmul_peak_is_the_best_square_matmul_of_each_precision():
+    from amp_course.bench import Configuration
+
+    def matmul(name, size, seconds):
+        cell = Configuration.matrix(name)
+        return bench.Row("matmul", cell, size, median_s=seconds, flops_per_step=2 * size**3)
+
+    rows = [matmul("bf16", 1024, 1e-4), matmul("bf16", 4096, 1e-3), matmul("fp32", 1024, 1e-3)]
+    rows.append(bench.Row("matmul", Configuration.matrix("fp16"), 1024, skipped="no kernel"))
+    assert bench.rows.matmul_peaks(rows) == {
+        "bf16": pytest.approx(2 * 4096**3 / 1e-3 / 1e12),
+        "fp32": pytest.approx(2 * 1024**3 / 1e-3 / 1e12),
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The committed GPU run: its files are complete and sound, and the GPU-run guide
 (docs/gpu-run.md) quotes them exactly."""
 
+import dataclasses
 import json
 import shutil
 
@@ -9,6 +10,7 @@ import pytest
 from conftest import ROOT
 
 from amp_course import cli
+from amp_course.bench.configuration import Configuration
 from amp_course.bench.rows import Row
 from amp_course.executed import read_stamp
 from amp_course.paths import GPU_GUIDE, lesson_notebooks
@@ -182,21 +184,33 @@ def test_the_sites_gpu_page_shows_versions_nbval_and_the_gpu_guides_results():
     assert results.results_markdown(run).split("\n", 1)[1].rstrip("\n") in page
 
 
+def _matmul(precision, size, tflops, share):
+    """A matmul row that measured ``tflops``, ``share`` of its precision's published peak."""
+    seconds = 2 * size**3 / (tflops * 1e12)
+    cell = Configuration.matrix(precision)
+    return Row(
+        "matmul", cell, size, seconds, flops_per_step=2 * size**3, dense_peak_tflops=tflops / share
+    )
+
+
 def test_the_eager_workloads_render_from_a_bench_eager_report(tmp_path):
     run = tmp_path / MAIN_RUNS[0].name
     shutil.copytree(MAIN_RUNS[0], run)
     names = ("fp32", "tf32", "fp16", "bf16")
     rows = {
-        "matmul": [
-            Row("matmul", p, p, size=8192, achieved_tflops=100.0 + i, mfu=0.5)
+        "matmul": [_matmul(p, 8192, 100.0 + i, 0.5) for i, p in enumerate(names)],
+        "mnist_cnn": [
+            Row(
+                "mnist_cnn",
+                dataclasses.replace(Configuration.matrix(p), batch=256),
+                None,
+                0.01 / (1 + i),
+            )
             for i, p in enumerate(names)
         ],
-        "mnist_cnn": [
-            Row("mnist_cnn", p, p, batch=256, median_s=0.01 / (1 + i)) for i, p in enumerate(names)
-        ],
         "max_batch": [
-            Row("max_batch", "fp32", "fp32", max_batch=500),
-            Row("max_batch", "bf16", "bf16", max_batch=1000),
+            Row("max_batch", Configuration.matrix("fp32"), max_batch=500),
+            Row("max_batch", Configuration.matrix("bf16"), max_batch=1000),
         ],
     }
     bench = json.loads((run / "bench-vit_b16" / "bench.json").read_text())
@@ -221,7 +235,7 @@ def test_a_run_with_only_some_eager_workloads_names_the_missing_ones(tmp_path):
     run = tmp_path / MAIN_RUNS[0].name
     shutil.copytree(MAIN_RUNS[0], run)
     bench = json.loads((run / "bench-vit_b16" / "bench.json").read_text())
-    matmul = [Row("matmul", "fp32", "fp32", size=1024, achieved_tflops=40.0, mfu=0.6).to_dict()]
+    matmul = [_matmul("fp32", 1024, 40.0, 0.6).to_dict()]
     (run / "bench-eager").mkdir()
     (run / "bench-eager" / "bench.json").write_text(
         json.dumps({**bench, "results": {"matmul": matmul}})

@@ -1,6 +1,7 @@
 """The MFU ladder: which rungs run where and what each one changes, a real CPU run through
 ``amp-course bench --workloads ladder`` and its JSON, and timm beside the course's ViT."""
 
+import dataclasses
 import importlib.util
 import json
 from types import SimpleNamespace
@@ -10,8 +11,9 @@ import pytest
 import torch
 from cuda_double import FakeGpu
 
-from amp_course import bench, cli, emulation, models
-from amp_course.bench import config, ladder, ladder_report, timm_vit, trainer
+from amp_course import bench, cli, emulation, models, precisions
+from amp_course.bench import configuration, ladder, ladder_report, timm_vit, trainer
+from amp_course.bench.configuration import Configuration
 from amp_course.bench.ladder import LadderConfig
 from amp_course.bench.rows import Row, load
 
@@ -21,6 +23,11 @@ HAS_TIMM = importlib.util.find_spec("timm") is not None
 
 def _by_name(pairs):
     return {rung.name: (rung, reason) for rung, reason in pairs}
+
+
+def _rung(name, model="course", **values):
+    """A bf16 ladder row of a rung at batch 64."""
+    return Row("ladder", Configuration(name, precisions.BF16, model=model, batch=64), **values)
 
 
 def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
@@ -35,7 +42,7 @@ def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
 
 
 def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
-    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)  # as if timm were installed
     pairs = LadderConfig().rungs_for(torch.device("cuda"))
     rungs = _by_name(pairs)
@@ -61,7 +68,7 @@ def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
 
 
 def test_the_t4_rehearsal_leaves_the_flash_rung_out(monkeypatch):
-    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     monkeypatch.setenv(emulation.ENV, "t4")  # flash attention needs compute capability 8.0
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
@@ -113,7 +120,8 @@ def test_the_bench_writes_the_ladder_as_typed_rows(cli_run):
     assert all(isinstance(r, Row) and r.workload == "ladder" for r in rows)
     assert report["results"]["ladder"][0]["mode"] == "eager"
     eager = rows[0]
-    assert eager.precision == "bf16" and eager.mfu is None  # no published peak for a CPU
+    assert eager.configuration.precision is precisions.BF16
+    assert eager.mfu is None  # no published peak for a CPU
     assert eager.median_s > 0 and eager.images_per_s == pytest.approx(8 / eager.median_s)
     assert eager.achieved_tflops == pytest.approx(eager.flops_per_step / eager.median_s / 1e12)
     assert eager.mfu_of_matmul == pytest.approx(eager.achieved_tflops / eager.matmul_peak_tflops)
@@ -172,12 +180,14 @@ def test_timms_vit_has_the_course_vits_parameters_and_flops():
 
 
 def test_table_chart_and_ratios_from_rows():
-    common = dict(workload="ladder", model="course", precision="bf16", batch=64)
+    # 0.8 TFLOP a step in 0.04 s: 20 TFLOP/s, 20% of a 100 TFLOP/s peak; 64 images: 1600/s.
+    eager = _rung("eager", median_s=0.04, flops_per_step=8e11, dense_peak_tflops=100.0)
     rows = [
-        Row(mode="eager", median_s=0.04, images_per_s=1600, mfu=0.2, **common),
-        Row(mode="+ torch.compile", skipped="no compiler here", **common),
-        Row(mode="timm: eager", median_s=0.05, **{**common, "model": "timm"}),
+        eager,
+        _rung("+ torch.compile", skipped="no compiler here"),
+        _rung("timm: eager", model="timm", median_s=0.05),
     ]
+    assert (eager.images_per_s, eager.achieved_tflops) == pytest.approx((1600, 20))
     assert ladder_report.timm_ratios(rows) == [("eager", pytest.approx(1.25))]
     table = ladder_report.format_table(rows)
     assert "20.0%" in table and "skipped: no compiler here" in table
@@ -190,7 +200,7 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     """A replayed CUDA graph allocates from the graphs' private pool, which the allocator's peak
     does not see: every rung run from CUDA graphs, inherited ones included, gets the note and no
     figure; the others are measured (here with a stand-in for the CUDA measurement)."""
-    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
     graphs = ["+ CUDA graphs", "+ max-autotune", "+ batch 256", "+ flash attention"]
@@ -212,10 +222,10 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     shared.clear_state = lambda: None
     for rung in [rungs[name][0] for name in graphs] + [inherited]:
         assert shared.peak_memory(rung, lambda: None) is None, rung.name
-        assert ladder.memory_note(rung) == ladder.GRAPH_MEMORY_NOTE, rung.name
+        assert rung.memory_note == ladder.GRAPH_MEMORY_NOTE, rung.name
     for name in measured:
         assert shared.peak_memory(rungs[name][0], lambda: None) == 1080, name
-        assert ladder.memory_note(rungs[name][0]) is None, name
+        assert rungs[name][0].memory_note is None, name
 
 
 def test_the_table_and_readme_say_not_measured_for_graph_rungs_even_from_an_old_report(tmp_path):
@@ -270,13 +280,12 @@ def test_the_table_and_readme_say_not_measured_for_graph_rungs_even_from_an_old_
 def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
     """Lesson 10's timm verdict comes from ``ac.timing.compare`` (the runs' quartiles), not from
     the ratio alone: a 1.25x ratio inside the spread ranks nothing."""
-    common = dict(workload="ladder", precision="bf16", batch=64)
 
     def rows(timm_quartiles):
         low, median, high = timm_quartiles
         return [
-            Row(mode="eager", model="course", median_s=0.04, p25_s=0.039, p75_s=0.041, **common),
-            Row(mode="timm: eager", model="timm", median_s=median, p25_s=low, p75_s=high, **common),
+            _rung("eager", median_s=0.04, p25_s=0.039, p75_s=0.041),
+            _rung("timm: eager", model="timm", median_s=median, p25_s=low, p75_s=high),
         ]
 
     ((rung, apart),) = ladder_report.timm_comparisons(rows((0.049, 0.05, 0.051)))
@@ -284,7 +293,7 @@ def test_timm_against_the_course_is_judged_by_the_one_verdict_rule():
     assert "timm is slower than course here: timm takes 1.25x the course time" in apart.sentence()
     ((_, overlap),) = ladder_report.timm_comparisons(rows((0.03, 0.05, 0.07)))
     assert overlap.verdict == "indistinguishable" and "not distinguishable" in overlap.sentence()
-    old = [Row(**{**r.to_dict(), "p25_s": None, "p75_s": None}) for r in rows((0.049, 0.05, 0.051))]
+    old = [dataclasses.replace(r, p25_s=None, p75_s=None) for r in rows((0.049, 0.05, 0.051))]
     assert ladder_report.timm_comparisons(old) == []  # no quartiles: no verdict, only the ratio
 
 
@@ -301,7 +310,7 @@ def test_max_autotune_rungs_say_when_the_gpu_is_too_small_to_autotune_matmuls(
 ):
     """torch._inductor.utils.is_big_gpu: no GEMM autotuning below 68 SMs (a T4 has 40)."""
     gpu(monkeypatch)
-    monkeypatch.setattr(config, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
     rungs = _by_name(LadderConfig(timm=False).rungs_for(torch.device("cuda")))
     cuda = torch.device("cuda", 0)
     for name in ("+ max-autotune", "+ batch 256", "+ flash attention"):  # the last two inherit it
@@ -314,8 +323,9 @@ def test_max_autotune_rungs_say_when_the_gpu_is_too_small_to_autotune_matmuls(
 
 def test_the_table_and_readme_show_a_rungs_note(tmp_path):
     note = "matmuls not autotuned: inductor autotunes GEMM kernels only on GPUs with ..."
-    row = Row("ladder", "+ max-autotune", "bf16", compile="max-autotune", batch=8, median_s=0.1)
-    row = Row(**{**vars(row), "images_per_s": 80.0, "mfu_of_matmul": 0.1, "note": note})
+    rung = Configuration("+ max-autotune", precisions.BF16, compile="max-autotune", batch=8)
+    measured = dict(median_s=0.1, flops_per_step=8e12, matmul_peak_tflops=800.0)
+    row = Row("ladder", rung, **measured, note=note)
     assert f"+ max-autotune: {note}" in ladder_report.format_table([row])
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"config": {"rounds": 1}, "results": {"ladder": [row.to_dict()]}}))
@@ -366,14 +376,24 @@ def test_the_recompile_limit_stays_silent_outside_a_compiled_configuration():
 
 
 def test_the_lean_vit_against_the_course_is_judged_by_the_same_rule():
-    common = dict(workload="ladder", precision="bf16", batch=64)
     rows = [
-        Row(mode="eager", model="course", median_s=0.04, p25_s=0.039, p75_s=0.041, **common),
-        Row(mode="lean: eager", model="lean", median_s=0.03, p25_s=0.029, p75_s=0.031, **common),
-        Row(mode="timm: eager", model="timm", median_s=0.05, p25_s=0.049, p75_s=0.051, **common),
+        _rung("eager", median_s=0.04, p25_s=0.039, p75_s=0.041),
+        _rung("lean: eager", model="lean", median_s=0.03, p25_s=0.029, p75_s=0.031),
+        _rung("timm: eager", model="timm", median_s=0.05, p25_s=0.049, p75_s=0.051),
     ]
     ((rung, lean),) = ladder_report.timm_comparisons(rows, model="lean")
     assert rung == "eager" and lean.verdict == "faster" and lean.ratio == pytest.approx(0.75)
     assert "lean is faster than course here: lean takes 0.75x the course time" in lean.sentence()
     ((_, timm),) = ladder_report.timm_comparisons(rows)
     assert timm.verdict == "slower"
+
+
+def test_in_a_bench_run_the_ladder_is_held_against_the_matrixs_matmul_peak():
+    """One matmul peak: a bench run that timed the square matmuls hands their best to the ladder
+    (in the device's AMP precision); without them the ladder times its own."""
+    smoke = bench.BenchConfig.smoke_config(workloads=("matmul", "ladder"))
+    peaks = {"fp32": 1.5, "bf16": 2.5}
+    config = LadderConfig.from_bench(smoke, torch.device("cpu"), peaks)
+    assert config.precision is precisions.BF16 and config.matmul_peak_tflops == 2.5
+    assert config.smoke and config.rounds == smoke.rounds
+    assert LadderConfig.from_bench(smoke, "cpu", {}).matmul_peak_tflops is None

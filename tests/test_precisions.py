@@ -6,6 +6,7 @@ import torch
 
 from amp_course import capstone, cli, device, emulation, inspector, precisions
 from amp_course.bench import config
+from amp_course.bench.configuration import Configuration, skip_reason
 from amp_course.precision import AmpRecipe
 
 
@@ -22,19 +23,21 @@ def test_device_parses_and_names_every_spelling_as_the_table_does(precision):
         assert device.parse_dtype(name.upper()) is precision.dtype
         assert precisions.get(f"torch.{name}") is precision
     # The short name of a dtype is its training precision's: float32 is "fp32", never "tf32".
-    assert device.dtype_name(precision.dtype) == precisions.of_dtype(precision.dtype).name
-    assert set(device.DTYPE_ALIASES) == {n for p in precisions.PRECISIONS.values() for n in p.names}
+    assert device.dtype_name(precision.dtype) == precisions.get(precision.dtype).name
+    assert precisions.get(precision) is precision  # a row is read as itself
 
 
 @pytest.mark.parametrize("precision", precisions.PRECISIONS.values(), ids=precisions.NAMES)
-def test_amp_recipe_and_bench_modes_follow_the_table(precision):
-    recipe = config.Mode(precision.name).recipe("cpu")
-    assert recipe == AmpRecipe("cpu", precision.name) == AmpRecipe("cpu", precision.dtype)
+def test_amp_recipe_and_bench_configurations_follow_the_table(precision):
+    recipe = Configuration.matrix(precision.name).recipe("cpu")
+    assert recipe == AmpRecipe("cpu", precision.name) == AmpRecipe("cpu", precision)
+    assert recipe.precision is precision  # tf32 stays tf32: its dtype alone would read as fp32
+    assert AmpRecipe("cpu", precision.dtype).precision is precisions.get(precision.dtype)
     assert recipe.autocast_dtype is precision.dtype
     assert recipe.enabled is precision.autocast
     assert recipe.needs_scaler is precision.grad_scaler
     assert recipe.scaler().is_enabled() is precision.grad_scaler
-    assert recipe.name == precisions.of_dtype(precision.dtype).name
+    assert recipe.name == precision.name
 
 
 def test_bench_capstone_inspector_and_cli_list_the_tables_precisions():
@@ -63,7 +66,7 @@ def test_one_capability_threshold_gates_bf16_and_tf32(monkeypatch, capability, b
     expected = torch.bfloat16 if bf16 else torch.float16
     assert device.recommended_dtype(capability) is expected
     monkeypatch.setattr(emulation, "capability", lambda device: capability)
-    reason = config.skip_reason(config.Mode("tf32"), torch.device("cuda"))
+    reason = skip_reason(Configuration.matrix("tf32"), torch.device("cuda"))
     assert (reason is None) is tf32
     profile = emulation.GpuProfile("x", "X", capability, 2**30, tf32=tf32, fused_attention=False)
     assert ("bf16 and fp16" in profile.describe()) is bf16
@@ -92,5 +95,5 @@ def test_fp16_and_bf16_need_their_table_facts_in_torch():
 def test_unknown_names_list_the_valid_ones():
     with pytest.raises(ValueError, match="fp32, float32, float, tf32, fp16"):
         precisions.get("fp8")
-    with pytest.raises(ValueError, match="fp32, tf32, fp16, bf16"):
-        precisions.of_dtype(torch.float64)
+    with pytest.raises(ValueError, match="Unknown precision 'torch.float64'. Valid choices: fp32"):
+        precisions.get(torch.float64)

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from amp_course import device, lesson, precision, scaling, training
-from amp_course.bench import Mode
+from amp_course import device, lesson, precision, precisions, scaling, training
+from amp_course.bench import Configuration
 from amp_course.data import load_mnist
 
 CPU = torch.device("cpu")
@@ -37,7 +37,8 @@ def test_the_table_holds_every_spelling_and_no_other():
         for name in names
         if not name.startswith("torch.")
     }
-    assert device.DTYPE_ALIASES == expected
+    table = {name: p.dtype for p in precisions.PRECISIONS.values() for name in p.names}
+    assert table == expected
 
 
 def test_a_name_outside_the_table_is_refused_with_the_valid_ones():
@@ -90,8 +91,9 @@ def test_on_a_gpu_the_recipe_asks_torch_for_cuda_autocast_and_a_cuda_scaler():
     assert scaler._device == "cuda"  # GradScaler keeps the device type it was made for
 
 
-def test_bench_modes_and_lesson_settings_carry_the_recipe():
-    recipes = {name: Mode(name).recipe("cpu") for name in ("fp32", "tf32", "fp16", "bf16")}
+def test_bench_configurations_and_lesson_settings_carry_the_recipe():
+    names = ("fp32", "tf32", "fp16", "bf16")
+    recipes = {name: Configuration.matrix(name).recipe("cpu") for name in names}
     assert {n: (r.enabled, r.needs_scaler) for n, r in recipes.items()} == {
         "fp32": (False, False),
         "tf32": (False, False),
@@ -100,7 +102,28 @@ def test_bench_modes_and_lesson_settings_carry_the_recipe():
     }
     settings = lesson.start(smoke=True, device="cpu", autocast_dtype="fp16", verbose=False)
     assert settings.recipe == precision.AmpRecipe("cpu", torch.float16)
+    assert settings.precision is precisions.FP16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # this CPU may emulate bf16: lesson.start says so
+        auto = lesson.start(smoke=True, device="cpu", verbose=False)
+    assert auto.precision is device.pick_precision("cpu", warn=False) is precisions.BF16
     assert settings.device == CPU and settings.autocast_dtype is torch.float16
+
+
+@pytest.mark.parametrize("asked, enabled", [("bf16", True), ("tf32", False)])
+def test_a_lessons_precision_is_read_once_on_its_way_to_autocast(monkeypatch, asked, enabled):
+    """The parameters cell's name is parsed once, into the row the recipe carries to autocast:
+    no dtype is turned back into a precision on the way (tf32 would come back as fp32)."""
+    read = []
+    parse = precisions.get
+    monkeypatch.setattr(precisions, "get", lambda name: read.append(name) or parse(name))
+    settings = lesson.start(smoke=True, device="cpu", autocast_dtype=asked, verbose=False)
+    with settings.recipe.autocast():
+        assert torch.is_autocast_enabled("cpu") is enabled
+        assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype is parse(asked).dtype
+    names = [name for name in read if not isinstance(name, precisions.Precision)]
+    assert names == [asked] and settings.precision is parse(asked)
+    assert settings.recipe.name == asked
 
 
 @pytest.fixture(scope="module")

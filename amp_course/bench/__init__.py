@@ -1,24 +1,18 @@
-"""Benchmark: precision modes (fp32, TF32, fp16, bf16; optionally compiled or fused) x workloads.
+"""Benchmark: precisions (fp32, TF32, fp16, bf16; optionally compiled or fused) x workloads.
 
-Measuring (``run``, in ``matrix``, over the workloads in ``workloads``; every configuration, a
-mode plus options such as the ladder's rungs, stepped by the one ``trainer.Trainer``), the result
-(one ``rows.Row`` per measured configuration, saved as JSON) and presenting
-(``format_report``, ``plot_report``, in ``report``, from those rows) are separate, as in
+Measuring (``run``, in ``matrix``, over the workloads in ``workloads``; every ``Configuration``, a
+precision plus options, the matrix's cells and the ladder's rungs alike, stepped by the one
+``trainer.Trainer``), the result (one ``rows.Row`` per measured configuration, saved as JSON, with
+the figures derived from its measurements as properties) and presenting (``format_report``,
+``plot_report``, in ``report``, through the one renderer of ``tables``) are separate, as in
 torch.utils.benchmark and ``ac.timing``; FLOPs, published peaks and MFU live in ``flops``.
-Modes are timed round-robin, so drift in machine load or clocks hits every mode alike, and each
-mode sets its precision flags on entry and restores them on exit.
+Configurations are timed round-robin, so drift in machine load or clocks hits every one alike, and
+each sets its precision flags on entry and restores them on exit.
 """
 
-from . import ladder, ladder_report, profile, rows, timm_vit, trainer
-from .config import (
-    MNIST_TRAIN_SIZE,
-    PRECISIONS,
-    WORKLOADS,
-    BenchConfig,
-    Configuration,
-    Mode,
-    skip_reason,
-)
+from . import ladder, ladder_report, profile, rows, tables, timm_vit, trainer
+from .config import MNIST_TRAIN_SIZE, PRECISIONS, WORKLOADS, BenchConfig
+from .configuration import Configuration, skip_reason
 from .flops import (
     PEAK_BANDWIDTH_TBS,
     PEAK_TFLOPS,
@@ -41,7 +35,6 @@ __all__ = [
     "WORKLOADS",
     "BenchConfig",
     "Configuration",
-    "Mode",
     "bench_matmul",
     "bench_max_batch",
     "bench_mnist_cnn",
@@ -50,6 +43,7 @@ __all__ = [
     "ladder_report",
     "profile",
     "rows",
+    "tables",
     "timm_vit",
     "trainer",
     "count_step_flops",

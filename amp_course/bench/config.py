@@ -1,50 +1,18 @@
-"""The bench's vocabulary: precisions, workloads, modes, the configurations that one trainer
-steps (a mode plus options: the matrix's cells and the ladder's rungs), sizes, and when a
-configuration cannot run."""
+"""The bench's run: which precisions and workloads, at which sizes (``BenchConfig``), and the
+matrix's cells (``configuration.Configuration``) it makes of them."""
 
 from __future__ import annotations
 
-import functools
-import importlib
-import sys
 from dataclasses import dataclass, field, replace
 
-import torch
-
-from .. import emulation, precisions
-from ..attention import emulated_refusal
-from ..device import parse_dtype
-from ..precision import AmpRecipe
-from . import timm_vit
-from .rows import CUDA_GRAPH_MODES, Row
+from .. import precisions
+from .configuration import Configuration
 
 PRECISIONS = precisions.NAMES  # tf32: fp32 with TF32 matmuls (CUDA, sm_80+)
 WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch", "ladder")
 # The default run: the precision matrix. The MFU ladder (lesson 10) runs when named.
 MATRIX_WORKLOADS = WORKLOADS[:-1]
 MNIST_TRAIN_SIZE = 60_000  # an epoch of the MNIST tutorial's CNN is one pass over these digits
-
-
-@dataclass(frozen=True)
-class Mode:
-    """One cell of the matrix: a precision, optionally with torch.compile or fused AdamW."""
-
-    precision: str
-    compile: bool = False
-    fused: bool = False
-
-    @property
-    def name(self) -> str:
-        suffix = ("+compile" if self.compile else "") + ("+fused" if self.fused else "")
-        return self.precision + suffix
-
-    @property
-    def autocast_dtype(self) -> torch.dtype:
-        """The dtype the mode computes in: float32 for fp32 and tf32 (autocast off)."""
-        return parse_dtype(self.precision)
-
-    def recipe(self, device: torch.device | str) -> AmpRecipe:
-        return AmpRecipe(device, self.autocast_dtype)
 
 
 @dataclass
@@ -112,98 +80,13 @@ class BenchConfig:
         if any(n < 1 for n in self.matmul_sizes):
             raise ValueError(f"matmul sizes must be positive, got {self.matmul_sizes}.")
 
-    def modes(self) -> list[Mode]:
-        modes = [Mode(p) for p in self.precisions]
-        modes += [Mode(p, compile=True) for p in self.precisions if self.compile]
-        modes += [Mode(p, fused=True) for p in self.precisions if self.fused]
+    def configurations(self) -> list[Configuration]:
+        """The matrix's cells: every precision, then its compiled and fused variants if asked."""
+        cell = Configuration.matrix
+        cells = [cell(p) for p in self.precisions]
+        cells += [cell(p, compile=True) for p in self.precisions if self.compile]
+        cells += [cell(p, fused=True) for p in self.precisions if self.fused]
         # Both together: the fastest recipe a learner would use (compiled model, fused AdamW).
         both = self.compile and self.fused
-        modes += [Mode(p, compile=True, fused=True) for p in self.precisions if both]
-        return modes
-
-
-@dataclass(frozen=True)
-class Configuration:
-    """What the trainer builds and steps: a precision mode plus options.
-
-    The matrix's configurations are its modes (``Configuration.of``); a ladder rung adds a
-    torch.compile mode (the CUDA-graph ones too), an attention kernel, a batch or another model
-    (the lean ViT, timm's).
-    """
-
-    name: str  # the mode's name ("bf16+compile+fused") or the rung's ("+ CUDA graphs")
-    precision: str
-    compile: str | None = None  # a torch.compile mode ("default", "reduce-overhead"); None: eager
-    fused: bool = False  # fused AdamW (one kernel for every parameter's update)
-    attention: str | None = None  # an SDPA backend ("flash", "efficient", "cudnn", "math")
-    model: str = "course"  # "course" (the course's model), "lean" (build_vit(lean=True)), "timm"
-    batch: int | None = None  # None: the workload's batches decide
-
-    @classmethod
-    def of(cls, mode: Mode, **options) -> Configuration:
-        """The configuration of a matrix ``mode`` (compiled: torch.compile's default mode)."""
-        compile_mode = "default" if mode.compile else None
-        return cls(mode.name, mode.precision, compile_mode, mode.fused, **options)
-
-    @property
-    def mode(self) -> Mode:
-        return Mode(self.precision, self.compile is not None, self.fused)
-
-    def row(self, workload: str, **values) -> Row:
-        """This configuration's ``Row`` of ``workload`` with ``values`` (they may set the batch)."""
-        names = dict(mode=self.name, precision=self.precision, compile=self.compile)
-        options = dict(fused=self.fused, attention=self.attention, model=self.model)
-        return Row(workload, **{**names, **options, "batch": self.batch, **values})
-
-
-def skip_reason(
-    configuration: Configuration | Mode, device: torch.device, smoke: bool = False
-) -> str | None:
-    """Why ``configuration`` (or a matrix mode) cannot run on ``device`` (None: it can).
-
-    ``smoke``: a smoke run that compiles unasked (the ladder's): compiling on a CPU takes
-    minutes, so it is left out there. The matrix compiles only when asked (``--compile``).
-    Never raises.
-    """
-    config = configuration
-    if isinstance(config, Mode):
-        config = Configuration.of(config)
-    device = torch.device(device)
-    cuda = device.type == "cuda"
-    if config.model == "timm" and timm_vit.unavailable():
-        return timm_vit.unavailable()
-    if config.precision == "tf32":
-        if not cuda:
-            return "TF32 is a CUDA tensor-core mode; a CPU has none"
-        if emulation.capability(device) < precisions.TF32.min_capability:  # a rehearsed T4's
-            return "TF32 needs compute capability >= 8.0 (Ampere or later)"
-    if config.compile in CUDA_GRAPH_MODES and not cuda:
-        return "CUDA graphs need a CUDA GPU"
-    if config.compile and not cuda and smoke:
-        return "smoke mode on a CPU: compiling takes minutes here (full mode runs it)"
-    if config.compile:
-        try:
-            dynamo = importlib.import_module("torch._dynamo")
-            if not dynamo.is_dynamo_supported():
-                return f"torch.compile is not supported on Python {sys.version.split()[0]} here"
-        except Exception as error:  # noqa: BLE001 - any import failure means "not available"
-            return f"torch.compile unavailable: {error}"
-    if config.attention in ("efficient", "cudnn") and not cuda:
-        return f"the {config.attention} attention kernel is CUDA only"
-    if config.attention and emulated_refusal(config.attention, device):
-        return f"the emulated {emulation.active().name} has no {config.attention} attention kernel"
-    if config.fused:
-        return fused_adamw_unavailable(device)
-    return None
-
-
-@functools.lru_cache(maxsize=8)
-def fused_adamw_unavailable(device: torch.device) -> str | None:
-    """Why fused AdamW cannot run on ``device``, or None (probed once per device)."""
-    try:
-        probe = torch.nn.Parameter(torch.zeros(2, device=device))
-        probe.grad = torch.zeros_like(probe)
-        torch.optim.AdamW([probe], fused=True).step()
-    except Exception as error:  # noqa: BLE001 - an unsupported fused kernel raises many types
-        return f"fused AdamW unavailable on {device.type}: {error}"
-    return None
+        cells += [cell(p, compile=True, fused=True) for p in self.precisions if both]
+        return cells

@@ -8,8 +8,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import precision, timing
-from ..device import parse_dtype
+from .. import precision, precisions, timing
 
 # Dense (no sparsity) peak TFLOP/s per GPU model. H100 SXM5 and H100 PCIe: NVIDIA's H100 Tensor
 # Core GPU Architecture whitepaper ("Hopper whitepaper", the table comparing A100 and H100,
@@ -128,11 +127,12 @@ def count_step_flops(
 def measure_matmul_flops(
     device, dtype: str, size: int, *, min_run_time: float = 0.2, repeats: int = 5
 ) -> float:
-    """FLOP/s of a ``size`` x ``size`` matmul in ``dtype`` ("fp32" strictly, "tf32" with TF32)."""
-    torch_dtype = parse_dtype(dtype)
-    a = torch.randn(size, size, device=device, dtype=torch_dtype)
-    b = torch.randn(size, size, device=device, dtype=torch_dtype)
-    with precision.tf32(dtype == "tf32"):
+    """FLOP/s of a ``size`` x ``size`` matmul in ``dtype``: a precision's name or row ("fp32"
+    strictly, "tf32" with TF32, as the row's ``tf32_matmuls`` says)."""
+    row = precisions.get(dtype)
+    a = torch.randn(size, size, device=device, dtype=row.dtype)
+    b = torch.randn(size, size, device=device, dtype=row.dtype)
+    with precision.tf32(row.tf32_matmuls):
         seconds = timing.measure(
             lambda: torch.mm(a, b), device=device, min_run_time=min_run_time, repeats=repeats
         ).median

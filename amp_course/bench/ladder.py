@@ -3,11 +3,11 @@
 with the course's lean ViT-B/16 (``models.build_vit(lean=True)``) and timm's under the same
 settings timed in the same round-robin.
 
-Each rung is a ``config.Configuration`` (a mode plus options), stepped by the bench's one
-``trainer.Trainer`` and skipped by its one ``config.skip_reason``; it gives a ``rows.Row``, the
-row every bench workload gives: step time, images/s, MFU against the published dense peak and
-against this run's measured matmul peak, and peak memory (``trainer.peak_memory``; not for rungs
-run from CUDA graphs: ``memory_note`` says why). ``amp-course bench --workloads ladder`` saves
+Each rung is a ``configuration.Configuration`` (a precision plus options), stepped by the bench's
+one ``trainer.Trainer`` and skipped by its one ``skip_reason``; it gives a ``rows.Row``, the row
+every bench workload gives: step time, images/s, MFU against the published dense peak and against
+this run's measured matmul peak, and peak memory (``trainer.peak_memory``; not for rungs run from
+CUDA graphs: ``Configuration.memory_note`` says why). ``amp-course bench --workloads ladder`` saves
 them in ``results["ladder"]`` of bench.json; ``ladder_report`` renders tables and charts from them.
 """
 
@@ -17,24 +17,24 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .. import models, timing
-from ..device import device_name, dtype_name, pick_autocast_dtype
+from .. import models, precisions, timing
+from ..device import device_name, pick_precision
 from ..display import error_line
 from ..memory import OutOfMemoryError
-from .config import Configuration, skip_reason
-from .flops import count_step_flops, measure_matmul_flops, mfu, peak_tflops
-from .rows import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Row, memory_note, timing_fields
+from .configuration import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Configuration, skip_reason
+from .flops import count_step_flops, measure_matmul_flops, peak_tflops
+from .rows import Row, timing_fields
 from .timm_vit import build_timm_vit
 from .trainer import Trainer, flags, model_image_size, recompile_limit_line, time_steps
 
-__all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "memory_note", "run"]
+__all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "run"]
 
 
 @dataclass
 class LadderConfig:
     """The ladder's sizes; ``smoke()`` shrinks the ViT for a CPU (say so wherever it is shown)."""
 
-    precision: str = "bf16"
+    precision: precisions.Precision | str = precisions.BF16  # a row, or a name it is read from
     batch: int = 64
     big_batch: int = 256
     vit_overrides: dict = field(default_factory=dict)  # build_vit("b16", **overrides)
@@ -61,15 +61,21 @@ class LadderConfig:
         )
         return replace(base, **changes)
 
+    def __post_init__(self):
+        self.precision = precisions.get(self.precision)
+
     @classmethod
-    def from_bench(cls, config, device) -> LadderConfig:
-        """The ladder's sizes for a bench run (``amp-course bench --workloads ladder``)."""
+    def from_bench(cls, config, device, matmul_peaks: dict[str, float]) -> LadderConfig:
+        """The ladder's sizes for a bench run (``amp-course bench --workloads ladder``), in the
+        device's AMP precision, against the matmul peak the run measured for it, if any."""
         make = cls.smoke_config if config.smoke else cls
+        precision = pick_precision(device, warn=False)
         return make(
-            precision=dtype_name(pick_autocast_dtype(device, warn=False)),
+            precision=precision,
             rounds=config.rounds,
             min_run_time=config.min_run_time,
             rungs=config.ladder_rungs,
+            matmul_peak_tflops=matmul_peaks.get(precision.name),
         )
 
     def changes(self) -> list[tuple[str, dict]]:
@@ -141,10 +147,12 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
     matmul = config.matmul_peak_tflops
     if matmul is None:
         matmul = measure_matmul_flops(device, config.precision, config.matmul_size) / 1e12
-    dense = peak_tflops(device_name(device), config.precision)
+    dense = peak_tflops(device_name(device), config.precision.name)
     rows, steps, flops = {}, {}, {}
     for rung, reason in config.rungs_for(device):
-        row = rung.row("ladder", dense_peak_tflops=dense, matmul_peak_tflops=matmul, skipped=reason)
+        row = Row(
+            "ladder", rung, dense_peak_tflops=dense, matmul_peak_tflops=matmul, skipped=reason
+        )
         row = replace(row, note=None if reason else autotune_note(rung, device))
         rows[rung.name] = row
         if reason:
@@ -159,7 +167,7 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
                     lambda kind=rung.model: trainer.build(kind), model_image_size(model)
                 )
             memory = trainer.peak_memory(rung, steps[rung])
-            rows[rung.name] = replace(row, peak_memory_bytes=memory, memory_note=memory_note(rung))
+            rows[rung.name] = replace(row, peak_memory_bytes=memory, memory_note=rung.memory_note)
         except Exception as error:  # noqa: BLE001 - one rung failing must not stop the ladder
             rows[rung.name] = replace(row, skipped=_failure(error, rung.batch))
             steps.pop(rung, None)
@@ -172,22 +180,10 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
             skipped = recompile_limit_line(failed[name]) or skipped
             rows[name] = replace(row, skipped=skipped)
         if name in measured:
-            rows[name] = _timed_row(rows[name], timing.summarise(measured[name]), flops, dense)
+            per_step = flops[row.configuration.model] * row.batch
+            stats = timing_fields(timing.summarise(measured[name]))
+            rows[name] = replace(rows[name], **stats, flops_per_step=per_step)
     return list(rows.values())
-
-
-def _timed_row(row: Row, stats: dict, flops: dict, dense: float | None) -> Row:
-    """``row`` with its step time and the figures derived from it."""
-    seconds, per_step = stats["median_s"], flops[row.model] * row.batch
-    return replace(
-        row,
-        **timing_fields(stats),
-        images_per_s=row.batch / seconds,
-        flops_per_step=per_step,
-        achieved_tflops=per_step / seconds / 1e12,
-        mfu=mfu(per_step, seconds, dense) if dense else None,
-        mfu_of_matmul=mfu(per_step, seconds, row.matmul_peak_tflops),
-    )
 
 
 def _failure(error: Exception, batch: int) -> str:

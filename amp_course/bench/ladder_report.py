@@ -1,24 +1,25 @@
 """Presenting the MFU ladder from its rows (``rows.Row``, read from bench.json by ``rows.load``):
-a table, a chart, the GPU results' lines (docs/gpu-run.md), and the timm ratios."""
+its tables (through ``tables``), a chart, the GPU results' lines (docs/gpu-run.md), and the
+timm ratios."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from .. import timing
 from .rows import Row, load
+from .tables import NOT_MEASURED, Column, Table, peak_memory_cell
 
 
 def timm_ratios(rows: list[Row]) -> list[tuple[str, float]]:
     """(rung, timm's step time / the course's) for each rung timed with both models."""
-    course = {r.mode: r for r in rows if r.model == "course" and r.median_s}
+    course = {r.mode: r for r in rows if r.configuration.model == "course" and r.median_s}
     pairs = []
     for row in rows:
         twin = course.get(row.mode.removeprefix("timm: "))
-        if row.model == "timm" and row.median_s and twin:
-            pairs.append((twin.mode, row.median_s / twin.median_s))
+        if row.configuration.model == "timm" and row.median_s and twin:
+            pairs.append((twin.mode, row.time_ratio(twin)))
     return pairs
 
 
@@ -26,11 +27,13 @@ def timm_comparisons(rows: list[Row], model: str = "timm") -> list[tuple[str, ti
     """(rung, ``model``'s step against the course's) for each rung timed with both (``model``:
     "timm" or "lean"), by the course's one verdict rule (``ac.timing.compare``: the runs'
     interquartile ranges)."""
-    course = {r.mode: r for r in rows if r.model == "course" and r.median_s and r.p25_s}
+    course = {
+        r.mode: r for r in rows if r.configuration.model == "course" and r.median_s and r.p25_s
+    }
     pairs = []
     for row in rows:
         twin = course.get(row.mode.removeprefix(f"{model}: "))
-        if row.model == model and row.median_s and row.p25_s and twin:
+        if row.configuration.model == model and row.median_s and row.p25_s and twin:
             quartiles = [
                 {k: getattr(r, k) for k in ("p25_s", "median_s", "p75_s")} for r in (twin, row)
             ]
@@ -38,16 +41,37 @@ def timm_comparisons(rows: list[Row], model: str = "timm") -> list[tuple[str, ti
     return pairs
 
 
-COLUMNS = [  # (title, Row field, format spec, width)
-    ("batch", "batch", "d", 10),
-    ("step", "median_s", "time", 10),
-    ("img/s", "images_per_s", ".4g", 10),
-    ("TFLOP/s", "achieved_tflops", ".3g", 10),
-    ("MFU", "mfu", ".1%", 10),
-    ("of matmul", "mfu_of_matmul", ".1%", 10),
-    ("peak GiB", "peak_memory_gib", ".2f", 14),  # wide enough for NOT_MEASURED
-]
-NOT_MEASURED = "not measured"  # the peak-memory cell of a row with a memory_note
+TABLE = Table(  # MFU against the published dense peak, "of matmul" against the measured one
+    "rung",
+    (
+        Column("batch", "batch", "d", 10),
+        Column("step", "median_s", "time", 10),
+        Column("img/s", "images_per_s", ".4g", 10),
+        Column("TFLOP/s", "achieved_tflops", ".3g", 10),
+        Column("MFU", "mfu", ".1%", 10),
+        Column("of matmul", "mfu_of_matmul", ".1%", 10),
+        Column("peak GiB", peak_memory_cell, ".2f", 14),  # wide enough for NOT_MEASURED
+    ),
+)
+
+
+def _memory_text(row: Row) -> str:
+    if row.memory_note:
+        return NOT_MEASURED
+    return "-" if row.peak_memory_bytes is None else f"{row.peak_memory_gib:.2f} GiB"
+
+
+README_TABLE = Table(
+    "rung",
+    (
+        Column("batch", "batch", "d", when_skipped=True),
+        Column("step", "median_s", "time"),
+        Column("images/s", "images_per_s", ".0f"),
+        Column("MFU", "mfu", ".1%"),
+        Column("of matmul", "mfu_of_matmul", ".1%"),
+        Column("peak memory", _memory_text),
+    ),
+)
 
 
 def memory_notes(rows: list[Row]) -> list[str]:
@@ -65,21 +89,9 @@ def row_notes(rows: list[Row]) -> list[str]:
 
 
 def format_table(rows: list[Row]) -> str:
-    """The ladder as a fixed-width table; MFU is against the published dense peak, "of matmul"
-    against the matmul FLOP/s this run measured."""
-    width = max([len(r.mode) for r in rows] + [4]) + 2
-    lines = [f"{'rung':<{width}}" + "".join(f"{t:>{w}}" for t, _, _, w in COLUMNS)]
-    for row in rows:
-        if row.skipped:
-            lines.append(f"{row.mode:<{width}}skipped: {row.skipped}")
-            continue
-        memory = row.peak_memory_bytes
-        values = {**asdict(row), "peak_memory_gib": None if memory is None else memory / 2**30}
-        cells = {key: timing.format_cell(values[key], spec) for _, key, spec, _ in COLUMNS}
-        if row.memory_note:
-            cells["peak_memory_gib"] = NOT_MEASURED
-        lines.append(f"{row.mode:<{width}}" + "".join(f"{cells[k]:>{w}}" for _, k, _, w in COLUMNS))
-    return "\n".join(lines + memory_notes(rows) + row_notes(rows))
+    """The ladder as a fixed-width table (``TABLE``), then why some peaks were not measured and
+    where a row measured other than its mode says (``row_notes``)."""
+    return "\n".join([TABLE.text(rows), *memory_notes(rows), *row_notes(rows)])
 
 
 def readme_lines(path: Path) -> list[str]:
@@ -87,26 +99,14 @@ def readme_lines(path: Path) -> list[str]:
     (``<run>/bench-ladder/bench.json``)."""
     report = json.loads(Path(path).read_text())
     rows = load(report, "ladder")
-    precision = rows[0].precision if rows else "-"
+    precision = rows[0].configuration.precision.name if rows else "-"
     lines = [
         f"**MFU ladder of a {precision} ViT-B/16 training step** "
         f"(`{Path(path).parent.name}/bench.json`, {report['config']['rounds']} interleaved rounds; "
         'MFU against the dense peak, "of matmul" against this run\'s measured matmul peak):',
         "",
-        "| rung | batch | step | images/s | MFU | of matmul | peak memory |",
-        "|---|---|---|---|---|---|---|",
+        *README_TABLE.markdown(rows),
     ]
-    for r in rows:
-        if not r.median_s:
-            lines.append(f"| {r.mode} | {r.batch} | skipped: {r.skipped} | | | | |")
-            continue
-        memory = "-" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**30:.2f} GiB"
-        memory = NOT_MEASURED if r.memory_note else memory
-        lines.append(
-            f"| {r.mode} | {r.batch} | {timing.format_time(r.median_s)} | "
-            f"{r.images_per_s:.0f} | {timing.format_cell(r.mfu, '.1%')} | "
-            f"{r.mfu_of_matmul:.1%} | {memory} |"
-        )
     for note in memory_notes(rows):
         lines += ["", f"{note[0].upper()}{note[1:]}."]
     for note in row_notes(rows):
@@ -124,7 +124,8 @@ def plot(rows: list[Row], title: str = "", path: str | Path | None = None):
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     labels = [r.mode for r in rows]
     dense = any(r.mfu is not None for r in rows)
-    colours = [{"timm": "tab:gray", "lean": "tab:green"}.get(r.model, "tab:blue") for r in rows]
+    palette = {"timm": "tab:gray", "lean": "tab:green"}
+    colours = [palette.get(r.configuration.model, "tab:blue") for r in rows]
     panels = [
         (
             "mfu" if dense else "mfu_of_matmul",

@@ -1,5 +1,6 @@
-"""Running the matrix: every available mode on every workload, into one JSON-ready report whose
-``results`` hold each workload's rows as ``Row.to_dict`` writes them."""
+"""Running the matrix: every available configuration (a precision, optionally compiled or with fused
+AdamW) on every workload, into one JSON-ready report whose ``results`` hold each workload's rows as
+``Row.to_dict`` writes them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import torch
 
 from ..device import machine_record
 from . import ladder
-from .config import WORKLOADS, BenchConfig, Configuration, skip_reason
+from .config import WORKLOADS, BenchConfig
+from .configuration import skip_reason
+from .rows import Row, matmul_peaks
 from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
 
@@ -36,15 +39,15 @@ def run(
         "seconds": {},
     }
     runnable, skipped = [], []
-    for mode in config.modes():
+    for cell in config.configurations():
         # Not smoke's rule: the matrix compiles only when asked (--compile), even on a CPU.
-        reason = skip_reason(Configuration.of(mode), device)
-        report["modes"].append({"name": mode.name, "available": reason is None, "reason": reason})
+        reason = skip_reason(cell, device)
+        report["modes"].append({"name": cell.name, "available": reason is None, "reason": reason})
         if reason is None:
-            runnable.append(mode)
+            runnable.append(cell)
         else:
-            skipped.append((mode, reason))
-            say(f"skip {mode.name}: {reason}")
+            skipped.append((cell, reason))
+            say(f"skip {cell.name}: {reason}")
     saved_threads = torch.get_num_threads()
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -57,29 +60,26 @@ def run(
 
 
 def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> None:
-    name, ceilings = report["device"], {}
+    name, peaks = report["device"], {}
     for workload in config.workloads:
-        names = ", ".join(m.name for m in runnable) if workload != "ladder" else "its own rungs"
+        names = ", ".join(c.name for c in runnable) if workload != "ladder" else "its own rungs"
         say(f"{workload}: {names}")
         start = time.perf_counter()
         if workload == "matmul":
             rows = bench_matmul(runnable, config, device, name)
-            for row in rows:
-                if row.achieved_tflops is not None:
-                    best = ceilings.get(row.precision, 0)
-                    ceilings[row.precision] = max(best, row.achieved_tflops)
+            peaks = matmul_peaks(rows)
         elif workload == "mnist_cnn":
             rows = bench_mnist_cnn(runnable, config, device, mnist)
         elif workload in ("vit_b16", "vit_l16"):
             preset = workload.removeprefix("vit_")
-            rows = bench_vit(preset, runnable, config, device, name, ceilings)
-        elif workload == "ladder":  # its own rungs, in the device's AMP dtype: not the modes
-            rows = ladder.run(ladder.LadderConfig.from_bench(config, device), device, say)
+            rows = bench_vit(preset, runnable, config, device, name, peaks)
+        elif workload == "ladder":  # its own rungs, in the device's AMP precision: not the cells
+            rows = ladder.run(ladder.LadderConfig.from_bench(config, device, peaks), device, say)
         else:
             rows = bench_max_batch(runnable, config, device)
-        for mode, reason in skipped if workload != "ladder" else ():
-            if workload in ("mnist_cnn", "vit_b16", "vit_l16") or not (mode.compile or mode.fused):
-                rows.append(Configuration.of(mode).row(workload, skipped=reason))
+        for cell, reason in skipped if workload != "ladder" else ():
+            if workload in ("mnist_cnn", "vit_b16", "vit_l16") or cell.plain:
+                rows.append(Row(workload, cell, skipped=reason))
         report["results"][workload] = [row.to_dict() for row in rows]
         report["seconds"][workload] = time.perf_counter() - start
         gc.collect()

@@ -23,26 +23,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from .. import data as _data
-from .. import models, precision
+from .. import models
 from ..device import pick_device
-from .config import PRECISIONS, Configuration, Mode
-from .trainer import Trainer
+from .configuration import Configuration
+from .trainer import Trainer, flags
 
 # Kernel names by family, matched in lower case. cuBLAS/CUTLASS GEMMs on Hopper appear as
 # nvjet_*, sm90_xmma_*, cutlass*gemm*; SDPA's kernels as flash_* / fmha_* / *attention*.
 MATMUL_MARKERS = ("gemm", "nvjet", "xmma", "cutlass", "matmul", "cublas")
 ATTENTION_MARKERS = ("flash", "fmha", "attention", "attn")
-
-
-def parse_mode(name: str) -> Mode:
-    """``"bf16+compile+fused"`` -> Mode; ValueError naming the valid parts otherwise."""
-    precision_name, *flags = name.split("+")
-    if precision_name not in PRECISIONS or not set(flags) <= {"compile", "fused"}:
-        raise ValueError(
-            f"Unknown mode {name!r}: a precision ({', '.join(PRECISIONS)}), optionally followed "
-            "by +compile and/or +fused."
-        )
-    return Mode(precision_name, compile="compile" in flags, fused="fused" in flags)
 
 
 # On a CPU the profiler records ATen operators, not kernels: these do the matrix products.
@@ -96,9 +85,17 @@ def split(result: dict) -> dict[str, float]:
 
 
 def profile_step(
-    mode: Mode, device, *, preset="b16", batch=64, steps=10, warmup=5, **overrides
+    configuration: Configuration,
+    device,
+    *,
+    preset="b16",
+    batch=64,
+    steps=10,
+    warmup=5,
+    **overrides,
 ) -> dict:
-    """Profile ``steps`` training steps of ViT ``preset`` in ``mode`` after ``warmup`` steps.
+    """Profile ``steps`` training steps of ViT ``preset`` in ``configuration`` (a matrix cell,
+    ``Configuration.parse("bf16+compile+fused")``) after ``warmup`` steps.
 
     Returns the step time without the profiler, the kernels' total time per step by family, the
     GPU's idle share of the step (None on a CPU, which runs no kernels), and the top kernels.
@@ -113,13 +110,13 @@ def profile_step(
         device=device,
     )
     batches = itertools.repeat((images, labels))
-    step = Trainer(device, lambda kind: model).step(Configuration.of(mode), batches)
+    step = Trainer(device, lambda kind: model).step(configuration, batches)
 
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    with precision.tf32(mode.precision == "tf32"):
+    with flags(configuration):
         for _ in range(warmup):  # compiles, cuBLAS heuristics, the allocator's pools
             step()
         sync()
@@ -156,7 +153,7 @@ def profile_step(
     busy = sum(kernels.values())
     top = sorted(kernels.items(), key=lambda item: -item[1])[:12]
     return {
-        "mode": mode.name,
+        "mode": configuration.name,
         "preset": preset,
         "batch": batch,
         "step_s": step_s,
@@ -203,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="folder for profile.json/.md")
     args = parser.parse_args(argv)
     try:
-        modes = [parse_mode(name) for name in args.modes.split(",")]
+        modes = [Configuration.parse(name) for name in args.modes.split(",")]
     except ValueError as error:
         parser.error(str(error))
     device = pick_device(args.device)

@@ -1,15 +1,15 @@
-"""Presenting a bench report: fixed-width tables, a plot with a panel per workload that ran, and
-the files on disk, all rendered from the report's rows (``rows.Row``), never from printed text."""
+"""Presenting a bench report: fixed-width tables (``tables``), a plot with a panel per workload
+that ran, and the files on disk, all rendered from the report's rows (``rows.Row``), never from
+printed text."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
-from .. import timing
 from . import ladder_report
 from .rows import Row, load
+from .tables import REPORT_TABLES
 
 
 def format_report(report: dict) -> str:
@@ -18,55 +18,16 @@ def format_report(report: dict) -> str:
         f"amp-course bench on {report['device']} ({report['date']}; torch "
         f"{report['versions']['torch']}{'; smoke sizes' if report['smoke'] else ''})"
     ]
-    columns = {
-        "matmul": [
-            ("size", "size", "d"),
-            ("median", "median_s", "time"),
-            ("TFLOP/s", "achieved_tflops", ".3g"),
-            ("peak", "dense_peak_tflops", ".4g"),
-            ("of peak", "mfu", ".1%"),
-        ],
-        "mnist_cnn": [
-            ("batch", "batch", "d"),
-            ("step", "median_s", "time"),
-            ("img/s", "images_per_s", ".4g"),
-            ("epoch (s)", "epoch_s", ".3g"),
-        ],
-        "vit": [
-            ("batch", "batch", "d"),
-            ("step", "median_s", "time"),
-            ("img/s", "images_per_s", ".4g"),
-            ("TFLOP/s", "achieved_tflops", ".3g"),
-            ("MFU", "mfu", ".1%"),
-            ("of matmul", "mfu_of_matmul", ".1%"),
-            ("peak GiB", "peak_memory_gib", ".2f"),
-        ],
-        "max_batch": [("max batch", "max_batch", "d"), ("limit", "limit", "d")],
-    }
     for workload in report["results"]:
         rows = load(report, workload)
         if not rows:
             continue
         if workload == "ladder":
-            ladder_rows = rows
-            precision = ladder_rows[0].precision
-            lines += ["", f"== ladder ({precision}) ==", ladder_report.format_table(ladder_rows)]
+            precision = rows[0].configuration.precision.name
+            lines += ["", f"== ladder ({precision}) ==", ladder_report.format_table(rows)]
             continue
-        cols = columns["vit" if workload.startswith("vit_") else workload]
-        lines += [
-            "",
-            f"== {workload} ==",
-            f"{'mode':<16}" + "".join(f"{title:>11}" for title, _, _ in cols),
-        ]
-        for row in rows:
-            if row.skipped:
-                lines.append(f"{row.mode:<16} skipped: {row.skipped}")
-                continue
-            values = asdict(row)
-            memory = row.peak_memory_bytes
-            values["peak_memory_gib"] = None if memory is None else memory / 2**30
-            cells = [timing.format_cell(values[key], spec) for _, key, spec in cols]
-            lines.append(f"{row.mode:<16}" + "".join(f"{text:>11}" for text in cells))
+        table = REPORT_TABLES["vit" if workload.startswith("vit_") else workload]
+        lines += ["", f"== {workload} ==", table.text(rows)]
     return "\n".join(lines)
 
 

@@ -1,17 +1,20 @@
 """One row per measured configuration, for every workload and the ladder alike: what bench.json
-stores (``to_dict``) and what every table, plot and results line renders from (``from_dict``)."""
+stores (``to_dict``) and what every table, plot and results line renders from (``from_dict``).
+
+A row holds what was measured (seconds, bytes, FLOPs, the peaks it is held against); what is
+derived from them (TFLOP/s, MFU, images/s, ratios) is a property, defined here once, as
+torch.utils.benchmark's ``Measurement`` derives its median."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that use CUDA graphs
-GRAPH_MEMORY_NOTE = (
-    "not measured: CUDA graphs run from a private memory pool "
-    "that the allocator's peak does not see"
-)
+from .. import precisions
+from .configuration import Configuration
+from .flops import mfu
+
 # Keys of rows written before this type (the matrix's dicts and the ladder's rows): their names now.
 OLD_KEYS = {
     "batch_size": "batch",
@@ -23,39 +26,31 @@ OLD_KEYS = {
     "memory_error": "memory_note",
     "rung": "mode",
 }
+# The configuration's keys in bench.json (its name is the row's "mode").
+CONFIGURATION_KEYS = ("mode", "precision", "compile", "fused", "attention", "model", "batch")
+# Figures bench.json holds for its readers, derived again from the measured ones on loading.
+DERIVED = ("images_per_s", "epoch_s", "achieved_tflops", "mfu", "mfu_of_matmul")
 
 
 @dataclass(frozen=True)
 class Row:
-    """What one configuration measured (seconds, bytes, TFLOP/s); ``skipped`` says why not.
+    """What ``configuration`` measured on ``workload``; ``skipped`` says why nothing was.
 
-    A configuration is a mode (a precision, torch.compile, fused AdamW) plus options: an
-    attention kernel, the model, the batch. Figures a workload does not measure stay None.
+    Figures a workload does not measure stay None, and so do the figures derived from them.
     """
 
     workload: str  # "matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch" or "ladder"
-    mode: str  # the mode's name ("bf16+compile+fused") or the ladder rung's ("+ CUDA graphs")
-    precision: str
-    compile: str | None = None  # a torch.compile mode ("default", "reduce-overhead"); None: eager
-    fused: bool = False  # fused AdamW
-    attention: str | None = None  # an SDPA backend ("flash", "efficient", "cudnn", "math")
-    model: str = "course"  # "course" (the course's models), "lean" (build_vit(lean=True)), "timm"
-    batch: int | None = None
+    configuration: Configuration  # its batch is the row's (None: a matmul, a batch search)
     size: int | None = None  # n of an n x n matmul
     median_s: float | None = None  # the step time (``timing.summarise``'s figures, in seconds)
     p25_s: float | None = None
     p75_s: float | None = None
     iqr_s: float | None = None
     runs: int | None = None
-    images_per_s: float | None = None
-    epoch_s: float | None = None  # an MNIST epoch at this step time
-    steps_per_epoch: int | None = None
+    steps_per_epoch: int | None = None  # MNIST: steps in one pass over its training digits
     flops_per_step: float | None = None  # for a matmul: its 2 n^3 FLOPs
-    achieved_tflops: float | None = None
     dense_peak_tflops: float | None = None  # the published dense peak of the precision
-    mfu: float | None = None  # achieved / dense peak
-    matmul_peak_tflops: float | None = None  # the best matmul FLOP/s this run measured
-    mfu_of_matmul: float | None = None  # achieved / measured matmul peak
+    matmul_peak_tflops: float | None = None  # the best matmul TFLOP/s this run measured
     peak_memory_bytes: int | None = None
     memory_note: str | None = None  # why peak_memory_bytes is None for a row that ran
     note: str | None = None  # where what the row measured differs from what its mode says
@@ -64,33 +59,119 @@ class Row:
     skipped: str | None = None
 
     @property
+    def mode(self) -> str:
+        """The configuration's name, as every table labels the row."""
+        return self.configuration.name
+
+    @property
+    def batch(self) -> int | None:
+        return self.configuration.batch
+
+    @property
     def timed(self) -> bool:
         """Whether the row holds a step time."""
         return self.median_s is not None
 
+    @property
+    def images_per_s(self) -> float | None:
+        if self.batch is None or self.median_s is None:
+            return None
+        return self.batch / self.median_s
+
+    @property
+    def epoch_s(self) -> float | None:
+        """An MNIST epoch at this step time."""
+        if self.steps_per_epoch is None or self.median_s is None:
+            return None
+        return self.median_s * self.steps_per_epoch
+
+    @property
+    def achieved_tflops(self) -> float | None:
+        if self.flops_per_step is None or self.median_s is None:
+            return None
+        return self.flops_per_step / self.median_s / 1e12
+
+    @property
+    def mfu(self) -> float | None:
+        """The share of the published dense peak the step reached (``flops.mfu``)."""
+        return self._utilisation(self.dense_peak_tflops)
+
+    @property
+    def mfu_of_matmul(self) -> float | None:
+        """The share of this run's measured matmul peak the step reached."""
+        return self._utilisation(self.matmul_peak_tflops)
+
+    def _utilisation(self, peak: float | None) -> float | None:
+        if not peak or self.flops_per_step is None or self.median_s is None:
+            return None
+        return mfu(self.flops_per_step, self.median_s, peak)
+
+    @property
+    def peak_memory_gib(self) -> float | None:
+        return None if self.peak_memory_bytes is None else self.peak_memory_bytes / 2**30
+
+    def time_ratio(self, baseline: Row) -> float:
+        """This row's step time over ``baseline``'s."""
+        return self.median_s / baseline.median_s
+
+    def speedup_over(self, baseline: Row) -> float:
+        """How many times faster this row's step is than ``baseline``'s (its time / this one's)."""
+        return baseline.median_s / self.median_s
+
+    def memory_ratio(self, baseline: Row) -> float:
+        """This row's peak memory over ``baseline``'s."""
+        return self.peak_memory_bytes / baseline.peak_memory_bytes
+
     def to_dict(self) -> dict:
-        """The row as bench.json stores it: the figures it has (a key is absent, not None)."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        """The row as bench.json stores it: the configuration's keys, the measured figures and the
+        derived ones (for readers of the file); a key is absent, not None."""
+        c = self.configuration
+        names = (c.name, c.precision.name, c.compile, c.fused, c.attention, c.model, c.batch)
+        data = {"workload": self.workload, **dict(zip(CONFIGURATION_KEYS, names, strict=True))}
+        data |= {f.name: getattr(self, f.name) for f in fields(self)[2:]}
+        data |= {key: getattr(self, key) for key in DERIVED}
+        return {key: value for key, value in data.items() if value is not None}
 
     @classmethod
     def from_dict(cls, data: dict) -> Row:
-        """A row from bench.json, this type's or an older writer's (``OLD_KEYS``)."""
+        """A row from bench.json, this type's or an older writer's (``OLD_KEYS``); the derived
+        figures it holds are derived again."""
         # An old ladder row holds its rung twice ("rung" and "mode"): the mode's is kept.
         data = {OLD_KEYS.get(k, k): v for k, v in data.items() if k != "rung" or "mode" not in data}
-        names = {f.name for f in fields(cls)}
-        if isinstance(data.get("compile"), bool):  # an old matrix row's flag
-            data["compile"] = "default" if data["compile"] else None
-        if "compile" not in data and "+compile" in data.get("mode", ""):
-            data["compile"] = "default"
-        if "fused" not in data and "+fused" in data.get("mode", ""):
-            data["fused"] = True
-        row = cls(**{k: v for k, v in data.items() if k in names})
+        _measured_from_derived(data)
+        mode, compile_mode = data["mode"], data.get("compile")
+        if isinstance(compile_mode, bool):  # an old matrix row's flag
+            compile_mode = "default" if compile_mode else None
+        if "compile" not in data and "+compile" in mode:
+            compile_mode = "default"
+        configuration = Configuration(
+            mode,
+            precisions.get(data["precision"]),
+            compile_mode,
+            data.get("fused", "+fused" in mode),
+            data.get("attention"),
+            data.get("model", "course"),
+            data.get("batch"),
+        )
+        names = {f.name for f in fields(cls)} - {"workload", "configuration"}
+        row = cls(data["workload"], configuration, **{k: v for k, v in data.items() if k in names})
         # A row written before rows had a memory_note holds the allocator's peak for CUDA-graph
         # steps: a figure far below what they use, never to be shown.
-        note = memory_note(row)
+        note = configuration.memory_note
         if note and not row.skipped:
             row = replace(row, peak_memory_bytes=None, memory_note=note)
         return row
+
+
+def _measured_from_derived(data: dict) -> None:
+    """Fill in what an older writer's row measured but stored only as a rate or a share of a peak
+    (TFLOP/s without the FLOPs, MFU without the peak), so that its figures derive as stored."""
+    tflops, seconds = data.get("achieved_tflops"), data.get("median_s")
+    if tflops and seconds and data.get("flops_per_step") is None:
+        data["flops_per_step"] = tflops * 1e12 * seconds
+    for share, peak in (("mfu", "dense_peak_tflops"), ("mfu_of_matmul", "matmul_peak_tflops")):
+        if tflops and data.get(share) and data.get(peak) is None:
+            data[peak] = tflops / data[share]
 
 
 def timing_fields(stats: dict) -> dict:
@@ -98,16 +179,20 @@ def timing_fields(stats: dict) -> dict:
     return {key: stats[key] for key in ("median_s", "p25_s", "p75_s", "iqr_s", "runs")}
 
 
-def memory_note(row) -> str | None:
-    """Why a step (a Row or a Configuration) gets no peak memory; None: it gets one."""
-    # A replayed CUDA graph allocates nothing through the caching allocator: its activations live
-    # in the graphs' private pool, which cudagraph trees share among every graph recorded so far
-    # (earlier rungs' too), so neither the allocator's peak nor the pool's size is this step's.
-    return GRAPH_MEMORY_NOTE if row.compile in CUDA_GRAPH_MODES else None
-
-
 def load(report: dict | str | Path, workload: str) -> list[Row]:
     """The rows of ``workload`` in a bench report (the dict, or its bench.json's path)."""
     if not isinstance(report, dict):
         report = json.loads(Path(report).read_text())
     return [Row.from_dict(row) for row in report["results"].get(workload, [])]
+
+
+def matmul_peaks(rows: list[Row]) -> dict[str, float]:
+    """The course's one matmul peak: per precision, the best TFLOP/s among the square matmuls a
+    run timed, here its ``matmul`` rows (a ladder run without them, and the roofline, time one
+    size with ``flops.measure_matmul_flops``)."""
+    peaks: dict[str, float] = {}
+    for row in rows:
+        if row.workload == "matmul" and row.achieved_tflops is not None:
+            name = row.configuration.precision.name
+            peaks[name] = max(peaks.get(name, 0.0), row.achieved_tflops)
+    return peaks

@@ -1,5 +1,5 @@
-"""The one trainer of every measured configuration (``config.Configuration``: the matrix's modes
-and the ladder's rungs): it builds and steps them, times them round-robin and measures their peak
+"""The one trainer of every measured ``configuration.Configuration`` (the matrix's cells and the
+ladder's rungs): it builds and steps them, times them round-robin and measures their peak
 memory by one definition."""
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from .. import precision, timing
 from ..attention import sdpa_context
 from ..memory import step_peak_memory
 from ..training import amp_step
-from .config import Configuration
-from .rows import Row, memory_note
+from .configuration import Configuration
 
 
 class Trainer:
@@ -61,7 +60,7 @@ class Trainer:
                 configuration.batch, image_size=model_image_size(model), device=self.device
             )
             batches = itertools.repeat((images, labels))
-        recipe = configuration.mode.recipe(self.device)
+        recipe = configuration.recipe(self.device)
         inner = train_step(model_fn, self.optimizers[key], recipe, batches)
         if configuration.attention is None:
             return inner
@@ -79,16 +78,17 @@ class Trainer:
         """The bench's one peak-memory figure (``peak_memory``) of ``configuration``'s step."""
         with flags(configuration):
             model = self.model(configuration.model)
-            return peak_memory(self.clear_state, model, step, self.device, configuration.compile)
+            return peak_memory(self.clear_state, model, step, self.device, configuration)
 
 
 @contextlib.contextmanager
 def flags(configuration: Configuration):
-    """The flags ``configuration`` runs under: TF32 matmuls for tf32 only; and where it compiles,
+    """The flags ``configuration`` runs under: TF32 matmuls where its precision's ``tf32_matmuls``
+    says (tf32); and where it compiles,
     a ``FailOnRecompileLimitHit`` error instead of torch._dynamo's silent fallback: past its
     recompile limit (``torch._dynamo.config.recompile_limit``) dynamo runs the frame eager, and
     a configuration named compiled would time eager code."""
-    with precision.tf32(configuration.precision == "tf32"):
+    with precision.tf32(configuration.precision.tf32_matmuls):
         if not configuration.compile:
             yield
             return
@@ -155,12 +155,14 @@ def clear_state(optimizers, models, device) -> None:
         torch.cuda.empty_cache()
 
 
-def peak_memory(clear, model: torch.nn.Module, step, device, compile_mode=None) -> int | None:
+def peak_memory(
+    clear, model: torch.nn.Module, step, device, configuration: Configuration
+) -> int | None:
     """The one peak-memory figure of every bench row: the model's parameters plus one step's peak
     from a clean state (``clear()`` drops gradients and optimizer state; a warm-up step makes
     them again), so nothing else the process holds counts. None off CUDA and for steps run from
-    CUDA graphs (``rows.memory_note``)."""
-    if device.type != "cuda" or memory_note(Row("", "", "", compile_mode)):
+    CUDA graphs (``Configuration.memory_note``)."""
+    if device.type != "cuda" or configuration.memory_note:
         return None
     clear()
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())

@@ -1,20 +1,23 @@
 """The matrix's workloads: a square matmul, the MNIST CNN, ViT training steps, the largest batch.
 
-Each ``bench_*`` returns one ``Row`` per mode: numbers, or ``skipped`` with a reason.
+Each ``bench_*`` takes the matrix's cells (``Configuration.matrix``) and returns one ``Row`` per
+cell: what it measured, or ``skipped`` with a reason.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import torch
 
 from .. import data as _data
 from .. import models, timing
 from ..memory import largest_batch
-from .config import MNIST_TRAIN_SIZE, BenchConfig, Configuration, Mode
-from .flops import count_step_flops, mfu, peak_tflops
+from .config import MNIST_TRAIN_SIZE, BenchConfig
+from .configuration import Configuration
+from .flops import count_step_flops, peak_tflops
 from .rows import Row, timing_fields
 from .trainer import Trainer, flags, recompile_limit_line, time_steps
 
@@ -24,52 +27,46 @@ def _time(steps: dict, config: BenchConfig, device, label: str) -> tuple[dict, d
 
 
 def bench_matmul(
-    modes: list[Mode], config: BenchConfig, device: torch.device, name: str
+    cells: list[Configuration], config: BenchConfig, device: torch.device, name: str
 ) -> list[Row]:
     """Square matmul throughput per precision and size, against the published peak."""
-    # compile/fused do not change a matmul
-    base = [Configuration.of(m) for m in modes if not (m.compile or m.fused)]
+    base = [c for c in cells if c.plain]  # compile/fused do not change a matmul
     rows = []
     for size in config.matmul_sizes:
         fns = {}
         for c in base:
-            dtype = c.mode.autocast_dtype  # the matmul runs in it directly, without autocast
+            dtype = c.precision.dtype  # the matmul runs in it directly, without autocast
             a = torch.randn(size, size, device=device, dtype=dtype)
             b = torch.randn(size, size, device=device, dtype=dtype)
             fns[c] = lambda a=a, b=b: torch.mm(a, b)
         measured, failed = _time(fns, config, device, f"matmul {size}")
         for c in base:
             if c.name in failed:
-                rows.append(c.row("matmul", size=size, skipped=failed[c.name]))
+                rows.append(Row("matmul", c, size=size, skipped=failed[c.name]))
                 continue
-            stats = timing.summarise(measured[c.name])
-            tflops = 2 * size**3 / stats["median_s"] / 1e12
-            peak = peak_tflops(name, c.precision)
+            stats = timing_fields(timing.summarise(measured[c.name]))
+            peak = peak_tflops(name, c.precision.name)
             rows.append(
-                c.row(
-                    "matmul",
-                    size=size,
-                    **timing_fields(stats),
-                    flops_per_step=2 * size**3,
-                    achieved_tflops=tflops,
-                    dense_peak_tflops=peak,
-                    mfu=tflops / peak if peak else None,
-                )
+                Row("matmul", c, size, **stats, flops_per_step=2 * size**3, dense_peak_tflops=peak)
             )
     return rows
 
 
 def _time_training(
-    workload: str, trainer: Trainer, modes: list[Mode], config: BenchConfig, device, make_batches
-) -> tuple[list[Configuration], dict, dict]:
-    """Every mode's configuration, and their steps timed round-robin on the shared trainer."""
-    configurations = [Configuration.of(m) for m in modes]
-    steps = {c: trainer.step(c, make_batches()) for c in configurations}
-    return configurations, *_time(steps, config, device, workload)
+    workload: str,
+    trainer: Trainer,
+    cells: list[Configuration],
+    config: BenchConfig,
+    device,
+    make_batches,
+) -> tuple[dict, dict]:
+    """The cells' steps timed round-robin on the shared trainer."""
+    steps = {c: trainer.step(c, make_batches()) for c in cells}
+    return _time(steps, config, device, workload)
 
 
 def bench_mnist_cnn(
-    modes: list[Mode],
+    cells: list[Configuration],
     config: BenchConfig,
     device: torch.device,
     mnist: _data.MnistData | None = None,
@@ -84,38 +81,29 @@ def bench_mnist_cnn(
 
     model = models.MnistCNN(width_divisor=config.mnist_width_divisor)
     trainer = Trainer(device, lambda kind: model)
-    configurations, measured, failed = _time_training(
-        "mnist_cnn", trainer, modes, config, device, make_batches
-    )
+    cells = [replace(c, batch=batch) for c in cells]
+    measured, failed = _time_training("mnist_cnn", trainer, cells, config, device, make_batches)
     steps_per_epoch = math.ceil(MNIST_TRAIN_SIZE / batch)
     rows = []
-    for c in configurations:
+    for c in cells:
         if c.name in failed:
-            rows.append(c.row("mnist_cnn", skipped=failed[c.name]))
+            rows.append(Row("mnist_cnn", c, skipped=failed[c.name]))
             continue
-        stats = timing.summarise(measured[c.name])
-        rows.append(
-            c.row(
-                "mnist_cnn",
-                batch=batch,
-                **timing_fields(stats),
-                images_per_s=batch / stats["median_s"],
-                epoch_s=stats["median_s"] * steps_per_epoch,
-                steps_per_epoch=steps_per_epoch,
-            )
-        )
+        stats = timing_fields(timing.summarise(measured[c.name]))
+        rows.append(Row("mnist_cnn", c, **stats, steps_per_epoch=steps_per_epoch))
     return rows
 
 
 def bench_vit(
     preset: str,
-    modes: list[Mode],
+    cells: list[Configuration],
     config: BenchConfig,
     device: torch.device,
     name: str,
-    ceilings: dict[str, float],
+    matmul_peaks: dict[str, float],
 ) -> list[Row]:
-    """A ViT training step on synthetic images: time, images/s, peak memory and MFU."""
+    """A ViT training step on synthetic images: time, images/s, peak memory and MFU, against the
+    published dense peak and against the run's ``matmul_peaks`` (``rows.matmul_peaks``)."""
     workload = f"vit_{preset}"
     overrides = config.vit_overrides.get(preset, {})
     batch = config.vit_batch_size[preset]
@@ -134,36 +122,27 @@ def bench_vit(
         return itertools.repeat((images, labels))
 
     trainer = Trainer(device, lambda kind: model)
-    configurations, measured, failed = _time_training(
-        workload, trainer, modes, config, device, make_batches
-    )
+    cells = [replace(c, batch=batch) for c in cells]
+    measured, failed = _time_training(workload, trainer, cells, config, device, make_batches)
     rows = []
-    for c in configurations:
+    for c in cells:
         if c.name in failed:
             skipped = recompile_limit_line(failed[c.name]) or failed[c.name]
-            rows.append(c.row(workload, skipped=skipped))
+            rows.append(Row(workload, c, skipped=skipped))
             continue
-        stats = timing.summarise(measured[c.name])
-        flops = flops_per_image * batch
-        peak = peak_tflops(name, c.precision)
-        ceiling = ceilings.get(c.precision)
         memory, note = None, None
         try:
             memory = trainer.peak_memory(c, trainer.step(c, make_batches()))
         except Exception as error:  # noqa: BLE001 - a memory figure is optional
             note = f"not measured: {type(error).__name__}: {error}"[:200]
         rows.append(
-            c.row(
+            Row(
                 workload,
-                batch=batch,
-                **timing_fields(stats),
-                images_per_s=batch / stats["median_s"],
-                flops_per_step=flops,
-                achieved_tflops=flops / stats["median_s"] / 1e12,
-                dense_peak_tflops=peak,
-                mfu=mfu(flops, stats["median_s"], peak) if peak else None,
-                matmul_peak_tflops=ceiling,
-                mfu_of_matmul=mfu(flops, stats["median_s"], ceiling) if ceiling else None,
+                c,
+                **timing_fields(timing.summarise(measured[c.name])),
+                flops_per_step=flops_per_image * batch,
+                dense_peak_tflops=peak_tflops(name, c.precision.name),
+                matmul_peak_tflops=matmul_peaks.get(c.precision.name),
                 peak_memory_bytes=memory,
                 memory_note=note,
             )
@@ -171,13 +150,14 @@ def bench_vit(
     return rows
 
 
-def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device) -> list[Row]:
+def bench_max_batch(
+    cells: list[Configuration], config: BenchConfig, device: torch.device
+) -> list[Row]:
     """The largest ViT-B/16 training batch that fits per precision (GPU only)."""
-    # Recompiling per size is too slow: the search runs the eager, unfused modes.
-    base = [Configuration.of(m) for m in modes if not (m.compile or m.fused)]
+    base = [c for c in cells if c.plain]  # recompiling per size is too slow: eager cells only
     if device.type != "cuda":
         reason = "GPU only: a CPU swaps instead of failing cleanly"
-        return [c.row("max_batch", skipped=reason) for c in base]
+        return [Row("max_batch", c, skipped=reason) for c in base]
     overrides = config.vit_overrides.get("b16", {})
     model = models.build_vit("b16", **overrides)
     trainer = Trainer(device, lambda kind: model)
@@ -194,8 +174,8 @@ def bench_max_batch(modes: list[Mode], config: BenchConfig, device: torch.device
         try:
             best = largest_batch(try_batch, config.max_batch_limit)
         except Exception as error:  # noqa: BLE001
-            rows.append(c.row("max_batch", skipped=f"{type(error).__name__}: {error}"[:200]))
+            rows.append(Row("max_batch", c, skipped=f"{type(error).__name__}: {error}"[:200]))
             continue
-        rows.append(c.row("max_batch", max_batch=best, limit=config.max_batch_limit))
+        rows.append(Row("max_batch", c, max_batch=best, limit=config.max_batch_limit))
     trainer.clear_state()
     return rows

@@ -86,11 +86,11 @@ def collect(folder: Path) -> dict:
     fp32, best = vit["fp32"], vit["bf16+compile+fused"]
     fits = {"fp32", "bf16"} <= set(batches)
     measured = {
-        "bf16_time": vit["bf16"].median_s / fp32.median_s,
-        "best_time": best.median_s / fp32.median_s,
+        "bf16_time": vit["bf16"].time_ratio(fp32),
+        "best_time": best.time_ratio(fp32),
         "bf16_mfu": vit["bf16"].mfu,
         "best_mfu": best.mfu,
-        "bf16_memory": vit["bf16"].peak_memory_bytes / fp32.peak_memory_bytes,
+        "bf16_memory": vit["bf16"].memory_ratio(fp32),
         "max_batch": batches["bf16"] / batches["fp32"] if fits else None,
     }
     return {

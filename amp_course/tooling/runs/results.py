@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ... import precisions
 from ...bench import ladder_report
+from ...bench.tables import Column, Table
 from ...gpu_copies import full_copies, gpu_reports
 from ...paths import GPU_GUIDE, ROOT, lesson_notebooks
 from ...timing import format_time
@@ -49,27 +50,21 @@ def judged(measured: dict) -> list[tuple]:
 
 
 def _vit_table(data: dict) -> list[str]:
-    vit = data["vit"]
-    fp32, tf32 = vit["fp32"], vit["tf32"]
-    fp32_memory = fp32.peak_memory_bytes
-    lines = [
-        "| mode | step | speed-up vs fp32 | vs TF32 | peak memory | / fp32 | TFLOP/s "
-        "| MFU (peak) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for mode in SHOWN_MODES:
-        row = vit.get(mode)
-        if row is None:
-            continue
-        lines.append(
-            f"| {mode} | {format_time(row.median_s)} "
-            f"| {fp32.median_s / row.median_s:.2f}x "
-            f"| {tf32.median_s / row.median_s:.2f}x "
-            f"| {row.peak_memory_bytes / 2**30:.2f} GiB "
-            f"| {row.peak_memory_bytes / fp32_memory:.2f}x "
-            f"| {row.achieved_tflops:.0f} | {row.mfu:.1%} ({row.dense_peak_tflops:g}) |"
-        )
-    return lines
+    """The ViT-B/16 matrix's rows, each mode's speed-up and memory against fp32's (and TF32's)."""
+    fp32, tf32 = data["vit"]["fp32"], data["vit"]["tf32"]
+    table = Table(
+        "mode",
+        (
+            Column("step", "median_s", "time"),
+            Column("speed-up vs fp32", lambda row: f"{row.speedup_over(fp32):.2f}x"),
+            Column("vs TF32", lambda row: f"{row.speedup_over(tf32):.2f}x"),
+            Column("peak memory", lambda row: f"{row.peak_memory_gib:.2f} GiB"),
+            Column("/ fp32", lambda row: f"{row.memory_ratio(fp32):.2f}x"),
+            Column("TFLOP/s", "achieved_tflops", ".0f"),
+            Column("MFU (peak)", lambda row: f"{row.mfu:.1%} ({row.dense_peak_tflops:g})"),
+        ),
+    )
+    return table.markdown([data["vit"][mode] for mode in SHOWN_MODES if mode in data["vit"]])
 
 
 def _eager_heading(data: dict) -> str:
@@ -97,7 +92,8 @@ def _other_lines(data: dict) -> list[str]:
             f"- **MNIST CNN**, the scenario's CNN at batch {mnist['fp32'].batch}: fp32 step "
             f"{format_time(base)}, "
             + ", ".join(
-                f"{mode} {format_time(mnist[mode].median_s)} ({base / mnist[mode].median_s:.2f}x)"
+                f"{mode} {format_time(mnist[mode].median_s)} "
+                f"({mnist[mode].speedup_over(mnist['fp32']):.2f}x)"
                 for mode in precisions.NAMES[1:]
                 if mode in mnist
             )
@@ -106,19 +102,25 @@ def _other_lines(data: dict) -> list[str]:
         )
     matmul = [row for row in rows.get("matmul", []) if row.achieved_tflops is not None]
     if matmul:
-        lines += [
-            "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
-            "",
-            "| n | " + " | ".join(precisions.NAMES) + " |",
-            "|---|" + "---|" * len(precisions.NAMES),
-        ]
         by_size: dict[int, dict] = {}
         for row in matmul:
             by_size.setdefault(row.size, {})[row.mode] = row
-        for size, at in by_size.items():
-            shown = [p for p in precisions.NAMES if p in at]
-            cells = [f"{at[p].achieved_tflops:.3g} ({at[p].mfu:.1%})" for p in shown]
-            lines.append(f"| {size} | " + " | ".join(cells) + " |")
+
+        def rate(mode):  # the row of ``mode`` at the size of the line's row
+            def cell(row):
+                at = by_size[row.size].get(mode)
+                return "" if at is None else f"{at.achieved_tflops:.3g} ({at.mfu:.1%})"
+
+            return cell
+
+        table = Table(
+            "n", tuple(Column(p, rate(p)) for p in precisions.NAMES), label_of=lambda r: str(r.size)
+        )
+        lines += [
+            "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
+            "",
+            *table.markdown([next(iter(at.values())) for at in by_size.values()]),
+        ]
     titles = {
         "max_batch": "largest ViT-B/16 training batch",
         "mnist_cnn": "MNIST CNN",
