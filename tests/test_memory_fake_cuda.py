@@ -141,3 +141,10 @@ def test_count_saved_bytes_on_cuda_without_a_gpu_counts_for_the_default_gpu():
             build, shape, device="cuda", autocast_dtype=dtype, gpu=memory.DEFAULT_GPU
         )
         assert default == named and default.activations > 0
+
+
+def test_a_gpu_to_count_for_needs_a_cuda_device():
+    with pytest.raises(ValueError, match="device='cuda'"):
+        memory.count_saved_bytes(
+            lambda: models.build_vit("tiny", num_layers=1), (2, 1, 28, 28), device="cpu", gpu="H100"
+        )

@@ -214,6 +214,8 @@ def count_saved_bytes(
     machine. ``input_dtype`` is the images' dtype: bf16 for a model whose weights are bf16.
     """
     device = torch.device(device)
+    if gpu is not None and device.type != "cuda":
+        raise ValueError(f"gpu={gpu!r} names a CUDA GPU to count for: pass device='cuda'")
     if device.type == "cuda" and gpu is None and torch.cuda.is_available():
         model = build_model().to(device)
         inputs = torch.randn(input_shape, device=device, dtype=input_dtype)

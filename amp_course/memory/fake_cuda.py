@@ -79,7 +79,8 @@ def attention_kernels(gpu: str = DEFAULT_GPU) -> Iterator[list[str]]:
     none. Inside this context ``F.scaled_dot_product_attention`` (which ``nn.MultiheadAttention``
     calls) runs the aten op of the kernel the GPU would pick, whose autograd node saves what that
     kernel saves. Yields the list of kernels that ran, one per call. A model that calls SDPA by
-    another name (``torch._C._nn``, or an import of the function itself) is not redirected.
+    another name (``torch._C._nn``, or an import of the function itself) is not redirected, and
+    the swap holds for every thread while the context lasts.
     """
     kernels = attention_kernels_of(gpu)
     math = F.scaled_dot_product_attention
