@@ -16,14 +16,15 @@ from ..precision import AmpRecipe
 DEFAULT_GPU = "H100"  # the GPU counted for where none is present
 
 # The fused kernel torch's scaled_dot_product_attention takes on each GPU for each dtype of its
-# inputs (without a mask). On an H100 (compute capability 9.0) torch tries cuDNN's kernel first,
-# which takes fp16 and bf16 only, then flash (fp16 and bf16), then memory-efficient, which takes
-# fp32 too. What each kernel saves for backward differs (the memory-efficient kernel keeps a
-# logsumexp padded to a multiple of 32 rows, and lays its output out batch-first, which
-# nn.MultiheadAttention copies before its output projection); the committed H100 run of lesson 00
-# kept exactly what these kernels keep. A dtype missing here takes
-# the math kernel, as it does on the CPU. This is the one place that says which kernel a GPU
-# picks: the table of GPUs will hold it, one row per GPU.
+# inputs (without a mask). An H100 (compute capability 9.0) takes cuDNN's kernel for fp16 and bf16
+# and the memory-efficient kernel for fp32, the one fused kernel that takes fp32. What a kernel
+# saves for backward differs: the memory-efficient kernel keeps a logsumexp padded to a multiple of
+# 32 rows and lays its output out batch-first, which nn.MultiheadAttention copies before its
+# output projection; cuDNN's keeps one logsumexp per row and an output laid out as its query (as
+# the flash kernel does, within a few bytes). The committed H100 run of lesson 00 kept exactly what
+# these kernels keep, and not what the memory-efficient kernel keeps in bf16. A dtype missing here
+# takes the math kernel. This is the one place that says which kernel a GPU picks: the table of
+# GPUs will hold it, one row per GPU.
 ATTENTION_KERNELS: dict[str, dict[torch.dtype, str]] = {
     "H100": {torch.float32: "efficient", torch.float16: "cudnn", torch.bfloat16: "cudnn"},
 }
