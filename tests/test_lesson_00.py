@@ -71,6 +71,37 @@ def test_printed_step_counts_are_what_ran_when_the_lesson_asks_for_more_data(mon
     assert int(planned.group(1)) == int(reported.group(1)) == ran
 
 
+# A line of the ViT-L/16 count: the lesson prints its GPU's two lines first.
+FIGURES = re.compile(
+    r"^(fp32|AMP) *: +([\d.]+) MiB of activations per image, +([\d.]+) MiB of weight copies", re.M
+)
+
+
+def test_on_a_cpu_the_lesson_counts_what_the_committed_h100_runs_measured():
+    """On a CPU the lesson counts its ViT-L/16 for an H100 without data: the figures that the
+    course's committed H100 runs of the same cell printed from real tensors."""
+    runs = [
+        run
+        for run in ac.gpu_copies.committed_outputs(
+            f"{LESSON}.ipynb", "bbee85af", containing="MiB of activations per image"
+        )
+        if ac.memory.DEFAULT_GPU in run.where
+    ]
+    assert runs, "no committed H100 run of lesson 00 printed its ViT-L/16 figures"
+    counted = {}
+    for run in runs:
+        amp = re.search(r"autocast (\w+)", run.text).group(1)  # the run's AMP dtype
+        if amp not in counted:
+            ns = run_tagged(LESSON, "parameters", namespace={"ac": ac})
+            ns.update(SMOKE=True, DEVICE="cpu", AMP_DTYPE=amp)
+            run_tagged(LESSON, "settings", "vit-count", namespace=ns)
+            counted[amp] = [
+                (mode, f"{act / 2**20:.1f}", f"{copies / 2**20:.1f}")
+                for mode, (act, copies) in ns["saved"].items()
+            ]
+        assert counted[amp] == FIGURES.findall(run.text)[:2], run.run
+
+
 def _runs(*seconds):
     """A Measurement whose runs took ``seconds``: what round_robin returns for one step."""
     spec = torch.utils.benchmark.utils.common.TaskSpec("fn()", "pass")

@@ -1,8 +1,8 @@
-"""Memory: where training memory goes (an account that works on any device), what a CUDA GPU
-measures (clean-state peaks, free memory, batches that fit), and a step's memory over time
-(``timeline``)."""
+"""Memory: where training memory goes (an account that works on any device, and counts what a
+CUDA GPU keeps for backward on any machine: ``fake_cuda``), what a CUDA GPU measures (clean-state
+peaks, free memory, batches that fit), and a step's memory over time (``timeline``)."""
 
-from . import timeline
+from . import fake_cuda, timeline
 from .account import (
     OPTIMIZER_STATE_BYTES,
     BlockActivations,
@@ -14,6 +14,7 @@ from .account import (
     saved_tensor_bytes_without_data,
     training_memory,
 )
+from .fake_cuda import DEFAULT_GPU
 from .measure import (
     BatchChoice,
     OutOfMemoryError,
@@ -26,6 +27,7 @@ from .measure import (
 )
 
 __all__ = [
+    "DEFAULT_GPU",
     "OPTIMIZER_STATE_BYTES",
     "BatchChoice",
     "BlockActivations",
@@ -33,6 +35,7 @@ __all__ = [
     "OutOfMemoryError",
     "SavedBytes",
     "count_saved_bytes",
+    "fake_cuda",
     "fit_batch",
     "gpus_needed",
     "largest_batch",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ..precision import AmpRecipe
+from . import fake_cuda
 
 # Bytes per parameter of optimizer state kept in fp32: Adam/AdamW keep two moments (m and v).
 OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd_momentum": 4, "adam": 8, "adamw": 8}
@@ -121,6 +122,12 @@ def saved_tensor_bytes(
     left out (``training_memory`` counts them). A saved low-precision tensor with a parameter's
     shape (or its transpose) is a copy of that weight made by autocast, and is counted apart.
     """
+    autocast = AmpRecipe(device, autocast_dtype).autocast()
+    return _saved_bytes(model, inputs.to(device), autocast)
+
+
+def _saved_bytes(model: torch.nn.Module, inputs: torch.Tensor, autocast) -> SavedBytes:
+    """``saved_tensor_bytes`` of a training forward of ``model`` run inside ``autocast``."""
 
     def storage_id(tensor: torch.Tensor) -> int:
         # The storage object's address (not its data pointer, which fake tensors lack).
@@ -143,8 +150,8 @@ def saved_tensor_bytes(
 
     model.train()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with AmpRecipe(device, autocast_dtype).autocast():
-            output = model(inputs.to(device))
+        with autocast:
+            output = model(inputs)
     del output
     return SavedBytes(
         activations=sum(activations.values()), weight_copies=sum(weight_copies.values())
@@ -157,26 +164,34 @@ def saved_tensor_bytes_without_data(
     *,
     autocast_dtype: torch.dtype | None = None,
     input_dtype: torch.dtype = torch.float32,
+    device="cpu",
+    gpu: str = fake_cuda.DEFAULT_GPU,
 ) -> SavedBytes:
-    """``saved_tensor_bytes`` of a CPU forward pass, run on tensors that have no data.
+    """``saved_tensor_bytes`` of a forward pass on ``device``, run on tensors that have no data.
 
     ``meta_model`` is built under ``with torch.device("meta"):`` (no memory, no initialisation).
     The forward runs under torch's ``FakeTensorMode``: every tensor has its real shape, dtype and
     device but no values, so no arithmetic is done, while autocast and autograd decide exactly
-    as they do on real CPU tensors what to cast and what to keep. The bytes are therefore those
-    of a real forward on the CPU (tests/test_memory.py checks this), at a cost that grows with
-    the number of ops, not with their FLOPs.
+    as they do on real tensors what to cast and what to keep. On the CPU the bytes are therefore
+    those of a real CPU forward (tests/test_memory.py checks this), at a cost that grows with
+    the number of ops, not with their FLOPs. On a CUDA device, which needs no GPU here, they are
+    those of a forward on ``gpu``: CUDA's autocast lists and the attention kernel that GPU picks
+    (``fake_cuda``). What a real step adds on top, the allocator's rounding, kernels' workspaces
+    and the backward pass's own buffers, no count of saved tensors sees.
     """
     # A private module of torch, but the one its compiler and torch.export use for this job.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    device = torch.device(device)
     model = copy.deepcopy(meta_model)  # to_empty replaces parameters in place
     with FakeTensorMode(allow_non_fake_inputs=True):
-        model = model.to_empty(device="cpu")
-        inputs = torch.empty(input_shape, dtype=input_dtype)
-        return saved_tensor_bytes(
-            model, inputs, device=torch.device("cpu"), autocast_dtype=autocast_dtype
-        )
+        model = model.to_empty(device=device)
+        inputs = torch.empty(input_shape, dtype=input_dtype, device=device)
+        if device.type != "cuda":
+            autocast = AmpRecipe(device, autocast_dtype).autocast()
+            return _saved_bytes(model, inputs, autocast)
+        with fake_cuda.attention_kernels(gpu):
+            return _saved_bytes(model, inputs, fake_cuda.cuda_autocast(autocast_dtype))
 
 
 def count_saved_bytes(
@@ -186,25 +201,34 @@ def count_saved_bytes(
     device,
     autocast_dtype: torch.dtype | None = None,
     input_dtype: torch.dtype = torch.float32,
+    gpu: str | None = None,
 ) -> SavedBytes:
     """What one training forward of ``build_model()`` saves for backward, counted on ``device``.
 
-    On a CUDA device the model runs a real forward on random inputs (``saved_tensor_bytes``,
-    under CUDA's autocast lists). Anywhere else ``build_model`` runs under
-    ``with torch.device("meta"):`` and the forward is counted without data
-    (``saved_tensor_bytes_without_data``): exactly the bytes of a real CPU forward, in seconds
-    even for a ViT-L/16 whose real forward under emulated bf16 would take minutes.
-    ``input_dtype`` is the images' dtype: bf16 for a model whose weights are bf16 (pure bf16).
+    On a CUDA device with a GPU present (and ``gpu`` None) the model runs a real forward on random
+    inputs (``saved_tensor_bytes``, under CUDA's autocast lists). Otherwise ``build_model`` runs
+    under ``with torch.device("meta"):`` and the forward is counted without data
+    (``saved_tensor_bytes_without_data``): on the CPU exactly the bytes of a real CPU forward, in
+    seconds even for a ViT-L/16 whose real forward under emulated bf16 would take minutes; on a
+    CUDA device those of a forward on ``gpu`` (``fake_cuda.DEFAULT_GPU`` when None), on any
+    machine. ``input_dtype`` is the images' dtype: bf16 for a model whose weights are bf16.
     """
     device = torch.device(device)
-    if device.type == "cuda":
+    if gpu is not None and device.type != "cuda":
+        raise ValueError(f"gpu={gpu!r} names a CUDA GPU to count for: pass device='cuda'")
+    if device.type == "cuda" and gpu is None and torch.cuda.is_available():
         model = build_model().to(device)
         inputs = torch.randn(input_shape, device=device, dtype=input_dtype)
         return saved_tensor_bytes(model, inputs, device=device, autocast_dtype=autocast_dtype)
     with torch.device("meta"):  # shapes only: no memory, no initialisation
         meta_model = build_model()
     return saved_tensor_bytes_without_data(
-        meta_model, input_shape, autocast_dtype=autocast_dtype, input_dtype=input_dtype
+        meta_model,
+        input_shape,
+        autocast_dtype=autocast_dtype,
+        input_dtype=input_dtype,
+        device=device,
+        gpu=gpu or fake_cuda.DEFAULT_GPU,
     )
 
 

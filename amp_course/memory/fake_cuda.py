@@ -1,0 +1,122 @@
+"""A CUDA GPU's forward on any machine: CUDA's autocast switched on where torch finds no GPU, and
+attention sent to the fused kernel that GPU's SDPA picks. On fake tensors placed on a CUDA device
+(``saved_tensor_bytes_without_data(..., device="cuda")``) a forward then keeps for backward what
+it keeps on that GPU."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from ..precision import AmpRecipe
+
+DEFAULT_GPU = "H100"  # the GPU counted for where none is present
+
+# The fused kernel torch's scaled_dot_product_attention takes on each GPU for each dtype of its
+# inputs (without a mask). An H100 (compute capability 9.0) takes cuDNN's kernel for fp16 and bf16
+# and the memory-efficient kernel for fp32, the one fused kernel that takes fp32. What a kernel
+# saves for backward differs: the memory-efficient kernel keeps a logsumexp padded to a multiple of
+# 32 rows and lays its output out batch-first, which nn.MultiheadAttention copies before its
+# output projection; cuDNN's keeps one logsumexp per row and an output laid out as its query (as
+# the flash kernel does, within a few bytes). The committed H100 run of lesson 00 kept exactly what
+# these kernels keep, and not what the memory-efficient kernel keeps in bf16. A dtype missing here
+# takes the math kernel. This is the one place that says which kernel a GPU picks: the table of
+# GPUs will hold it, one row per GPU.
+ATTENTION_KERNELS: dict[str, dict[torch.dtype, str]] = {
+    "H100": {torch.float32: "efficient", torch.float16: "cudnn", torch.bfloat16: "cudnn"},
+}
+
+
+def attention_kernels_of(gpu: str) -> dict[torch.dtype, str]:
+    """The fused attention kernel ``gpu`` takes for each input dtype."""
+    if gpu not in ATTENTION_KERNELS:
+        raise ValueError(f"Unknown GPU {gpu!r}. Valid: {', '.join(ATTENTION_KERNELS)}.")
+    return ATTENTION_KERNELS[gpu]
+
+
+@contextlib.contextmanager
+def cuda_autocast(autocast_dtype: torch.dtype | str | None) -> Iterator[None]:
+    """CUDA's autocast at ``autocast_dtype`` (None or fp32: off), where torch finds no GPU.
+
+    ``torch.autocast("cuda")`` warns and switches itself off when no CUDA device is present. Fake
+    CUDA tensors need none, so this sets the thread-local state that ``torch.autocast`` sets on
+    entry and restores on exit; the casts themselves are CUDA's, made by torch's dispatcher.
+    """
+    recipe = AmpRecipe("cuda", autocast_dtype)
+    if not recipe.enabled:
+        yield
+        return
+    was_enabled, was_dtype = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
+    torch.set_autocast_enabled("cuda", True)
+    torch.set_autocast_dtype("cuda", recipe.autocast_dtype)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()  # the cast weights it kept, as torch.autocast drops them
+        torch.set_autocast_enabled("cuda", was_enabled)
+        torch.set_autocast_dtype("cuda", was_dtype)
+
+
+def _autocast_inputs(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The inputs as CUDA's autocast hands them to SDPA, which is on its lower-precision list: a
+    floating-point input other than float64 is cast to the autocast dtype."""
+    if not torch.is_autocast_enabled("cuda"):
+        return tensors
+    dtype = torch.get_autocast_dtype("cuda")
+    eligible = (torch.float32, torch.float16, torch.bfloat16)
+    return tuple(t.to(dtype) if t.dtype in eligible else t for t in tensors)
+
+
+@contextlib.contextmanager
+def attention_kernels(gpu: str = DEFAULT_GPU) -> Iterator[list[str]]:
+    """``F.scaled_dot_product_attention`` sent to the fused kernel ``gpu`` takes for each dtype.
+
+    On fake CUDA tensors SDPA picks the math kernel: its choice asks the CUDA device, and there is
+    none. Inside this context ``F.scaled_dot_product_attention`` (which ``nn.MultiheadAttention``
+    calls) runs the aten op of the kernel the GPU would pick, whose autograd node saves what that
+    kernel saves. Yields the list of kernels that ran, one per call. A model that calls SDPA by
+    another name (``torch._C._nn``, or an import of the function itself) is not redirected, and
+    the swap holds for every thread while the context lasts.
+    """
+    kernels = attention_kernels_of(gpu)
+    math = F.scaled_dot_product_attention
+    ran: list[str] = []
+
+    def sdpa(
+        query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs
+    ):
+        query, key, value = _autocast_inputs(query, key, value)
+        kernel = kernels.get(query.dtype, "math")
+        ran.append(kernel)
+        if kernel == "math":
+            return math(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **kwargs)
+        if attn_mask is not None or kwargs.get("enable_gqa"):
+            raise ValueError(
+                f"counting {gpu}'s {kernel} attention kernel covers attention without a mask or "
+                "grouped-query heads"
+            )
+        # As SDPA does: the logsumexp, which the backward needs, only when a gradient is wanted.
+        logsumexp = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+        args = (query, key, value, None, logsumexp, dropout_p, is_causal)
+        if kernel == "efficient":
+            return torch.ops.aten._scaled_dot_product_efficient_attention(*args, scale=scale)[0]
+        return torch.ops.aten._scaled_dot_product_cudnn_attention(*args, False, scale=scale)[0]
+
+    F.scaled_dot_product_attention = sdpa  # multi_head_attention_forward looks it up at each call
+    try:
+        yield ran
+    finally:
+        F.scaled_dot_product_attention = math
+
+
+@contextlib.contextmanager
+def cuda_rules(gpu: str, autocast_dtype: torch.dtype | str | None) -> Iterator[list[str]]:
+    """CUDA's autocast at ``autocast_dtype`` and ``gpu``'s attention kernels, with no GPU present;
+    yields the kernels attention ran."""
+    with cuda_autocast(autocast_dtype), attention_kernels(gpu) as ran:
+        yield ran
