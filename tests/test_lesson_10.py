@@ -10,6 +10,8 @@ import torch
 from conftest import run_tagged
 
 import amp_course as ac
+from amp_course import precisions
+from amp_course.bench.configuration import Configuration
 from amp_course.bench.rows import Row
 
 LESSON = "10_where_time_goes"
@@ -61,16 +63,8 @@ def test_with_timm_the_lesson_names_what_the_course_step_runs_beyond_timms(capsy
 
 def _row(mode, model, median_s=None, skipped=None):
     quartiles = dict(p25_s=median_s * 0.99, p75_s=median_s * 1.01) if median_s else {}
-    return Row(
-        "ladder",
-        mode,
-        "bf16",
-        model=model,
-        batch=2,
-        median_s=median_s,
-        skipped=skipped,
-        **quartiles,
-    )
+    rung = Configuration(mode, precisions.BF16, model=model, batch=2)
+    return Row("ladder", rung, median_s=median_s, skipped=skipped, **quartiles)
 
 
 def test_the_three_timings_are_labelled_a_cpu_measurement_and_judged_by_the_rule(
