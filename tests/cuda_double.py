@@ -115,11 +115,15 @@ class FakeGpu:
         if self.others < 0:
             raise ValueError(f"{free} bytes free and {reserved} reserved: more than the card has")
         self.calls: list[tuple[str, int]] = []
-        self._monkeypatch = monkeypatch
+        self._monkeypatch, self._answering = monkeypatch, False
 
         def device_index(device, optional=False, allow_cpu=False):
-            # torch's own rule decides (it raises for what a GPU would refuse), then we answer.
-            raise _Reached(_TORCH_INDEX(device, optional, allow_cpu))
+            # torch's own rule decides (it raises for what a GPU would refuse); inside a query
+            # the stand-in answers, we answer from here.
+            index = _TORCH_INDEX(device, optional, allow_cpu)
+            if self._answering:
+                raise _Reached(index)
+            return index
 
         for namespace in _NAMESPACES:
             monkeypatch.setattr(namespace, "_get_device_index", device_index, raising=False)
@@ -177,7 +181,8 @@ class FakeGpu:
         """Hold ``nbytes`` as a tensor would; returns the handle ``release`` takes. Past the
         per-process cap or the card's free memory: torch's OutOfMemoryError."""
         pool = "small_pool" if nbytes < SMALL_POOL_BELOW else "large_pool"
-        new_segment = max(0, nbytes - self._cached(pool))
+        # A cached block that is large enough is reused; otherwise a new segment is reserved.
+        new_segment = 0 if self._cached(pool) >= nbytes else nbytes
         cap = min(int(self.total * self.fraction), self.total - self.others)
         if new_segment and self.reserved + new_segment > cap:
             if self.reserved > self.allocated:  # torch frees its cached blocks, then retries
@@ -230,13 +235,17 @@ class FakeGpu:
         real = _TORCH[attr]
 
         def fake(*args, **kwargs):
+            self._answering = True
             try:
                 real(*args, **kwargs)
             except _Reached as reached:
+                self._answering = False
                 if not 0 <= reached.index < self.count:
                     raise AssertionError("Invalid device id") from None
                 self.calls.append((attr, reached.index))
                 return answer(reached.index, *args, **kwargs)
+            finally:
+                self._answering = False
             raise AssertionError(f"torch.cuda.{attr} reached no device index in the stand-in")
 
         for namespace in _NAMESPACES:
