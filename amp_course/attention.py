@@ -114,8 +114,8 @@ def emulated_refusal(backend: str, device, dtype: torch.dtype) -> str | None:
 
 
 def emulated_kernels(device, dtype: torch.dtype) -> list[str] | None:
-    """The kernels SDPA may choose from for ``dtype`` inputs on a rehearsed GPU, in torch's
-    order; None where nothing is rehearsed (whatever the global flags allow)."""
+    """The kernels SDPA may choose from for ``dtype`` inputs on a rehearsed GPU; None where
+    nothing is rehearsed (whatever the global flags allow)."""
     if emulation.active() is None or torch.device(device).type != "cuda":
         return None
     return [b for b in BACKENDS if emulated_refusal(b, device, dtype) is None]

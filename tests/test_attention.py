@@ -149,3 +149,19 @@ def test_the_rehearsal_is_asked_with_the_dtype_that_reaches_sdpa(monkeypatch, qk
     monkeypatch.setattr(attention, "emulated_refusal", record)
     run = attention.run_attention(*qkv, "efficient", autocast_dtype=torch.bfloat16)
     assert asked == [("efficient", torch.bfloat16)] and run.error == "refused"
+
+
+def test_the_default_backend_chooses_only_among_the_rehearsed_gpus_kernels(monkeypatch, qkv):
+    """Under a rehearsal "default" is restricted to what the rehearsed GPU runs for the dtype
+    (for bf16 on a T4: math), not to whatever the bigger GPU's global flags allow."""
+    asked = []
+
+    def math_only(device, dtype):
+        asked.append(dtype)
+        return ["math"]
+
+    monkeypatch.setattr(attention, "emulated_kernels", math_only)
+    run = attention.run_attention(*(t.bfloat16() for t in qkv), "default")
+    assert asked == [torch.bfloat16] and run.kernel == "math"
+    monkeypatch.undo()
+    assert attention.run_attention(*(t.bfloat16() for t in qkv)).kernel == "flash (CPU kernel)"

@@ -57,6 +57,8 @@ def test_the_t4_rehearsal_caps_memory_and_switches_off_what_a_t4_lacks(
     assert "AMP dtype: fp16 (with GradScaler)" in header
     assert "TF32 at start: matmul off, cuDNN conv off" in header
     assert "emulating a Tesla T4 (sm_75)" in header and "15.0 GiB" in header
+    # The T4's row of ac.gpus: no flash or cuDNN kernel, the memory-efficient one without bf16.
+    assert "attention kernels: flash off, cuDNN off, efficient fp32 and fp16" in header
     assert "not a Tesla T4's" in header
     # The hardware line still names the real GPU and what it supports.
     assert "NVIDIA H100 80GB HBM3 (sm_90, 80 GiB, bf16 and fp16)" in header
