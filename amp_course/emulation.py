@@ -25,7 +25,6 @@ from .device_index import cuda_index
 from .env_vars import EMULATE
 
 ENV = EMULATE
-DTYPES = ("fp32", "fp16", "bf16")  # the input dtypes of the attention kernels the rules name
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class GpuProfile:
 
     def attention_dtypes(self, kernel: str) -> tuple[str, ...]:
         """The input dtypes SDPA's ``kernel`` takes on this GPU (none: switched off)."""
-        return tuple(d for d in DTYPES if gpus.attention_takes(kernel, d, self.capability))
+        return gpus.attention_dtypes(kernel, self.capability)
 
     def describe(self) -> str:
         """One line: what this emulation changes, and what it cannot."""

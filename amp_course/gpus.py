@@ -210,6 +210,12 @@ def attention_takes(kernel: str, dtype: str, capability: Capability) -> bool:
     return rule is not None and rule.holds(capability)
 
 
+def attention_dtypes(kernel: str, capability: Capability) -> tuple[str, ...]:
+    """The input dtypes SDPA's ``kernel`` takes on a GPU of this compute capability (none: the
+    GPU has no such kernel)."""
+    return tuple(d for d in ATTENTION[kernel] if attention_takes(kernel, d, capability))
+
+
 def attention_kernels(dtype: str, capability: Capability) -> tuple[str, ...]:
     """The SDPA kernels that take ``dtype`` inputs on a GPU of this compute capability."""
     return tuple(k for k in ATTENTION if attention_takes(k, dtype, capability))

@@ -104,7 +104,7 @@ class FakeGpu:
         row = gpus.GPUS[gpu]
         self.name = row.device_name if name is None else name
         self.capability = row.capability if capability is None else capability
-        self.total = row.memory_gb * GIB if total is None else total
+        self.total = row.memory_gb * GIB if total is None else total  # NVIDIA's GB, as GiB
         self.sms, self.count, self.fraction, self.current = row.sms, count, fraction, 0
         self.stats = {(stat, pool): _Stat() for stat in BYTE_STATS + COUNT_STATS for pool in POOLS}
         self.stats.update({(stat, None): _Stat() for stat in OVERSIZE_STATS})
