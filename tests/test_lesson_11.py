@@ -122,3 +122,19 @@ def test_fp4_per_tensor_key_follows_e2m1():
     assert math.isclose(e2m1.max / (e2m1.smallest_subnormal / 2), 24)  # "a 24th" of the amax
     tie = torch.tensor([6.0, 0.25 + 1e-6, 0.25])  # amax 6: the tie 0.25 goes to 0
     assert ac.block_formats.round_to_element(tie, e2m1).tolist() == [6.0, 0.5, 0.0]
+
+
+@pytest.mark.parametrize("model, fp8", [("T4", "no"), ("A100 40GB", "no"), ("H100 SXM", "yes")])
+def test_the_settings_say_where_fp8_tensor_cores_are(monkeypatch, capsys, model, fp8):
+    """On a GPU the settings cell asks ac.gpus whether it has FP8 tensor cores (the CUDA
+    stand-in plays the GPU; the data stay the shipped subset)."""
+    from cuda_double import FakeGpu
+
+    FakeGpu(monkeypatch, model)
+    subset = ac.data.load_mnist(source="subset")
+    monkeypatch.setattr(ac.data, "load_mnist", lambda *args, **kwargs: subset)
+    namespace = run_tagged(LESSON, "parameters", namespace={"ac": ac})
+    namespace.update(DEVICE="cuda", SMOKE=True)
+    with ac.precision.tf32(False):
+        run_tagged(LESSON, "settings", namespace=namespace)
+    assert f"FP8 tensor cores here: {fp8}" in capsys.readouterr().out
