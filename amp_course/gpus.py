@@ -67,11 +67,12 @@ TENSOR_CORES = {
 
 # Which input dtypes each of scaled_dot_product_attention's CUDA kernels takes, and from which
 # compute capability. Memory-efficient: fp32 and fp16 from 5.0, bf16 from 8.0 (torch's
-# sdp_utils.cpp, ``less_than_sm80_mem_efficient_dtypes``; the kernels torch ships agree: its
-# mem_eff_attention/kernels/cutlassF.h and cutlassB.h build bf16 kernels for Sm80 only, fp16 and
-# fp32 ones for Sm50, Sm70, Sm75 and Sm80). Flash and cuDNN: fp16 and bf16 only, on 8.0 to 12.1
-# (sdp_utils.cpp, ``check_sm_version<sm80, sm121>``, as lesson 09 cites it). Math: every dtype
-# everywhere (it computes fp16 and bf16 in fp32).
+# aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, ``less_than_sm80_mem_efficient_dtypes``;
+# that file is not installed with torch, but the kernel headers installed with it agree, which
+# tests/test_gpus.py checks: mem_eff_attention/kernels/cutlassF.h and cutlassB.h declare bf16
+# kernels for Sm80 only, fp16 and fp32 ones for Sm50, Sm70, Sm75 and Sm80). Flash and cuDNN: fp16
+# and bf16 only, on 8.0 to 12.1 (sdp_utils.cpp, ``check_sm_version<sm80, sm121>``, as lesson 09
+# cites it). Math: every dtype everywhere (it computes fp16 and bf16 in fp32).
 ATTENTION = {
     "flash": {"fp16": Rule((8, 0), (12, 1)), "bf16": Rule((8, 0), (12, 1))},
     "efficient": {"fp32": Rule((5, 0)), "fp16": Rule((5, 0)), "bf16": Rule((8, 0))},
@@ -89,7 +90,9 @@ class Gpu:
     capability: Capability
     memory_gb: int  # NVIDIA's figure
     bandwidth_tbs: float  # memory to the SMs, TB/s
-    peak_tflops: dict[str, float]  # dense, per precision name; absent: no tensor cores for it
+    # Dense, per precision name; absent where the card has no tensor cores for it or the course
+    # has no sourced figure (the H100 PCIe's FP8).
+    peak_tflops: dict[str, float]
     sms: int | None  # streaming multiprocessors; None where NVIDIA's sources give none
     words: frozenset[str]  # the words (lower case, vendor left out) torch's name must have
     optional_words: frozenset[str] = frozenset()  # and the others it may have
