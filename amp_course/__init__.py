@@ -30,6 +30,7 @@ __all__ = [
     "formats",
     "fp8_recipes",
     "gpu_copies",
+    "gpus",
     "inspector",
     "lesson",
     "memory",

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from . import emulation
+from . import emulation, gpus, precisions
 from .autocast_trace import DtypeRecorder
 from .memory import step_peak_memory
 from .precision import AmpRecipe
@@ -25,10 +25,13 @@ BACKENDS = {
 }
 
 
-def sdpa_context(backend: str | None):
-    """SDPA restricted to one kernel (a key of BACKENDS); None: no restriction, whatever the
-    global flags allow (a T4 rehearsal's, for one)."""
-    return contextlib.nullcontext() if backend is None else sdpa_kernel(BACKENDS[backend])
+def sdpa_context(backend: str | list[str] | None):
+    """SDPA restricted to one kernel (a key of BACKENDS) or to a list of them; None: no
+    restriction, whatever the global flags allow."""
+    if backend is None:
+        return contextlib.nullcontext()
+    names = [backend] if isinstance(backend, str) else backend
+    return sdpa_kernel([BACKENDS[name] for name in names])
 
 
 # The aten op each fused backend runs; the math backend has none: it decomposes into
@@ -81,39 +84,62 @@ def attention_inputs(batch, heads, tokens, head_dim, *, device, dtype=torch.floa
     return tuple(torch.randn(shape, generator=generator).to(device, dtype) for _ in range(3))
 
 
-def emulated_refusal(backend: str, device) -> str | None:
-    """Why a rehearsed GPU (``AMP_COURSE_EMULATE``) would refuse ``backend``, or None.
+def emulated_refusal(backend: str, device, dtype: torch.dtype) -> str | None:
+    """Why a rehearsed GPU (``AMP_COURSE_EMULATE``) would refuse ``backend`` for ``dtype``
+    inputs, by its row of ``ac.gpus``; None where it takes them (or nothing is rehearsed).
 
-    Restricting SDPA to one kernel switches that kernel on whatever the global flags say, so a
-    T4 rehearsal on an H100 would run flash attention, which a T4 does not have: refuse it here.
+    Restricting SDPA to one kernel switches that kernel on whatever the global flags say, and
+    a T4 rehearsal leaves the memory-efficient kernel on for the fp32 and fp16 a T4 runs in it:
+    an H100 rehearsing a T4 would run flash attention, or memory-efficient attention in bf16,
+    which a T4 does not. Refuse them here.
     """
     profile = emulation.active()
-    if profile is None or torch.device(device).type != "cuda" or profile.fused_attention:
+    if profile is None or torch.device(device).type != "cuda" or backend not in gpus.ATTENTION:
         return None
-    if backend not in ("flash", "cudnn"):
+    name, rules = precisions.of_dtype(dtype).name, gpus.ATTENTION[backend]
+    taken = profile.attention_dtypes(backend)
+    if name in taken:
         return None
+    if not taken:
+        first = gpus.format_capability(min(rule.first for rule in rules.values()))
+        needs = f"needs compute capability {first} or newer"
+    elif name not in rules:
+        needs = f"takes {' and '.join(rules)} inputs only"
+    else:
+        needs = f"takes {name} from compute capability {gpus.format_capability(rules[name].first)}"
     major, minor = profile.capability
-    return (
-        f"{backend} attention needs compute capability 8.0 or newer; this run rehearses a "
-        f"{profile.name} (sm_{major}{minor}), which has no such kernel"
-    )
+    rehearsed = f"this run rehearses a {profile.name} (sm_{major}{minor})"
+    where = f"it takes {' and '.join(taken)} only" if taken else "it has no such kernel"
+    return f"{backend} attention {needs}; {rehearsed}, where {where}"
+
+
+def emulated_kernels(device, dtype: torch.dtype) -> list[str] | None:
+    """The kernels SDPA may choose from for ``dtype`` inputs on a rehearsed GPU; None where
+    nothing is rehearsed (whatever the global flags allow)."""
+    if emulation.active() is None or torch.device(device).type != "cuda":
+        return None
+    return [b for b in BACKENDS if emulated_refusal(b, device, dtype) is None]
 
 
 def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> KernelRun:
     """Call scaled_dot_product_attention with only ``backend`` allowed ("default": whatever the
     global flags allow); record what ran."""
     run = KernelRun(backend, q.dtype)
-    refusal = emulated_refusal(backend, q.device)
-    if refusal is not None:
-        run.error, run.reasons = refusal, [refusal]
-        return run
-    recorder = DtypeRecorder()
     recipe = AmpRecipe(q.device, autocast_dtype)
+    reaching = recipe.autocast_dtype if recipe.enabled else q.dtype  # what SDPA is given
+    if backend == "default":
+        allowed = emulated_kernels(q.device, reaching)
+    else:
+        allowed, refusal = backend, emulated_refusal(backend, q.device, reaching)
+        if refusal is not None:
+            run.error, run.reasons = refusal, [refusal]
+            return run
+    recorder = DtypeRecorder()
     # A backend that cannot run warns why (on CUDA) before the error: keep both.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with sdpa_context(None if backend == "default" else backend), recorder:
+            with sdpa_context(allowed), recorder:
                 with recipe.autocast():
                     F.scaled_dot_product_attention(q, k, v)
         except RuntimeError as error:
@@ -138,7 +164,7 @@ def cost(q, k, v, backend: str, *, repeats: int = 7) -> tuple[float, int]:
     workspace; nothing that the caller or earlier cells hold.
     """
 
-    refusal = emulated_refusal(backend, q.device)
+    refusal = emulated_refusal(backend, q.device, q.dtype)
     if refusal is not None:
         raise RuntimeError(refusal)
 

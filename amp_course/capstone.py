@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import emulation, memory, precisions
+from . import emulation, gpus, memory, precisions
 from .device import pick_autocast_dtype
 from .models import count_parameters
 from .stats import PairedDifference
@@ -23,14 +23,14 @@ MODES = {p.label: p.dtype if p.autocast else None for p in precisions.BY_STORAGE
 def modes_for(device: torch.device | str) -> tuple[dict[str, torch.dtype | None], str]:
     """The modes ``device`` compares, and a sentence saying which, and why any is left out.
 
-    A GPU without bf16 tensor cores (below compute capability 8.0, a T4) would only emulate
+    A GPU without bf16 tensor cores (``ac.gpus``: a T4) would only emulate
     bf16: its runs would say nothing about bf16 training, so they are left out there. A CPU
     runs all three (CPU autocast has both 16-bit dtypes).
     """
     device = torch.device(device)
     if device.type == "cuda" and pick_autocast_dtype(device, warn=False) != torch.bfloat16:
         major, minor = emulation.capability(device)  # a rehearsed T4's under emulation
-        first = ".".join(map(str, precisions.BF16_MIN_CAPABILITY))
+        first = gpus.format_capability(gpus.tensor_cores_from("bf16"))
         modes = {k: v for k, v in MODES.items() if v is not torch.bfloat16}
         return modes, (
             f"This GPU (compute capability {major}.{minor}) has no bf16 tensor cores (they "

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import torch
 
-from . import emulation, precisions
+from . import emulation, gpus, precisions
 from .device_index import cuda_index
 from .env_vars import FAKE_CPU_FLAGS
 
@@ -26,7 +26,6 @@ DEVICE_NAMES = ("auto", "cpu", "cuda")
 # (tables, headers). "tf32" is not a storage dtype: it is fp32 with TF32 matmuls.
 DTYPE_NAMES = {p.dtype: p.names for p in precisions.BY_STORAGE.values()}
 
-BF16_MIN_CAPABILITY = precisions.BF16_MIN_CAPABILITY  # bf16 tensor cores: Ampere (8.0) on
 FAKE_CPU_FLAGS_ENV = FAKE_CPU_FLAGS
 NATIVE_BF16_FLAGS = precisions.BF16.cpu_flags  # native bf16 dot products: AVX512-BF16, AMX-BF16
 FP16_KERNEL_FLAGS = precisions.FP16.cpu_flags  # torch's oneDNN fp16 kernels: AVX512-FP16...
@@ -165,16 +164,17 @@ def recommended_precision(
 ) -> precisions.Precision:
     """The course's one rule for what to train in: a row of ``ac.precisions``.
 
-    A GPU, given its compute capability: bf16 from 8.0 (bf16 tensor cores), fp16 with a
-    GradScaler below. A CPU (``capability=None``): bf16 only where it was measured faster than
-    fp32 there: ``cpu_bf16`` is ``ac.timing.compare(fp32_timing, bf16_timing)`` of a training
-    step on that CPU, and only a "faster" verdict (outside the spread of the runs) gives bf16.
-    Unmeasured, or slower, or within the noise: fp32 (autocast off). Native bf16 (the flags)
+    A GPU, given its compute capability: bf16 where it has bf16 tensor cores (``ac.gpus``), fp16
+    with a GradScaler where it has none. A CPU (``capability=None``): bf16 only where it was
+    measured faster than fp32 there: ``cpu_bf16`` is ``ac.timing.compare(fp32_timing,
+    bf16_timing)`` of a training step on that CPU, and only a "faster" verdict (outside the
+    spread of the runs) gives bf16.
+    Unmeasured, or slower, or within the noise: float32 (autocast off). Native bf16 (the flags)
     explains a speed-up but does not promise one: the course's CPUs with AVX512-BF16 or AMX
     measured bf16 slower than fp32 for its small models.
     """
     if capability is not None:
-        return precisions.BF16 if tuple(capability) >= BF16_MIN_CAPABILITY else precisions.FP16
+        return precisions.BF16 if gpus.has_tensor_cores(capability, "bf16") else precisions.FP16
     faster = cpu_bf16 is not None and cpu_bf16.verdict == "faster"
     return precisions.BF16 if faster else precisions.FP32
 
@@ -195,8 +195,8 @@ def pick_precision(device: torch.device | str, *, warn: bool = True) -> precisio
     device = torch.device(device)
     if device.type == "cuda":
         # torch.cuda.is_bf16_supported() says True on a T4 because bf16 is emulated there;
-        # only compute capability >= 8.0 has bf16 tensor cores, so decide by capability (the
-        # rehearsed GPU's under ac.emulation).
+        # decide by bf16 tensor cores, which ac.gpus gives by capability (the rehearsed GPU's
+        # under ac.emulation).
         return recommended_precision(emulation.capability(device))
     if device.type == "cpu":
         if warn and not cpu_has_fast_bf16():

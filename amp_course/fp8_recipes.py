@@ -17,20 +17,16 @@ kernel, and 78% of the peak FLOP/s and 92% of the bandwidth reachable on an H100
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
+from . import gpus
 from .block_formats import AMAX_EPS, ElementFormat, amax_roundtrip
 from .roofline import Roofline, published
 
-# torch's name for the H100 SXM (the GPU of the course's committed runs), whose datasheet roofline
-# ac.bench.flops holds.
-H100_SXM = "NVIDIA H100 80GB HBM3"
-# The dense FP8 tensor-core peak of the H100 SXM, NVIDIA's Hopper whitepaper (the H200 SXM has the
-# same compute): twice its 989.4 TFLOP/s in bf16. ac.bench.flops lists no FP8 peaks, so the GPUs
-# with that bf16 peak get this one; others get none.
-HOPPER_SXM_TFLOPS = {"bf16": 989.4, "fp8": 1978.9}
+# torch's name for the H100 SXM, the GPU of the course's committed runs (its row of ac.gpus).
+H100_SXM = gpus.GPUS["H100 SXM"].device_name
 BF16_BYTES, FP8_BYTES = 2, 1
 # Casting one bf16 element to fp8 with a tensorwise scale: the amax pass reads it (2 bytes), the
 # cast reads it again (2) and writes one fp8 byte.
@@ -38,16 +34,10 @@ CAST_BYTES_PER_ELEMENT = 2 * BF16_BYTES + FP8_BYTES
 
 
 def fp8_roofline(device_name: str = H100_SXM) -> Roofline | None:
-    """The published roofline of a GPU with its FP8 peak added; None where the course has no
-    FP8 figure (any GPU but the H100 SXM and the H200 SXM, a CPU)."""
-    roofline = published(device_name)
-    if roofline is None or "fp8" in roofline.peak_flops:
-        return roofline
-    if roofline.peak_flops.get("bf16") != HOPPER_SXM_TFLOPS["bf16"] * 1e12:
-        return None
-    return replace(
-        roofline, peak_flops={**roofline.peak_flops, "fp8": HOPPER_SXM_TFLOPS["fp8"] * 1e12}
-    )
+    """The published roofline of a GPU with its FP8 roof added; None where ``ac.gpus`` has no FP8
+    peak for it (any GPU but the H100 SXM and the H200 SXM, a CPU)."""
+    roofline = published(device_name, ("bf16", "fp8"))
+    return roofline if roofline is not None and "fp8" in roofline.peak_flops else None
 
 
 @dataclass(frozen=True)

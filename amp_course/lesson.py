@@ -13,13 +13,11 @@ import torch
 
 from . import emulation, env_vars, oom, precision, precisions
 from .device import (
-    BF16_MIN_CAPABILITY,
     DeviceFallbackWarning,
     describe_hardware,
     pick_device,
     pick_precision,
 )
-from .device_index import cuda_index
 
 SMOKE_ENV = env_vars.SMOKE
 
@@ -79,11 +77,7 @@ class LessonSettings:
     @property
     def capability(self) -> tuple[int, int] | None:
         """The compute capability the course's rules use (the emulated GPU's); None on a CPU."""
-        if not self.on_gpu:
-            return None
-        if self.emulated is not None:
-            return self.emulated.capability
-        return tuple(torch.cuda.get_device_capability(cuda_index(self.device)))
+        return emulation.capability(self.device) if self.on_gpu else None
 
     def header(self) -> str:
         """What a lesson prints under its title: mode, device, dtype, TF32, seed, emulation."""
@@ -144,7 +138,7 @@ def start(
     else:
         chosen = precisions.get(autocast_dtype)
         bf16 = chosen is precisions.BF16
-        if profile is not None and bf16 and profile.capability < BF16_MIN_CAPABILITY:
+        if profile is not None and bf16 and not profile.gpu.has_tensor_cores("bf16"):
             warnings.warn(
                 f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
                 "bf16 emulated, and slowly), while this GPU runs it at full speed here.",

@@ -3,7 +3,8 @@ stores, whether autocast and a GradScaler run, which GPUs have tensor cores for 
 flags give it a native path. ``device``, ``emulation``, ``precision``, ``bench``, ``capstone``,
 the inspector, the command line and the lessons read it; nothing else spells these facts.
 
-This module sits below every other one and imports nothing of the course. It does not import
+This module sits below every other one but ``ac.gpus`` (which GPUs have tensor cores for each
+format). It does not import
 torch at module level either: the command line builds its help from ``NAMES`` without paying for
 torch; ``Precision.dtype`` imports it when asked.
 """
@@ -11,6 +12,8 @@ torch; ``Precision.dtype`` imports it when asked.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .gpus import tensor_cores_from
 
 
 @dataclass(frozen=True)
@@ -22,8 +25,8 @@ class Precision:
     storage: str  # the torch dtype tensors are stored and autocast computes in, e.g. "float16"
     autocast: bool  # autocast on (a 16-bit dtype); fp32 and tf32 train with autocast off
     grad_scaler: bool  # a GradScaler runs: only fp16, whose range is too narrow for gradients
-    # Compute capability of the first NVIDIA GPUs with tensor cores for it (Volta 7.0 for fp16,
-    # Ampere 8.0 for bf16 and TF32); None: plain fp32 needs none.
+    # Compute capability of the first NVIDIA GPUs with tensor cores for it (``ac.gpus``); None:
+    # plain fp32 needs none.
     min_capability: tuple[int, int] | None
     tf32_matmuls: bool  # float32 matmuls and convolutions may round their inputs to TF32
     # CPU flags (as /proc/cpuinfo names them) of which any one gives torch a native path for it:
@@ -65,7 +68,7 @@ TF32 = Precision(
     storage="float32",
     autocast=False,
     grad_scaler=False,
-    min_capability=(8, 0),
+    min_capability=tensor_cores_from("tf32"),
     tf32_matmuls=True,
 )
 FP16 = Precision(
@@ -74,7 +77,7 @@ FP16 = Precision(
     storage="float16",
     autocast=True,
     grad_scaler=True,
-    min_capability=(7, 0),
+    min_capability=tensor_cores_from("fp16"),
     tf32_matmuls=False,
     cpu_flags=frozenset({"avx512_fp16", "avx_ne_convert"}),
 )
@@ -84,7 +87,7 @@ BF16 = Precision(
     storage="bfloat16",
     autocast=True,
     grad_scaler=False,
-    min_capability=(8, 0),
+    min_capability=tensor_cores_from("bf16"),
     tf32_matmuls=False,
     cpu_flags=frozenset({"avx512_bf16", "amx_bf16"}),
 )
@@ -94,8 +97,6 @@ NAMES = tuple(PRECISIONS)  # ("fp32", "tf32", "fp16", "bf16")
 # One precision per storage dtype: what a model trains in, the autocast dtype's choices. TF32 is
 # fp32 storage with a matmul setting, so the dtype float32 is fp32.
 BY_STORAGE = {p.storage: p for p in (FP32, FP16, BF16)}
-# bf16 tensor cores arrived with Ampere (compute capability 8.0): the course's dtype rule.
-BF16_MIN_CAPABILITY = BF16.min_capability
 
 
 def get(name) -> Precision:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import timing
-from .bench.flops import PEAK_TFLOPS, measure_matmul_flops, peak_bandwidth_tbs, peak_tflops
+from . import gpus, precisions, timing
+from .bench.flops import measure_matmul_flops
 from .device import device_name
 from .op_costs import OpCost
 
@@ -93,14 +93,15 @@ def measure(
     return Roofline(device_name(device), peaks, bandwidth, "measured")
 
 
-def published(name: str) -> Roofline | None:
-    """The datasheet roofline of the GPU called ``name``; None when the course has no figures."""
-    bandwidth = peak_bandwidth_tbs(name)
-    peaks = {p: peak_tflops(name, p) for p in next(iter(PEAK_TFLOPS.values()))}
-    peaks = {p: tflops * 1e12 for p, tflops in peaks.items() if tflops}
-    if bandwidth is None or not peaks:
+def published(name: str, dtypes: tuple[str, ...] = precisions.NAMES) -> Roofline | None:
+    """The datasheet roofline of the GPU called ``name`` (``ac.gpus``); None when the course has
+    no figures for it. It has a roof for each of ``dtypes`` the GPU has a peak for: the training
+    precisions by default, so an FP8 roof is drawn only where asked for (``ac.fp8_recipes``)."""
+    gpu = gpus.lookup(name)
+    if gpu is None:
         return None
-    return Roofline(name, peaks, bandwidth * 1e12, "published")
+    peaks = {d: gpu.peak(d) * 1e12 for d in dtypes if gpu.peak(d)}
+    return Roofline(name, peaks, gpu.bandwidth_tbs * 1e12, "published")
 
 
 FAMILY_COLOURS = {"matmul": "tab:blue", "attention": "tab:purple", "other": "tab:orange"}

@@ -104,9 +104,64 @@ def test_a_t4_rehearsal_refuses_the_kernels_a_t4_lacks(monkeypatch):
     monkeypatch.setenv(emulation.ENV, "t4")
     cuda = torch.device("cuda")
     for backend in ("flash", "cudnn"):
-        reason = attention.emulated_refusal(backend, cuda)
-        assert "compute capability 8.0" in reason and "Tesla T4" in reason
-    assert attention.emulated_refusal("efficient", cuda) is None
-    assert attention.emulated_refusal("flash", torch.device("cpu")) is None
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            reason = attention.emulated_refusal(backend, cuda, dtype)
+            assert "compute capability 8.0" in reason and "Tesla T4" in reason
+    assert attention.emulated_refusal("efficient", cuda, torch.float16) is None
+    assert attention.emulated_refusal("efficient", cuda, torch.float32) is None
+    assert attention.emulated_refusal("flash", torch.device("cpu"), torch.float16) is None
     monkeypatch.delenv(emulation.ENV)
-    assert attention.emulated_refusal("flash", cuda) is None
+    assert attention.emulated_refusal("flash", cuda, torch.float16) is None
+
+
+def test_a_t4_rehearsal_refuses_bf16_memory_efficient_attention_as_a_t4_does(monkeypatch):
+    """torch takes bf16 in the memory-efficient kernel from compute capability 8.0 only; an H100
+    rehearsing a T4 keeps that kernel on for fp32 and fp16, so bf16 must be refused by dtype."""
+    from amp_course import emulation
+
+    monkeypatch.setenv(emulation.ENV, "t4")
+    cuda = torch.device("cuda")
+    reason = attention.emulated_refusal("efficient", cuda, torch.bfloat16)
+    assert "takes bf16 from compute capability 8.0" in reason and "fp32 and fp16" in reason
+    # The default backend may choose only what a T4 would run: the math kernel for bf16.
+    assert attention.emulated_kernels(cuda, torch.bfloat16) == ["math"]
+    assert attention.emulated_kernels(cuda, torch.float16) == ["efficient", "math"]
+    assert "T4" in emulation.active().describe() and "efficient fp32 and fp16" in (
+        emulation.active().describe()
+    )
+    monkeypatch.delenv(emulation.ENV)
+    assert attention.emulated_refusal("efficient", cuda, torch.bfloat16) is None
+    assert attention.emulated_kernels(cuda, torch.bfloat16) is None
+
+
+def test_the_rehearsal_is_asked_with_the_dtype_that_reaches_sdpa(monkeypatch, qkv):
+    """Under bf16 autocast, fp32 inputs reach the kernel in bf16: that is the dtype the rehearsed
+    T4 must refuse. (On a CPU the rehearsal asks nothing: it rehearses a GPU.)"""
+    from amp_course import emulation
+
+    monkeypatch.setenv(emulation.ENV, "t4")
+    asked = []
+
+    def record(backend, device, dtype):
+        asked.append((backend, dtype))
+        return "refused"
+
+    monkeypatch.setattr(attention, "emulated_refusal", record)
+    run = attention.run_attention(*qkv, "efficient", autocast_dtype=torch.bfloat16)
+    assert asked == [("efficient", torch.bfloat16)] and run.error == "refused"
+
+
+def test_the_default_backend_chooses_only_among_the_rehearsed_gpus_kernels(monkeypatch, qkv):
+    """Under a rehearsal "default" is restricted to what the rehearsed GPU runs for the dtype
+    (for bf16 on a T4: math), not to whatever the bigger GPU's global flags allow."""
+    asked = []
+
+    def math_only(device, dtype):
+        asked.append(dtype)
+        return ["math"]
+
+    monkeypatch.setattr(attention, "emulated_kernels", math_only)
+    run = attention.run_attention(*(t.bfloat16() for t in qkv), "default")
+    assert asked == [torch.bfloat16] and run.kernel == "math"
+    monkeypatch.undo()
+    assert attention.run_attention(*(t.bfloat16() for t in qkv)).kernel == "flash (CPU kernel)"

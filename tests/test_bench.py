@@ -419,12 +419,11 @@ def test_variants_without_datasheet_figures_get_none_rather_than_another_cards(n
     assert name in bench.flops.datasheet_note(name)
 
 
-def test_sxm_figures_are_the_hopper_whitepapers_and_every_model_has_its_name_words():
+def test_sxm_figures_are_the_hopper_whitepapers():
     for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
         peaks = {p: bench.peak_tflops(name, p) for p in ("fp32", "tf32", "bf16")}
         assert peaks == {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4}
         assert bench.flops.datasheet_note(name) is None
     assert bench.peak_bandwidth_tbs("NVIDIA H200") == 4.8
     assert bench.peak_bandwidth_tbs("NVIDIA A100 80GB PCIe") == 1.935
-    assert set(bench.PEAK_TFLOPS) | set(bench.PEAK_BANDWIDTH_TBS) <= set(bench.flops.NAME_WORDS)
     assert "CPU" in bench.flops.datasheet_note("CPU x86_64 (AVX2)")

@@ -207,3 +207,19 @@ def test_layer_split_and_mfu_cells_match_their_prose_and_quiz(lesson, capsys):
     assert "the mixed roof  reads 0.68x" in printed and "the FP8 peak    reads 0.50x" in printed
     # Quiz nvfp4-weight-tiles: a 16x16 tile costs 4.03 bits per value against NVFP4's 4.5.
     assert f"{4 + 8 / 256:.2f}" == "4.03"
+
+
+@pytest.mark.parametrize("model, fp8", [("T4", "no"), ("A100 40GB", "no"), ("H100 SXM", "yes")])
+def test_the_settings_say_where_fp8_tensor_cores_are(monkeypatch, capsys, model, fp8):
+    """On a GPU the settings cell asks ac.gpus whether it has FP8 tensor cores (the CUDA
+    stand-in plays the GPU; the data stay the shipped subset)."""
+    from cuda_double import FakeGpu
+
+    FakeGpu(monkeypatch, model)
+    subset = ac.data.load_mnist(source="subset")
+    monkeypatch.setattr(ac.data, "load_mnist", lambda *args, **kwargs: subset)
+    namespace = run_tagged(LESSON, "parameters", namespace={"ac": ac})
+    namespace.update(DEVICE="cuda", SMOKE=True)
+    with ac.precision.tf32(False):
+        run_tagged(LESSON, "settings", namespace=namespace)
+    assert f"FP8 tensor cores here: {fp8}" in capsys.readouterr().out

@@ -57,6 +57,8 @@ def test_the_t4_rehearsal_caps_memory_and_switches_off_what_a_t4_lacks(
     assert "AMP dtype: fp16 (with GradScaler)" in header
     assert "TF32 at start: matmul off, cuDNN conv off" in header
     assert "emulating a Tesla T4 (sm_75)" in header and "15.0 GiB" in header
+    # The T4's row of ac.gpus: no flash or cuDNN kernel, the memory-efficient one without bf16.
+    assert "attention kernels: flash off, cuDNN off, efficient fp32 and fp16" in header
     assert "not a Tesla T4's" in header
     # The hardware line still names the real GPU and what it supports.
     assert "NVIDIA H100 80GB HBM3 (sm_90, 80 GiB, bf16 and fp16)" in header
@@ -130,3 +132,29 @@ def test_the_out_of_memory_limits_read_the_cap_of_an_index_less_cuda_device(fake
     fake_h100.fraction = 15 / 80
     for device in ("cuda", torch.device("cuda"), torch.device("cuda", 0)):
         assert oom.memory_limits(device) == (15 * GIB, H100_BYTES)
+
+
+def test_a_rehearsed_gpus_attention_kernels_hold_in_every_bench_step(monkeypatch):
+    """Under a T4 rehearsal a bf16 step may use only the kernels a T4 runs bf16 in (math): the
+    trainer asks ``ac.attention`` with the autocast dtype and restricts SDPA to its answer."""
+    from amp_course import models
+    from amp_course.bench import Configuration, Mode, trainer
+
+    asked, restricted = [], []
+    monkeypatch.setattr(
+        trainer, "emulated_kernels", lambda device, dtype: asked.append(dtype) or ["math"]
+    )
+    real_context = trainer.sdpa_context
+    monkeypatch.setattr(
+        trainer, "sdpa_context", lambda kernels: restricted.append(kernels) or real_context(kernels)
+    )
+    model = models.build_vit(
+        "b16", image_size=32, patch_size=16, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=64
+    )
+    shared = trainer.Trainer(torch.device("cpu"), lambda kind: model)
+    images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 1000, (2,))
+    shared.step(Configuration.of(Mode("bf16")), iter([(images, labels)]))()
+    assert asked == [torch.bfloat16] and restricted == [["math"]]
+    rung = Configuration("+ flash", "bf16", attention="flash", batch=2)
+    shared.step(rung)()  # a rung's own kernel is kept
+    assert restricted[-1] == "flash" and len(asked) == 1

@@ -137,10 +137,39 @@ def test_count_saved_bytes_on_a_cpu_gives_the_bytes_of_a_real_forward(checkpoint
 
 def test_peak_leaves_out_what_earlier_cells_hold(monkeypatch):
     gib = 2**30
-    # Earlier cells hold 5 GiB; the measured function takes the peak to 7 GiB.
-    FakeGpu(monkeypatch, allocated=5 * gib, peak=7 * gib, free=0, total=0, reserved=0)
-    assert memory.peak_cuda_memory(lambda: None, "cuda") == 2 * gib
-    assert memory.peak_cuda_memory(lambda: None, "cuda", count_held=True) == 7 * gib
+    # Earlier cells hold 5 GiB; a larger peak before the measurement must not count either.
+    gpu = FakeGpu(monkeypatch, allocated=5 * gib)
+    gpu.release(gpu.allocate(6 * gib))  # an earlier cell's peak: 11 GiB
+
+    def takes_two_more():  # the measured function's own working set: 2 GiB, freed on return
+        gpu.release(gpu.allocate(2 * gib))
+
+    assert memory.peak_cuda_memory(takes_two_more, "cuda") == 2 * gib
+    assert memory.peak_cuda_memory(takes_two_more, "cuda", count_held=True) == 7 * gib
+    assert ("synchronize", 0) in gpu.calls  # the peak is read after the queued work ran
+
+
+def test_a_step_peak_leaves_out_the_build_and_the_warm_up(monkeypatch):
+    gib = 2**30
+    gpu = FakeGpu(monkeypatch)
+
+    def make_step():
+        gpu.release(gpu.allocate(9 * gib))  # building: a transient 9 GiB
+        weights = gpu.allocate(gib)
+
+        def step():
+            gpu.release(gpu.allocate(3 * gib))
+
+        return step, weights
+
+    held = []
+
+    def build():
+        step, weights = make_step()
+        held.append(weights)
+        return step
+
+    assert memory.step_peak_memory(build, "cuda") == 4 * gib  # the weights and the step's 3
 
 
 def test_usable_memory_follows_the_per_process_cap(monkeypatch):
@@ -149,14 +178,13 @@ def test_usable_memory_follows_the_per_process_cap(monkeypatch):
     FakeGpu(
         monkeypatch,
         allocated=2 * gib,
-        peak=0,
         free=70 * gib,
         total=80 * gib,
         reserved=3 * gib,
         fraction=15 / 80,
     )
     assert memory.usable_cuda_bytes("cuda") == 13 * gib  # 15 - 3 reserved + 1 cached
-    FakeGpu(monkeypatch, allocated=2 * gib, peak=0, free=4 * gib, total=80 * gib, reserved=3 * gib)
+    FakeGpu(monkeypatch, allocated=2 * gib, free=4 * gib, total=80 * gib, reserved=3 * gib)
     assert memory.usable_cuda_bytes("cuda") == 5 * gib  # the card's free memory is smaller
 
 

@@ -65,7 +65,7 @@ def _attention(dtype_context, batch=2):
     with FakeTensorMode(allow_non_fake_inputs=True):
         mha = mha.to_empty(device="cuda")
         x = torch.empty(batch, 10, 64, device="cuda", requires_grad=True)
-        with fake_cuda.attention_kernels("H100") as ran, dtype_context:
+        with fake_cuda.attention_kernels("H100 SXM") as ran, dtype_context:
             out, _ = mha(x, x, x, need_weights=False)
     return out, ran
 
@@ -86,7 +86,7 @@ def test_attention_inputs_are_cast_as_cuda_autocast_casts_sdpa():
         q = torch.empty(2, 4, 10, 16, device="cuda")
         with fake_cuda.cuda_autocast(torch.float16):
             by_torch = F.scaled_dot_product_attention(q, q, q)  # torch's autocast casts it
-            with fake_cuda.attention_kernels("H100") as ran:
+            with fake_cuda.attention_kernels("H100 SXM") as ran:
                 redirected = F.scaled_dot_product_attention(q, q, q)
     assert ran == ["cudnn"]
     assert redirected.dtype == by_torch.dtype == torch.float16
@@ -98,7 +98,7 @@ def test_attention_with_a_mask_is_refused_and_sdpa_restored():
         q = torch.empty(2, 4, 10, 16, device="cuda")
         mask = torch.empty(10, 10, dtype=torch.bool, device="cuda")
         with pytest.raises(ValueError, match="without a mask"):
-            with fake_cuda.attention_kernels("H100"):
+            with fake_cuda.attention_kernels("H100 SXM"):
                 F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
 
@@ -122,7 +122,7 @@ def test_h100_count_adds_what_its_fp32_attention_kernel_keeps():
 
     shape = (batch, 1, 28, 28)
     cpu = memory.count_saved_bytes(build, shape, device="cpu")
-    h100 = memory.count_saved_bytes(build, shape, device="cuda", gpu="H100")
+    h100 = memory.count_saved_bytes(build, shape, device="cuda", gpu="H100 SXM")
     padded = -(-tokens // 32) * 32
     per_block = batch * tokens * width * 4 + batch * heads * (padded - tokens) * 4 + 2 * 8
     assert h100.activations - cpu.activations == layers * per_block

@@ -1,10 +1,12 @@
 """ac.precisions is the one table of precisions: every module that names, parses, enables or
 gates a precision agrees with it, and its facts agree with torch itself."""
 
+import dataclasses
+
 import pytest
 import torch
 
-from amp_course import capstone, cli, device, emulation, inspector, precisions
+from amp_course import capstone, cli, device, emulation, gpus, inspector, precisions
 from amp_course.bench import config
 from amp_course.bench.configuration import Configuration, skip_reason
 from amp_course.precision import AmpRecipe
@@ -13,7 +15,10 @@ from amp_course.precision import AmpRecipe
 def test_the_table_holds_the_four_training_precisions():
     assert precisions.NAMES == ("fp32", "tf32", "fp16", "bf16")
     assert [p.name for p in precisions.BY_STORAGE.values()] == ["fp32", "fp16", "bf16"]
-    assert precisions.BF16_MIN_CAPABILITY == precisions.BF16.min_capability == (8, 0)
+    # The first GPUs with tensor cores for each: ac.gpus's table.
+    assert precisions.BF16.min_capability == gpus.tensor_cores_from("bf16") == (8, 0)
+    assert precisions.TF32.min_capability == gpus.tensor_cores_from("tf32") == (8, 0)
+    assert precisions.FP16.min_capability == gpus.tensor_cores_from("fp16") == (7, 0)
 
 
 @pytest.mark.parametrize("precision", precisions.PRECISIONS.values(), ids=precisions.NAMES)
@@ -68,8 +73,10 @@ def test_one_capability_threshold_gates_bf16_and_tf32(monkeypatch, capability, b
     monkeypatch.setattr(emulation, "capability", lambda device: capability)
     reason = skip_reason(Configuration.matrix("tf32"), torch.device("cuda"))
     assert (reason is None) is tf32
-    profile = emulation.GpuProfile("x", "X", capability, 2**30, tf32=tf32, fused_attention=False)
+    gpu = dataclasses.replace(gpus.GPUS["T4"], capability=capability)
+    profile = emulation.GpuProfile("x", gpu, 2**30)
     assert ("bf16 and fp16" in profile.describe()) is bf16
+    assert profile.tf32 is tf32 and (f"TF32 {'allowed' if tf32 else 'off'}" in profile.describe())
 
 
 def test_cpu_flags_come_from_the_table():

@@ -5,7 +5,8 @@ precision plus options, the matrix's cells and the ladder's rungs alike, stepped
 ``trainer.Trainer``), the result (one ``rows.Row`` per measured configuration, saved as JSON, with
 the figures derived from its measurements as properties) and presenting (``format_report``,
 ``plot_report``, in ``report``, through the one renderer of ``tables``) are separate, as in
-torch.utils.benchmark and ``ac.timing``; FLOPs, published peaks and MFU live in ``flops``.
+torch.utils.benchmark and ``ac.timing``; FLOPs and MFU live in ``flops``, published peaks in
+``ac.gpus``.
 Configurations are timed round-robin, so drift in machine load or clocks hits every one alike, and
 each sets its precision flags on entry and restores them on exit.
 """
@@ -13,14 +14,7 @@ each sets its precision flags on entry and restores them on exit.
 from . import ladder, ladder_report, profile, rows, tables, timm_vit, trainer
 from .config import MNIST_TRAIN_SIZE, PRECISIONS, WORKLOADS, BenchConfig
 from .configuration import Configuration, skip_reason
-from .flops import (
-    PEAK_BANDWIDTH_TBS,
-    PEAK_TFLOPS,
-    count_step_flops,
-    mfu,
-    peak_bandwidth_tbs,
-    peak_tflops,
-)
+from .flops import count_step_flops, mfu, peak_bandwidth_tbs, peak_tflops
 from .matrix import run
 from .report import format_report, plot_report, write_report
 from .rows import Row
@@ -28,8 +22,6 @@ from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
 __all__ = [
     "MNIST_TRAIN_SIZE",
-    "PEAK_BANDWIDTH_TBS",
-    "PEAK_TFLOPS",
     "PRECISIONS",
     "Row",
     "WORKLOADS",

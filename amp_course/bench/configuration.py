@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import emulation, precisions
+from .. import emulation, gpus, precisions
 from ..attention import emulated_refusal
 from ..precision import AmpRecipe
 from . import timm_vit
@@ -94,8 +94,9 @@ def skip_reason(
     if config.precision.tf32_matmuls:
         if not cuda:
             return "TF32 is a CUDA tensor-core mode; a CPU has none"
-        if emulation.capability(device) < config.precision.min_capability:  # a rehearsed T4's
-            return "TF32 needs compute capability >= 8.0 (Ampere or later)"
+        if not gpus.has_tensor_cores(emulation.capability(device), "tf32"):  # a rehearsed T4's
+            first = gpus.format_capability(gpus.tensor_cores_from("tf32"))
+            return f"TF32 needs compute capability >= {first} (Ampere or later)"
     if config.compile in CUDA_GRAPH_MODES and not cuda:
         return "CUDA graphs need a CUDA GPU"
     if config.compile and not cuda and smoke:
@@ -109,8 +110,12 @@ def skip_reason(
             return f"torch.compile unavailable: {error}"
     if config.attention in ("efficient", "cudnn") and not cuda:
         return f"the {config.attention} attention kernel is CUDA only"
-    if config.attention and emulated_refusal(config.attention, device):
-        return f"the emulated {emulation.active().name} has no {config.attention} attention kernel"
+    dtype = config.precision.dtype if config.precision.autocast else torch.float32
+    if config.attention and emulated_refusal(config.attention, device, dtype):
+        profile = emulation.active()
+        some = profile.attention_dtypes(config.attention)  # for other dtypes: say which
+        kernel = f"{config.attention} attention kernel" + (f" for {dtype}" if some else "")
+        return f"the emulated {profile.name} has no {kernel}"
     if config.fused:
         return fused_adamw_unavailable(device)
     return None

@@ -13,7 +13,7 @@ import torch
 
 from .. import data as _data
 from .. import precision, timing
-from ..attention import sdpa_context
+from ..attention import emulated_kernels, sdpa_context
 from ..memory import step_peak_memory
 from ..training import amp_step
 from .configuration import Configuration
@@ -62,11 +62,13 @@ class Trainer:
             batches = itertools.repeat((images, labels))
         recipe = configuration.recipe(self.device)
         inner = train_step(model_fn, self.optimizers[key], recipe, batches)
-        if configuration.attention is None:
+        # The rung's kernel, else on a rehearsed GPU the kernels it runs for the autocast dtype.
+        kernels = configuration.attention or emulated_kernels(self.device, recipe.autocast_dtype)
+        if kernels is None:
             return inner
 
         def step():
-            with sdpa_context(configuration.attention):
+            with sdpa_context(kernels):
                 inner()
 
         return step

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from .. import gpus
 from . import register
 from .intensity_parts import close, compare, draw, known_byte_count, observe, ratio_words
 
@@ -83,11 +84,12 @@ register("10.matmul_intensity", observe_matmul_intensity, compare_matmul_intensi
 
 
 # ---- 10.wave_efficiency: a batched output on a given GPU ----------------------------------------
+SMS = {model: gpus.GPUS[model].sms for model in ("A100 40GB", "H100 SXM", "H100 PCIe", "T4")}
 WAVE_CASES = [  # (batch, m, n, tile_m, tile_n, sms)
-    (1, 4096, 4096, 128, 128, 108),  # one matrix on an A100's 108 SMs
-    (64 * 12, 197, 197, 128, 128, 132),  # ViT-B/16's attention scores at batch 64 on an H100 SXM
-    (1, 4104, 4104, 128, 128, 114),  # an H100 PCIe's 114 SMs
-    (16, 1000, 3000, 128, 256, 40),  # a T4's 40
+    (1, 4096, 4096, 128, 128, SMS["A100 40GB"]),  # one matrix on an A100's 108 SMs
+    (64 * 12, 197, 197, 128, 128, SMS["H100 SXM"]),  # ViT-B/16's attention scores, batch 64
+    (1, 4104, 4104, 128, 128, SMS["H100 PCIe"]),  # an H100 PCIe's 114 SMs
+    (16, 1000, 3000, 128, 256, SMS["T4"]),  # a T4's 40
     (3, 100, 100, 128, 128, 4),  # three tiles, mostly padding, in one wave
     (1, 256, 256, 64, 64, 4),  # 16 whole tiles in 4 whole waves
 ]
@@ -105,7 +107,7 @@ def wave_cases(seed: int) -> list[tuple]:
             sizes[i + 2],
             tiles[i % 3],
             tiles[(i // 3) % 3],
-            (108, 132, 40, 114, 80, 58)[i // 3],
+            (*(SMS[m] for m in ("A100 40GB", "H100 SXM", "T4", "H100 PCIe")), 80, 58)[i // 3],
         )
         for i in range(0, 18, 3)
     ]

@@ -11,30 +11,32 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
+from .. import gpus, precisions
 from ..precision import AmpRecipe
 
-DEFAULT_GPU = "H100"  # the GPU counted for where none is present
+DEFAULT_GPU = "H100 SXM"  # the GPU counted for where none is present (a row of ac.gpus)
 
-# The fused kernel torch's scaled_dot_product_attention takes on each GPU for each dtype of its
-# inputs (without a mask). An H100 (compute capability 9.0) takes cuDNN's kernel for fp16 and bf16
-# and the memory-efficient kernel for fp32, the one fused kernel that takes fp32. What a kernel
+# The fused kernel torch's scaled_dot_product_attention takes on a GPU for each dtype of its
+# inputs (without a mask) is that GPU's row of ``ac.gpus`` (``attention_picks``). What a kernel
 # saves for backward differs: the memory-efficient kernel keeps a logsumexp padded to a multiple of
 # 32 rows and lays its output out batch-first, which nn.MultiheadAttention copies before its
 # output projection; cuDNN's keeps one logsumexp per row and an output laid out as its query (as
 # the flash kernel does, within a few bytes). The committed H100 run of lesson 00 kept exactly what
-# these kernels keep, and not what the memory-efficient kernel keeps in bf16. A dtype missing here
-# takes the math kernel. This is the one place that says which kernel a GPU picks: the table of
-# GPUs will hold it, one row per GPU.
-ATTENTION_KERNELS: dict[str, dict[torch.dtype, str]] = {
-    "H100": {torch.float32: "efficient", torch.float16: "cudnn", torch.bfloat16: "cudnn"},
-}
+# the H100's picks keep, and not what the memory-efficient kernel keeps in bf16. A dtype with no
+# pick takes the math kernel.
 
 
 def attention_kernels_of(gpu: str) -> dict[torch.dtype, str]:
-    """The fused attention kernel ``gpu`` takes for each input dtype."""
-    if gpu not in ATTENTION_KERNELS:
-        raise ValueError(f"Unknown GPU {gpu!r}. Valid: {', '.join(ATTENTION_KERNELS)}.")
-    return ATTENTION_KERNELS[gpu]
+    """The fused attention kernel ``gpu`` (a row of ``ac.gpus``) takes for each input dtype."""
+    known = [name for name, row in gpus.GPUS.items() if row.attention_picks]
+    if gpu not in known:
+        raise ValueError(
+            f"No attention kernels on file for GPU {gpu!r}. Valid: {', '.join(known)}."
+        )
+    return {
+        precisions.get(name).dtype: kernel
+        for name, kernel in gpus.GPUS[gpu].attention_picks.items()
+    }
 
 
 @contextlib.contextmanager
