@@ -20,7 +20,7 @@ import logging
 
 import torch
 
-from .precisions import BF16_MIN_CAPABILITY
+from . import gpus
 
 KERNEL_LIBRARIES_NOTE = (
     "torchao loads its prebuilt kernel libraries (torchao/_C*.so) at import and logs a warning "
@@ -76,11 +76,12 @@ def compiled_step_problem(device, capability=None, *, bf16: bool = False) -> str
             "on a CPU torchao compiles its optimizer step with inductor's C++ backend, once for "
             "each parameter shape: a C++ build per shape before the first step"
         )
-    if bf16 and capability is not None and tuple(capability) < BF16_MIN_CAPABILITY:
-        major, minor = capability
+    # Triton's bf16 code needs sm_80, the first compute capability with bf16 tensor cores.
+    if bf16 and capability is not None and not gpus.has_tensor_cores(capability, "bf16"):
+        first = gpus.format_capability(gpus.tensor_cores_from("bf16"))
         return (
-            f"compute capability {major}.{minor}: its bf16 stochastic rounding compiles bf16 code "
-            f"with Triton, which needs {BF16_MIN_CAPABILITY[0]}.{BF16_MIN_CAPABILITY[1]} or later "
+            f"compute capability {gpus.format_capability(capability)}: its bf16 stochastic "
+            f"rounding compiles bf16 code with Triton, which needs {first} or later "
             "(pytorch/pytorch#118122: \"Feature '.bf16' requires .target sm_80\", on a T4)"
         )
     return None

@@ -235,10 +235,10 @@ def test_every_guide_is_a_page_in_the_navigation_and_its_readme_link_leads_home(
         assert f"<h1>{title}" in built and 'href="../index.html"' in built
         assert f'href="docs/{stem}.html"' in home  # the navigation and the index list it
     # A guide is a page with a title, or the build says which file lacks one.
-    (root / "docs").mkdir(exist_ok=True)
-    (root / "docs" / "notes.md").write_text("no title here\n")
+    untitled = tmp_path / "notes.md"
+    untitled.write_text("no title here\n")
     with pytest.raises(ValueError, match=r"notes\.md must open with a '# Title' line"):
-        guides.title(root / "docs" / "notes.md")
+        guides.title(untitled)
     gpu_guide = (html / "docs" / "gpu-run.html").read_text()
     assert "Results on an" in gpu_guide and "Against the course" in gpu_guide
 
