@@ -230,6 +230,19 @@ def _fp16_adam(**options):
     return train
 
 
+def _fp32_adam(lr_factor=1.0, zero_grad=True):
+    def train(model, batches, lr):
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr * lr_factor)
+        for images, labels in batches:
+            if zero_grad:
+                optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+        return model
+
+    return train
+
+
 def _fp8(floor=None, clean=False):
     def to_float8(x, dtype=torch.float8_e4m3fn):
         amax, top = x.abs().max().float(), torch.finfo(dtype).max
@@ -340,15 +353,22 @@ WRONG = {
         (
             "eps=1e-4 on fp16 weights",
             _fp16_adam(eps=1e-4),
-            "after 6 steps, 1.weight differs from the reference's by up to",
+            "after 6 steps, the weights you return moved from where they started by a norm of",
         ),
+        (
+            "the model returned untrained",
+            lambda model, batches, lr: model,
+            "the two changes differ by 100% of the reference's (the check allows 30%)",
+        ),
+        ("twice the learning rate", _fp32_adam(lr_factor=2), "the reference's by"),
+        ("gradients never cleared", _fp32_adam(zero_grad=False), "the reference's by"),
         (
             "fp16 weights under autocast and a GradScaler",
             _fp16_weights_under_amp,
             "your training function raised ValueError: Attempting to unscale FP16 gradients.",
         ),
         ("fused Adam on fp16 weights", _fp16_adam(fused=True), "values of 1.weight are NaN or inf"),
-        ("eps=1e-6, fused", _fp16_adam(eps=1e-6, fused=True), "after 6 steps, 1."),
+        ("eps=1e-6, fused", _fp16_adam(eps=1e-6, fused=True), "after 6 steps, "),
     ],
     "labs.fp8_zero_scale": [
         (
