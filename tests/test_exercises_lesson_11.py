@@ -238,6 +238,18 @@ def test_gain_wrong_answers_are_rejected_saying_what_differs(wrong, words):
     _rejected("11.fp8_gain", wrong, words)
 
 
+def _gain_counting_one_flop_per_multiply_add(m, k, n, bf16_tflops, fp8_tflops, bandwidth_tbs):
+    return _gain()(m, k, n, bf16_tflops * 2, fp8_tflops * 2, bandwidth_tbs)  # half the FLOPs
+
+
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_every_seed_runs_a_compute_bound_gemm_so_a_wrong_flop_count_fails(seed):
+    status, message = exercises.verdict(
+        "11.fp8_gain", _gain_counting_one_flop_per_multiply_add, seed
+    )
+    assert status == "failed" and "your bf16 GEMM time" in message, message
+
+
 # ---- 11.moment_bytes ---------------------------------------------------------------------------
 def _moments(absmax=True, rule=True, moments=2, per_tensor_scale=False, bf16_bytes=2):
     def answer(shape, state):

@@ -176,6 +176,9 @@ def gain_cases(seed: int) -> list[tuple]:
         peak = float(torch.randint(200, 2000, (), generator=generator))
         bandwidth = float(torch.randint(10, 80, (), generator=generator)) / 10
         cases.append((m, k, n, peak, 2 * peak, bandwidth))
+    # A GEMM compute-bound in bf16 and in FP8 on any device drawn above (an intensity of 5461 and
+    # 8192 FLOP/byte, above ridges of at most 2000 and 4000), so that a wrong FLOP count shows.
+    cases.append((16384, 16384, 16384, *cases[0][3:]))
     return cases
 
 
