@@ -380,13 +380,18 @@ WRONG = {
         (
             "amax clamped at 1",
             _fp8(floor=lambda amax: amax.clamp(min=1.0)),
-            "For small gradients (amax 3.73e-06), your scale is 448; the reference's 1.203e+08, "
-            "which takes the amax to 448, float8's largest value. Yours takes it to 0.0016",
+            "For small gradients (amax 3.73e-09), your scale is 448; the reference's 1.203e+11, "
+            "which takes the amax to 448, float8's largest value. Yours takes it to 1.669e-06",
         ),
         (
             "an epsilon of 1e-4",
             _fp8(floor=lambda amax: amax.clamp(min=1e-4)),
-            "For small gradients (amax 3.73e-06), your scale is 4.48e+06",
+            "For small gradients (amax 3.73e-09), your scale is 4.48e+06",
+        ),
+        (
+            "an epsilon of float32's eps",  # 1.2e-7: above the smallest gradients the lab names
+            _fp8(floor=lambda amax: amax.clamp(min=torch.finfo(torch.float32).eps)),
+            "For small gradients (amax 3.73e-09), your scale is 3.758e+09",
         ),
     ],
 }
