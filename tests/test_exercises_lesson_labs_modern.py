@@ -304,6 +304,15 @@ WRONG = {
             "With the defaults, your function returns False (TF32 off) for cuDNN convolutions; "
             "the reference True (TF32 on).",
         ),
+        (
+            "the settings' strings",
+            lambda: {
+                "matmul": torch.backends.cuda.matmul.fp32_precision,
+                "conv": torch.backends.cudnn.conv.fp32_precision,
+            },
+            "With the defaults, your function returns 'none', a str, for fp32 matmuls; the "
+            "reference a bool.",
+        ),
     ],
     "labs.ema_skipped_steps": [
         (

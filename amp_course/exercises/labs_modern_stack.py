@@ -72,6 +72,11 @@ def compare_tf32(mine: list, reference: list, seed: int) -> None:
                 f"the keys {sorted(TF32_OPS)}."
             )
         for key, ops in TF32_OPS.items():
+            if not isinstance(state[key], bool):  # 'none' or a tensor would read as "on" below
+                raise ExerciseFailed(
+                    f"{label}, your function returns {state[key]!r}, a "
+                    f"{type(state[key]).__name__}, for {ops}; the reference a bool."
+                )
             if state[key] is not want["state"][key]:
                 raise ExerciseFailed(
                     f"{label}, your function returns {state[key]!r} (TF32 {_on(state[key])}) "
