@@ -39,6 +39,32 @@ def test_every_lab_has_a_broken_version_and_a_blank():
     assert blanks == LABS
 
 
+# Words naming a lab's fix, which its text before the blank must not use (it gives the symptom).
+FIX_WORDS = {
+    "labs.ema_skipped_steps": r"\bgat(e|es|ed|ing)\b|found_inf",
+    "labs.fp8_zero_scale": r"epsilon|\beps\b|clamp|floor",
+}
+
+
+def _lab_text(name: str) -> str:
+    """The markdown of the lab whose blank defines ``name``, from its heading to the blank."""
+    text, cells = [], conftest.notebook(LESSON).cells
+    for cell in cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## Lab "):
+            text = []
+        if cell.get("metadata", {}).get("exercise", {}).get("name") == name:
+            return "\n".join(text)
+        if cell.cell_type == "markdown":
+            text.append(cell.source)
+    raise LookupError(name)
+
+
+@pytest.mark.parametrize("name", sorted(FIX_WORDS))
+def test_lab_text_gives_the_symptom_not_the_fix(name):
+    said = re.findall(FIX_WORDS[name], _lab_text(name), flags=re.IGNORECASE)
+    assert not said, said
+
+
 BROKEN_SAYS = {
     "labs.compiled_dtype_mix": "In the case 'fp16 autocast' (features fp16), your function, run "
     "eagerly, raised RuntimeError: index_add_(): self (Float) and source (Half) must have the same "
