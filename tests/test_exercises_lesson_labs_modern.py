@@ -46,22 +46,9 @@ FIX_WORDS = {
 }
 
 
-def _lab_text(name: str) -> str:
-    """The markdown of the lab whose blank defines ``name``, from its heading to the blank."""
-    text, cells = [], conftest.notebook(LESSON).cells
-    for cell in cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## Lab "):
-            text = []
-        if cell.get("metadata", {}).get("exercise", {}).get("name") == name:
-            return "\n".join(text)
-        if cell.cell_type == "markdown":
-            text.append(cell.source)
-    raise LookupError(name)
-
-
 @pytest.mark.parametrize("name", sorted(FIX_WORDS))
 def test_lab_text_gives_the_symptom_not_the_fix(name):
-    said = re.findall(FIX_WORDS[name], _lab_text(name), flags=re.IGNORECASE)
+    said = re.findall(FIX_WORDS[name], conftest.lab_text(LESSON, name), flags=re.IGNORECASE)
     assert not said, said
 
 
