@@ -245,6 +245,20 @@ def _run_cell(cell, namespace: dict, where: str) -> None:
     exec(compile(cell.source, where, "exec"), namespace)
 
 
+def lab_text(lesson, name: str) -> str:
+    """The markdown of the lab whose blank defines exercise ``name``, from its heading to the blank:
+    what a learner reads before writing the fix."""
+    text = []
+    for cell in notebook(lesson).cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## Lab "):
+            text = []
+        if cell.get("metadata", {}).get("exercise", {}).get("name") == name:
+            return "\n".join(text)
+        if cell.cell_type == "markdown":
+            text.append(cell.source)
+    raise LookupError(f"no blank for {name} in {_name(lesson)}")
+
+
 def broken_versions(lesson) -> dict:
     """{lab name: the broken function exactly as a labs notebook shows it} (cells tagged broken),
     each cell run in a fresh copy of what the notebook's setup gives it: torch, and the labs' kit

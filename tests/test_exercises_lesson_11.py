@@ -238,6 +238,18 @@ def test_gain_wrong_answers_are_rejected_saying_what_differs(wrong, words):
     _rejected("11.fp8_gain", wrong, words)
 
 
+def _gain_counting_one_flop_per_multiply_add(m, k, n, bf16_tflops, fp8_tflops, bandwidth_tbs):
+    return _gain()(m, k, n, bf16_tflops * 2, fp8_tflops * 2, bandwidth_tbs)  # half the FLOPs
+
+
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_every_seed_runs_a_compute_bound_gemm_so_a_wrong_flop_count_fails(seed):
+    status, message = exercises.verdict(
+        "11.fp8_gain", _gain_counting_one_flop_per_multiply_add, seed
+    )
+    assert status == "failed" and "your bf16 GEMM time" in message, message
+
+
 # ---- 11.moment_bytes ---------------------------------------------------------------------------
 def _moments(absmax=True, rule=True, moments=2, per_tensor_scale=False, bf16_bytes=2):
     def answer(shape, state):
@@ -276,8 +288,11 @@ def test_moment_correct_answers_pass(answer):
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (_moments(absmax=False), r"'8bit'\) returned \d+ bytes .* expected \d+ \(2\.03125 bytes"),
-        (_moments(rule=False), r"'8bit'\) returned .* expected \d+ \(8 bytes per value\)"),
+        (
+            _moments(absmax=False),
+            r"'8bit'\) returned [\d,]+ bytes .* expected [\d,]+ \(2\.03125 bytes",
+        ),
+        (_moments(rule=False), r"'8bit'\) returned .* expected [\d,]+ \(8 bytes per value\)"),
         (_moments(moments=1), r"'fp32'\) returned .* \(8 bytes per value\)"),
         (_moments(per_tensor_scale=True), r"'8bit'\) returned"),
         (_moments(bf16_bytes=4), r"'bf16'\) returned .* \(4 bytes per value\)"),
@@ -286,6 +301,43 @@ def test_moment_correct_answers_pass(answer):
 )
 def test_moment_wrong_answers_are_rejected_saying_what_differs(wrong, words):
     _rejected("11.moment_bytes", wrong, words)
+
+
+def _moments_misreading(threshold):
+    """8-bit moments wherever ``threshold(n)`` says so (the right rule: n >= 4096, n % 256 == 0)."""
+
+    def answer(shape, state):
+        n = math.prod(shape)
+        if state == "8bit":
+            return 2 * (n + 4 * (n // 256)) if threshold(n) else 2 * 4 * n
+        return _moments()(shape, state)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        _moments_misreading(lambda n: n > 4096 and n % 256 == 0),  # 4096 itself kept fp32
+        _moments_misreading(lambda n: n % 256 == 0),  # no size limit
+        lambda shape, state: (
+            2 * 4 * math.prod(shape) if math.prod(shape) < 4096 else _moments()(shape, state)
+        ),
+    ],
+    ids=["above 4096", "no size limit", "bf16 moments fp32 under 4096"],
+)
+@pytest.mark.parametrize("seed", range(1, 7))
+def test_every_seed_meets_the_rules_boundaries(wrong, seed):
+    assert exercises.verdict("11.moment_bytes", wrong, seed)[0] == "failed"
+
+
+def test_a_byte_count_off_by_a_little_shows_the_difference():
+    def off(shape, state):
+        return _moments()(shape, state) + 1
+
+    message = exercises.verdict("11.moment_bytes", off, 12345)[1]
+    mine, expected = re.search(r"returned ([\d,]+) bytes .* expected ([\d,]+) ", message).groups()
+    assert int(mine.replace(",", "")) == int(expected.replace(",", "")) + 1, message
 
 
 def test_wrong_answers_name_the_call_they_failed_on():

@@ -39,6 +39,19 @@ def test_every_lab_has_a_broken_version_and_a_blank():
     assert blanks == LABS
 
 
+# Words naming a lab's fix, which its text before the blank must not use (it gives the symptom).
+FIX_WORDS = {
+    "labs.ema_skipped_steps": r"\bgat(e|es|ed|ing)\b|found_inf",
+    "labs.fp8_zero_scale": r"epsilon|\beps\b|clamp|floor",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIX_WORDS))
+def test_lab_text_gives_the_symptom_not_the_fix(name):
+    said = re.findall(FIX_WORDS[name], conftest.lab_text(LESSON, name), flags=re.IGNORECASE)
+    assert not said, said
+
+
 BROKEN_SAYS = {
     "labs.compiled_dtype_mix": "In the case 'fp16 autocast' (features fp16), your function, run "
     "eagerly, raised RuntimeError: index_add_(): self (Float) and source (Half) must have the same "
@@ -230,6 +243,19 @@ def _fp16_adam(**options):
     return train
 
 
+def _fp32_adam(lr_factor=1.0, zero_grad=True):
+    def train(model, batches, lr):
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr * lr_factor)
+        for images, labels in batches:
+            if zero_grad:
+                optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+        return model
+
+    return train
+
+
 def _fp8(floor=None, clean=False):
     def to_float8(x, dtype=torch.float8_e4m3fn):
         amax, top = x.abs().max().float(), torch.finfo(dtype).max
@@ -291,6 +317,15 @@ WRONG = {
             "With the defaults, your function returns False (TF32 off) for cuDNN convolutions; "
             "the reference True (TF32 on).",
         ),
+        (
+            "the settings' strings",
+            lambda: {
+                "matmul": torch.backends.cuda.matmul.fp32_precision,
+                "conv": torch.backends.cudnn.conv.fp32_precision,
+            },
+            "With the defaults, your function returns 'none', a str, for fp32 matmuls; the "
+            "reference a bool.",
+        ),
     ],
     "labs.ema_skipped_steps": [
         (
@@ -340,15 +375,22 @@ WRONG = {
         (
             "eps=1e-4 on fp16 weights",
             _fp16_adam(eps=1e-4),
-            "after 6 steps, 1.weight differs from the reference's by up to",
+            "after 6 steps, the weights you return moved from where they started by a norm of",
         ),
+        (
+            "the model returned untrained",
+            lambda model, batches, lr: model,
+            "the two changes differ by 100% of the reference's (the check allows 30%)",
+        ),
+        ("twice the learning rate", _fp32_adam(lr_factor=2), "the reference's by"),
+        ("gradients never cleared", _fp32_adam(zero_grad=False), "the reference's by"),
         (
             "fp16 weights under autocast and a GradScaler",
             _fp16_weights_under_amp,
             "your training function raised ValueError: Attempting to unscale FP16 gradients.",
         ),
         ("fused Adam on fp16 weights", _fp16_adam(fused=True), "values of 1.weight are NaN or inf"),
-        ("eps=1e-6, fused", _fp16_adam(eps=1e-6, fused=True), "after 6 steps, 1."),
+        ("eps=1e-6, fused", _fp16_adam(eps=1e-6, fused=True), "after 6 steps, "),
     ],
     "labs.fp8_zero_scale": [
         (
@@ -360,13 +402,18 @@ WRONG = {
         (
             "amax clamped at 1",
             _fp8(floor=lambda amax: amax.clamp(min=1.0)),
-            "For small gradients (amax 3.73e-06), your scale is 448; the reference's 1.203e+08, "
-            "which takes the amax to 448, float8's largest value. Yours takes it to 0.0016",
+            "For small gradients (amax 3.73e-09), your scale is 448; the reference's 1.203e+11, "
+            "which takes the amax to 448, float8's largest value. Yours takes it to 1.669e-06",
         ),
         (
             "an epsilon of 1e-4",
             _fp8(floor=lambda amax: amax.clamp(min=1e-4)),
-            "For small gradients (amax 3.73e-06), your scale is 4.48e+06",
+            "For small gradients (amax 3.73e-09), your scale is 4.48e+06",
+        ),
+        (
+            "an epsilon of float32's eps",  # 1.2e-7: above the smallest gradients the lab names
+            _fp8(floor=lambda amax: amax.clamp(min=torch.finfo(torch.float32).eps)),
+            "For small gradients (amax 3.73e-09), your scale is 3.758e+09",
         ),
     ],
 }

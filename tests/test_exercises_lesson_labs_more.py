@@ -31,6 +31,16 @@ def test_every_lab_has_a_broken_version_and_a_blank():
     assert blanks == LABS
 
 
+# Words naming a lab's fix, which its text before the blank must not use (it gives the symptom).
+FIX_WORDS = {"labs.fully_masked_rows": r"zero weights?|weights? of (0|zero)|nan_to_num"}
+
+
+@pytest.mark.parametrize("name", sorted(FIX_WORDS))
+def test_lab_text_gives_the_symptom_not_the_fix(name):
+    said = re.findall(FIX_WORDS[name], conftest.lab_text(LESSON, name), flags=re.IGNORECASE)
+    assert not said, said
+
+
 BROKEN_SAYS = {
     "labs.no_inf_checks": "on batch 1 (without parity labels), after 1 update() call, your loop "
     "raised AssertionError: No inf checks were recorded for this optimizer.",

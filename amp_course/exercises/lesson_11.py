@@ -176,6 +176,9 @@ def gain_cases(seed: int) -> list[tuple]:
         peak = float(torch.randint(200, 2000, (), generator=generator))
         bandwidth = float(torch.randint(10, 80, (), generator=generator)) / 10
         cases.append((m, k, n, peak, 2 * peak, bandwidth))
+    # A GEMM compute-bound in bf16 and in FP8 on any device drawn above (an intensity of 5461 and
+    # 8192 FLOP/byte, above ridges of at most 2000 and 4000), so that a wrong FLOP count shows.
+    cases.append((16384, 16384, 16384, *cases[0][3:]))
     return cases
 
 
@@ -234,7 +237,8 @@ register("11.fp8_gain", observe_gain, compare_gain)
 
 # ---- 11.moment_bytes ----------------------------------------------------------------------------
 STATE_KINDS = ("fp32", "bf16", "8bit")
-EDGE_SHAPES = [(4096,), (4095,), (4352,), (300, 20), (64, 64), (63, 64), (10,)]
+# Each side of 4096 values, multiples of 256 or not: (3840,) and (16, 16) are multiples under it.
+EDGE_SHAPES = [(4096,), (4095,), (4352,), (3840,), (300, 20), (64, 64), (63, 64), (16, 16), (10,)]
 
 
 def _vit_b16_shapes() -> list[tuple[int, ...]]:
@@ -246,13 +250,14 @@ def _vit_b16_shapes() -> list[tuple[int, ...]]:
 
 
 def moment_cases(seed: int) -> list[tuple[tuple[int, ...], str]]:
-    """Seed 0: ViT-B/16's parameter shapes and edge sizes; other seeds: random shapes."""
+    """Seed 0: ViT-B/16's parameter shapes, other seeds random ones; every seed the edge sizes."""
     if seed == 0:
         shapes = _vit_b16_shapes() + EDGE_SHAPES
     else:
         generator = torch.Generator().manual_seed(seed)
         sizes = torch.randint(1, 2049, (12, 2), generator=generator).tolist()
         shapes = [tuple(s) for s in sizes] + [(256 * int(s[0]),) for s in sizes[:4]]
+        shapes += EDGE_SHAPES  # the rules' boundaries, which random shapes rarely meet
     return [(shape, kind) for kind in STATE_KINDS for shape in shapes]
 
 
@@ -283,10 +288,15 @@ def compare_moments(mine, reference, seed: int) -> None:
         if got["bytes"] != want["bytes"]:
             numel = math.prod(shape)
             raise ExerciseFailed(
-                f"{call} returned {got['bytes']:g} bytes for the two moments of a parameter of "
-                f"{numel} values; expected {want['bytes']:g} ({want['bytes'] / numel:g} bytes "
-                "per value)."
+                f"{call} returned {_count(got['bytes'])} bytes for the two moments of a parameter "
+                f"of {numel:,} values; expected {_count(want['bytes'])} "
+                f"({want['bytes'] / numel:g} bytes per value)."
             )
+
+
+def _count(value: float) -> str:
+    """A byte count in full (a rounded figure can hide the difference), with its fraction if any."""
+    return f"{int(value):,}" if float(value).is_integer() else repr(value)
 
 
 register("11.moment_bytes", observe_moments, compare_moments)

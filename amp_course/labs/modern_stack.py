@@ -227,7 +227,9 @@ def fp8_tensors(seed: int = 0) -> dict[str, torch.Tensor]:
     """Tensors a float8 recipe scales: activations, small gradients, an all-zero gradient."""
     generator = seeded(seed)
     shape = (16, 32) if seed == 0 else tuple(torch.randint(4, 48, (2,), generator=generator))
-    small = 1e-6 if seed == 0 else 10 ** -float(torch.randint(5, 10, (), generator=generator))
+    # Gradients as small as the lab names (about 1e-9) at every seed, the notebook's check's too:
+    # an amax floored at a "small" epsilon such as float32's eps (1.2e-7) fails them all alike.
+    small = 1e-9 if seed == 0 else 10 ** -float(torch.randint(8, 10, (), generator=generator))
     return {
         "activations (fp32)": 3 * torch.randn(shape, generator=generator),
         "activations (bf16)": (2 * torch.randn(shape, generator=generator)).bfloat16(),
