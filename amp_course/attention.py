@@ -96,7 +96,7 @@ def emulated_refusal(backend: str, device, dtype: torch.dtype) -> str | None:
     profile = emulation.active()
     if profile is None or torch.device(device).type != "cuda" or backend not in gpus.ATTENTION:
         return None
-    name, rules = precisions.of_dtype(dtype).name, gpus.ATTENTION[backend]
+    name, rules = precisions.get(dtype).name, gpus.ATTENTION[backend]
     taken = profile.attention_dtypes(backend)
     if name in taken:
         return None

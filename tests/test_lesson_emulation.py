@@ -137,8 +137,8 @@ def test_the_out_of_memory_limits_read_the_cap_of_an_index_less_cuda_device(fake
 def test_a_rehearsed_gpus_attention_kernels_hold_in_every_bench_step(monkeypatch):
     """Under a T4 rehearsal a bf16 step may use only the kernels a T4 runs bf16 in (math): the
     trainer asks ``ac.attention`` with the autocast dtype and restricts SDPA to its answer."""
-    from amp_course import models
-    from amp_course.bench import Configuration, Mode, trainer
+    from amp_course import models, precisions
+    from amp_course.bench import Configuration, trainer
 
     asked, restricted = [], []
     monkeypatch.setattr(
@@ -153,8 +153,8 @@ def test_a_rehearsed_gpus_attention_kernels_hold_in_every_bench_step(monkeypatch
     )
     shared = trainer.Trainer(torch.device("cpu"), lambda kind: model)
     images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 1000, (2,))
-    shared.step(Configuration.of(Mode("bf16")), iter([(images, labels)]))()
+    shared.step(Configuration.matrix("bf16"), iter([(images, labels)]))()
     assert asked == [torch.bfloat16] and restricted == [["math"]]
-    rung = Configuration("+ flash", "bf16", attention="flash", batch=2)
+    rung = Configuration("+ flash", precisions.BF16, attention="flash", batch=2)
     shared.step(rung)()  # a rung's own kernel is kept
     assert restricted[-1] == "flash" and len(asked) == 1
