@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from amp_course import exercises, quiz
-from amp_course.paths import ROOT
+from amp_course.paths import DOCS, ROOT
 from amp_course.tooling import commands
 from amp_course.tooling.grading import sandbox, throughput
 
@@ -71,3 +71,19 @@ def test_the_command_refuses_a_bad_jobs_value_in_one_line(capsys):
     assert commands.run("grading-bench", ["--jobs", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "must be positive" in err
+
+
+def test_the_instructors_guide_quotes_the_committed_measurement():
+    """The guide's throughput figures are the committed report's, not typed in apart from it."""
+    guide = (ROOT / DOCS / "instructors.md").read_text()
+    for report in sorted((ROOT / "reports" / "grading").glob("*.json")):
+        data = json.loads(report.read_text())
+        if f"reports/grading/{report.stem}.md" not in guide:
+            continue
+        best = max(data["runs"], key=lambda run: run["jobs"])
+        assert f"{best['per_hour_per_core']} submissions per hour per core" in guide
+        assert f"{best['submissions_per_hour']} per hour" in guide
+        assert f"{best['class_hours']:.2f} hours" in guide
+        break
+    else:
+        raise AssertionError("the instructors' guide cites no committed grading report")
