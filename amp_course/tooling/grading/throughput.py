@@ -14,7 +14,6 @@ import ast
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 import tempfile
@@ -25,8 +24,9 @@ from pathlib import Path
 import nbformat
 
 from ... import exercises, quiz
-from ...device import device_slug, machine_record
+from ...device import machine_record
 from ...paths import GRADING_REPORTS, ROOT
+from .. import machine_reports
 from .reports import EARNED
 from .run import grade_all
 from .settings import Settings, SettingsError, master_paths
@@ -176,12 +176,7 @@ def markdown(bench: dict) -> str:
 
 def write(bench: dict, out: Path) -> list[Path]:
     """``<cpu>.json`` and ``<cpu>.md`` in ``out``, for the machine the record names."""
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / device_slug(bench["device"])
-    paths = [stem.with_suffix(".json"), stem.with_suffix(".md")]
-    paths[0].write_text(json.dumps(bench, indent=2) + "\n")
-    paths[1].write_text(markdown(bench))
-    return paths
+    return machine_reports.write(bench, markdown(bench), out)
 
 
 def main(argv: list[str] | None = None) -> int:

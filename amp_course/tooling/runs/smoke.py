@@ -10,13 +10,13 @@ the machine they were measured on.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 from pathlib import Path
 
-from ...device import device_slug, machine_record
+from ...device import machine_record
 from ...paths import ROOT, SMOKE_REPORTS, lesson_notebooks
+from .. import machine_reports
 from .execute import run_notebooks
 
 TARGET_S = 60.0  # "well under a minute": the table marks a lesson at or over it
@@ -77,12 +77,7 @@ def measure(notebooks: list[Path] | None = None) -> dict:
 
 def write(bench: dict, out: Path) -> list[Path]:
     """``<device>.json`` and ``<device>.md`` in ``out``, for the machine the record names."""
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / device_slug(bench["device"])
-    paths = [stem.with_suffix(".json"), stem.with_suffix(".md")]
-    paths[0].write_text(json.dumps(bench, indent=2) + "\n")
-    paths[1].write_text(markdown(bench))
-    return paths
+    return machine_reports.write(bench, markdown(bench), out)
 
 
 def main(argv: list[str] | None = None) -> int:
