@@ -69,6 +69,14 @@ def read_roster(path) -> dict[str, dict[str, str]]:
     }
 
 
+def check_roster(students, roster: dict) -> None:
+    """Refuse, in one line, submission folders the roster does not map (Canvas could not match
+    their lines, and their grades would be lost silently)."""
+    unknown = [student for student in students if student not in roster]
+    if unknown:
+        raise SettingsError(f"submission folders not in the roster: {', '.join(unknown)}")
+
+
 def canvas_csv(rows: list[Row], lessons, roster: dict | None = None) -> str:
     """The gradebook Canvas imports: a line per student, a column of points per lesson.
 
@@ -77,9 +85,7 @@ def canvas_csv(rows: list[Row], lessons, roster: dict | None = None) -> str:
     """
     students = sorted({r.student for r in rows})
     if roster is not None:
-        unknown = [s for s in students if s not in roster]
-        if unknown:
-            raise SettingsError(f"submission folders not in the roster: {', '.join(unknown)}")
+        check_roster(students, roster)
     columns = [f"amp-course {lesson}" for lesson in lessons]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

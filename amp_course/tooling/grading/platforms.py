@@ -21,8 +21,8 @@ from pathlib import Path
 from ...env_vars import AUTOGRADER_PYTHON, AUTOGRADER_ROOT
 from ...paths import DATA, NOTEBOOKS, PACKAGE_DIR, QUIZZES, README, ROOT
 from ...quiz import atomic_write_text
-from .exports import canvas_csv, gradescope_results, read_roster
-from .run import grade_all
+from .exports import canvas_csv, check_roster, gradescope_results, read_roster
+from .run import grade_all, student_folders
 from .settings import Settings, SettingsError
 
 # torch's CPU build for the autograder's image: the course's pinned pair (Makefile's TORCH_PIN,
@@ -84,12 +84,7 @@ def grade_canvas(submissions, settings: Settings, out, roster=None, feedback=Non
     out = Path(out)
     names = read_roster(roster) if roster else None
     if names is not None and Path(submissions).is_dir():
-        folders = sorted(
-            p.name for p in Path(submissions).iterdir() if p.is_dir() and not p.name.startswith(".")
-        )
-        unknown = [name for name in folders if name not in names]
-        if unknown:
-            raise SettingsError(f"submission folders not in the roster: {', '.join(unknown)}")
+        check_roster([folder.name for folder in student_folders(Path(submissions))], names)
     items = out.with_name(f"{out.stem}-items.csv")
     rows = grade_all(
         submissions, settings, items, feedback=feedback or out.with_name(f"{out.stem}-feedback")

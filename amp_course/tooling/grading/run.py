@@ -195,6 +195,11 @@ def grade_submission(run: Run, folder: Path) -> list[Row]:
     return [replace(r, isolation=box.label) for r in rows]
 
 
+def student_folders(submissions: Path) -> list[Path]:
+    """The folders of a submissions folder, one per student (hidden ones left out), by name."""
+    return sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
     """Grade every student folder in ``submissions``; rewrite ``out`` as each one finishes.
 
@@ -208,7 +213,7 @@ def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
     feedback = Path(feedback) if feedback else out.with_name(f"{out.stem}-feedback")
     if out.exists():  # a previous gradebook is kept, never silently lost
         shutil.copyfile(out, out.with_name(f"{out.name}.bak"))
-    folders = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = student_folders(submissions)
     done: dict[str, list[Row]] = {}
     with tempfile.TemporaryDirectory(prefix="amp-grade-") as scratch:
         guard = None
