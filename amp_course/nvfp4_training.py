@@ -127,7 +127,8 @@ def wgrad(
 def gemm_flops(model: torch.nn.Module, example: torch.Tensor) -> dict[str, dict[str, int]]:
     """FLOPs of one training step (forward and backward) by module, counted on the meta device by
     ``torch.utils.flop_counter``: ``{module name: {"linear": mm/addmm FLOPs, "attention": bmm
-    FLOPs, "other": the rest}}`` for every module that runs its own GEMMs."""
+    FLOPs, "other": the rest}}`` for every module that runs its own GEMMs. ``model`` is moved to
+    the meta device (build it there, ``with torch.device("meta")``, to allocate no weights)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     kinds = {"mm": "linear", "addmm": "linear", "bmm": "attention"}
