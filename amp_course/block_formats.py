@@ -109,12 +109,18 @@ def round_to_grid(x: torch.Tensor, exponent_bits: int, mantissa_bits: int) -> to
     """
     x = x.float()
     magnitude = x.abs()
+    step = grid_step(magnitude, exponent_bits, mantissa_bits)
+    # magnitude / step is exact (a power of two); torch.round rounds halves to even.
+    return torch.copysign(torch.round(magnitude / step) * step, x)
+
+
+def grid_step(magnitude: torch.Tensor, exponent_bits: int, mantissa_bits: int) -> torch.Tensor:
+    """The spacing of a layout's numbers around each magnitude (a power of two; in the subnormal
+    range, the smallest binade's)."""
     _, exponent = torch.frexp(magnitude)  # magnitude = f * 2^exponent with f in [0.5, 1)
     lowest = 1 - (2 ** (exponent_bits - 1) - 1)  # below it the spacing stays (subnormals)
     binade = (exponent - 1).clamp(min=lowest)
-    step = torch.ldexp(torch.ones_like(magnitude), binade - mantissa_bits)
-    # magnitude / step is exact (a power of two); torch.round rounds halves to even.
-    return torch.copysign(torch.round(magnitude / step) * step, x)
+    return torch.ldexp(torch.ones_like(magnitude), binade - mantissa_bits)
 
 
 def round_to_element(x: torch.Tensor, element: ElementFormat) -> torch.Tensor:

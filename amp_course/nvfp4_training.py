@@ -27,9 +27,7 @@ def stochastic_round_to_grid(
     """
     x = x.float()
     magnitude = x.abs()
-    _, exponent = torch.frexp(magnitude)
-    lowest = 1 - (2 ** (exponent_bits - 1) - 1)
-    step = torch.ldexp(torch.ones_like(magnitude), (exponent - 1).clamp(min=lowest) - mantissa_bits)
+    step = bf.grid_step(magnitude, exponent_bits, mantissa_bits)
     lower = torch.floor(magnitude / step) * step  # exact: step is a power of two
     up = torch.rand(x.shape, generator=generator) < (magnitude - lower) / step
     return torch.copysign(lower + up * step, x)
