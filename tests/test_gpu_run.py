@@ -49,7 +49,10 @@ def test_lessons_run_with_their_parameters_and_nbval_judges_each_copy(tmp_path):
     broken, lesson = tmp_path / "00_broken.ipynb", tmp_path / "01_lesson.ipynb"
     sources = {
         broken: "raise ValueError('a broken cell')",
-        lesson: "print(AMP_DTYPE, SMOKE, DEVICE)",
+        # ... and its kernel talks over a Unix socket: TCP ports race (amp_course.tooling.runs.kernels)
+        lesson: "import ipykernel, json\n"
+        "transport = json.loads(ipykernel.get_connection_info())['transport']\n"
+        "print(AMP_DTYPE, SMOKE, DEVICE, transport)",
     }
     python = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
     for path, source in sources.items():
@@ -65,7 +68,7 @@ def test_lessons_run_with_their_parameters_and_nbval_judges_each_copy(tmp_path):
     nb = nbformat.read(out / lesson.name, as_version=4)
     injected = tagged(nb, "injected-parameters")
     assert len(injected) == 1 and 'AMP_DTYPE = "fp16"' in injected[0].source
-    assert nb.cells[-1].outputs[0]["text"] == "fp16 True cpu\n"
+    assert nb.cells[-1].outputs[0]["text"] == "fp16 True cpu ipc\n"
     assert read_stamp(nb)["mode"] == "smoke"
     # nbval then runs the executed copies again (the failed run's partial copy included).
     assert gpu.run_nbval([out / broken.name, out / lesson.name], out, 60) != 0

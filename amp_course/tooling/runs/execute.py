@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ...executed import stamp
 from ...paths import NOTEBOOKS, ROOT
+from .kernels import PLUGIN, AsyncIpcKernelManager
 
 # ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
 # tests, `make gpu`) would otherwise leave the executed copies without their figures.
@@ -87,6 +88,7 @@ def run_lesson(
             kernel_name="python3",
             execution_timeout=timeout_s,
             progress_bar=False,
+            kernel_manager_class=AsyncIpcKernelManager,  # no TCP port to race for (.kernels)
         )
     stamp(out, device, smoke=smoke)
     return nbformat.read(out, as_version=4)
@@ -140,6 +142,8 @@ def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
         "-q",
         "-p",
         "no:cacheprovider",
+        "-p",
+        PLUGIN,  # nbval's kernels on Unix sockets: no TCP port to race for
         "--nbval-lax",
         f"--nbval-cell-timeout={cell_timeout_s}",
         *([f"--junitxml={junitxml}"] if junitxml else []),
@@ -150,22 +154,30 @@ def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
 def run_nbval(
     notebooks, cell_timeout_s: int, *, junitxml=None, env=None, timeout_s: float | None = None
 ) -> tuple[int | None, str]:
-    """``nbval_command`` run from the lessons' folder with ``env`` (default: this process's):
-    its exit status (None: stopped after ``timeout_s``) and its output. It runs in a session of
-    its own, so a timeout ends its kernels too, not only pytest."""
-    process = subprocess.Popen(
-        nbval_command(notebooks, cell_timeout_s, junitxml),
-        cwd=ROOT / NOTEBOOKS,
-        env=dict(os.environ) if env is None else env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout_s)
-        return process.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        return None, f"{output}\nstopped after {timeout_s:.0f} s"
+    """``nbval_command`` run from the lessons' folder with ``env`` (default: this process's) and
+    this checkout first on its path: its exit status (None: stopped after ``timeout_s``) and its
+    output. It runs in a session of its own, so a timeout ends its kernels too, not only pytest;
+    its output goes to a file, not a pipe, so a kernel left behind cannot keep this waiting."""
+    import tempfile
+
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryFile(mode="w+") as log:
+        process = subprocess.Popen(
+            nbval_command(notebooks, cell_timeout_s, junitxml),
+            cwd=ROOT / NOTEBOOKS,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            code = process.wait(timeout=timeout_s)
+            stopped = ""
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            code, stopped = None, f"\nstopped after {timeout_s:.0f} s"
+            process.wait()
+        log.seek(0)
+        return code, log.read() + stopped

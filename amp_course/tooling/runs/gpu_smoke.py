@@ -69,11 +69,10 @@ def jobs_for(notebooks: list[Path] | None = None, rehearsals=REHEARSALS) -> list
 
 
 def _environment(job: SmokeJob, threads: int) -> dict[str, str]:
-    """The kernel's variables: smoke sizes, no figure windows, its share of the cores, the
-    rehearsal, and this checkout on the path (the filled copy lies outside it, where the setup
-    cell's ``../amp_course`` finds nothing)."""
+    """The kernel's variables: smoke sizes, no figure windows, its share of the cores and the
+    rehearsal (``run_nbval`` puts this checkout on the path: the filled copy lies outside it,
+    where the setup cell's ``../amp_course`` finds nothing)."""
     env = {**os.environ, SMOKE_ENV: "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": str(threads)}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.pop(emulation.ENV, None)
     if job.emulate:
         env[emulation.ENV] = job.emulate
