@@ -49,7 +49,7 @@ def test_lessons_run_with_their_parameters_and_nbval_judges_each_copy(tmp_path):
     broken, lesson = tmp_path / "00_broken.ipynb", tmp_path / "01_lesson.ipynb"
     sources = {
         broken: "raise ValueError('a broken cell')",
-        # ... and its kernel talks over a Unix socket: TCP ports race (amp_course.tooling.runs.kernels)
+        # ... and its kernel talks over a Unix socket: TCP ports race (tooling.runs.kernels)
         lesson: "import ipykernel, json\n"
         "transport = json.loads(ipykernel.get_connection_info())['transport']\n"
         "print(AMP_DTYPE, SMOKE, DEVICE, transport)",
