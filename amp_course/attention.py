@@ -121,11 +121,11 @@ def emulated_kernels(device, dtype: torch.dtype) -> list[str] | None:
     return [b for b in BACKENDS if emulated_refusal(b, device, dtype) is None]
 
 
-def run_attention(q, k, v, backend: str = "default", autocast_dtype=None) -> KernelRun:
+def run_attention(q, k, v, backend: str = "default", recipe: AmpRecipe | None = None) -> KernelRun:
     """Call scaled_dot_product_attention with only ``backend`` allowed ("default": whatever the
-    global flags allow); record what ran."""
+    global flags allow), under ``recipe``'s autocast if given; record what ran."""
     run = KernelRun(backend, q.dtype)
-    recipe = AmpRecipe(q.device, autocast_dtype)
+    recipe = recipe or AmpRecipe(q.device)  # none: plain fp32, no autocast
     reaching = recipe.autocast_dtype if recipe.enabled else q.dtype  # what SDPA is given
     if backend == "default":
         allowed = emulated_kernels(q.device, reaching)

@@ -12,15 +12,16 @@ import torch
 from . import emulation, gpus, memory, precisions
 from .device import pick_autocast_dtype
 from .models import count_parameters
+from .precision import AmpRecipe
 from .stats import PairedDifference
 from .timing import Comparison
 
 # The three ways of training the capstone compares, one per training dtype of ``ac.precisions``
-# ("fp32", "fp16 + GradScaler", "bf16"): the autocast dtype, None for plain fp32 (autocast off).
-MODES = {p.label: p.dtype if p.autocast else None for p in precisions.BY_STORAGE.values()}
+# ("fp32", "fp16 + GradScaler", "bf16"), each its row (what ``AmpRecipe`` is made from).
+MODES = {p.label: p for p in precisions.BY_STORAGE.values()}
 
 
-def modes_for(device: torch.device | str) -> tuple[dict[str, torch.dtype | None], str]:
+def modes_for(device: torch.device | str) -> tuple[dict[str, precisions.Precision], str]:
     """The modes ``device`` compares, and a sentence saying which, and why any is left out.
 
     A GPU without bf16 tensor cores (``ac.gpus``: a T4) would only emulate
@@ -31,7 +32,7 @@ def modes_for(device: torch.device | str) -> tuple[dict[str, torch.dtype | None]
     if device.type == "cuda" and pick_autocast_dtype(device, warn=False) != torch.bfloat16:
         major, minor = emulation.capability(device)  # a rehearsed T4's under emulation
         first = gpus.format_capability(gpus.tensor_cores_from("bf16"))
-        modes = {k: v for k, v in MODES.items() if v is not torch.bfloat16}
+        modes = {k: v for k, v in MODES.items() if v is not precisions.BF16}
         return modes, (
             f"This GPU (compute capability {major}.{minor}) has no bf16 tensor cores (they "
             f"start at {first}), so bf16 is left out: fp32 against fp16 + GradScaler."
@@ -58,7 +59,8 @@ def choose_batch(
     with torch.device("meta"):
         num_params = count_parameters(build())
     fixed = memory.training_memory(num_params, activation_bytes=0).total
-    per_sample = memory.count_saved_bytes(build, input_shape, device=device).activations
+    fp32 = AmpRecipe(device)  # the hungriest mode
+    per_sample = memory.count_saved_bytes(build, input_shape, recipe=fp32).activations
     available = memory.usable_cuda_bytes(device)
     return memory.fit_batch(wanted, per_sample, fixed, available, setting="BATCH_SIZE")
 

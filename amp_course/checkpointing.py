@@ -49,8 +49,9 @@ def checkpoint_blocks(model: nn.Module) -> nn.Module:
     return model
 
 
-def trace_step(module, inputs, *, device, autocast_dtype) -> tuple[list[TracedOp], list[TracedOp]]:
-    """Aten ops of a forward under autocast and of the backward that follows (outside autocast).
+def trace_step(module, inputs, *, recipe: AmpRecipe) -> tuple[list[TracedOp], list[TracedOp]]:
+    """Aten ops of a forward under ``recipe``'s autocast and of the backward that follows (outside
+    autocast).
 
     The backward runs outside autocast, as in a training loop, so any op it runs in the autocast
     dtype got that dtype from the forward: from its saved tensors, or from a checkpoint that
@@ -59,7 +60,7 @@ def trace_step(module, inputs, *, device, autocast_dtype) -> tuple[list[TracedOp
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     forward = DtypeRecorder()
-    with forward, AmpRecipe(device, autocast_dtype).autocast():
+    with forward, recipe.autocast():
         output = module(*inputs)
     backward = DtypeRecorder()
     with backward:

@@ -124,22 +124,22 @@ class ActivationWatch:
 
 
 def find_first_nonfinite(
-    model: nn.Module, inputs: torch.Tensor, *, device, autocast_dtype: torch.dtype | None = None
+    model: nn.Module, inputs: torch.Tensor, *, recipe: AmpRecipe
 ) -> NonFinite | None:
-    """Run one forward pass (no grad) under autocast; return the first inf/NaN output, or None."""
-    recipe = AmpRecipe(device, autocast_dtype)
+    """Run one forward pass (no grad) on ``recipe``'s device under its autocast; return the first
+    inf/NaN output, or None."""
     with ActivationWatch(model) as watch, torch.no_grad(), recipe.autocast():
-        model(inputs.to(device))
+        model(inputs.to(recipe.device))
     return watch.first_nonfinite
 
 
 def activation_ranges(
-    model: nn.Module, inputs: torch.Tensor, *, device, autocast_dtype: torch.dtype | None = None
+    model: nn.Module, inputs: torch.Tensor, *, recipe: AmpRecipe
 ) -> list[ActivationRange]:
-    """Every module output's largest magnitude in one forward pass, in execution order."""
-    recipe = AmpRecipe(device, autocast_dtype)
+    """Every module output's largest magnitude in one forward pass on ``recipe``'s device under
+    its autocast, in execution order."""
     with ActivationWatch(model) as watch, torch.no_grad(), recipe.autocast():
-        model(inputs.to(device))
+        model(inputs.to(recipe.device))
     return watch.ranges
 
 

@@ -107,18 +107,17 @@ def run_with_scaler(
     optimizer,
     batches,
     *,
-    device,
-    autocast_dtype=torch.float16,
+    recipe: AmpRecipe,
     inject_inf_at=(),
     loss_fn=F.cross_entropy,
 ) -> ScalerRun:
-    """Train ``model`` over ``batches`` with the AMP recipe and ``scaler``; record scale and skips.
+    """Train ``model`` over ``batches`` with ``recipe`` (an ``AmpRecipe``, fp16 for a scaler that
+    acts) and ``scaler``; record scale and skips.
 
     ``scaler`` is anything with ``scale``, ``step``, ``update`` and ``get_scale`` (a
     ``torch.amp.GradScaler`` or a hand-written one). At the step numbers in ``inject_inf_at`` one
     gradient element is set to inf after backward, as a real fp16 overflow would.
     """
-    recipe = AmpRecipe(device, autocast_dtype)
     run = ScalerRun(model=model)
     first_param = next(model.parameters())
     for step, (inputs, targets) in enumerate(batches):
@@ -150,7 +149,8 @@ def compare_scalers(
     Returns (mine, torch's) ScalerRuns; equal ``scales``/``skipped`` and equal parameters mean the
     hand-written scaler behaves exactly like PyTorch's.
     """
-    device = torch.device(device)
+    recipe = AmpRecipe(device, "fp16")  # the precision a scaler acts in
+    device = recipe.device
     model = mlp(seed, device=device)
     runs = []
     for scaler in (
@@ -161,7 +161,7 @@ def compare_scalers(
         optimizer = torch.optim.SGD(copy_.parameters(), lr=lr, momentum=0.9)
         runs.append(
             run_with_scaler(
-                scaler, copy_, optimizer, batches, device=device, inject_inf_at=inject_inf_at
+                scaler, copy_, optimizer, batches, recipe=recipe, inject_inf_at=inject_inf_at
             )
         )
     return tuple(runs)

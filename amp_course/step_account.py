@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .op_costs import OpCost, OpRecorder
 from .precision import AmpRecipe
+from .precisions import Precision
 from .training import optimizer_step
 
 PHASES = ("forward", "backward", "optimizer")
@@ -131,14 +132,15 @@ def account_step(
     batch_size: int,
     *,
     label: str = "",
-    autocast_dtype: torch.dtype | None = torch.bfloat16,
+    precision: Precision | str = "bf16",
     image_size: int | None = None,
     channels: int = 3,
     num_classes: int = 1000,
     without_data: bool = True,
 ) -> StepAccount:
     """Account one CPU training step of ``build_model()`` on a batch of ``batch_size`` images:
-    the forward and cross-entropy loss under autocast in ``autocast_dtype`` (None: fp32), the
+    the forward and cross-entropy loss under autocast in ``precision`` (a row of ``ac.precisions``
+    or its name; "fp32": no autocast), the
     backward, then AdamW's step and ``zero_grad``, the course's step (``training.amp_step``).
 
     A first step, not recorded, creates AdamW's state. ``image_size``: the images' side (None:
@@ -161,7 +163,7 @@ def account_step(
         images, labels = _batch(batch_size, channels, image_size or model.image_size, num_classes)
     # Its first step runs outside the fake mode: the step counters AdamW makes stay real numbers.
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    recipe = AmpRecipe(device, autocast_dtype)
+    recipe = AmpRecipe(device, precision)
     scaler = recipe.scaler()
 
     def forward():  # training.scaled_backward's forward, which records no phases

@@ -14,16 +14,6 @@ from tqdm.auto import tqdm
 from .precision import AmpRecipe
 
 
-def autocast(device: torch.device | str, autocast_dtype: torch.dtype | None):
-    """``torch.autocast`` for ``device``; None or float32 gives a disabled context (plain fp32)."""
-    return AmpRecipe(device, autocast_dtype).autocast()
-
-
-def make_scaler(device: torch.device | str, autocast_dtype: torch.dtype | None, **kwargs):
-    """A GradScaler that is enabled only for fp16; elsewhere every call on it is a no-op."""
-    return AmpRecipe(device, autocast_dtype).scaler(**kwargs)
-
-
 def step_and_update(scaler, optimizer) -> bool:
     """``scaler.step(optimizer)`` then ``scaler.update()``; returns True when the step was skipped.
 
@@ -125,8 +115,7 @@ def train_epoch(
     optimizer,
     loss_fn,
     *,
-    device,
-    autocast_dtype=None,
+    recipe: AmpRecipe,
     scaler=None,
     max_grad_norm: float | None = None,
     accumulation_steps: int = 1,
@@ -136,7 +125,8 @@ def train_epoch(
 ):
     """One epoch of the AMP recipe; returns an EpochResult.
 
-    scaler: a ``torch.amp.GradScaler`` (``make_scaler`` or a recipe's ``scaler()``); None means a
+    ``recipe`` (an ``AmpRecipe``: the lesson's ``settings.recipe``) gives the device and the
+    precision. scaler: a ``torch.amp.GradScaler`` (the recipe's ``scaler()``); None means a
     disabled one, so the same code runs fp32, bf16 and fp16. Clipping happens after
     ``scaler.unscale_`` so the threshold applies to true gradients. With ``accumulation_steps``
     > 1 the optimizer steps (and the scaler updates) once per group of that many batches, and
@@ -145,7 +135,6 @@ def train_epoch(
     shorter (the epoch's batch count need not be a multiple); it is divided by its own length,
     not by ``accumulation_steps``, so its step is not made smaller.
     """
-    recipe = AmpRecipe(device, autocast_dtype)
     device = recipe.device
     if accumulation_steps < 1:
         raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}.")
@@ -182,9 +171,9 @@ def train_epoch(
 
 
 @torch.no_grad()
-def evaluate(model, loader, *, device, autocast_dtype=None, loss_fn=None):
-    """Mean loss and accuracy over ``loader``, under autocast and without gradients or a scaler."""
-    recipe = AmpRecipe(device, autocast_dtype)
+def evaluate(model, loader, *, recipe: AmpRecipe, loss_fn=None):
+    """Mean loss and accuracy over ``loader`` on ``recipe``'s device, under its autocast and
+    without gradients or a scaler."""
     loss_fn = loss_fn or F.cross_entropy
     model.eval()
     total_loss, correct, count = 0.0, 0, 0

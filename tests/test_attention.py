@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from amp_course import attention
+from amp_course.precision import AmpRecipe
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_gpu_only_backends_are_refused_on_cpu(qkv):
 
 
 def test_autocast_feeds_sdpa_in_the_autocast_dtype(qkv):
-    run = attention.run_attention(*qkv, "default", autocast_dtype=torch.bfloat16)
+    run = attention.run_attention(*qkv, "default", recipe=AmpRecipe("cpu", torch.bfloat16))
     assert run.compute_dtype == torch.bfloat16
 
 
@@ -147,7 +148,7 @@ def test_the_rehearsal_is_asked_with_the_dtype_that_reaches_sdpa(monkeypatch, qk
         return "refused"
 
     monkeypatch.setattr(attention, "emulated_refusal", record)
-    run = attention.run_attention(*qkv, "efficient", autocast_dtype=torch.bfloat16)
+    run = attention.run_attention(*qkv, "efficient", recipe=AmpRecipe("cpu", torch.bfloat16))
     assert asked == [("efficient", torch.bfloat16)] and run.error == "refused"
 
 

@@ -5,6 +5,7 @@ import torch
 
 import amp_course as ac
 from amp_course import autocast_trace
+from amp_course.precision import AmpRecipe
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def _ops(rows):
 def test_cpu_trace_agrees_with_the_cpu_lists(block, autocast_dtype, train):
     module, x = block
     module.train(train)
-    rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", autocast_dtype=autocast_dtype)
+    rows = autocast_trace.trace_op_dtypes(module, x, recipe=AmpRecipe("cpu", autocast_dtype))
     assert autocast_trace.compare_with_lists(rows, "cpu", autocast_dtype) == []
     # The block really exercised both kinds of op: matmuls in low precision, layer norm in fp32.
     low = [r for r in rows if autocast_trace.autocast_policy(r.documented_name, "cpu") == "lower"]
@@ -35,7 +36,7 @@ def test_cpu_trace_agrees_with_the_cpu_lists(block, autocast_dtype, train):
 def test_a_trace_without_autocast_is_flagged(block):
     # The comparison can fail: an fp32 run disagrees with what the lists promise under bf16.
     module, x = block
-    rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", autocast_dtype=None)
+    rows = autocast_trace.trace_op_dtypes(module, x, recipe=AmpRecipe("cpu", None))
     problems = autocast_trace.compare_with_lists(rows, "cpu", torch.bfloat16)
     assert problems and any(p.startswith(("addmm", "mm")) for p in problems)
     assert not any(r.is_cast for r in rows)
@@ -64,7 +65,7 @@ def test_loss_and_softmax_ops_follow_the_cpu_lists():
             torch.nn.functional.cross_entropy(z @ torch.randn(10, 10), target) + z.softmax(-1).sum()
         )
 
-    rows = autocast_trace.trace_op_dtypes(head, logits, device="cpu", autocast_dtype=torch.bfloat16)
+    rows = autocast_trace.trace_op_dtypes(head, logits, recipe=AmpRecipe("cpu", torch.bfloat16))
     assert autocast_trace.compare_with_lists(rows, "cpu", torch.bfloat16) == []
     by_op = {r.documented_name: r for r in rows}
     assert by_op["mm"].output_dtype == torch.bfloat16
@@ -73,7 +74,7 @@ def test_loss_and_softmax_ops_follow_the_cpu_lists():
 
 def test_summary_rows_hide_views_and_name_the_list(block):
     module, x = block
-    rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", autocast_dtype=torch.bfloat16)
+    rows = autocast_trace.trace_op_dtypes(module, x, recipe=AmpRecipe("cpu", torch.bfloat16))
     table = autocast_trace.summarise(rows, "cpu", torch.bfloat16)
     assert {"lower", "unlisted", "cast"} <= {r["list"] for r in table}
     assert not any(r["op"].startswith(("view", "transpose")) for r in table)
@@ -87,7 +88,7 @@ def test_cuda_trace_agrees_with_the_cuda_lists(block, autocast_dtype):
     module, x = block
     module = module.to("cuda")
     rows = autocast_trace.trace_op_dtypes(
-        module, x.to("cuda"), device="cuda", autocast_dtype=autocast_dtype
+        module, x.to("cuda"), recipe=AmpRecipe("cuda", autocast_dtype)
     )
     assert autocast_trace.compare_with_lists(rows, "cuda", autocast_dtype) == []
     norms = [r for r in rows if r.documented_name == "layer_norm"]
@@ -96,7 +97,7 @@ def test_cuda_trace_agrees_with_the_cuda_lists(block, autocast_dtype):
 
 def test_summary_markdown_has_a_row_per_shown_op(block):
     module, x = block
-    rows = autocast_trace.trace_op_dtypes(module, x, device="cpu", autocast_dtype=torch.bfloat16)
+    rows = autocast_trace.trace_op_dtypes(module, x, recipe=AmpRecipe("cpu", torch.bfloat16))
     text = autocast_trace.summary_markdown(rows, "cpu", torch.bfloat16)
     assert text.count("\n") == len(autocast_trace.summarise(rows, "cpu", torch.bfloat16)) + 1
     assert "`addmm`" in text and "| lower |" in text

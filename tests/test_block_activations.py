@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from amp_course import checkpointing, memory, models
+from amp_course.precision import AmpRecipe
 
 TINY = models.VIT_PRESETS["tiny"]
 TOKENS = (TINY.image_size // TINY.patch_size) ** 2 + 1
@@ -19,7 +20,7 @@ def _count(num_layers, dtype, checkpointed=False, input_dtype=torch.float32):
 
     shape = (2, TINY.in_channels, TINY.image_size, TINY.image_size)
     return memory.count_saved_bytes(
-        build, shape, device="cpu", autocast_dtype=dtype, input_dtype=input_dtype
+        build, shape, recipe=AmpRecipe("cpu", dtype), input_dtype=input_dtype
     )
 
 

@@ -6,6 +6,7 @@ import torch
 from cuda_double import FakeGpu
 
 from amp_course import capstone, memory, models, stats, timing
+from amp_course.precision import AmpRecipe
 
 GIB = 2**30
 
@@ -53,11 +54,13 @@ def test_batch_on_a_cpu_is_the_one_asked_for():
 @pytest.mark.parametrize("available, expected", [(40 * GIB, 512), (4 * GIB, 344)])
 def test_batch_on_a_gpu_fits_its_memory(monkeypatch, available, expected):
     per_sample = 10 * 2**20  # what the simulated forward saves per digit
-    monkeypatch.setattr(
-        memory,
-        "count_saved_bytes",
-        lambda build, shape, device, autocast_dtype=None: memory.SavedBytes(per_sample, 0),
-    )
+    recipes = []
+
+    def count_saved_bytes(build, shape, *, recipe, input_dtype=torch.float32, gpu=None):
+        recipes.append(recipe)
+        return memory.SavedBytes(per_sample, 0)
+
+    monkeypatch.setattr(memory, "count_saved_bytes", count_saved_bytes)
     monkeypatch.setattr(memory, "usable_cuda_bytes", lambda device: available)
     choice = capstone.choose_batch(build_small, 512, "cuda")
     with torch.device("meta"):
@@ -65,6 +68,7 @@ def test_batch_on_a_gpu_fits_its_memory(monkeypatch, available, expected):
     assert choice.batch_size == expected
     assert fixed + choice.batch_size * per_sample <= 0.85 * available
     assert ("fits" in choice.reason) == (expected == 512)
+    assert recipes == [AmpRecipe("cuda")]  # counted on the GPU in fp32, which keeps the most
 
 
 def test_plan_keeps_the_designed_length_within_the_budget():

@@ -33,11 +33,10 @@ def test_checkpointed_block_gives_the_plain_gradients(block):
 
 def test_recompute_runs_in_the_forward_autocast_dtype(block):
     tokens = torch.randn(2, 17, 64, requires_grad=True)
-    _, plain_backward = checkpointing.trace_step(
-        block, tokens, device="cpu", autocast_dtype=torch.bfloat16
-    )
+    recipe = ac.precision.AmpRecipe("cpu", torch.bfloat16)
+    _, plain_backward = checkpointing.trace_step(block, tokens, recipe=recipe)
     forward, backward = checkpointing.trace_step(
-        checkpointing.Checkpointed(block), tokens, device="cpu", autocast_dtype=torch.bfloat16
+        checkpointing.Checkpointed(block), tokens, recipe=recipe
     )
     recomputed = checkpointing.recomputed_ops(backward)
     assert not checkpointing.recomputed_ops(plain_backward)
@@ -68,7 +67,9 @@ def test_checkpointing_keeps_only_block_inputs(dtype):
             model = ac.models.build_vit("tiny", num_layers=num_layers)
             return checkpointing.checkpoint_blocks(model) if checkpointed else model
 
-        counted = ac.memory.count_saved_bytes(build, shape, device="cpu", autocast_dtype=dtype)
+        counted = ac.memory.count_saved_bytes(
+            build, shape, recipe=ac.precision.AmpRecipe("cpu", dtype)
+        )
         return counted.activations
 
     outside_blocks = saved(0, False)

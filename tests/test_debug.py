@@ -5,9 +5,11 @@ import torch
 from torch import nn
 
 from amp_course import debug
+from amp_course.precision import AmpRecipe
 
 FP16_MAX = torch.finfo(torch.float16).max
 CPU = torch.device("cpu")
+FP16 = AmpRecipe(CPU, torch.float16)
 
 
 def planted_model(scale: float) -> nn.Sequential:
@@ -24,7 +26,7 @@ def planted_model(scale: float) -> nn.Sequential:
 def test_locates_the_first_overflowing_module_in_fp16():
     model = planted_model(2 * FP16_MAX)
     inputs = torch.ones(2, 8)
-    found = debug.find_first_nonfinite(model, inputs, device=CPU, autocast_dtype=torch.float16)
+    found = debug.find_first_nonfinite(model, inputs, recipe=FP16)
     assert found is not None
     assert found.name == "0" and found.module_type == "Linear"
     assert found.dtype == torch.float16
@@ -45,8 +47,8 @@ def test_no_report_in_fp32_or_bf16_and_ranges_match_fp32():
     model = planted_model(2 * FP16_MAX)
     inputs = torch.ones(2, 8)
     for dtype in (None, torch.bfloat16):
-        assert debug.find_first_nonfinite(model, inputs, device=CPU, autocast_dtype=dtype) is None
-    ranges = debug.activation_ranges(model, inputs, device=CPU)
+        assert debug.find_first_nonfinite(model, inputs, recipe=AmpRecipe(CPU, dtype)) is None
+    ranges = debug.activation_ranges(model, inputs, recipe=AmpRecipe(CPU))
     assert ranges[0].name == "0"
     expected = model[0](inputs).abs().max().item()
     assert ranges[0].max_abs == pytest.approx(expected)
@@ -61,7 +63,9 @@ def test_max_finite_ignores_inf_and_nan():
 
 def test_nan_without_inf_is_reported():
     model = nn.Sequential(nn.Identity(), nn.ReLU())
-    found = debug.find_first_nonfinite(model, torch.tensor([[0.0, float("nan")]]), device=CPU)
+    found = debug.find_first_nonfinite(
+        model, torch.tensor([[0.0, float("nan")]]), recipe=AmpRecipe(CPU)
+    )
     assert found.name == "0" and found.num_nan == 1 and found.num_inf == 0
 
 
@@ -81,9 +85,7 @@ def test_fp32_region_prevents_the_overflow_and_matches_fp32():
         out = fixed(inputs.half())
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, reference)
-    assert (
-        debug.find_first_nonfinite(fixed, inputs, device=CPU, autocast_dtype=torch.float16) is None
-    )
+    assert debug.find_first_nonfinite(fixed, inputs, recipe=FP16) is None
 
 
 def test_bad_input_is_explained():

@@ -7,6 +7,7 @@ from cuda_double import FakeGpu
 import amp_course as ac
 from amp_course import device, exercises
 from amp_course.exercises import ExerciseFailed, lesson_06, overflow_plants
+from amp_course.precision import AmpRecipe
 
 NAME = "06.choose_dtype"
 
@@ -163,7 +164,7 @@ FIX = "06.fix_overflow"
 
 
 def _first(model, images):
-    return ac.debug.find_first_nonfinite(model, images, device="cpu", autocast_dtype=torch.float16)
+    return ac.debug.find_first_nonfinite(model, images, recipe=AmpRecipe("cpu", torch.float16))
 
 
 def wrap_culprit_only(model, images):  # the lesson's own move, without widening
@@ -237,7 +238,7 @@ def test_the_plants_overflow_only_in_fp16():
     culprit = _first(model, images)
     assert culprit.name == "encoder.layers.encoder_layer_1.self_attention"  # not in the lesson
     for dtype in (None, torch.bfloat16):
-        found = ac.debug.find_first_nonfinite(model, images, device="cpu", autocast_dtype=dtype)
+        found = ac.debug.find_first_nonfinite(model, images, recipe=AmpRecipe("cpu", dtype))
         assert found is None
 
 

@@ -290,7 +290,12 @@ def _vit_gpu_cell(
         "ac": ac,
         "torch": torch,
         "F": torch.nn.functional,
-        "settings": SimpleNamespace(on_gpu=True, smoke=False, hardware="a simulated GPU; x"),
+        "settings": SimpleNamespace(
+            on_gpu=True,
+            smoke=False,
+            hardware="a simulated GPU; x",
+            precision=ac.precisions.FP16,  # the lesson's AMP precision: amp_dtype's row
+        ),
         "VIT_PRESET": "l16",
         "VIT_GPU_BATCH": 32,
         "num_params": 304_000_000,

@@ -6,6 +6,7 @@ from cuda_double import FakeGpu
 from torch import nn
 
 from amp_course import checkpointing, memory, models
+from amp_course.precision import AmpRecipe
 
 
 def test_adam_state_is_16_bytes_per_parameter_whatever_the_dtype():
@@ -23,7 +24,7 @@ def test_saved_bytes_of_a_linear_stack_match_hand_count():
     # Linear(64->128) saves its input; ReLU saves its output; Linear(128->10) saves its input.
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     x = torch.randn(32, 64)
-    saved = memory.saved_tensor_bytes(model, x, device="cpu")
+    saved = memory.saved_tensor_bytes(model, x, recipe=AmpRecipe("cpu"))
     assert saved.weight_copies == 0
     assert saved.activations == 4 * (32 * 64 + 32 * 128)  # ReLU output is the 2nd Linear's input
 
@@ -31,8 +32,8 @@ def test_saved_bytes_of_a_linear_stack_match_hand_count():
 def test_autocast_halves_matmul_activations_and_adds_weight_copies():
     model = nn.Sequential(nn.Linear(64, 128), nn.Linear(128, 128))
     x = torch.randn(32, 64)
-    fp32 = memory.saved_tensor_bytes(model, x, device="cpu")
-    bf16 = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=torch.bfloat16)
+    fp32 = memory.saved_tensor_bytes(model, x, recipe=AmpRecipe("cpu"))
+    bf16 = memory.saved_tensor_bytes(model, x, recipe=AmpRecipe("cpu", torch.bfloat16))
     assert bf16.activations == fp32.activations // 2
     # Only the second layer keeps its bf16 weight: it needs it for the gradient of its input.
     # The first layer's input needs no gradient, so autograd does not save that weight copy.
@@ -42,8 +43,8 @@ def test_autocast_halves_matmul_activations_and_adds_weight_copies():
 def test_vit_activations_shrink_under_autocast():
     model = models.build_vit("tiny")
     x = torch.randn(4, 1, 28, 28)
-    fp32 = memory.saved_tensor_bytes(model, x, device="cpu")
-    bf16 = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=torch.bfloat16)
+    fp32 = memory.saved_tensor_bytes(model, x, recipe=AmpRecipe("cpu"))
+    bf16 = memory.saved_tensor_bytes(model, x, recipe=AmpRecipe("cpu", torch.bfloat16))
     assert 0.4 < bf16.activations / fp32.activations < 0.8
 
 
@@ -111,10 +112,12 @@ def test_counting_without_data_gives_the_bytes_of_a_real_forward(preset, dtype):
     shape = {"num_layers": 1} if preset == "tiny" else {"num_layers": 1, "image_size": 64}
     model = models.build_vit(preset, **shape)
     x = models.example_input(model, 2)
-    real = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=dtype)
+    real = memory.saved_tensor_bytes(model, x, recipe=AmpRecipe("cpu", dtype))
     with torch.device("meta"):
         meta_model = models.build_vit(preset, **shape)
-    counted = memory.saved_tensor_bytes_without_data(meta_model, x.shape, autocast_dtype=dtype)
+    counted = memory.saved_tensor_bytes_without_data(
+        meta_model, x.shape, recipe=AmpRecipe("cpu", dtype)
+    )
     assert counted == real
     assert counted.activations > 0 and (counted.weight_copies > 0) == (dtype is not None)
     assert all(p.is_meta for p in meta_model.parameters())  # the caller's model is untouched
@@ -131,8 +134,8 @@ def test_count_saved_bytes_on_a_cpu_gives_the_bytes_of_a_real_forward(checkpoint
 
     model = build()
     x = models.example_input(model, 2)
-    real = memory.saved_tensor_bytes(model, x, device="cpu", autocast_dtype=dtype)
-    assert memory.count_saved_bytes(build, x.shape, device="cpu", autocast_dtype=dtype) == real
+    real = memory.saved_tensor_bytes(model, x, recipe=AmpRecipe("cpu", dtype))
+    assert memory.count_saved_bytes(build, x.shape, recipe=AmpRecipe("cpu", dtype)) == real
 
 
 def test_peak_leaves_out_what_earlier_cells_hold(monkeypatch):

@@ -7,8 +7,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from amp_course import memory, models
+from amp_course import memory, models, precisions
 from amp_course.memory import fake_cuda
+from amp_course.precision import AmpRecipe
 
 no_gpu_here = pytest.mark.skipif(torch.cuda.is_available(), reason="asks what torch does without")
 
@@ -39,7 +40,7 @@ def test_cuda_autocast_casts_by_cudas_lists_without_a_gpu():
     with FakeTensorMode():
         x = torch.empty(4, 8, device="cuda")
         weight = torch.empty(16, 8, device="cuda")
-        with fake_cuda.cuda_autocast("bf16"):
+        with fake_cuda.cuda_autocast(precisions.get("bf16")):
             y = F.linear(x, weight)  # CUDA's lower-precision list
             normed = F.layer_norm(y, (16,))  # CUDA's fp32 list (the CPU's lists leave it out)
             probs = torch.softmax(y, dim=-1)  # CUDA's fp32 list too
@@ -53,7 +54,7 @@ def test_cuda_autocast_casts_by_cudas_lists_without_a_gpu():
 
 
 def test_cuda_autocast_off_for_fp32():
-    with fake_cuda.cuda_autocast(None), fake_cuda.cuda_autocast(torch.float32):
+    with fake_cuda.cuda_autocast(precisions.FP32), fake_cuda.cuda_autocast(precisions.TF32):
         assert not torch.is_autocast_enabled("cuda")
 
 
@@ -71,10 +72,10 @@ def _attention(dtype_context, batch=2):
 
 
 def test_attention_runs_the_kernel_the_gpu_picks():
-    out, ran = _attention(fake_cuda.cuda_autocast(None))
+    out, ran = _attention(fake_cuda.cuda_autocast(precisions.FP32))
     assert ran == ["efficient"] and out.dtype == torch.float32
     assert "ScaledDotProductEfficientAttentionBackward0" in _walk(out.grad_fn)
-    out, ran = _attention(fake_cuda.cuda_autocast(torch.bfloat16))
+    out, ran = _attention(fake_cuda.cuda_autocast(precisions.BF16))
     assert ran == ["cudnn"] and out.dtype == torch.bfloat16
     assert "ScaledDotProductCudnnAttentionBackward0" in _walk(out.grad_fn)
     # Outside the context SDPA is torch's own again, which on fake CUDA tensors takes math.
@@ -84,7 +85,7 @@ def test_attention_runs_the_kernel_the_gpu_picks():
 def test_attention_inputs_are_cast_as_cuda_autocast_casts_sdpa():
     with FakeTensorMode():
         q = torch.empty(2, 4, 10, 16, device="cuda")
-        with fake_cuda.cuda_autocast(torch.float16):
+        with fake_cuda.cuda_autocast(precisions.FP16):
             by_torch = F.scaled_dot_product_attention(q, q, q)  # torch's autocast casts it
             with fake_cuda.attention_kernels("H100 SXM") as ran:
                 redirected = F.scaled_dot_product_attention(q, q, q)
@@ -121,8 +122,8 @@ def test_h100_count_adds_what_its_fp32_attention_kernel_keeps():
         return models.build_vit("tiny", num_layers=layers)
 
     shape = (batch, 1, 28, 28)
-    cpu = memory.count_saved_bytes(build, shape, device="cpu")
-    h100 = memory.count_saved_bytes(build, shape, device="cuda", gpu="H100 SXM")
+    cpu = memory.count_saved_bytes(build, shape, recipe=AmpRecipe("cpu"))
+    h100 = memory.count_saved_bytes(build, shape, recipe=AmpRecipe("cuda"), gpu="H100 SXM")
     padded = -(-tokens // 32) * 32
     per_block = batch * tokens * width * 4 + batch * heads * (padded - tokens) * 4 + 2 * 8
     assert h100.activations - cpu.activations == layers * per_block
@@ -136,15 +137,17 @@ def test_count_saved_bytes_on_cuda_without_a_gpu_counts_for_the_default_gpu():
 
     shape = (2, 1, 28, 28)
     for dtype in (None, torch.bfloat16):
-        default = memory.count_saved_bytes(build, shape, device="cuda", autocast_dtype=dtype)
-        named = memory.count_saved_bytes(
-            build, shape, device="cuda", autocast_dtype=dtype, gpu=memory.DEFAULT_GPU
-        )
+        recipe = AmpRecipe("cuda", dtype)
+        default = memory.count_saved_bytes(build, shape, recipe=recipe)
+        named = memory.count_saved_bytes(build, shape, recipe=recipe, gpu=memory.DEFAULT_GPU)
         assert default == named and default.activations > 0
 
 
 def test_a_gpu_to_count_for_needs_a_cuda_device():
-    with pytest.raises(ValueError, match="device='cuda'"):
+    with pytest.raises(ValueError, match="pass a recipe on 'cuda'"):
         memory.count_saved_bytes(
-            lambda: models.build_vit("tiny", num_layers=1), (2, 1, 28, 28), device="cpu", gpu="H100"
+            lambda: models.build_vit("tiny", num_layers=1),
+            (2, 1, 28, 28),
+            recipe=AmpRecipe("cpu"),
+            gpu="H100",
         )

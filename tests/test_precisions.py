@@ -49,6 +49,13 @@ def test_bench_capstone_inspector_and_cli_list_the_tables_precisions():
     assert config.PRECISIONS == precisions.NAMES
     assert inspector.INSPECTED_FORMATS[:4] == precisions.NAMES
     assert capstone.MODES == {
+        "fp32": precisions.FP32,
+        "fp16 + GradScaler": precisions.FP16,
+        "bf16": precisions.BF16,
+    }
+    # Each mode's recipe autocasts to its dtype, or not at all for fp32.
+    recipes = {label: AmpRecipe("cpu", row) for label, row in capstone.MODES.items()}
+    assert {label: r.autocast_dtype if r.enabled else None for label, r in recipes.items()} == {
         "fp32": None,
         "fp16 + GradScaler": torch.float16,
         "bf16": torch.bfloat16,

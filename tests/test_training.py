@@ -6,6 +6,10 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from amp_course import training
+from amp_course.precision import AmpRecipe
+
+FP32 = AmpRecipe("cpu")
+FP16 = AmpRecipe("cpu", torch.float16)
 
 
 def _setup(seed=0, n=64, batch=16):
@@ -22,7 +26,7 @@ def test_fp32_epoch_matches_a_plain_loop():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
     result = training.train_epoch(
-        model, loader, opt, nn.functional.cross_entropy, device="cpu", progress=False
+        model, loader, opt, nn.functional.cross_entropy, recipe=FP32, progress=False
     )
     for x, y in loader:
         ref_opt.zero_grad()
@@ -45,8 +49,7 @@ def test_bf16_epoch_runs_under_autocast_and_stays_close_to_fp32():
             loader,
             opt,
             nn.functional.cross_entropy,
-            device="cpu",
-            autocast_dtype=dtype,
+            recipe=AmpRecipe("cpu", dtype),
             progress=False,
         )
     assert seen and all(d is torch.bfloat16 for d in seen)
@@ -67,7 +70,7 @@ def test_each_accumulation_group_equals_its_large_batch(num_samples, groups):
         loader,
         torch.optim.SGD(model.parameters(), lr=0.1),
         nn.functional.cross_entropy,
-        device="cpu",
+        recipe=FP32,
         accumulation_steps=4,
         progress=False,
     )
@@ -85,14 +88,14 @@ def test_each_accumulation_group_equals_its_large_batch(num_samples, groups):
 def test_clipping_sees_unscaled_norms_with_fp16_scaler():
     model, loader = _setup()
     fp32_model = copy.deepcopy(model)
-    scaler = training.make_scaler("cpu", torch.float16, init_scale=2.0**10)
+    scaler = FP16.scaler(init_scale=2.0**10)
     assert scaler.is_enabled()
     res = training.train_epoch(
         model,
         loader,
         torch.optim.SGD(model.parameters(), lr=0.0),
         nn.functional.cross_entropy,
-        device="cpu",
+        recipe=FP32,
         scaler=scaler,
         max_grad_norm=1e9,
         max_batches=1,
@@ -103,7 +106,7 @@ def test_clipping_sees_unscaled_norms_with_fp16_scaler():
         loader,
         torch.optim.SGD(fp32_model.parameters(), lr=0.0),
         nn.functional.cross_entropy,
-        device="cpu",
+        recipe=FP32,
         max_grad_norm=1e9,
         max_batches=1,
         progress=False,
@@ -115,7 +118,7 @@ def test_clipping_sees_unscaled_norms_with_fp16_scaler():
 def test_skipped_step_is_counted_and_weights_untouched():
     model, loader = _setup()
     before = [p.detach().clone() for p in model.parameters()]
-    scaler = training.make_scaler("cpu", torch.float16)
+    scaler = FP16.scaler()
 
     def exploding_loss(logits, targets):
         return nn.functional.cross_entropy(logits, targets) * float("inf")
@@ -125,8 +128,7 @@ def test_skipped_step_is_counted_and_weights_untouched():
         loader,
         torch.optim.SGD(model.parameters(), lr=0.1),
         exploding_loss,
-        device="cpu",
-        autocast_dtype=torch.float16,
+        recipe=FP16,
         scaler=scaler,
         max_batches=1,
         progress=False,
@@ -137,8 +139,8 @@ def test_skipped_step_is_counted_and_weights_untouched():
 
 
 def test_scaler_disabled_for_bf16_and_fp32():
-    assert not training.make_scaler("cpu", torch.bfloat16).is_enabled()
-    assert not training.make_scaler("cpu", None).is_enabled()
+    assert not AmpRecipe("cpu", torch.bfloat16).scaler().is_enabled()
+    assert not AmpRecipe("cpu", None).scaler().is_enabled()
 
 
 def test_evaluate_counts_every_sample_once():
@@ -152,12 +154,12 @@ def test_evaluate_counts_every_sample_once():
         model.weight.copy_(torch.eye(3))
         model.bias.zero_()
     loader = DataLoader(TensorDataset(x, y), batch_size=16)  # 16, 16, 16 and a last batch of 2
-    loss, accuracy = training.evaluate(model, loader, device="cpu")
+    loss, accuracy = training.evaluate(model, loader, recipe=FP32)
     assert accuracy == 40 / 50
     # The mean over samples (a mean over batches would weigh the last 2 samples like 16).
     assert loss == pytest.approx(nn.functional.cross_entropy(x, y).item(), rel=1e-6)
     loss_bf16, accuracy_bf16 = training.evaluate(
-        model, loader, device="cpu", autocast_dtype=torch.bfloat16
+        model, loader, recipe=AmpRecipe("cpu", torch.bfloat16)
     )
     assert accuracy_bf16 == 40 / 50 and loss_bf16 == pytest.approx(loss, rel=0.02)
     assert model.training  # evaluate puts the model back in training mode
@@ -171,6 +173,6 @@ def test_bad_accumulation_steps():
             loader,
             torch.optim.SGD(model.parameters(), lr=0.1),
             nn.functional.cross_entropy,
-            device="cpu",
+            recipe=FP32,
             accumulation_steps=0,
         )

@@ -53,18 +53,17 @@ class DtypeRecorder(TorchDispatchMode):
         return out
 
 
-def trace_op_dtypes(module, inputs, *, device, autocast_dtype) -> list[TracedOp]:
-    """Run ``module(*inputs)`` under autocast on ``device`` and record every aten op.
+def trace_op_dtypes(module, inputs, *, recipe: AmpRecipe) -> list[TracedOp]:
+    """Run ``module(*inputs)`` under ``recipe``'s autocast and record every aten op.
 
-    ``autocast_dtype`` None or float32 traces plain fp32. Only the forward pass is traced: the
+    An fp32 recipe traces plain fp32. Only the forward pass is traced: the
     documented lists govern forward ops, and backward ops run in the dtypes their forward ops
     chose.
     """
-    device = torch.device(device)
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     recorder = DtypeRecorder()
     with recorder:
-        with AmpRecipe(device, autocast_dtype).autocast():
+        with recipe.autocast():
             module(*inputs)
     return recorder.rows

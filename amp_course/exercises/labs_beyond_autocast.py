@@ -15,11 +15,13 @@ import torch
 
 from ..device import dtype_name
 from ..labs.beyond_autocast import (
+    DEVICE_TYPE,
     lab_losses,
     run_checkpointed,
     run_fused_op,
     run_in_workers,
 )
+from ..precision import AmpRecipe
 from . import ExerciseFailed, register
 from .answers import error_text
 from .pool_checks import compare_pool, observe_pool
@@ -27,11 +29,14 @@ from .pool_checks import compare_pool, observe_pool
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
 # bf16 is CPU autocast's default dtype: the fp16 case tells a recompute that re-enters autocast in
 # the default dtype (or always in bf16) from one that replays the forward's.
-CHECKPOINT_CASES = {"bf16 autocast": torch.bfloat16, "fp16 autocast": torch.float16}
+CHECKPOINT_CASES = {
+    "bf16 autocast": AmpRecipe(DEVICE_TYPE, "bf16"),
+    "fp16 autocast": AmpRecipe(DEVICE_TYPE, "fp16"),
+}
 
 
 def observe_checkpointed(fn, seed: int) -> dict:
-    return {case: run_checkpointed(fn, seed, dtype) for case, dtype in CHECKPOINT_CASES.items()}
+    return {case: run_checkpointed(fn, seed, recipe) for case, recipe in CHECKPOINT_CASES.items()}
 
 
 def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:

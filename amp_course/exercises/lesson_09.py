@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from ..checkpointing import encoder_blocks
 from ..memory import saved_tensor_bytes
 from ..models import build_vit
+from ..precision import AmpRecipe
 from . import ExerciseFailed, register
 from .answers import error_text
 from .fp8_checks import (
@@ -50,7 +51,7 @@ def _observe_checkpointing(fn, depth: int, k: int, seed: int) -> dict:
     try:
         returned = fn(model, k)
         model = model if returned is None else returned
-        activations = saved_tensor_bytes(model, images, device="cpu", autocast_dtype=torch.bfloat16)
+        activations = saved_tensor_bytes(model, images, recipe=AmpRecipe("cpu", "bf16"))
         for block_calls in calls:
             block_calls.clear()
         with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -9,6 +9,7 @@ from torch import nn
 
 from ..debug import ActivationWatch, find_first_nonfinite
 from ..models import build_vit
+from ..precision import AmpRecipe
 from ..scaling import FP16_MAX
 from . import call_answer
 
@@ -79,7 +80,7 @@ def _observe_one(fix_overflow, kind: str, layer: int, seed: int) -> dict:
     model, images = planted_vit(kind, layer, seed)
     with torch.no_grad():
         reference = model(images)
-    culprit = find_first_nonfinite(model, images, device="cpu", autocast_dtype=torch.float16)
+    culprit = find_first_nonfinite(model, images, recipe=AmpRecipe("cpu", "fp16"))
     entry = {"plant": kind, "layer": f"encoder.layers.encoder_layer_{layer}"}
     entry["culprit"] = culprit.name if culprit else None
     weights = {name: _weight(m).clone() for name, m in model.named_modules() if _computes(m)}

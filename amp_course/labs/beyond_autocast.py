@@ -19,10 +19,12 @@ from torch import nn
 from ..data import load_mnist
 from ..display import error_text
 from ..memory import saved_tensor_bytes
+from ..precision import AmpRecipe
 from ..scaling import mlp, mnist_batches
 
 DEVICE_TYPE = "cpu"
-AMP_DTYPE = torch.bfloat16
+RECIPE = AmpRecipe(DEVICE_TYPE, "bf16")
+AMP_DTYPE = RECIPE.autocast_dtype
 
 
 def seeded(seed: int) -> torch.Generator:
@@ -49,10 +51,10 @@ class _Applied(nn.Module):
         return self.fn(self.block, x)
 
 
-def run_checkpointed(fn, seed: int = 0, autocast_dtype: torch.dtype = AMP_DTYPE) -> dict:
-    """Run ``fn(block, x)`` under autocast (bf16 unless told), backward outside it; record the
-    dtypes of the block's Linear outputs in the forward and in backward (a recompute), the bytes
-    the forward kept for backward, the output and the gradients."""
+def run_checkpointed(fn, seed: int = 0, recipe: AmpRecipe = RECIPE) -> dict:
+    """Run ``fn(block, x)`` under ``recipe``'s autocast (bf16 unless told), backward outside it;
+    record the dtypes of the block's Linear outputs in the forward and in backward (a recompute),
+    the bytes the forward kept for backward, the output and the gradients."""
     generator = seeded(seed)
     width = 32 if seed == 0 else 16 * int(torch.randint(1, 4, (), generator=generator))
     block = lab_block(seed, width)
@@ -64,8 +66,8 @@ def run_checkpointed(fn, seed: int = 0, autocast_dtype: torch.dtype = AMP_DTYPE)
     observed = {"error": None}
     try:
         applied = _Applied(fn, block)
-        saved = saved_tensor_bytes(applied, x, device=DEVICE_TYPE, autocast_dtype=autocast_dtype)
-        with torch.autocast(DEVICE_TYPE, dtype=autocast_dtype):
+        saved = saved_tensor_bytes(applied, x, recipe=recipe)
+        with recipe.autocast():
             out = fn(block, x)
         phase[0] = "backward"
         out.float().square().mean().backward()

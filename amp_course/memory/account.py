@@ -112,18 +112,17 @@ def saved_tensor_bytes(
     model: torch.nn.Module,
     inputs: torch.Tensor,
     *,
-    device,
-    autocast_dtype: torch.dtype | None = None,
+    recipe: AmpRecipe,
 ) -> SavedBytes:
-    """Measure the bytes one forward pass saves for backward: activations and weight copies.
+    """Measure the bytes one forward pass on ``recipe``'s device, under its autocast, saves for
+    backward: activations and weight copies.
 
     This is measured, not estimated: ``saved_tensors_hooks`` sees every tensor the forward
     keeps for the backward pass. Storages are counted once; the parameters' own storages are
     left out (``training_memory`` counts them). A saved low-precision tensor with a parameter's
     shape (or its transpose) is a copy of that weight made by autocast, and is counted apart.
     """
-    autocast = AmpRecipe(device, autocast_dtype).autocast()
-    return _saved_bytes(model, inputs.to(device), autocast)
+    return _saved_bytes(model, inputs.to(recipe.device), recipe.autocast())
 
 
 def _saved_bytes(model: torch.nn.Module, inputs: torch.Tensor, autocast) -> SavedBytes:
@@ -162,12 +161,12 @@ def saved_tensor_bytes_without_data(
     meta_model: torch.nn.Module,
     input_shape: tuple[int, ...],
     *,
-    autocast_dtype: torch.dtype | None = None,
+    recipe: AmpRecipe,
     input_dtype: torch.dtype = torch.float32,
-    device="cpu",
     gpu: str = fake_cuda.DEFAULT_GPU,
 ) -> SavedBytes:
-    """``saved_tensor_bytes`` of a forward pass on ``device``, run on tensors that have no data.
+    """``saved_tensor_bytes`` of a forward pass on ``recipe``'s device under its autocast, run on
+    tensors that have no data.
 
     ``meta_model`` is built under ``with torch.device("meta"):`` (no memory, no initialisation).
     The forward runs under torch's ``FakeTensorMode``: every tensor has its real shape, dtype and
@@ -182,28 +181,27 @@ def saved_tensor_bytes_without_data(
     # A private module of torch, but the one its compiler and torch.export use for this job.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    device = torch.device(device)
+    device = recipe.device
     model = copy.deepcopy(meta_model)  # to_empty replaces parameters in place
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = model.to_empty(device=device)
         inputs = torch.empty(input_shape, dtype=input_dtype, device=device)
         if device.type != "cuda":
-            autocast = AmpRecipe(device, autocast_dtype).autocast()
-            return _saved_bytes(model, inputs, autocast)
+            return _saved_bytes(model, inputs, recipe.autocast())
         with fake_cuda.attention_kernels(gpu):
-            return _saved_bytes(model, inputs, fake_cuda.cuda_autocast(autocast_dtype))
+            return _saved_bytes(model, inputs, fake_cuda.cuda_autocast(recipe.precision))
 
 
 def count_saved_bytes(
     build_model: Callable[[], torch.nn.Module],
     input_shape: tuple[int, ...],
     *,
-    device,
-    autocast_dtype: torch.dtype | None = None,
+    recipe: AmpRecipe,
     input_dtype: torch.dtype = torch.float32,
     gpu: str | None = None,
 ) -> SavedBytes:
-    """What one training forward of ``build_model()`` saves for backward, counted on ``device``.
+    """What one training forward of ``build_model()`` saves for backward, counted on ``recipe``'s
+    device under its autocast.
 
     On a CUDA device with a GPU present (and ``gpu`` None) the model runs a real forward on random
     inputs (``saved_tensor_bytes``, under CUDA's autocast lists). Otherwise ``build_model`` runs
@@ -213,21 +211,20 @@ def count_saved_bytes(
     CUDA device those of a forward on ``gpu`` (``fake_cuda.DEFAULT_GPU`` when None), on any
     machine. ``input_dtype`` is the images' dtype: bf16 for a model whose weights are bf16.
     """
-    device = torch.device(device)
+    device = recipe.device
     if gpu is not None and device.type != "cuda":
-        raise ValueError(f"gpu={gpu!r} names a CUDA GPU to count for: pass device='cuda'")
+        raise ValueError(f"gpu={gpu!r} names a CUDA GPU to count for: pass a recipe on 'cuda'")
     if device.type == "cuda" and gpu is None and torch.cuda.is_available():
         model = build_model().to(device)
         inputs = torch.randn(input_shape, device=device, dtype=input_dtype)
-        return saved_tensor_bytes(model, inputs, device=device, autocast_dtype=autocast_dtype)
+        return saved_tensor_bytes(model, inputs, recipe=recipe)
     with torch.device("meta"):  # shapes only: no memory, no initialisation
         meta_model = build_model()
     return saved_tensor_bytes_without_data(
         meta_model,
         input_shape,
-        autocast_dtype=autocast_dtype,
+        recipe=recipe,
         input_dtype=input_dtype,
-        device=device,
         gpu=gpu or fake_cuda.DEFAULT_GPU,
     )
 

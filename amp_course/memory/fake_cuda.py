@@ -1,6 +1,6 @@
 """A CUDA GPU's forward on any machine: CUDA's autocast switched on where torch finds no GPU, and
 attention sent to the fused kernel that GPU's SDPA picks. On fake tensors placed on a CUDA device
-(``saved_tensor_bytes_without_data(..., device="cuda")``) a forward then keeps for backward what
+(``saved_tensor_bytes_without_data`` with a recipe on "cuda") a forward then keeps for backward what
 it keeps on that GPU."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 
 from .. import gpus, precisions
-from ..precision import AmpRecipe
 
 DEFAULT_GPU = "H100 SXM"  # the GPU counted for where none is present (a row of ac.gpus)
 
@@ -40,20 +39,20 @@ def attention_kernels_of(gpu: str) -> dict[torch.dtype, str]:
 
 
 @contextlib.contextmanager
-def cuda_autocast(autocast_dtype: torch.dtype | str | None) -> Iterator[None]:
-    """CUDA's autocast at ``autocast_dtype`` (None or fp32: off), where torch finds no GPU.
+def cuda_autocast(precision: precisions.Precision) -> Iterator[None]:
+    """CUDA's autocast in ``precision`` (a row of ``ac.precisions``; fp32 and tf32: off), where
+    torch finds no GPU.
 
     ``torch.autocast("cuda")`` warns and switches itself off when no CUDA device is present. Fake
     CUDA tensors need none, so this sets the thread-local state that ``torch.autocast`` sets on
     entry and restores on exit; the casts themselves are CUDA's, made by torch's dispatcher.
     """
-    recipe = AmpRecipe("cuda", autocast_dtype)
-    if not recipe.enabled:
+    if not precision.autocast:
         yield
         return
     was_enabled, was_dtype = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
     torch.set_autocast_enabled("cuda", True)
-    torch.set_autocast_dtype("cuda", recipe.autocast_dtype)
+    torch.set_autocast_dtype("cuda", precision.dtype)
     torch.autocast_increment_nesting()
     try:
         yield
@@ -117,8 +116,8 @@ def attention_kernels(gpu: str = DEFAULT_GPU) -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def cuda_rules(gpu: str, autocast_dtype: torch.dtype | str | None) -> Iterator[list[str]]:
-    """CUDA's autocast at ``autocast_dtype`` and ``gpu``'s attention kernels, with no GPU present;
+def cuda_rules(gpu: str, precision: precisions.Precision) -> Iterator[list[str]]:
+    """CUDA's autocast in ``precision`` and ``gpu``'s attention kernels, with no GPU present;
     yields the kernels attention ran."""
-    with cuda_autocast(autocast_dtype), attention_kernels(gpu) as ran:
+    with cuda_autocast(precision), attention_kernels(gpu) as ran:
         yield ran

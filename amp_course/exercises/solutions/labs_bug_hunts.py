@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 from ...labs.bug_hunts import LR, SCALER_KWARGS, forward_loss, train_steps
-from ...training import make_scaler, step_and_update
+from ...precision import AmpRecipe
+from ...training import step_and_update
+
+
+def make_scaler(device, autocast_dtype):
+    """Reference: a real GradScaler, enabled only for fp16 autocast (the course's recipe)."""
+    return AmpRecipe(device, autocast_dtype).scaler()
 
 
 def train_clipped(model, optimizer, scaler, batches, max_norm):
@@ -67,7 +73,6 @@ def train_plain(model, optimizer, scaler, batches):
 SOLUTIONS = {
     "labs.clip_after_unscale": train_clipped,
     "labs.accumulation": train_accumulated,
-    # The course's own helper: a real GradScaler enabled only for fp16 autocast.
     "labs.bf16_scaler": make_scaler,
     "labs.scheduler_skip": train_scheduled,
     "labs.resume": save_checkpoint,

@@ -7,6 +7,7 @@ import copy
 import torch
 
 from ...debug import Fp32Region, find_first_nonfinite
+from ...precision import AmpRecipe
 
 
 def choose_amp_dtype(capability: tuple[int, int] | None, cpu=None) -> torch.dtype:
@@ -21,7 +22,7 @@ def fix_overflow(model, images):
     """The innermost module around the first fp16 overflow whose fp32 region makes it finite."""
 
     def first_overflow(net):
-        return find_first_nonfinite(net, images, device=images.device, autocast_dtype=torch.float16)
+        return find_first_nonfinite(net, images, recipe=AmpRecipe(images.device, "fp16"))
 
     found = first_overflow(model)
     name = found.name if found else ""
