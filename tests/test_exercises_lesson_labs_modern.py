@@ -243,10 +243,10 @@ def _fp16_adam(**options):
     return train
 
 
-def _fp32_adam(lr_factor=1.0, zero_grad=True):
+def _fp32_adam(lr_factor=1.0, zero_grad=True, skip=0):
     def train(model, batches, lr):
         optimizer = torch.optim.Adam(model.parameters(), lr=lr * lr_factor)
-        for images, labels in batches:
+        for images, labels in batches[skip:]:
             if zero_grad:
                 optimizer.zero_grad(set_to_none=True)
             F.cross_entropy(model(images), labels).backward()
@@ -254,6 +254,16 @@ def _fp32_adam(lr_factor=1.0, zero_grad=True):
         return model
 
     return train
+
+
+def _adam_but_last(model, batches, lr):
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for step in range(len(batches) - 1):
+        images, labels = batches[step]
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+    return model
 
 
 def _fp8(floor=None, clean=False):
@@ -264,6 +274,12 @@ def _fp8(floor=None, clean=False):
         return (values.float().nan_to_num().to(dtype) if clean else values), top / amax
 
     return to_float8
+
+
+def _fp8_scale_in_input_dtype(x, dtype=torch.float8_e4m3fn):
+    top = torch.finfo(dtype).max
+    scale = top / x.abs().max().clamp(min=1e-12)  # a bf16 tensor for a bf16 input
+    return (x.float() * scale.float()).clamp(-top, top).to(dtype), scale
 
 
 WRONG = {
@@ -380,10 +396,22 @@ WRONG = {
         (
             "the model returned untrained",
             lambda model, batches, lr: model,
-            "the two changes differ by 100% of the reference's (the check allows 30%)",
+            "your training function fetched none of the 6 batches it was given; the reference "
+            "trains on each of them once.",
         ),
         ("twice the learning rate", _fp32_adam(lr_factor=2), "the reference's by"),
         ("gradients never cleared", _fp32_adam(zero_grad=False), "the reference's by"),
+        (
+            "one batch fewer",  # the update is 5/6 of the reference's: inside its tolerance
+            _fp32_adam(skip=1),
+            "your training function fetched batches 2, 3, 4, 5, 6 of the 6 batches it was given; "
+            "the reference trains on each of them once.",
+        ),
+        (
+            "the last batch left out",
+            _adam_but_last,
+            "your training function fetched batches 1, 2, 3, 4, 5 of the 6 batches it was given",
+        ),
         (
             "fp16 weights under autocast and a GradScaler",
             _fp16_weights_under_amp,
@@ -409,6 +437,14 @@ WRONG = {
             "an epsilon of 1e-4",
             _fp8(floor=lambda amax: amax.clamp(min=1e-4)),
             "For small gradients (amax 3.73e-09), your scale is 4.48e+06",
+        ),
+        (
+            # 448 / amax in the input's dtype: bf16 for bf16 activations, off by up to 1/512,
+            # which a relative tolerance would pass at some seeds and fail at others.
+            "a scale in the input's dtype",
+            _fp8_scale_in_input_dtype,
+            "For activations (bf16) (amax 6.78), your scale is a torch.bfloat16 tensor, 66; the "
+            "reference's is float32, 66.0645",
         ),
         (
             "an epsilon of float32's eps",  # 1.2e-7: above the smallest gradients the lab names

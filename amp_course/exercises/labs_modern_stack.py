@@ -157,6 +157,13 @@ ADAM_UPDATE_RTOL = 0.3
 
 def compare_adam(mine: dict, reference: dict, seed: int) -> None:
     fail_on_error(mine["error"], "your training function")
+    if mine["fetched"] != reference["fetched"]:
+        numbers = ", ".join(str(i + 1) for i in mine["fetched"])
+        which = f"batches {numbers} of the" if numbers else "none of the"
+        raise ExerciseFailed(
+            f"your training function fetched {which} {ADAM_STEPS} batches it was given; the "
+            "reference trains on each of them once."
+        )
     after = f"after {ADAM_STEPS} steps"
     if mine["names"] != reference["names"]:
         raise ExerciseFailed(
@@ -240,6 +247,12 @@ def compare_fp8(mine: dict, reference: dict, seed: int) -> None:
                 "and positive."
             )
         amax = want["input"].abs().max().item()
+        if got["scale_bits"] < 32:  # a 16-bit scale: off by up to 1/512 (bf16), at random
+            raise ExerciseFailed(
+                f"{what} your scale is a {got['scale_dtype']} tensor, {scale:.6g}; the "
+                f"reference's is float32, {want['scale']:.6g}, which takes the amax to "
+                f"{FP8_MAX:g}, float8's largest value. Yours takes it to {amax * scale:.6g}."
+            )
         if amax > 0 and abs(scale - want["scale"]) > SCALE_RTOL * want["scale"]:
             raise ExerciseFailed(
                 f"{what} your scale is {scale:.4g}; the reference's {want['scale']:.4g}, which "

@@ -202,11 +202,29 @@ def adam_model(seed: int = 0) -> torch.nn.Module:
     return scaling.mlp(seed, hidden=32)
 
 
+class FetchedBatches(list):
+    """A list of batches that notes which of them a loop fetched (in a for loop, by index or in a
+    slice)."""
+
+    def __init__(self, batches):
+        super().__init__(batches)
+        self.fetched: set[int] = set()
+
+    def __getitem__(self, index):
+        picked = range(len(self))[index]  # one index, or a range for a slice
+        self.fetched.update(picked if isinstance(picked, range) else (picked,))
+        return super().__getitem__(index)
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+
 def run_adam(train, seed: int = 0) -> dict:
     """``train(model, batches, lr)`` on a fresh fp32 model and real digits: the weights of the
-    model it returns (or of the model it was given, if it returns None), and their dtypes."""
+    model it returns (or of the model it was given, if it returns None), their dtypes, and the
+    batches it fetched."""
     model = adam_model(seed)
-    batches = digit_batches(seed)[:ADAM_STEPS]
+    batches = FetchedBatches(digit_batches(seed)[:ADAM_STEPS])
     returned, error = _attempt(train, model, batches, ADAM_LR)
     trained = returned if isinstance(returned, torch.nn.Module) else model
     named = {name: p.detach().clone() for name, p in trained.named_parameters()}
@@ -216,6 +234,7 @@ def run_adam(train, seed: int = 0) -> dict:
         "dtypes": [str(p.dtype).removeprefix("torch.") for p in named.values()],
         "params": [p.float() for p in named.values()],
         "initial": [p.detach() for p in adam_model(seed).parameters()],
+        "fetched": sorted(batches.fetched),
     }
 
 
@@ -252,5 +271,8 @@ def run_fp8(fn, seed: int = 0) -> dict:
                 record["dtype"] = str(getattr(values, "dtype", type(values).__name__))
                 record["values"] = values.float() if torch.is_tensor(values) else None
                 record["scale"] = float(scale)
+                tensor = torch.is_tensor(scale)  # else a Python float, whose bits are float64's
+                record["scale_dtype"] = str(scale.dtype) if tensor else type(scale).__name__
+                record["scale_bits"] = 8 * scale.element_size() if tensor else 64
         observed[name] = record
     return observed
