@@ -3,6 +3,8 @@
 reports the course (``amp_course.tooling.runs``) imported only from above it."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,23 @@ def test_no_lesson_or_library_module_imports_the_tooling():
     assert library == set(), f"library modules that import the tooling: {sorted(library)}"
     for notebook in sorted((PACKAGE.parent / "notebooks").glob("*.ipynb")):
         assert "tooling" not in notebook.read_text(encoding="utf-8"), notebook.name
+
+
+def test_the_gpu_command_starts_on_a_machine_without_the_jupyter_stack():
+    """The GPU machine has no Jupyter stack until a command installs the carried wheels, and
+    `python -m amp_course gpu --check-wheels` runs before that: the GPU run's modules import
+    jupyter_client, nbformat, papermill and nbval only where they execute a notebook."""
+    blocked = ("jupyter_client", "nbformat", "nbclient", "papermill", "nbval", "ipykernel", "zmq")
+    script = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {blocked!r}:\n"
+        "            raise ImportError('not on the GPU machine: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import amp_course.tooling.runs.gpu_cli, amp_course.tooling.runs.gpu_smoke\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=PACKAGE.parent, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

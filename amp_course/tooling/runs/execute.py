@@ -22,7 +22,6 @@ from pathlib import Path
 
 from ...executed import stamp
 from ...paths import NOTEBOOKS, ROOT
-from .kernels import PLUGIN, AsyncIpcKernelManager
 
 # ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
 # tests, `make gpu`) would otherwise leave the executed copies without their figures.
@@ -77,6 +76,8 @@ def run_lesson(
 
     import nbformat
     import papermill
+
+    from .kernels import AsyncIpcKernelManager
 
     path, out = Path(path), Path(out)
     with tempfile.TemporaryDirectory() as tmp, figures_inline():
@@ -135,6 +136,8 @@ def run_notebooks(
 def nbval_command(notebooks, cell_timeout_s: int, junitxml=None) -> list[str]:
     """The command that runs ``pytest --nbval-lax`` over ``notebooks`` in a fresh interpreter
     (this one), each cell bounded by ``cell_timeout_s``, with JUnit XML at ``junitxml`` if given."""
+    from .kernels import PLUGIN
+
     return [
         sys.executable,
         "-m",
