@@ -152,17 +152,7 @@ def _anything_but_ieee():
 
 
 def _fp16_weights_under_amp(model, batches, lr):
-    model.half()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scaler = torch.amp.GradScaler("cpu")
-    for images, labels in batches:
-        with torch.autocast("cpu", dtype=torch.float16):
-            loss = F.cross_entropy(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    return model
+    return solutions.train_adam(model.half(), batches, lr)  # the reference's loop, fp16 weights
 
 
 def _ema_loop(gate_scheduler, gate_ema):

@@ -102,31 +102,41 @@ def ema_setup(seed: int = 0):
     return model, optimizer, scheduler, ema, scaler
 
 
-class RecordingBatches:
-    """The batches a loop goes through (in a for loop, or by index), noting after each batch (when
-    the next one is fetched, and at the end) the optimizer's steps, the learning rate and the
-    EMA's count."""
+class FetchedBatches(list):
+    """A list of batches that notes which of them a loop fetched (in a for loop, by index or in a
+    slice)."""
 
-    def __init__(self, batches, optimizer, scheduler, ema):
-        self.batches, self.records, self.steps, self.fetched = batches, [], 0, 0
-        self.optimizer, self.scheduler, self.ema = optimizer, scheduler, ema
-        optimizer.register_step_post_hook(lambda *_: setattr(self, "steps", self.steps + 1))
+    def __init__(self, batches):
+        super().__init__(batches)
+        self.fetched: set[int] = set()
 
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, index: int):
-        while len(self.records) < index:  # the batches before this one are done
-            self._record()
-        self.fetched = max(self.fetched, index + 1)
-        return self.batches[index]
+    def __getitem__(self, index):
+        picked = range(len(self))[index]  # one index, or a range for a slice
+        self.fetched.update(picked if isinstance(picked, range) else (picked,))
+        return super().__getitem__(index)
 
     def __iter__(self):
         return (self[index] for index in range(len(self)))
 
+
+class RecordingBatches(FetchedBatches):
+    """The batches a loop goes through, noting after each batch (when the next one is fetched,
+    and at the end) the optimizer's steps, the learning rate and the EMA's count."""
+
+    def __init__(self, batches, optimizer, scheduler, ema):
+        super().__init__(batches)
+        self.records, self.steps = [], 0
+        self.optimizer, self.scheduler, self.ema = optimizer, scheduler, ema
+        optimizer.register_step_post_hook(lambda *_: setattr(self, "steps", self.steps + 1))
+
+    def __getitem__(self, index: int):
+        while len(self.records) < index:  # the batches before this one are done
+            self._record()
+        return super().__getitem__(index)
+
     def finish(self) -> None:
         """The record after the last batch the loop fetched."""
-        while len(self.records) < self.fetched:
+        while len(self.records) < max(self.fetched, default=-1) + 1:
             self._record()
 
     def _record(self) -> None:
@@ -200,23 +210,6 @@ ADAM_STEPS, ADAM_LR = 6, 1e-3
 def adam_model(seed: int = 0) -> torch.nn.Module:
     """The fp32 MLP the lab fine-tunes, seeded."""
     return scaling.mlp(seed, hidden=32)
-
-
-class FetchedBatches(list):
-    """A list of batches that notes which of them a loop fetched (in a for loop, by index or in a
-    slice)."""
-
-    def __init__(self, batches):
-        super().__init__(batches)
-        self.fetched: set[int] = set()
-
-    def __getitem__(self, index):
-        picked = range(len(self))[index]  # one index, or a range for a slice
-        self.fetched.update(picked if isinstance(picked, range) else (picked,))
-        return super().__getitem__(index)
-
-    def __iter__(self):
-        return (self[index] for index in range(len(self)))
 
 
 def run_adam(train, seed: int = 0) -> dict:
