@@ -21,6 +21,7 @@ __all__ = [
     "block_formats",
     "capstone",
     "checkpointing",
+    "cpu",
     "data",
     "debug",
     "device",

@@ -1,9 +1,6 @@
 """Device and dtype choice: which device to train on, which autocast dtype suits it, and the
-course's names for dtypes (what autocast and a GradScaler do with a dtype: ``ac.precision``).
-
-Tests make a lesson see another CPU with ``$AMP_COURSE_FAKE_CPU_FLAGS`` (flags as /proc/cpuinfo
-lists them, space- or comma-separated): ``cpu_flags`` returns those instead of this CPU's.
-"""
+course's names for dtypes (what autocast and a GradScaler do with a dtype: ``ac.precision``; what
+this CPU has: ``ac.cpu``)."""
 
 from __future__ import annotations
 
@@ -12,23 +9,17 @@ import os
 import platform
 import re
 import warnings
-from functools import lru_cache
 
 import torch
 
-from . import emulation, gpus, precisions
+from . import cpu, emulation, gpus, precisions
 from .device_index import cuda_index
-from .env_vars import FAKE_CPU_FLAGS
 
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 
 # Each dtype the course trains in, with its names from ``ac.precisions``: its short name first
 # (tables, headers). "tf32" is not a storage dtype: it is fp32 with TF32 matmuls.
 DTYPE_NAMES = {p.dtype: p.names for p in precisions.BY_STORAGE.values()}
-
-FAKE_CPU_FLAGS_ENV = FAKE_CPU_FLAGS
-NATIVE_BF16_FLAGS = precisions.BF16.cpu_flags  # native bf16 dot products: AVX512-BF16, AMX-BF16
-FP16_KERNEL_FLAGS = precisions.FP16.cpu_flags  # torch's oneDNN fp16 kernels: AVX512-FP16...
 
 
 class DeviceFallbackWarning(UserWarning):
@@ -88,77 +79,6 @@ def dtype_name(dtype: torch.dtype) -> str:
     return names[0] if names else str(dtype).removeprefix("torch.")
 
 
-def cpu_flags() -> frozenset[str]:
-    """The CPU feature flags Linux reports (empty where /proc/cpuinfo is absent).
-
-    ``$AMP_COURSE_FAKE_CPU_FLAGS``, when set, replaces them (tests fake another CPU with it).
-    """
-    fake = os.environ.get(FAKE_CPU_FLAGS_ENV)
-    if fake is not None:
-        return frozenset(fake.replace(",", " ").split())
-    return _proc_cpu_flags()
-
-
-@lru_cache(maxsize=1)
-def _proc_cpu_flags() -> frozenset[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-@lru_cache(maxsize=1)
-def cpu_name() -> str:
-    """The CPU model name Linux reports (e.g. ``"AMD EPYC 7B13"``), else the architecture."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_has_native(
-    dtype: precisions.Precision | torch.dtype | str, flags: frozenset[str] | None = None
-) -> bool:
-    """True when the CPU has a native path for ``dtype``: one of its flags in ``ac.precisions``.
-
-    bf16: native bf16 arithmetic (AVX512-BF16 or AMX-BF16); fp16: torch's oneDNN fp16 kernels
-    (AVX512-FP16 or AVX-NE-CONVERT); fp32 needs none. Given ``flags`` (as /proc/cpuinfo lists
-    them), decides by them alone; without, reads this CPU's flags and counts Apple silicon as
-    native for bf16.
-    """
-    precision = precisions.get(dtype)
-    if not precision.cpu_flags:
-        return True
-    if flags is None:
-        if precision is precisions.BF16 and _apple_silicon():
-            return True
-        flags = cpu_flags()
-    return bool(precision.cpu_flags & flags)
-
-
-def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
-    """``cpu_has_native`` for bf16: AVX512-BF16 or AMX-BF16 (or Apple silicon)."""
-    return cpu_has_native(precisions.BF16, flags)
-
-
-def cpu_has_fp16_kernels(flags: frozenset[str] | None = None) -> bool:
-    """``cpu_has_native`` for fp16: AVX512-FP16 or AVX-NE-CONVERT."""
-    return cpu_has_native(precisions.FP16, flags)
-
-
-def _apple_silicon() -> bool:
-    faked = os.environ.get(FAKE_CPU_FLAGS_ENV) is not None
-    return not faked and platform.system() == "Darwin" and platform.machine() == "arm64"
-
-
 def recommended_precision(
     capability: tuple[int, int] | None, *, cpu_bf16=None
 ) -> precisions.Precision:
@@ -199,9 +119,10 @@ def pick_precision(device: torch.device | str, *, warn: bool = True) -> precisio
         # under ac.emulation).
         return recommended_precision(emulation.capability(device))
     if device.type == "cpu":
-        if warn and not cpu_has_fast_bf16():
+        if warn and not cpu.has_native(precisions.BF16):
             warnings.warn(
-                "This CPU has neither AVX512-BF16 nor AMX, so bf16 autocast runs emulated here. "
+                "bf16 autocast runs emulated on this CPU: it has no AVX512-BF16 or AMX that "
+                "torch may use here (ac.cpu.describe). "
                 "The lessons still run it to show what it does; lesson 05 measures what it costs "
                 "on this CPU, and only a measured speed-up makes bf16 the dtype to train in.",
                 DeviceFallbackWarning,
@@ -221,7 +142,7 @@ def device_name(device: torch.device | str) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(cuda_index(device))
-    return f"CPU {cpu_name()} ({torch.backends.cpu.get_cpu_capability()})"
+    return f"CPU {cpu.name()} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def device_slug(name: str) -> str:
@@ -280,11 +201,10 @@ def describe_hardware(device: torch.device | str) -> str:
             f"{record['device']} (sm_{major}{minor}, {record['memory_gib']:.0f} GiB, {support}); "
             f"{software}"
         )
-    bf16 = "native bf16 (AVX512-BF16/AMX)" if cpu_has_fast_bf16() else "no native bf16"
     cores, threads = os.cpu_count(), torch.get_num_threads()
     return (
         f"{record['device']}, {_count(cores, 'core')} ({_count(threads, 'torch thread')}), "
-        f"{bf16}; {software}"
+        f"{cpu.describe()}; {software}"
     )
 
 

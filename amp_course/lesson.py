@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import emulation, env_vars, oom, precision, precisions
+from . import cpu, emulation, env_vars, oom, precision, precisions
 from .device import (
     DeviceFallbackWarning,
     describe_hardware,
@@ -52,6 +52,7 @@ class LessonSettings:
     hardware: str
     tf32: dict[str, bool] | None = None  # TF32 for matmuls and convolutions at start (CUDA only)
     emulated: emulation.GpuProfile | None = None  # the GPU rehearsed on this one, if any
+    rehearsed_cpu: cpu.Rehearsal | None = None  # the kind of CPU rehearsed on this one, if any
 
     @property
     def device(self) -> torch.device:
@@ -93,6 +94,8 @@ class LessonSettings:
         line += f" | seed {self.seed}"
         if self.emulated is not None:
             line += f"\nRehearsal: {self.emulated.describe()}."
+        if self.rehearsed_cpu is not None and not self.on_gpu:
+            line += f"\nRehearsal: {self.rehearsed_cpu.describe()}."
         return line
 
 
@@ -152,6 +155,7 @@ def start(
         hardware=describe_hardware(torch_device),
         tf32=precision.tf32_enabled() if on_gpu else None,
         emulated=profile,
+        rehearsed_cpu=cpu.active_rehearsal(),
     )
     seed_everything(settings.seed)
     if on_gpu:

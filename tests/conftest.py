@@ -280,6 +280,22 @@ def free_port() -> int:
 
 
 @pytest.fixture
+def fake_cpu(monkeypatch):
+    """Make the course see a CPU with the given flags (a string as /proc/cpuinfo lists them) and
+    no oneDNN cap: a rehearsal that runs the suite (``make test REHEARSE_CPU=avx2``) caps this
+    machine's kernels, not the faked CPU's."""
+    from amp_course import cpu
+    from amp_course.env_vars import FAKE_CPU_FLAGS
+
+    def set_flags(flags: str) -> None:
+        for name in cpu.ONEDNN_CAP_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(FAKE_CPU_FLAGS, flags)
+
+    return set_flags
+
+
+@pytest.fixture
 def root():
     return ROOT
 

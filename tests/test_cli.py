@@ -22,19 +22,19 @@ def test_info(capsys):
     assert "autocast dtype" in capsys.readouterr().out
 
 
-def test_info_prints_the_cpu_note_as_one_plain_line(monkeypatch, capsys):
-    monkeypatch.setattr(device, "cpu_has_fast_bf16", lambda flags=None: False)
+def test_info_prints_the_cpu_note_as_one_plain_line(fake_cpu, capsys):
+    fake_cpu("avx2 fma")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning escaping the command fails the test
         assert cli.main(["info", "--device", "cpu"]) == 0
     captured = capsys.readouterr()
     notes = [line for line in captured.out.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and "neither AVX512-BF16 nor AMX" in notes[0]
+    assert len(notes) == 1 and "no AVX512-BF16 or AMX that torch may use" in notes[0]
     assert "Warning" not in captured.out + captured.err and ".py:" not in captured.err
 
 
-def test_info_without_a_gpu_notes_the_fallback(monkeypatch, capsys):
-    monkeypatch.setattr(device, "cpu_has_fast_bf16", lambda flags=None: True)
+def test_info_without_a_gpu_notes_the_fallback(monkeypatch, fake_cpu, capsys):
+    fake_cpu("avx2 avx512_bf16")
     monkeypatch.setattr(device.torch.cuda, "is_available", lambda: False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

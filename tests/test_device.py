@@ -87,31 +87,15 @@ def test_cuda_dtype_follows_compute_capability(monkeypatch, capability, expected
     assert dev.pick_autocast_dtype(torch.device("cuda")) is expected
 
 
-def test_cpu_dtype_is_bf16_and_warns_without_native_support(monkeypatch):
-    monkeypatch.setattr(dev, "cpu_has_fast_bf16", lambda flags=None: False)
-    with pytest.warns(dev.DeviceFallbackWarning, match="AVX512-BF16 nor AMX.*emulated"):
+def test_cpu_dtype_is_bf16_and_warns_without_native_support(fake_cpu):
+    fake_cpu("avx2 fma")
+    with pytest.warns(dev.DeviceFallbackWarning, match="emulated.*no AVX512-BF16 or AMX"):
         assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
-    monkeypatch.setattr(dev, "cpu_has_fast_bf16", lambda flags=None: True)
+    assert "no native bf16" in dev.describe_hardware("cpu")
+    fake_cpu("avx2 avx512_bf16")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
-
-
-def test_cpu_bf16_flags_decide_when_given():
-    assert dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512_bf16"}))
-    assert dev.cpu_has_fast_bf16(frozenset({"amx_bf16"}))
-    assert not dev.cpu_has_fast_bf16(frozenset({"avx2", "avx512f"}))
-    assert not dev.cpu_has_fast_bf16(frozenset({"amx_tile", "amx_int8"}))  # AMX without bf16
-    assert dev.cpu_has_fp16_kernels(frozenset({"avx512_fp16"}))
-    assert not dev.cpu_has_fp16_kernels(frozenset({"avx512_bf16", "amx_bf16"}))
-
-
-def test_fake_cpu_flags_replace_this_cpus(monkeypatch):
-    monkeypatch.setenv(dev.FAKE_CPU_FLAGS_ENV, "avx2,avx512_bf16 fma")
-    assert dev.cpu_flags() == {"avx2", "avx512_bf16", "fma"} and dev.cpu_has_fast_bf16()
-    monkeypatch.setenv(dev.FAKE_CPU_FLAGS_ENV, "avx2")
-    assert not dev.cpu_has_fast_bf16()
-    assert "no native bf16" in dev.describe_hardware("cpu")
 
 
 def _measured(ratio, apart):

@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 import amp_course as ac
-from amp_course.device import FAKE_CPU_FLAGS_ENV
 from amp_course.timing import FAKE_TIMES_ENV
 
 NATIVE, EMULATED = "avx2 avx512f avx512_bf16", "avx2 fma"
@@ -34,9 +33,9 @@ def run_tagged(lesson: str, namespace: dict) -> str:
 
 
 @pytest.fixture
-def fake(monkeypatch):
+def fake(monkeypatch, fake_cpu):
     def set_machine(flags: str, times: str):
-        monkeypatch.setenv(FAKE_CPU_FLAGS_ENV, flags)
+        fake_cpu(flags)
         monkeypatch.setenv(FAKE_TIMES_ENV, times)
 
     threads = torch.get_num_threads()
@@ -96,7 +95,17 @@ def test_lesson_05_names_fp16_kernels_where_the_cpu_has_them(fake):
     ns = {"ac": ac, "torch": torch, "settings": settings, "report": _report(BF16_SLOWER)}
     printed = run_tagged("05_speed_memory", ns)
     assert "torch has oneDNN fp16 kernels for this CPU" in printed
-    assert "this CPU has neither AVX512-BF16 nor AMX" in printed
+    assert "this CPU gives torch no AVX512-BF16 or AMX to use" in printed
+
+
+def test_lesson_05_says_emulated_where_onednn_is_capped_below_the_cpus_bf16(fake, monkeypatch):
+    fake(NATIVE, BF16_SLOWER)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # as the AVX2 rehearsal sets it
+    settings = ac.lesson.start(True, "cpu", 0, "bf16", verbose=False)
+    ns = {"ac": ac, "torch": torch, "settings": settings, "report": _report(BF16_SLOWER)}
+    printed = run_tagged("05_speed_memory", ns)
+    assert "avx512_bf16    yes, unused by torch" in printed
+    assert "so its bf16 is emulated" in printed and "native bf16 (AVX512" not in printed
 
 
 def reference_rule(capability, cpu):  # what the exercise asks for: ac.device's rule

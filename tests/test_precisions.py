@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from amp_course import capstone, cli, device, emulation, gpus, inspector, precisions
+from amp_course import capstone, cli, cpu, device, emulation, gpus, inspector, precisions
 from amp_course.bench import config
 from amp_course.bench.configuration import Configuration, skip_reason
 from amp_course.precision import AmpRecipe
@@ -89,14 +89,14 @@ def test_one_capability_threshold_gates_bf16_and_tf32(monkeypatch, capability, b
 def test_cpu_flags_come_from_the_table():
     bf16, fp16 = precisions.BF16.cpu_flags, precisions.FP16.cpu_flags
     for flag in bf16:
-        assert device.cpu_has_native(torch.bfloat16, frozenset({flag}))
-        assert not device.cpu_has_native(torch.float16, frozenset({flag}))
+        assert cpu.has_native(torch.bfloat16, frozenset({flag}))
+        assert not cpu.has_native(torch.float16, frozenset({flag}))
     for flag in fp16:
-        assert device.cpu_has_native("fp16", frozenset({flag}))
-        assert not device.cpu_has_fast_bf16(frozenset({flag}))
-    assert device.cpu_has_native(torch.float32, frozenset())  # fp32 needs no flag
+        assert cpu.has_native("fp16", frozenset({flag}))
+        assert not cpu.has_native("bf16", frozenset({flag}))
+    assert cpu.has_native(torch.float32, frozenset())  # fp32 needs no flag
     # AMX without its bf16 part, AVX512 without bf16 or fp16: no native path.
-    assert not device.cpu_has_native("bf16", frozenset({"amx_tile", "amx_int8", "avx512f"}))
+    assert not cpu.has_native("bf16", frozenset({"amx_tile", "amx_int8", "avx512f"}))
 
 
 def test_fp16_and_bf16_need_their_table_facts_in_torch():

@@ -29,6 +29,33 @@ def _grading_bench(argv: list[str]) -> int:
     return main(argv)
 
 
+def _rehearse_cpu(argv: list[str]) -> int:
+    import argparse
+    import os
+    import sys
+
+    from ..cpu import REHEARSALS, rehearsal_environment
+
+    parser = argparse.ArgumentParser(
+        prog="amp-course rehearse-cpu",
+        description="Run COMMAND with the dispatch caps of another kind of CPU (ac.cpu), e.g. "
+        "`amp-course rehearse-cpu avx2 -- python -m pytest`: torch in COMMAND and in every process "
+        "it starts dispatches as on that CPU.",
+    )
+    parser.add_argument("kind", choices=sorted(REHEARSALS), help="avx2: a CPU without native bf16")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("name the command to run after --")
+    os.environ.update(rehearsal_environment(args.kind))
+    try:
+        os.execvp(command[0], command)
+    except OSError as error:
+        print(f"amp-course rehearse-cpu: cannot run {command[0]!r}: {error}", file=sys.stderr)
+        return 127
+
+
 def _site(argv: list[str]) -> int:
     from .website.build import main
 
@@ -49,6 +76,10 @@ COMMANDS = {
     "grading-bench": (
         "grading throughput: generated submissions, sandboxed, per --jobs (reports/grading/)",
         _grading_bench,
+    ),
+    "rehearse-cpu": (
+        "run a command as on another kind of CPU (avx2: no native bf16), e.g. the tests",
+        _rehearse_cpu,
     ),
     "website": ("the course's website from the executed copies (site/_build/html)", _site),
 }

@@ -10,10 +10,11 @@ from pathlib import Path
 from ..device import device_slug
 
 
-def write(record: dict, markdown: str, out: Path) -> list[Path]:
-    """``<device>.json`` and ``<device>.md`` in ``out``, for the machine ``record`` names."""
+def write(record: dict, markdown: str, out: Path, *, name: str | None = None) -> list[Path]:
+    """``<device>.json`` and ``<device>.md`` in ``out``, for the machine ``record`` names (or
+    ``<name>.json`` and ``.md``)."""
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / device_slug(record["device"])
+    stem = out / (name or device_slug(record["device"]))
     paths = [stem.with_suffix(".json"), stem.with_suffix(".md")]
     paths[0].write_text(json.dumps(record, indent=2) + "\n")
     paths[1].write_text(markdown)

@@ -1,0 +1,109 @@
+"""What the course says of this CPU: its flags, which of them torch may use under oneDNN's cap,
+and the rehearsal of a CPU without native bf16 (``ac.cpu``), checked against torch itself in a
+fresh process, where the caps take effect."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from amp_course import cpu, precisions
+from amp_course.paths import ROOT
+
+
+def test_flags_decide_when_given():
+    assert cpu.has_native("bf16", frozenset({"avx2", "avx512_bf16"}))
+    assert cpu.has_native("bf16", frozenset({"amx_bf16"}))
+    assert not cpu.has_native("bf16", frozenset({"avx2", "avx512f"}))
+    assert not cpu.has_native("bf16", frozenset({"amx_tile", "amx_int8"}))  # AMX without bf16
+    assert cpu.has_native("fp16", frozenset({"avx512_fp16"}))
+    assert not cpu.has_native("fp16", frozenset({"avx512_bf16", "amx_bf16"}))
+
+
+def test_fake_flags_replace_this_cpus(fake_cpu):
+    fake_cpu("avx2,avx512_bf16 fma")
+    assert cpu.flags() == {"avx2", "avx512_bf16", "fma"} and cpu.has_native(torch.bfloat16)
+    fake_cpu("avx2")
+    assert not cpu.has_native(torch.bfloat16)
+
+
+@pytest.mark.parametrize(
+    ("cap", "bf16", "fp16"),
+    [
+        ("AVX2", False, False),
+        ("avx512_core_vnni", False, False),  # oneDNN reads the name in any case
+        ("AVX2_VNNI_2", False, True),  # the AVX2 line's AVX-NE-CONVERT
+        ("AVX512_CORE_BF16", True, False),
+        ("AVX10_1_512", True, True),
+        ("AVX512_CORE_AMX", True, True),
+        ("ALL", True, True),  # no cap
+    ],
+)
+def test_a_onednn_cap_turns_off_the_native_paths_above_it(fake_cpu, monkeypatch, cap, bf16, fp16):
+    fake_cpu("avx2 avx512f avx512_bf16 avx512_fp16 avx_ne_convert amx_bf16")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert cpu.has_native("bf16") is bf16 and cpu.has_native("fp16") is fp16
+    # A hypothetical CPU's flags, given, are not this machine's: the cap does not apply.
+    assert cpu.has_native("bf16", frozenset({"avx512_bf16"}))
+
+
+def test_the_older_name_of_the_cap_counts_too(fake_cpu, monkeypatch):
+    fake_cpu("avx2 avx512_bf16")
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")
+    assert cpu.onednn_cap() == "AVX2" and not cpu.has_native("bf16")
+    assert "no native bf16 (oneDNN capped at AVX2)" in cpu.describe()
+
+
+def test_every_capped_flag_is_a_native_flag_of_the_table():
+    native = frozenset().union(*(p.cpu_flags for p in precisions.PRECISIONS.values()))
+    assert frozenset().union(*cpu.ONEDNN_CAPS.values()) == native
+
+
+def test_an_unknown_rehearsal_names_the_valid_ones():
+    with pytest.raises(ValueError, match="Unknown CPU rehearsal 'avx'. Valid choices: avx2"):
+        cpu.rehearsal_environment("avx")
+
+
+PROBE = """
+import json, torch
+import amp_course as ac
+rehearsal = ac.cpu.active_rehearsal()
+settings = ac.lesson.start(smoke=True, device="cpu", verbose=False)
+print(json.dumps({
+    "aten": torch.backends.cpu.get_cpu_capability(),
+    "torch_bf16": torch.ops.mkldnn._is_mkldnn_bf16_supported(),
+    "course_bf16": ac.cpu.has_native(torch.bfloat16),
+    "rehearsal": rehearsal and rehearsal.key,
+    "header": settings.header(),
+}))
+"""
+
+
+def _probe(env: dict) -> dict:
+    """What a fresh Python with ``env`` (and no cap or fake flags of this one's) says."""
+    drop = {*cpu.ONEDNN_CAP_VARIABLES, cpu.ATEN_CAP_VARIABLE, "AMP_COURSE_FAKE_CPU_FLAGS"}
+    environment = {k: v for k, v in os.environ.items() if k not in drop}
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", PROBE],
+        env={**environment, **env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def test_the_avx2_rehearsal_dispatches_as_an_avx2_cpu_and_the_course_says_emulated():
+    rehearsed = _probe(cpu.rehearsal_environment("avx2"))
+    assert rehearsed["aten"] == "AVX2" and rehearsed["rehearsal"] == "avx2"
+    # torch's own answer (oneDNN has no bf16 path under the cap) and the course's agree.
+    assert rehearsed["torch_bf16"] is False and rehearsed["course_bf16"] is False
+    assert "no native bf16" in rehearsed["header"]
+    assert "Rehearsal: rehearsing a CPU without native bf16" in rehearsed["header"]
+    plain = _probe({})
+    assert plain["rehearsal"] is None and "Rehearsal" not in plain["header"]
+    # Without the caps the course says native exactly where the CPU has the flags.
+    assert plain["course_bf16"] is bool(precisions.BF16.cpu_flags & cpu.flags())
