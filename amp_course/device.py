@@ -5,6 +5,7 @@ this CPU has: ``ac.cpu``)."""
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import os
 import platform
 import re
@@ -152,11 +153,11 @@ def device_slug(name: str) -> str:
 
 def versions() -> dict[str, str | int | None]:
     """Python, torch, torchvision, CUDA and cuDNN versions: what a reader needs to compare runs."""
+    # The installed distribution's version: importing torchvision to ask it would cost a lesson
+    # that builds no torchvision model more than a second (it imports torch._dynamo).
     try:
-        import torchvision
-
-        vision = torchvision.__version__
-    except ImportError:
+        vision = importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
         vision = None
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {

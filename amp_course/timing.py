@@ -68,8 +68,9 @@ def measure(
     ``repeats`` runs of a fixed number of calls (sized so all runs together last about
     ``min_run_time``) and merge them, so the spread is always measured: ``blocked_autorange``
     can return a single block for slow functions. A function whose one call fills a run is timed
-    one call per run, by the same clock: ``Timer.timeit`` would add two untimed warm-up calls to
-    every run, tripling what a slow step (bf16 emulated on a CPU) costs to time.
+    one call per run, by the same clock, the call that sized the runs being the first:
+    ``Timer.timeit`` would add two untimed warm-up calls to every run, tripling what a slow step
+    (bf16 emulated on a CPU) costs to time.
     """
     faked = fake_seconds(description)
     for _ in range(1 if faked is not None else warmup):
@@ -92,8 +93,8 @@ def measure(
 
     probe = one_call()
     number = max(1, int(min_run_time / repeats / max(probe, 1e-9)))
-    if number == 1:
-        return benchmark.Measurement(1, [one_call() for _ in range(repeats)], spec)
+    if number == 1:  # the probe, a warm call timed by the same clock, is the first run
+        return benchmark.Measurement(1, [probe, *(one_call() for _ in range(repeats - 1))], spec)
     timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=clock, **names)
     runs = [timer.timeit(number) for _ in range(repeats)]
     return benchmark.Measurement.merge(runs)[0]
@@ -113,7 +114,8 @@ def round_robin(
     """Time each ``fns[name]`` round-robin (A/B interleaved); a function that raises is dropped.
 
     Each round measures every function once (``repeats`` runs, after ``warmup`` untimed calls in
-    the first round and one in later rounds), so drift in machine load or clocks hits them all
+    the first round and one in later rounds, none with ``warmup=0``: functions too slow to call
+    untimed, already warm), so drift in machine load or clocks hits them all
     alike; ``context(name)``, when given, is entered around each measurement (e.g. a mode's
     precision flags). Returns ({name: merged Measurement}, {name: why it failed}).
     """
@@ -129,7 +131,7 @@ def round_robin(
                         measure(
                             fn,
                             device=device,
-                            warmup=warmup if round_index == 0 else 1,
+                            warmup=warmup if round_index == 0 else min(warmup, 1),
                             min_run_time=min_run_time,
                             repeats=repeats,
                             label=label,

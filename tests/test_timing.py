@@ -159,8 +159,9 @@ def test_fake_times_replace_the_measured_ones_but_still_call_the_function(monkey
 
 
 def test_a_slow_function_is_timed_one_call_per_run_without_extra_calls():
-    """A step that fills a run by itself (bf16 emulated on a CPU) costs warm-up + 1 + repeats
-    calls: torch's Timer.timeit would add two untimed calls to every run."""
+    """A step that fills a run by itself (bf16 emulated on a CPU) costs warm-up + repeats calls,
+    the call that sized the runs timed as the first: torch's Timer.timeit would add two untimed
+    calls to every run."""
     queue = timing.SimulatedQueue(virtual=True)
     calls = []
 
@@ -170,7 +171,7 @@ def test_a_slow_function_is_timed_one_call_per_run_without_extra_calls():
 
     with queue.as_cuda():
         measured = timing.measure(step, device="cuda", warmup=2, min_run_time=0.03, repeats=3)
-    assert len(calls) == 2 + 1 + 3
+    assert len(calls) == 2 + 3
     assert measured.times == pytest.approx([0.05] * 3)
 
 
@@ -195,7 +196,18 @@ def test_round_robin_takes_the_warmup_and_repeats_asked_for():
             repeats=1,
         )
     assert not failed and len(measured["a"].times) == len(measured["b"].times) == 3
-    assert calls == {"a": 3 * (1 + 1 + 1), "b": 9}  # per round: a warm-up, the probe, one run
+    assert calls == {"a": 3 * (1 + 1), "b": 6}  # per round: a warm-up, then the timed run
+    calls.update(a=0, b=0)
+    with queue.as_cuda():  # warm already (a slow step just trained): no untimed call at all
+        measured, _ = timing.round_robin(
+            {"a": step("a"), "b": step("b")},
+            device="cuda",
+            rounds=3,
+            min_run_time=0.01,
+            warmup=0,
+            repeats=1,
+        )
+    assert calls == {"a": 3, "b": 3} and len(measured["a"].times) == 3
 
 
 def test_a_virtual_queue_is_every_wall_clock_and_a_cuda_device_inside_as_cuda():

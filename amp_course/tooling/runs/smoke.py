@@ -5,6 +5,7 @@ only guard against a hanging cell; a timed test would fail on a busy machine, a 
 Run as ``make bench-smoke`` or ``amp-course smoke-bench``: every lesson runs once per pass, one
 after another (every core to each), and the passes follow each other, so a change in the machine's
 load touches every lesson alike; each lesson's median over the passes and their range are kept.
+Each pass starts with an empty torch.compile cache, as a learner's first run of the course does.
 ``--rehearse-cpu avx2`` runs the lessons (and the CPU step beside them) with the caps of a CPU
 without native bf16 (``ac.cpu``). ``reports/smoke/<device>.json`` and ``.md`` keep the times with
 the machine they were measured on, ``<device>-rehearsing-<kind>`` a rehearsal's.
@@ -90,8 +91,8 @@ def markdown(bench: dict) -> str:
         f"{bench['cpu_count']} cores, torch {bench['versions']['torch']}, measured "
         f"{bench['date']}. Targets: each lesson in {bench['target_s']:.0f} s or less, all of them "
         f"in {bench['total_target_s']:.0f} s or less. Papermill's duration of each run, kernel "
-        f"start included; {bench['passes']} pass(es) over the lessons, one lesson at a time; each "
-        "lesson's median and the range of its passes."
+        f"start included; {bench['passes']} pass(es) over the lessons, one lesson at a time, each "
+        "with an empty torch.compile cache; each lesson's median and the range of its passes."
     )
     if rehearsal:
         caps = ", ".join(f"`{k}={v}`" for k, v in rehearsal["environment"].items())
@@ -152,7 +153,10 @@ def measure(
         step = cpu_step.measure_in_child()
         for index in range(passes):
             out = Path(tmp) / f"pass-{index + 1}"
-            runs.append(run_notebooks(notebooks, out, HANG_GUARD_S, smoke=True, device="cpu"))
+            # Each pass compiles afresh, as a learner's first run does: torch.compile's one-time
+            # checks and kernels are cached on disk, in a folder of the pass's own.
+            with environment(TORCHINDUCTOR_CACHE_DIR=str(out / "inductor-cache")):
+                runs.append(run_notebooks(notebooks, out, HANG_GUARD_S, smoke=True, device="cpu"))
     return report(runs, record, step=step)
 
 
