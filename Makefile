@@ -23,7 +23,7 @@ TEST_WORKERS ?= logical
 REHEARSE_CPU ?=
 AS_CPU := $(if $(REHEARSE_CPU),$(BIN)/amp-course rehearse-cpu $(REHEARSE_CPU) --)
 
-.PHONY: setup course test executed bench-smoke bench-grading site gpu lint clean
+.PHONY: setup course fresh test executed bench-smoke bench-grading site gpu lint clean
 
 setup: $(STAMP)
 
@@ -34,11 +34,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -e ".[course,test,site]"
 	touch $(STAMP)
 
+# JupyterLab opens on workspace/, the learner's git-ignored copy of notebooks/ (made on the first
+# run; a lesson the course adds arrives on the next one; nothing there is ever overwritten).
 course: setup
-	@echo "Opening JupyterLab on notebooks/ (the URL with its token follows; Ctrl-C stops it)."
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(PORT) \
+	$(BIN)/amp-course workspace
+	@echo "Opening JupyterLab on workspace/ (the URL with its token follows; Ctrl-C stops it)."
+	$(BIN)/jupyter lab --notebook-dir=workspace --ip=127.0.0.1 --port=$(PORT) \
 		$(if $(filter 1,$(HEADLESS)),--no-browser) $(if $(filter 0,$(shell id -u)),--allow-root) \
 		$(JUPYTER_ARGS)
+
+# One lesson back as the course ships it, in workspace/ (your copy moves to workspace/old/):
+# make fresh LESSON=03
+fresh: setup
+	$(BIN)/amp-course workspace --fresh $(LESSON)
 
 # Lint and format-check first (fast), then every test.
 test: lint
@@ -81,4 +89,4 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) executed .pytest_cache site/_build
+	rm -rf $(VENV) executed .pytest_cache site/_build  # never workspace/: the learner's work

@@ -56,6 +56,12 @@ def _rehearse_cpu(argv: list[str]) -> int:
         return 127
 
 
+def _workspace(argv: list[str]) -> int:
+    from .workspace import main
+
+    return main(argv)
+
+
 def _site(argv: list[str]) -> int:
     from .website.build import main
 
@@ -80,6 +86,10 @@ COMMANDS = {
     "rehearse-cpu": (
         "run a command as on another kind of CPU (avx2: no native bf16), e.g. the tests",
         _rehearse_cpu,
+    ),
+    "workspace": (
+        "your copy of the lessons in workspace/ (make course); --fresh LESSON gets one back",
+        _workspace,
     ),
     "website": ("the course's website from the executed copies (site/_build/html)", _site),
 }

@@ -1,0 +1,96 @@
+"""The learner's workspace (``make course`` opens JupyterLab on it): a git-ignored copy of the
+lessons that a Run All, its saved outputs and its quiz answers leave the checkout clean beside,
+that never overwrites a learner's file, and that gives one lesson back fresh on request."""
+
+import datetime
+import shutil
+import subprocess
+
+import nbformat
+import pytest
+from conftest import ROOT
+from nbclient import NotebookClient
+
+from amp_course.paths import lesson_notebooks
+from amp_course.tooling import workspace
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A clone of this checkout's committed files, with this checkout's work on top of them."""
+    clone = tmp_path / "course"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    tracked = subprocess.run(
+        ["git", "ls-files", "-m", "-o", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in tracked:  # uncommitted changes travel too, so the test sees this tree
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", "--allow-empty"],
+        cwd=clone,
+        check=True,
+    )
+    return clone
+
+
+def _status(clone) -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_run_all_in_the_workspace_leaves_the_checkout_clean(checkout):
+    copied, changed = workspace.prepare(checkout)
+    lessons = lesson_notebooks(checkout)
+    assert [p.name for p in copied] == [p.name for p in lessons] and not changed
+    lab = checkout / "workspace" / "labs_more_failures.ipynb"
+    nb = nbformat.read(lab, as_version=4)
+    # Run All as JupyterLab does it, in the notebook's folder, then save: outputs, answers file.
+    NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(lab.parent)}}).execute()
+    nbformat.write(nb, lab)
+    assert any(cell.get("outputs") for cell in nb.cells)
+    assert (lab.parent / "labs_more_failures.answers.json").exists()
+    assert _status(checkout) == "", _status(checkout)
+
+
+def test_the_workspace_never_overwrites_and_says_what_the_course_changed(checkout):
+    workspace.prepare(checkout)
+    mine = checkout / "workspace" / "00_scenario.ipynb"
+    mine.write_text(mine.read_text() + " ")  # the learner's edits
+    kept = mine.read_bytes()
+    (checkout / "workspace" / "01_number_formats.ipynb").unlink()  # a lesson the learner lacks
+    shipped = checkout / "notebooks" / "00_scenario.ipynb"
+    shipped.write_text(shipped.read_text() + "\n")  # a git pull changed the lesson
+    copied, changed = workspace.prepare(checkout)
+    assert [p.name for p in copied] == ["01_number_formats.ipynb"]
+    assert changed == ["00_scenario"] and mine.read_bytes() == kept
+
+
+def test_fresh_gives_one_lesson_back_and_keeps_the_learners_copy(checkout):
+    workspace.prepare(checkout)
+    mine = checkout / "workspace" / "03_grad_scaler.ipynb"
+    mine.write_text("my work")
+    at = datetime.datetime(2026, 12, 2, 10, 30, 0)
+    target, kept = workspace.fresh("03", checkout, now=at)
+    assert (
+        target == mine and target.read_bytes() == (checkout / "notebooks" / mine.name).read_bytes()
+    )
+    assert kept == checkout / "workspace" / "old" / "03_grad_scaler-20261202-103000.ipynb"
+    assert kept.read_text() == "my work"
+    with pytest.raises(FileExistsError):  # the same second again: nothing is lost
+        workspace.fresh("03_grad_scaler.ipynb", checkout, now=at)
+    assert kept.read_text() == "my work" and mine.exists()
+    assert _status(checkout) == ""
+
+
+@pytest.mark.parametrize(("name", "why"), [("1", "matches several"), ("99", "is no lesson")])
+def test_a_lesson_name_that_names_no_one_lesson_lists_them(name, why):
+    with pytest.raises(ValueError, match=f"{why}.*00_scenario"):
+        workspace.find_lesson(name)
