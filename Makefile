@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 # JupyterLab opens on workspace/, the learner's git-ignored copy of notebooks/ (made on the first
 # run; a lesson the course adds arrives on the next one; nothing there is ever overwritten).
 course: setup
-	$(BIN)/amp-course workspace
+	$(BIN)/amp-course workspace --root $(CURDIR)
 	@echo "Opening JupyterLab on workspace/ (the URL with its token follows; Ctrl-C stops it)."
 	$(BIN)/jupyter lab --notebook-dir=workspace --ip=127.0.0.1 --port=$(PORT) \
 		$(if $(filter 1,$(HEADLESS)),--no-browser) $(if $(filter 0,$(shell id -u)),--allow-root) \
@@ -46,7 +46,7 @@ course: setup
 # One lesson back as the course ships it, in workspace/ (your copy moves to workspace/old/):
 # make fresh LESSON=03
 fresh: setup
-	$(BIN)/amp-course workspace --fresh $(LESSON)
+	$(BIN)/amp-course workspace --root $(CURDIR) --fresh $(LESSON)
 
 # Lint and format-check first (fast), then every test.
 test: lint

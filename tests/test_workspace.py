@@ -13,6 +13,7 @@ from nbclient import NotebookClient
 
 from amp_course.paths import lesson_notebooks
 from amp_course.tooling import workspace
+from amp_course.tooling.runs.kernels import AsyncIpcKernelManager
 
 
 @pytest.fixture
@@ -53,7 +54,12 @@ def test_run_all_in_the_workspace_leaves_the_checkout_clean(checkout):
     lab = checkout / "workspace" / "labs_more_failures.ipynb"
     nb = nbformat.read(lab, as_version=4)
     # Run All as JupyterLab does it, in the notebook's folder, then save: outputs, answers file.
-    NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(lab.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=120,
+        resources={"metadata": {"path": str(lab.parent)}},
+        kernel_manager_class=AsyncIpcKernelManager,  # no TCP port to race for
+    ).execute()
     nbformat.write(nb, lab)
     assert any(cell.get("outputs") for cell in nb.cells)
     assert (lab.parent / "labs_more_failures.answers.json").exists()

@@ -103,19 +103,23 @@ def main(argv: list[str] | None = None) -> int:
         help="put this lesson back as the course ships it (e.g. 00 or 03_grad_scaler); your "
         "copy moves to workspace/old/",
     )
+    parser.add_argument(
+        "--root", type=Path, default=ROOT, help="the course's checkout (default: this package's)"
+    )
     args = parser.parse_args(argv)
-    shipped = ROOT / NOTEBOOKS
+    root = args.root.resolve()
+    shipped = root / NOTEBOOKS
     if args.fresh:
         for name in args.fresh:
             try:
-                target, kept = fresh(name)
+                target, kept = fresh(name, root)
             except (ValueError, FileExistsError) as error:
                 print(f"error: {error}")
                 return 2
-            moved = f"; your copy is now {kept.relative_to(ROOT)}" if kept else ""
-            print(f"{target.relative_to(ROOT)}: fresh from {shipped.relative_to(ROOT)}/{moved}")
+            moved = f"; your copy is now {kept.relative_to(root)}" if kept else ""
+            print(f"{target.relative_to(root)}: fresh from {shipped.relative_to(root)}/{moved}")
         return 0
-    copied, changed = prepare()
+    copied, changed = prepare(root)
     if copied:
         print(f"Copied {len(copied)} lesson(s) into {WORKSPACE}/, your copy of the course.")
     print(
