@@ -7,10 +7,11 @@ vector width of ATen's own kernels) and oneDNN's ``ONEDNN_MAX_CPU_ISA`` (older n
 ``DNNL_MAX_CPU_ISA``: the newest instructions its matmuls and convolutions may use). The bf16
 dot products (AVX512-BF16, AMX-BF16) and the fp16 paths are oneDNN's, so a cap below them makes
 bf16 autocast emulated on a CPU that has them, and ``has_native`` says so. A rehearsal
-(``REHEARSALS``) is a set of such caps: ``amp-course rehearse-cpu avx2 -- COMMAND`` runs a command
-with them, ``make test REHEARSE_CPU=avx2`` and ``amp-course smoke-bench --rehearse-cpu avx2``
-use it. Like the T4 rehearsal on a GPU (``ac.emulation``), it changes what runs, not the speed
-of the machine: a rehearsed run takes this CPU's clock, caches and memory with it.
+(``REHEARSALS``) is a set of such caps, with a torch.compile cache of its own: ``amp-course
+rehearse-cpu avx2 -- COMMAND`` runs a command with them; ``make test REHEARSE_CPU=avx2`` and
+``amp-course smoke-bench --rehearse-cpu avx2`` use it. Like the T4 rehearsal on a GPU
+(``ac.emulation``), it changes what runs, not the speed of the machine: a rehearsed run takes this
+CPU's clock, caches and memory with it.
 
 Tests make a lesson see another CPU with ``$AMP_COURSE_FAKE_CPU_FLAGS`` (flags as /proc/cpuinfo
 lists them, space- or comma-separated): ``flags`` returns those instead of this CPU's.
@@ -18,8 +19,10 @@ lists them, space- or comma-separated): ``flags`` returns those instead of this 
 
 from __future__ import annotations
 
+import getpass
 import os
 import platform
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -28,6 +31,7 @@ from .env_vars import FAKE_CPU_FLAGS
 
 ONEDNN_CAP_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # oneDNN reads the first set
 ATEN_CAP_VARIABLE = "ATEN_CPU_CAPABILITY"
+INDUCTOR_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 
 # Which of the native-path flags of ``ac.precisions`` each oneDNN cap leaves oneDNN free to use,
 # from oneDNN's ISA definitions (src/cpu/x64/cpu_isa_traits.hpp): avx512_core_bf16 adds the bf16
@@ -60,11 +64,19 @@ class Rehearsal:
 
     key: str
     kind: str  # what a reader calls such a CPU
-    environment: dict[str, str]  # torch's cap variables, read when torch starts
+    caps: dict[str, str]  # torch's cap variables, read when torch starts
+
+    def environment(self) -> dict[str, str]:
+        """The caps, and a torch.compile cache of the rehearsal's own: inductor's cache does not
+        key its entries by ATEN_CPU_CAPABILITY, and a kernel compiled under the caps, reused by
+        an uncapped process, corrupted its heap (torch 2.14.1, seen here)."""
+        user = getpass.getuser() or "user"
+        cache = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}_rehearsing_{self.key}")
+        return {**self.caps, INDUCTOR_CACHE_VARIABLE: cache}
 
     def describe(self) -> str:
         """One line: what the rehearsal changes, and what it cannot."""
-        caps = ", ".join(f"{name}={value}" for name, value in self.environment.items())
+        caps = ", ".join(f"{name}={value}" for name, value in self.caps.items())
         return (
             f"rehearsing {self.kind} ({caps}): torch's kernels dispatch as there, so bf16 "
             "autocast is emulated; the times are still this machine's clock, caches and memory"
@@ -83,7 +95,7 @@ REHEARSALS = {
 def rehearsal_environment(key: str) -> dict[str, str]:
     """The environment variables of rehearsal ``key``; an unknown key names the valid ones."""
     try:
-        return dict(REHEARSALS[key].environment)
+        return REHEARSALS[key].environment()
     except KeyError:
         raise ValueError(
             f"Unknown CPU rehearsal {key!r}. Valid choices: {', '.join(REHEARSALS)}."
@@ -93,7 +105,7 @@ def rehearsal_environment(key: str) -> dict[str, str]:
 def active_rehearsal() -> Rehearsal | None:
     """The rehearsal whose caps this process's environment holds, if any."""
     for rehearsal in REHEARSALS.values():
-        if all(_value(name) == value.upper() for name, value in rehearsal.environment.items()):
+        if all(_value(name) == value.upper() for name, value in rehearsal.caps.items()):
             return rehearsal
     return None
 

@@ -52,8 +52,8 @@ def test_passes_give_each_lesson_its_median_and_range_and_the_total_its_target()
 
 def test_a_rehearsed_report_says_what_it_rehearsed_in_its_name_and_heading():
     record = {**machine_record("cpu"), "cpu_count": 2}
-    env = cpu.rehearsal_environment("avx2")
-    record["rehearsal"] = {"key": "avx2", "kind": cpu.REHEARSALS["avx2"].kind, "environment": env}
+    rehearsal = cpu.REHEARSALS["avx2"]
+    record["rehearsal"] = {"key": "avx2", "kind": rehearsal.kind, "caps": rehearsal.caps}
     step = {
         "step": "a step",
         "fp32_s": 0.05,

@@ -95,7 +95,7 @@ def markdown(bench: dict) -> str:
         "with an empty torch.compile cache; each lesson's median and the range of its passes."
     )
     if rehearsal:
-        caps = ", ".join(f"`{k}={v}`" for k, v in rehearsal["environment"].items())
+        caps = ", ".join(f"`{k}={v}`" for k, v in rehearsal["caps"].items())
         lines += [
             "",
             f"Rehearsal: {caps} in every lesson's kernel, so torch dispatches as on "
@@ -145,8 +145,8 @@ def measure(
     record = machine_record("cpu")
     if rehearse:
         rehearsal = cpu.REHEARSALS[rehearse]
-        record["rehearsal"] = {"key": rehearse, "kind": rehearsal.kind, "environment": env}
-        record["cpu_capability"] = env[cpu.ATEN_CAP_VARIABLE].upper()
+        record["rehearsal"] = {"key": rehearse, "kind": rehearsal.kind, "caps": rehearsal.caps}
+        record["cpu_capability"] = rehearsal.caps[cpu.ATEN_CAP_VARIABLE].upper()
     notebooks = notebooks or lesson_notebooks()
     runs = []
     with tempfile.TemporaryDirectory() as tmp, environment(**env):
