@@ -107,3 +107,15 @@ def test_the_avx2_rehearsal_dispatches_as_an_avx2_cpu_and_the_course_says_emulat
     assert plain["rehearsal"] is None and "Rehearsal" not in plain["header"]
     # Without the caps the course says native exactly where the CPU has the flags.
     assert plain["course_bf16"] is bool(precisions.BF16.cpu_flags & cpu.flags())
+
+
+def test_a_rehearsal_compiles_into_a_cache_of_its_own(monkeypatch):
+    """inductor's cache does not key kernels by ATEN_CPU_CAPABILITY: labs_modern_stack's kernel,
+    compiled under the AVX2 caps and reused by an uncapped run, corrupted the heap and the kernel
+    died. A rehearsal's compiles never reach the cache that plain runs use."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    env = cpu.rehearsal_environment("avx2")
+    assert env["TORCHINDUCTOR_CACHE_DIR"] != cache_dir()
+    assert env["TORCHINDUCTOR_CACHE_DIR"].endswith("_rehearsing_avx2")
