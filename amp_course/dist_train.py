@@ -187,53 +187,60 @@ def reference_state(args: argparse.Namespace, world_size: int = 2) -> dict[str, 
 
 
 def train(args: argparse.Namespace) -> dict:
+    """Join torchrun's process group, ``run`` the training ``args`` describe, leave the group."""
     rank, world_size, device = setup()
     try:
-        seed_everything(args.seed)  # the same seed everywhere: every rank starts from equal weights
-        recipe = AmpRecipe(device, args.precision)
-        model = wrap_model(build_vit("tiny").to(device), args.strategy, recipe)
-        optimizer = make_optimizer(args, model)
-        scaler = make_scaler(args.strategy, recipe)
-
-        # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
-        loader = shard_loader(load_mnist().train, args, rank, world_size)
-        losses, skipped = [], 0
-        batches = iter(loader)
-        for _ in range(args.steps):
-            batch = tuple(t.to(device) for t in next(batches))
-            step = amp_step(model, optimizer, scaler, recipe, batch)  # one rank's step
-            losses.append(step.loss.item())
-            skipped += step.skipped
-
-        state = full_state(model)
-        report = {
-            "rank": rank,
-            "world_size": world_size,
-            "strategy": args.strategy,
-            "dtype": args.dtype,
-            "device": str(device),
-            "backend": dist.get_backend(),
-            "losses": losses,
-            "skipped_steps": skipped,
-            "scale": scaler.get_scale() if scaler.is_enabled() else None,
-            "checksum": checksum(state),
-            "param_sums": {name: float(t.double().sum()) for name, t in sorted(state.items())},
-        }
-        if args.out:
-            out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1))
-            if rank == 0:
-                torch.save(state, out / "params.pt")
-        print(
-            f"[rank {rank}/{world_size} {report['backend']} {args.strategy} {args.dtype}] "
-            f"losses {' '.join(f'{x:.3f}' for x in losses)} | skipped {skipped} | "
-            f"checksum {report['checksum'][:12]}",
-            flush=True,
-        )
-        return report
+        return run(args, rank, world_size, device)
     finally:
         dist.destroy_process_group()
+
+
+def run(args: argparse.Namespace, rank: int, world_size: int, device: torch.device) -> dict:
+    """Train as ``args`` says in the process group this rank has joined; its report (also written
+    to ``args.out``, with rank 0's full parameters)."""
+    seed_everything(args.seed)  # the same seed everywhere: every rank starts from equal weights
+    recipe = AmpRecipe(device, args.precision)
+    model = wrap_model(build_vit("tiny").to(device), args.strategy, recipe)
+    optimizer = make_optimizer(args, model)
+    scaler = make_scaler(args.strategy, recipe)
+
+    # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
+    loader = shard_loader(load_mnist().train, args, rank, world_size)
+    losses, skipped = [], 0
+    batches = iter(loader)
+    for _ in range(args.steps):
+        batch = tuple(t.to(device) for t in next(batches))
+        step = amp_step(model, optimizer, scaler, recipe, batch)  # one rank's step
+        losses.append(step.loss.item())
+        skipped += step.skipped
+
+    state = full_state(model)
+    report = {
+        "rank": rank,
+        "world_size": world_size,
+        "strategy": args.strategy,
+        "dtype": args.dtype,
+        "device": str(device),
+        "backend": dist.get_backend(),
+        "losses": losses,
+        "skipped_steps": skipped,
+        "scale": scaler.get_scale() if scaler.is_enabled() else None,
+        "checksum": checksum(state),
+        "param_sums": {name: float(t.double().sum()) for name, t in sorted(state.items())},
+    }
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"rank{rank}.json").write_text(json.dumps(report, indent=1))
+        if rank == 0:
+            torch.save(state, out / "params.pt")
+    print(
+        f"[rank {rank}/{world_size} {report['backend']} {args.strategy} {args.dtype}] "
+        f"losses {' '.join(f'{x:.3f}' for x in losses)} | skipped {skipped} | "
+        f"checksum {report['checksum'][:12]}",
+        flush=True,
+    )
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,7 @@ SHARED_FIXTURE_FILES = {
     "test_bench.py",
     "test_browser.py",
     "test_checkpointing.py",
+    "test_dist_train.py",
     "test_figures.py",
     "test_grading.py",
     "test_lesson_00.py",

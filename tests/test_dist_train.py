@@ -12,31 +12,37 @@ from conftest import ROOT
 
 from amp_course import dist_train
 
-# A guard against a hung rendezvous, not a speed target (a launch takes about 10 s here).
-LAUNCH_TIMEOUT_S = 180
+# A guard against a hung rendezvous, not a speed target (the launch takes about 15 s here).
+LAUNCH_TIMEOUT_S = 240
+SCRIPT = ROOT / "tests" / "fixtures" / "distributed" / "several_runs.py"
+TRAIN = ["--steps", "3", "--batch-size", "16"]
+# fp32 and SGD: the step is proportional to the averaged gradient (``reference_state``).
+SGD = ["--dtype", "fp32", "--optimizer", "sgd", "--lr", "0.1", *TRAIN]
+CASES = {
+    "ddp-fp16": ["--strategy", "ddp", "--dtype", "fp16", *TRAIN],
+    "fsdp-bf16": ["--strategy", "fsdp", "--dtype", "bf16", *TRAIN],
+    "ddp-sgd": ["--strategy", "ddp", *SGD],
+    "fsdp-sgd": ["--strategy", "fsdp", *SGD],
+    "fsdp2-one-rank-inf": "fsdp2_one_rank_inf",
+}
 
 
-def launch(tmp_path, *args, script=None):
-    """torchrun with two gloo ranks: the course's script (``args``: its options) or ``script``."""
-    if script is None:
-        target = ["-m", "amp_course.dist_train", "--out", str(tmp_path), *args]
-    else:
-        target = [str(script), str(tmp_path), *args]
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """One torchrun with two gloo ranks running every case in turn (``several_runs.py``); the
+    folder holding each case's reports."""
+    out = tmp_path_factory.mktemp("distributed")
+    cases = out / "cases.json"
+    cases.write_text(json.dumps(CASES))
     env = {
         **os.environ,
         "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         "AMP_COURSE_OFFLINE": "1",
         "CUDA_VISIBLE_DEVICES": "",
     }
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
-            *target,
-        ],
+        [*command, str(SCRIPT), str(out), str(cases)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -44,8 +50,11 @@ def launch(tmp_path, *args, script=None):
         timeout=LAUNCH_TIMEOUT_S,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
-    return reports
+    return out
+
+
+def reports(launched, case):
+    return [json.loads((launched / case / f"rank{r}.json").read_text()) for r in range(2)]
 
 
 def initial_sums():
@@ -54,49 +63,34 @@ def initial_sums():
     return {name: float(p.detach().double().sum()) for name, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("strategy, dtype", [("ddp", "fp16"), ("fsdp", "bf16")])
-def test_ranks_end_with_identical_parameters(tmp_path, strategy, dtype):
-    reports = launch(
-        tmp_path, "--strategy", strategy, "--dtype", dtype, "--steps", "3", "--batch-size", "16"
-    )
-    first, second = reports
-    assert {r["rank"] for r in reports} == {0, 1}
+@pytest.mark.parametrize("case", ["ddp-fp16", "fsdp-bf16"])
+def test_ranks_end_with_identical_parameters(launched, case):
+    ranks = reports(launched, case)
+    first, second = ranks
+    assert {r["rank"] for r in ranks} == {0, 1}
     assert first["backend"] == "gloo" and first["world_size"] == 2
+    assert first["strategy"] == case.split("-")[0] and first["dtype"] == case.split("-")[1]
     assert first["checksum"] == second["checksum"]
     assert first["param_sums"] == second["param_sums"]
     # Each rank saw its own shard of the data, so their losses differ ...
     assert first["losses"] != second["losses"]
-    assert all(loss == loss and loss < 10 for r in reports for loss in r["losses"])
+    assert all(loss == loss and loss < 10 for r in ranks for loss in r["losses"])
     # ... and the weights did move away from the common starting point.
     start = initial_sums()
     assert set(start) == set(first["param_sums"])
     assert any(abs(first["param_sums"][n] - start[n]) > 1e-6 for n in start)
-    if dtype == "fp16":
+    if first["dtype"] == "fp16":
         assert first["scale"] is not None and first["scale"] == second["scale"]
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_ranks_match_one_process_on_the_concatenated_batch(tmp_path, strategy):
+def test_ranks_match_one_process_on_the_concatenated_batch(launched, strategy):
     """The ranks' checksums agree even if the reduction is wrong (FSDP gathers one answer for
     all ranks), so compare with one process trained on both ranks' batches at once. fp32 and SGD:
     the step is proportional to the averaged gradient, so a sum (twice the step) or a missing
     reduction fails, while reduction order changes the result only by rounding."""
-    args = [
-        "--strategy",
-        strategy,
-        "--dtype",
-        "fp32",
-        "--optimizer",
-        "sgd",
-        "--lr",
-        "0.1",
-        "--steps",
-        "3",
-        "--batch-size",
-        "16",
-    ]
-    launch(tmp_path, *args)
-    distributed = torch.load(tmp_path / "params.pt")
+    args = CASES[f"{strategy}-sgd"]
+    distributed = torch.load(launched / f"{strategy}-sgd" / "params.pt")
     reference = dist_train.reference_state(dist_train.parse_args(args), world_size=2)
     torch.manual_seed(0)
     start = {name: p.detach() for name, p in dist_train.build_vit("tiny").named_parameters()}
@@ -109,11 +103,9 @@ def test_ranks_match_one_process_on_the_concatenated_batch(tmp_path, strategy):
     assert error.norm() <= 1e-3 * moved.norm(), (error.norm(), moved.norm())
 
 
-def test_fsdp2_fp16_ranks_skip_together_when_one_shard_overflows(tmp_path):
+def test_fsdp2_fp16_ranks_skip_together_when_one_shard_overflows(launched):
     """Lesson 07: with FSDP2 a plain GradScaler all-reduces found_inf over the DTensor shards."""
-    script = ROOT / "tests" / "fixtures" / "distributed" / "fsdp2_one_rank_inf.py"
-    reports = launch(tmp_path, script=script)
-    for report in reports:
+    for report in reports(launched, "fsdp2-one-rank-inf"):
         assert report["scaler"] == "GradScaler" and report["grad_type"] == "DTensor"
         clean, overflow = report["clean"], report["inf_on_rank0"]
         assert clean["moved"] and clean["scale_after"] == clean["scale_before"]
