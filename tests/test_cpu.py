@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from amp_course import cpu, precisions
+from amp_course import cpu, device, precisions
 from amp_course.paths import ROOT
 
 
@@ -119,3 +119,17 @@ def test_a_rehearsal_compiles_into_a_cache_of_its_own(monkeypatch):
     env = cpu.rehearsal_environment("avx2")
     assert env["TORCHINDUCTOR_CACHE_DIR"] != cache_dir()
     assert env["TORCHINDUCTOR_CACHE_DIR"].endswith("_rehearsing_avx2")
+
+
+def test_on_a_mac_the_header_says_what_runs_where(monkeypatch):
+    """Apple silicon: the CPU build, bf16 counted as emulated (measured in lesson 05, not assumed
+    native), and the GPU lessons' CUDA GPUs are not this Mac's; nothing claimed about MPS."""
+    monkeypatch.delenv("AMP_COURSE_FAKE_CPU_FLAGS", raising=False)
+    monkeypatch.setattr(cpu.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(cpu.platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(cpu, "flags", lambda: frozenset())  # macOS has no /proc/cpuinfo
+    assert cpu.apple_silicon() and not cpu.has_native("bf16")
+    line = device.describe_hardware("cpu")
+    assert "Apple silicon with PyTorch's CPU build" in line and "counted as emulated" in line
+    assert "NVIDIA CUDA GPUs" in line and "(MPS)" in line
+    assert "native bf16 (AVX512" not in line
