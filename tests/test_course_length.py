@@ -1,0 +1,64 @@
+"""The README says what a learner will spend: the course's length from the lessons' own time
+estimates, its core path, and each CPU kind's smoke-mode times from the committed reports. Each
+figure it quotes is the one computed here."""
+
+import json
+import re
+
+import nbformat
+import pytest
+from conftest import NOTEBOOKS, ROOT
+
+from amp_course.paths import SMOKE_REPORTS
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+# The section's words, lines joined (a figure may wrap).
+SECTION = " ".join(README.split("## How long it takes\n", 1)[1].split("\n## ", 1)[0].split())
+CORE = ("00_scenario", "01_number_formats", "02_autocast", "03_grad_scaler", "04_training_loops")
+CORE += ("labs_bug_hunts",)
+SPEED = ("05_speed_memory", "06_debugging_nan", "10_where_time_goes")
+
+
+def minutes(path) -> int:
+    """The lesson's own estimate: "**Time:** about N minutes" under its title."""
+    opening = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells[:3])
+    found = re.search(r"\*\*Time:\*\* about (\d+) minutes", opening)
+    assert found, f"{path.name} states no time"
+    return int(found.group(1))
+
+
+def test_every_lesson_states_its_time_and_the_readme_adds_them_up():
+    spent = {p.stem: minutes(p) for p in NOTEBOOKS}
+    total, core = sum(spent.values()), sum(spent[name] for name in CORE)
+    speed = sum(spent[name] for name in SPEED)
+    assert f"about {total / 60:.1f} hours ({total} minutes)" in SECTION
+    assert f"about {core / 60:.1f} hours ({core} minutes)" in SECTION
+    assert f"{speed} minutes), and scale and" in SECTION
+    beyond = total - core - speed
+    assert f", {beyond} minutes)." in SECTION
+    # Every lesson is on one of the paths.
+    for path in NOTEBOOKS:
+        short = path.stem[:2] if path.stem[:2].isdigit() else f"`{path.stem}`"
+        assert short in SECTION, f"{path.stem} is on no path"
+
+
+def _report(rehearsed: bool) -> dict:
+    for path in sorted((ROOT / SMOKE_REPORTS).glob("*.json")):
+        bench = json.loads(path.read_text())
+        if bool(bench.get("rehearsal")) == rehearsed:
+            return bench
+    pytest.fail(f"no committed {'rehearsed' if rehearsed else 'native'} smoke report")
+
+
+def test_the_readme_quotes_each_cpu_kinds_times_from_the_committed_reports():
+    native, rehearsed = _report(False), _report(True)
+    text = SECTION
+    assert len(NOTEBOOKS) == 16 and "all 16 lessons ran in" in text
+    assert (
+        f"{native['total_s']:.0f} s on a CPU with native bf16 (slowest lesson "
+        f"{native['slowest_s']:.0f} s) and in {rehearsed['total_s']:.0f} s rehearsing a CPU "
+        f"without it (slowest {rehearsed['slowest_s']:.0f} s)"
+    ) in text
+    assert native["cpu_step"]["native_bf16"] and not rehearsed["cpu_step"]["native_bf16"]
+    emulated, native_ratio = (b["cpu_step"]["bf16_over_fp32"] for b in (rehearsed, native))
+    assert f"took {emulated:.0f}x its fp32 time (against {native_ratio:.1f}x" in text
