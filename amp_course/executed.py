@@ -41,7 +41,9 @@ def stamp(path, device, smoke: bool) -> dict:
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    nb.metadata[STAMP_KEY] = record = stamp_record(device, smoke)
+    record = stamp_record(device, smoke)
+    # The lesson's own entries (its id, which the grader reads) stay beside the stamp.
+    nb.metadata[STAMP_KEY] = {**(nb.metadata.get(STAMP_KEY) or {}), **record}
     nbformat.write(nb, path)
     return record
 

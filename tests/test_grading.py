@@ -17,6 +17,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import shutil
 import time
 import uuid
@@ -29,7 +30,7 @@ from conftest import ROOT, has_tag
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
 from amp_course.exercises.probe import MIME
-from amp_course.tooling.grading import sandbox
+from amp_course.tooling.grading import matching, sandbox
 
 # A hang guard, not a speed test (the grading run takes about 35 s here): the submissions' own
 # timeouts must end every planted hang, and if they did not, the run's fixture would never return.
@@ -56,10 +57,11 @@ WRONG_MFU = "    return 100 * flops_per_step / step_seconds / (peak_tflops * 1e1
 BLANK = "    raise NotImplementedError"
 
 
-def _notebook(choose=CHOOSE, mfu=MFU, before="", edit=None):
-    """The toy lesson as a learner hands it in; ``before`` is a cell run before the exercises."""
+def _notebook(choose=CHOOSE, mfu=MFU, before="", edit=None, blank=False):
+    """The toy lesson as a learner hands it in (``blank``: as shipped); ``before`` is a cell run
+    before the exercises."""
     nb = nbformat.read(MASTER, as_version=4)
-    for cell in nb.cells:
+    for cell in nb.cells if not blank else ():
         symbol = cell.metadata.get("exercise", {}).get("symbol")
         if symbol == "choose":
             cell.source = f"def choose(capability, cpu_flags):\n{choose}"
@@ -227,6 +229,19 @@ def _grade(subs, key, out, masters, *options):
         return code, list(csv.DictReader(handle)), printed.getvalue()
 
 
+def two_lesson_key(folder, secret="toy"):
+    """A key for the toy lesson and a copy of its quiz as lesson 98_other, published in
+    ``folder``: an assignment picks one of two lessons."""
+    sources = folder / "sources"
+    sources.mkdir()
+    toy = (FIXTURES / "quizzes" / "source" / "99_toy.yaml").read_text()
+    (sources / "99_toy.yaml").write_text(toy)
+    (sources / "98_other.yaml").write_text(toy.replace("lesson: 99_toy", "lesson: 98_other"))
+    key = folder / "key.json"
+    quiz.publish(sources, folder / "learner", key, secret=secret)
+    return key
+
+
 def _masters(root):
     """A copy of the toy master, so that no attack can name a file of this checkout."""
     shutil.copytree(MASTER.parent, root / "masters")
@@ -275,6 +290,15 @@ def run(tmp_path_factory):
     (subs / "kim" / MASTER.name).symlink_to(subs / "alice" / MASTER.name)
     (subs / "kim" / "99_toy.answers.json").symlink_to(subs / "alice" / "99_toy.answers.json")
     _submission(subs, "sam", _notebook(READ_REFERENCE, IMPORT_REFERENCE, before=GIT), RIGHT)
+    # Alice's work as a browser saves Colab's copy a second time, in a folder of its own.
+    lee = _submission(subs, "lee", answers=RIGHT)
+    (lee / "Downloads").mkdir()
+    nbformat.write(_notebook(), lee / "Downloads" / f"Copy of {MASTER.stem} (1).ipynb")
+    # Two copies of the lesson: the answered one (saved under a new name, then left), and the
+    # lesson as shipped, saved later under its own name.
+    mia = _submission(subs, "mia", _notebook(blank=True), RIGHT)
+    nbformat.write(_notebook(), mia / "my amp work.ipynb")
+    os.utime(mia / "my amp work.ipynb", (1_000_000_000, 1_000_000_000))
     for student, attack in ATTACKS.items():
         _submission(subs, student, _notebook(WRONG_CHOOSE, BLANK, before=prelude + attack), RIGHT)
 
@@ -333,7 +357,7 @@ def _points(rows, student):
 def test_every_student_graded_with_the_same_items(run):
     assert run["code"] == 0
     students = {r["student"] for r in run["rows"]}
-    assert len(students) == 9 + len(ATTACKS)
+    assert len(students) == 11 + len(ATTACKS)
     for student in students:
         assert set(_points(run["rows"], student)) == ITEMS, student
     isolation = {r["isolation"] for r in run["rows"]}
@@ -412,6 +436,28 @@ def test_edited_or_deleted_check_cells_are_restored(run):
     assert "choose was not defined" in erin["06.choose_dtype"][3]
 
 
+def test_a_copy_under_another_name_in_a_folder_gets_the_same_points(run):
+    """Colab's "Copy of" name, a browser's " (1)" and a subfolder: Alice's points, and the
+    feedback names the file graded."""
+    lee, alice = _points(run["rows"], "lee"), _points(run["rows"], "alice")
+    assert {k: v[:3] for k, v in lee.items()} == {k: v[:3] for k, v in alice.items()}
+    feedback = (run["out"].with_name("gradebook-feedback") / "lee.md").read_text()
+    assert f"Graded `Downloads/Copy of {MASTER.stem} (1).ipynb`." in feedback
+    exercises_rows = [r for r in run["rows"] if r["student"] == "lee" and ":" not in r["item"]]
+    files = {r["file"] for r in exercises_rows}
+    assert files == {f"graded `Downloads/Copy of {MASTER.stem} (1).ipynb`."}
+
+
+def test_of_two_copies_the_answered_one_is_graded_and_the_feedback_says_so(run):
+    mia, alice = _points(run["rows"], "mia"), _points(run["rows"], "alice")
+    assert {k: v[:3] for k, v in mia.items()} == {k: v[:3] for k, v in alice.items()}
+    feedback = (run["out"].with_name("gradebook-feedback") / "mia.md").read_text()
+    assert (
+        f"Graded `my amp work.ipynb`; also handed in for 99_toy: `{MASTER.name}` (of several, "
+        f"graded is {matching.RULE})." in feedback
+    )
+
+
 def test_links_to_other_work_are_not_graded(run):
     got = _points(run["rows"], "kim")
     assert all(v[0] == 0 for v in got.values())
@@ -469,10 +515,10 @@ def test_instructor_files_are_unchanged(run):
 def test_summary_ranks_students_and_counts_what_needs_a_look(run):
     printed = run["printed"]
     lines = printed[printed.index("Summary:") :].splitlines()
-    assert lines[0].startswith(f"Summary: {9 + len(ATTACKS)} submission(s); isolation: ")
+    assert lines[0].startswith(f"Summary: {11 + len(ATTACKS)} submission(s); isolation: ")
     header = lines[1].split("  ")
     assert [h.strip() for h in header if h.strip()][:3] == ["student", "points", "flagged items"]
-    table = {line.split()[0]: line for line in lines[2 : 2 + 9 + len(ATTACKS)]}
+    table = {line.split()[0]: line for line in lines[2 : 2 + 11 + len(ATTACKS)]}
     points = [float(line.split()[1]) for line in table.values()]
     assert points == sorted(points, reverse=True) and next(iter(table)) == "alice"
     missing = lines[1].index("missing items")

@@ -12,6 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import ROOT, has_tag
+from test_grading import two_lesson_key
 
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
@@ -30,7 +31,9 @@ from amp_course.tooling.grading import (
     total,
 )
 from amp_course.tooling.grading import run as grading_run
+from amp_course.tooling.grading.exports import gradescope_results
 from amp_course.tooling.grading.quizzes import wrong_message
+from amp_course.tooling.grading.reports import MESSAGE_LIMIT, bounded
 from amp_course.tooling.grading.settings import SettingsError
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
@@ -112,6 +115,31 @@ def test_feedback_lists_every_item_in_plain_words():
     text = feedback_markdown("ann", rows)
     assert "**Total: 1 of 3 points.**" in text and "## 01_x (1 of 3)" in text
     assert "| quiz:q | 0 / 2 | wrong | a \\| pipe and a newline |" in text
+
+
+def test_long_messages_reach_the_feedback_and_gradescope_whole():
+    """No message is cut at a display width: the 72.000 GiB sentence of a real check, 500
+    characters long, stays whole in the feedback file and in Gradescope's test output."""
+    long = " ".join(["the step needs 72.000 GiB usable (90% of 80 GiB) and more words"] * 8)
+    got, message = decide(CHOOSE, {"error": long, "not_done": False}, 123)
+    assert got == "error" and message.endswith(long)
+    rows = [Row("ann", "01_x", "01.a", 1.0, got, message)]
+    assert long in feedback_markdown("ann", rows)
+    [test] = gradescope_results(rows)["tests"]
+    assert test["output"].endswith(long)
+    assert wrong_message({"type": "numeric"}, 1.5).startswith("wrong: 1.5")
+
+
+def test_only_a_message_beyond_the_bound_is_cut_at_a_word_with_a_mark():
+    hostile = "spam " * 5000  # a submission printing without end
+    cut = bounded(hostile)
+    assert len(cut) < MESSAGE_LIMIT + 50 and cut.endswith("more characters cut]")
+    kept, mark = cut.split(" [… ")
+    assert kept == hostile[: len(kept)] and kept.endswith("spam")  # a whole word, then the mark
+    assert mark == f"{len(hostile) - len(kept)} more characters cut]"
+    assert bounded("x" * MESSAGE_LIMIT) == "x" * MESSAGE_LIMIT
+    _, message = decide(CHOOSE, {"error": hostile, "not_done": False}, 123)
+    assert message.endswith("more characters cut]")
 
 
 def test_bwrap_command_shows_only_the_course_and_the_scratch_folder(tmp_path):
@@ -309,13 +337,7 @@ def test_an_unavailable_sandbox_is_one_line(tmp_path, key, capsys, monkeypatch):
 
 def test_an_assignment_grades_only_its_lessons(tmp_path, capsys):
     """--lessons: rows, totals and feedback of those lessons only (no kernel: answers only)."""
-    sources = tmp_path / "sources"
-    sources.mkdir()
-    toy = (FIXTURES / "quizzes" / "source" / "99_toy.yaml").read_text()
-    (sources / "99_toy.yaml").write_text(toy)
-    (sources / "98_other.yaml").write_text(toy.replace("lesson: 99_toy", "lesson: 98_other"))
-    key = tmp_path / "key.json"
-    quiz.publish(sources, tmp_path / "learner", key, secret="toy")
+    key = two_lesson_key(tmp_path)
     answers = {"pick-b": {"value": 1, "attempts": 1}, "pi": {"value": 2.0, "attempts": 1}}
     (tmp_path / "subs" / "ann").mkdir(parents=True)
     lessons = {"lessons": {"99_toy": answers, "98_other": answers}}

@@ -22,6 +22,7 @@ from test_grading import (
     _masters,
     _notebook,
     _submission,
+    two_lesson_key,
 )
 
 from amp_course import cli, quiz
@@ -112,40 +113,59 @@ def test_one_submission_graded_for_gradescope_fits_its_schema_and_points(course)
     assert results["output"].startswith(f"{results['score']:g} of ")
 
 
-def test_a_folder_without_notebooks_gets_a_message_and_status_2(course):
+def test_a_folder_without_notebooks_shows_the_student_why_and_exits_0(course):
+    """Gradescope reads results.json, not the exit status (platforms.grade_gradescope): the
+    student sees the reason, the instructor's stdout says it too."""
     root, key, masters = course
     folder = root / "empty" / "submission"
     folder.mkdir(parents=True)
     (folder / "notes.txt").write_text("forgot the notebook")
     out = root / "empty-results.json"
-    code, _, err = _cli(
+    code, printed, err = _cli(
         "grade", folder, "--format", "gradescope", "--key", key, "--out", out, "--masters", masters
     )
-    assert code == 2 and err.count("\n") == 1 and "holds no notebook" in err
+    assert code == 0 and "holds no notebook" in printed and "WARNING" not in printed + err
     results = json.loads(out.read_text())
     jsonschema.validate(results, RESULTS_SCHEMA)
     assert results["score"] == 0 and "holds no notebook" in results["output"]
     assert "could not be graded as submitted" in results["output"]
 
 
-def test_a_notebook_that_is_not_json_gets_a_message_and_status_2(course):
+def test_a_notebook_that_is_not_json_shows_the_student_why_and_exits_0(course):
     root, key, masters = course
     folder = root / "broken" / "submission"
     folder.mkdir(parents=True)
-    (folder / MASTER.name).write_text('{"cells": [')
-    code, _, err = _cli(
-        "grade",
-        folder,
-        "--format",
-        "gradescope",
-        "--key",
-        key,
-        "--out",
-        root / "broken.json",
-        "--masters",
-        masters,
+    (folder / f"Copy of {MASTER.name}").write_text('{"cells": [')
+    out = root / "broken.json"
+    code, printed, _ = _cli(
+        "grade", folder, "--format", "gradescope", "--key", key, "--out", out, "--masters", masters
     )
-    assert code == 2 and f"not a notebook (not JSON): {MASTER.name}" in err
+    assert code == 0 and f"not a notebook (not JSON): Copy of {MASTER.name}" in printed
+    results = json.loads(out.read_text())
+    jsonschema.validate(results, RESULTS_SCHEMA)
+    assert f"not a notebook (not JSON): Copy of {MASTER.name}" in results["output"]
+    assert f"99_toy: graded `Copy of {MASTER.name}`." in results["output"]
+    tests = {t["name"]: t for t in results["tests"]}
+    assert "corrupt notebook" in tests["99_toy: 05.mfu"]["output"]
+
+
+def test_the_autograder_zip_holds_only_the_chosen_lessons_key_and_prints_no_sandbox_banner(
+    tmp_path,
+):
+    key = two_lesson_key(tmp_path, secret="toy-secret")
+    zip_path = tmp_path / "autograder.zip"
+    code, printed, err = _cli(
+        "autograder", "--key", key, "--lessons", "98_other", "--out", zip_path
+    )
+    assert code == 0, err
+    assert "sandbox" not in (printed + err).lower() and err == ""
+    assert printed.strip().startswith(f"wrote {zip_path}")
+    with zipfile.ZipFile(zip_path) as archive:
+        inside = json.loads(archive.read("key.json"))
+        run = archive.read("run_autograder").decode()
+    assert set(inside["lessons"]) == {"98_other"} and inside["secret"] == "toy-secret"
+    assert inside["lessons"]["98_other"] == json.loads(key.read_text())["lessons"]["98_other"]
+    assert "--lessons 98_other" in run
 
 
 def test_a_key_that_does_not_fit_the_lessons_is_one_line_and_status_2(course, tmp_path):

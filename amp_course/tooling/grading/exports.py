@@ -44,6 +44,8 @@ def gradescope_results(rows: list[Row], visibility: str = "visible") -> dict:
     got, of = total(rows)
     problems = [r for r in rows if r.status in NOT_GRADED]
     lines = [f"{got:g} of {of:g} points over {len(rows)} items."]
+    notes = dict.fromkeys((r.lesson, r.file) for r in rows if r.file)
+    lines += [f"{lesson}: {note}" for lesson, note in notes]
     if problems:
         lines.append(f"{len(problems)} item(s) could not be graded as submitted:")
         lines += [f"- {r.lesson}: {r.item}: {NOT_GRADED[r.status]} ({r.message})" for r in problems]

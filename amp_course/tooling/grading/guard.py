@@ -130,12 +130,13 @@ def _hook_factory(home, protected, instructor, inodes, path_types, codes, log_fd
             done = candidate
         return done or "/"
 
-    def report(level, what, _b=bound, _write=os.write, _fd=log_fd):
+    def report(level, what, _b=bound, _write=os.write, _fd=log_fd, _len=len):
         """Log the refusal, one ``level<TAB>what`` line (never fails; not the quiet ones), then
         refuse."""
         try:
             if level != "quiet":
-                line = level + "\t" + what[:500].replace("\n", " ").replace("\t", " ") + "\n"
+                said = what if _len(what) <= 500 else what[:500] + " [… cut]"  # never silently
+                line = level + "\t" + said.replace("\n", " ").replace("\t", " ") + "\n"
                 _write(_fd, line.encode("utf-8", "replace"))
         except _b[4]:
             pass

@@ -172,7 +172,7 @@ async def run_notebook(
         _fill(results, probes, {"error": "the notebook's kernel died (out of memory, or killed)"})
     except Exception as error:  # a kernel that cannot start or talk costs this lesson only
         why = f"{type(error).__name__}: {error}"
-        _fill(results, probes, {"error": f"the notebook's kernel could not run: {why}"[:300]})
+        _fill(results, probes, {"error": f"the notebook's kernel could not run: {why}"})
     finally:
         await _stop(client, km, sandbox)
     _fill(results, probes, {"timeout": "the submission's time ran out before this check ran"})

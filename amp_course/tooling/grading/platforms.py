@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import stat
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -43,8 +42,16 @@ ROOT_ENV, PYTHON_ENV = AUTOGRADER_ROOT, AUTOGRADER_PYTHON  # read by run_autogra
 
 def grade_gradescope(submission, settings: Settings, out) -> int:
     """Grade one student's files (a Gradescope ``submission/`` folder) into ``out``
-    (``results.json``); 0, or 2 with one line on stderr when the folder holds no notebook or a
-    notebook that is not one (the results still say so to the student)."""
+    (``results.json``) and return 0 once it is written, whatever the submission held.
+
+    Gradescope's contract is the file, not the exit status: its troubleshooting page says "The
+    autograder failed to execute correctly" "is returned when the autograder does not produce a
+    valid JSON file in /autograder/results/results.json", and its specification says only that
+    run_autograder must produce that file and that its stdout is kept "for displaying back to the
+    instructor". Its documentation never says what a non-zero exit does, so a submission's
+    problem (no notebook, a file that is not one) is said in the results, which the student sees,
+    and on stdout for the instructor, with exit status 0; an error before the file is written
+    (a key or masters that do not fit) still exits non-zero, and Gradescope reports it."""
     submission, out = Path(submission), Path(out)
     if not submission.is_dir():
         raise SettingsError(f"{submission} is not a folder holding one student's files")
@@ -65,8 +72,7 @@ def grade_gradescope(submission, settings: Settings, out) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(results, indent=1) + "\n")
     if problem:
-        print(f"error: {problem} (results written to {out})", file=sys.stderr)
-        return 2
+        print(f"note: {problem} (the student sees it in {out})", flush=True)
     return 0
 
 
@@ -120,7 +126,18 @@ def build_autograder(key, out, lessons=None) -> Path:
     """The zip Gradescope's autograder takes: ``setup.sh``, ``run_autograder``, the key and the
     course's sources. ``lessons`` limits the assignment (every lesson of the key by default)."""
     key, out = Path(key), Path(out)
-    Settings.load(key, lessons=lessons, sandbox_kind="none")  # refuses a key that does not fit
+    settings = Settings.load(key, lessons=lessons, sandbox_kind="none")  # refuses a misfit key
+    # The zip's key: the chosen lessons' questions only, and the secret, without which neither
+    # a graded question's answer (its hashes are salted with it) nor an exercise's hidden inputs
+    # (drawn from it per submission, verdicts.secret_seed) can be checked.
+    chosen_key = {
+        **settings.key,
+        "lessons": {
+            name: entries
+            for name, entries in settings.key["lessons"].items()
+            if name in settings.lessons
+        },
+    }
     chosen = f" \\\n    --lessons {','.join(lessons)}" if lessons else ""
     run = RUN.format(root_env=ROOT_ENV, python_env=PYTHON_ENV, lessons=chosen)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +146,7 @@ def build_autograder(key, out, lessons=None) -> Path:
             info = zipfile.ZipInfo(name)
             info.external_attr = (stat.S_IFREG | 0o755) << 16  # executable once unpacked
             archive.writestr(info, text)
-        archive.write(key, "key.json")
+        archive.writestr("key.json", json.dumps(chosen_key, indent=1) + "\n")
         for name in COURSE_FILES:
             path = ROOT / name
             files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())

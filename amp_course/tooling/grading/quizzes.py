@@ -5,18 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ... import quiz as _quiz
-from .reports import Row
-
-
-def inside(path: Path, folder: Path) -> bool:
-    """A regular file of the submission itself: no link, nothing that resolves outside it."""
-    return (
-        not path.is_symlink() and path.is_file() and path.resolve().is_relative_to(folder.resolve())
-    )
+from .matching import inside, lesson_of_name
+from .reports import Row, bounded
 
 
 def _lesson_of(file: Path) -> str:
-    return file.name[: -len(".answers.json")] if file.name.endswith(".answers.json") else "*"
+    """The lesson an answer file's name says (lower case, a copy's marks off), else "*"."""
+    name = file.name
+    if not name.lower().endswith(".answers.json"):
+        return "*"
+    return lesson_of_name(file.with_name(name[: -len(".answers.json")] + ".ipynb"))
 
 
 def answer_sets(folder: Path):
@@ -48,10 +46,10 @@ def wrong_message(entry: dict, value) -> str:
             f'"{choices[i]}"' + (f": {notes[i]}" if notes and i < len(notes) and notes[i] else "")
             for i in picked
         ]
-        return f"wrong: you chose {'; '.join(said) or 'nothing'}"[:300]
+        return bounded(f"wrong: you chose {'; '.join(said) or 'nothing'}")
     if entry["type"] == "numeric":
         return f"wrong: {value:g} is not within the key's tolerance of the answer"
-    return f"wrong: the key does not accept {str(value)[:100]!r}"
+    return f"wrong: the key does not accept {bounded(repr(value), 200)}"
 
 
 def questions(key: dict, lessons=None):
@@ -73,7 +71,7 @@ def grade_quizzes(student: str, folder: Path, key: dict, lessons=None) -> list[R
         record = answers.get(lesson, {}).get(qid)
         if record is None:
             why = (
-                problems.get(lesson)
+                problems.get(lesson.lower())
                 or problems.get("*")
                 or ("not answered" if lesson in answers else f"no answers for {lesson} found")
             )

@@ -16,7 +16,17 @@ from pathlib import Path
 
 from ...quiz import atomic_write_text
 
-COLUMNS = ["student", "lesson", "item", "points", "max_points", "status", "message", "isolation"]
+COLUMNS = [
+    "student",
+    "lesson",
+    "item",
+    "points",
+    "max_points",
+    "status",
+    "message",
+    "isolation",
+    "file",
+]
 # The statuses that earn an item's points; every other status earns none. No check gives part
 # marks, so a row's points follow from its status and cannot disagree with it.
 EARNED = frozenset({"passed", "correct"})
@@ -33,6 +43,7 @@ class Row:
     status: str
     message: str = ""
     isolation: str = ""  # where the kernels ran (``Sandbox.label``)
+    file: str = ""  # which file of the submission was graded (``matching.Found.note``)
 
     def __post_init__(self):
         object.__setattr__(self, "max_points", float(self.max_points))
@@ -45,6 +56,20 @@ class Row:
     def as_dict(self) -> dict:
         """The row as the CSV holds it, column by column (``COLUMNS``)."""
         return {name: getattr(self, name) for name in COLUMNS}
+
+
+MESSAGE_LIMIT = 4000  # characters of one message kept: a bound for hostile output, not a display
+
+
+def bounded(text, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` whole, or, beyond ``limit`` characters (a submission printing megabytes), cut
+    at a word with a visible mark that says how much was left out: never cut silently."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    kept = text[:limit]
+    kept = kept.rsplit(" ", 1)[0] if " " in kept else kept  # a whole word last
+    return f"{kept} [… {len(text) - len(kept)} more characters cut]"
 
 
 def total(rows) -> tuple[float, float]:
@@ -77,6 +102,8 @@ def feedback_markdown(student: str, rows: list[Row]) -> str:
         mine = [r for r in rows if r.lesson == lesson]
         got, of = total(mine)
         lines += [f"## {lesson} ({got:g} of {of:g})", ""]
+        files = list(dict.fromkeys(r.file for r in mine if r.file))
+        lines += [f"{note[0].upper()}{note[1:]}" for note in files] + ([""] if files else [])
         lines += ["| item | points | status | what the check says |", "|---|---|---|---|"]
         for r in mine:
             points = f"{r.points:g} / {r.max_points:g}"

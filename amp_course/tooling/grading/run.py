@@ -26,10 +26,10 @@ from ... import exercises
 from ... import quiz as _quiz
 from ...env_vars import DATA, OFFLINE, SMOKE
 from ...paths import ROOT
-from . import kernel, sandbox, verdicts
+from . import kernel, matching, sandbox, verdicts
 from .notebooks import probe_plan, restore
-from .quizzes import grade_quizzes, inside, questions
-from .reports import Row, summary, write_csv, write_feedback
+from .quizzes import grade_quizzes, questions
+from .reports import Row, bounded, summary, write_csv, write_feedback
 from .settings import Master, Settings, SettingsError
 from .unsandboxed import Findings, Guard, read_findings
 
@@ -116,7 +116,7 @@ def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, dea
 
     def zero(status, message):
         return [
-            Row(student, master.lesson, i.name, i.points, status, message[:300])
+            Row(student, master.lesson, i.name, i.points, status, bounded(message))
             for i in master.items
         ]
 
@@ -147,19 +147,23 @@ def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, dea
 
 
 def grade_exercises(run: Run, student: str, folder: Path, box) -> list[Row]:
-    """Rows for every check cell of every master notebook graded, for one student's folder."""
+    """Rows for every check cell of every master notebook graded, for one student's folder: each
+    lesson's file found by what it is (``matching.find``), the file graded named in the rows."""
     rows = []
     deadline = time.monotonic() + run.settings.submission_timeout
+    lessons = {m.lesson: matching.blanks_of(m.notebook) for m in run.settings.masters}
+    found = matching.find(folder, lessons)
     for master in run.settings.masters:
-        candidates = sorted(folder.rglob(master.path.name))
-        found = [p for p in candidates if inside(p, folder)]
-        if found:
-            rows += grade_lesson(run, student, master, found[0], box, deadline)
+        match = found[master.lesson]
+        if match.path is not None:
+            graded = grade_lesson(run, student, master, match.path, box, deadline)
+            rows += [replace(r, file=match.note(folder)) for r in graded]
             continue
         why = (
-            f"{master.path.name} is a link, not a file of this submission"
-            if candidates
-            else f"{master.path.name} not in the submission"
+            f"{match.links[0].name} is a link, not a file of this submission"
+            if match.links
+            else f"no notebook of {master.lesson} in the submission (looked for one whose "
+            f"metadata names it, or named {master.path.name}, in any folder)"
         )
         rows += [
             Row(student, master.lesson, i.name, i.points, "missing", why) for i in master.items
@@ -190,7 +194,7 @@ def grade_submission(run: Run, folder: Path) -> list[Row]:
             # Each item it would have graded, at its worth: this student's total is out of the
             # same points as everyone else's, and the zero shows.
             rows += [
-                Row(student, *item, "error", message[:300]) for item in planned(settings, part)
+                Row(student, *item, "error", bounded(message)) for item in planned(settings, part)
             ]
     return [replace(r, isolation=box.label) for r in rows]
 
@@ -215,6 +219,8 @@ def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
         shutil.copyfile(out, out.with_name(f"{out.name}.bak"))
     folders = student_folders(submissions)
     done: dict[str, list[Row]] = {}
+    if settings.sandbox.kind == "none":
+        sandbox.warn(settings.sandbox)
     with tempfile.TemporaryDirectory(prefix="amp-grade-") as scratch:
         guard = None
         if settings.sandbox.kind == "none":

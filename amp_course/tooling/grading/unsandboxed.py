@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...paths import QUIZZES
 from . import guard, sandbox
+from .reports import bounded
 
 MAX_LOG_LINES = 10_000  # a kernel that floods its log is flagged for it
 # The environment a guarded kernel adds: no bytecode written anywhere (the import system would
@@ -50,10 +51,10 @@ class Findings:
         points: ``reports.EARNED``)."""
         if self.flags:
             said = f"{status}: {message}" if message else status
-            why = "; ".join(dict.fromkeys(self.flags))[:400]
+            why = bounded("; ".join(dict.fromkeys(self.flags)), 1000)
             return "flagged", f"flagged for review, refused without a sandbox: {why} [{said}]"
         if self.notes:
-            refused = "; ".join(dict.fromkeys(self.notes))[:300]
+            refused = bounded("; ".join(dict.fromkeys(self.notes)), 1000)
             message = f"{message} (refused without a sandbox: {refused})".strip()
         return status, message
 
@@ -75,7 +76,8 @@ def read_findings(log: Path, canary: str | None = None) -> Findings:
                 if canary and canary in str(what):
                     seen = True
                     continue
-                (found.flags if level == guard.FLAG else found.notes).append(str(what)[:200])
+                kept = found.flags if level == guard.FLAG else found.notes
+                kept.append(bounded(str(what), 500))
     except OSError:
         pass
     if canary and not seen:

@@ -15,6 +15,7 @@ import hmac
 from ... import exercises
 from ...exercises import plain
 from .notebooks import CheckItem
+from .reports import bounded
 
 
 def secret_seed(secret: str, name: str, submission: str = "") -> int:
@@ -36,19 +37,19 @@ def decide(item: CheckItem, payload, seed: int) -> tuple[str, str]:
             if payload.get("not_done") is True:
                 return "not done", "the exercise cell still raises NotImplementedError."
             prefix = "" if status == "timeout" else "running your answer failed: "
-            return status, f"{prefix}{payload[status]}"[:300]
+            return status, bounded(f"{prefix}{payload[status]}")
     if "missing" in payload:
         why = f"{item.symbol} was not defined when the check ran (did its cell raise an error?)"
         return "not done", why
     try:
         mine = plain.loads(payload.get("observation"))
     except plain.PlainDataError as error:
-        return "failed", f"your answer's results could not be read: {error}"[:300]
+        return "failed", bounded(f"your answer's results could not be read: {error}")
     try:
         reference = exercises.reference_observation(item.name, seed)
     except Exception as error:  # the course's own reference failed: not the learner's fault
-        return "error", f"the grader could not compute the reference: {error}"[:300]
+        return "error", bounded(f"the grader could not compute the reference: {error}")
     status, message = exercises.judge(
         exercise, mine, reference, seed, payload.get("not_done") is True
     )
-    return status, message[:300]
+    return status, bounded(message)

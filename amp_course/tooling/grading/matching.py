@@ -1,0 +1,140 @@
+"""Which notebook of a submission is which lesson, whatever a learner's tools named the file.
+
+Every lesson carries its id in its notebook metadata (``{"amp_course": {"lesson": "01_..."}}``),
+and the copies learners hand in keep it: Colab's "Save a copy in Drive", JupyterLab's "Save As"
+and the workspace copy all keep a notebook's metadata. The id decides first. A notebook without
+one (its cells pasted into a new notebook, or a file that is not a notebook) is matched by its
+file name, in any folder and any letter case, with the marks copies add taken off: Colab's
+``Copy of``, a browser's `` (1)``, JupyterLab's ``-Copy1``.
+
+Where two files claim one lesson, ``RULE`` decides which is graded, and the feedback names both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...executed import STAMP_KEY
+
+# The course's notebook metadata entry (the executed copies' stamp lives there too), holding
+# {"lesson": <the lesson's id>} in every lesson.
+METADATA_KEY = STAMP_KEY
+RULE = "the one with more exercise cells answered, then the one saved last, then by name"
+_COPY_OF = re.compile(r"^(copy of\s+)+", re.IGNORECASE)
+_COPY_MARKS = re.compile(r"(\s*\(\d+\)|-copy\d*)+$", re.IGNORECASE)
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """A regular file of the submission itself: no link, nothing that resolves outside it."""
+    return (
+        not path.is_symlink() and path.is_file() and path.resolve().is_relative_to(folder.resolve())
+    )
+
+
+def lesson_of_metadata(notebook: dict) -> str | None:
+    """The lesson id a notebook's metadata carries, or None."""
+    metadata = notebook.get("metadata") if isinstance(notebook, dict) else None
+    entry = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    lesson = entry.get("lesson") if isinstance(entry, dict) else None
+    return lesson if isinstance(lesson, str) and lesson else None
+
+
+def lesson_of_name(path: Path) -> str:
+    """The lesson a file's name says, the marks of a copy taken off, in lower case."""
+    stem = path.name[: -len(".ipynb")] if path.name.lower().endswith(".ipynb") else path.stem
+    return _COPY_MARKS.sub("", _COPY_OF.sub("", stem.strip())).strip().lower()
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _answered(notebook: dict | None, blanks: dict[str, str]) -> int:
+    """How many of the lesson's exercise cells differ from the blanks the lesson ships."""
+    if notebook is None:
+        return 0
+    count = 0
+    for cell in notebook.get("cells") or []:
+        exercise = (cell.get("metadata") or {}).get("exercise") if isinstance(cell, dict) else None
+        name = exercise.get("name") if isinstance(exercise, dict) else None
+        if name in blanks:
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else str(source)
+            count += source.strip() != blanks[name].strip()
+    return count
+
+
+@dataclass(frozen=True)
+class Found:
+    """The file graded for one lesson (None: no file claims it) and the others that claimed it."""
+
+    lesson: str
+    path: Path | None
+    others: tuple[Path, ...] = ()
+    links: tuple[Path, ...] = ()  # links that would have matched: never graded
+
+    def note(self, folder: Path) -> str:
+        """One sentence naming the file graded, and why when several claimed the lesson."""
+
+        def name(path: Path) -> str:
+            return f"`{path.relative_to(folder)}`"
+
+        if self.path is None:
+            return ""
+        said = f"graded {name(self.path)}"
+        if self.others:
+            also = ", ".join(name(p) for p in self.others)
+            said += f"; also handed in for {self.lesson}: {also} (of several, graded is {RULE})"
+        return said + "."
+
+
+def blanks_of(master) -> dict[str, str]:
+    """{exercise name: the source of its blank cell} of a master notebook (nbformat or dict)."""
+    return {
+        cell["metadata"]["exercise"]["name"]: cell["source"]
+        for cell in master["cells"]
+        if isinstance(cell["metadata"].get("exercise"), dict)
+        and "name" in cell["metadata"]["exercise"]
+    }
+
+
+def find(folder: Path, masters: dict[str, dict[str, str]]) -> dict[str, Found]:
+    """For each lesson of ``masters`` ({lesson: its exercises' blanks}), the submission's file
+    graded for it. A notebook's metadata id decides; without one, its name does. Links and files
+    outside the folder are never graded."""
+    folder = Path(folder)
+    claims: dict[str, list[tuple[Path, dict | None]]] = {lesson: [] for lesson in masters}
+    links: dict[str, list[Path]] = {lesson: [] for lesson in masters}
+    by_name = {lesson.lower(): lesson for lesson in masters}
+    for path in sorted(folder.rglob("*")):
+        if not path.name.lower().endswith(".ipynb") or path.name.startswith("."):
+            continue
+        if not inside(path, folder):
+            lesson = by_name.get(lesson_of_name(path))
+            if lesson is not None and (path.is_symlink() or path.is_file()):
+                links[lesson].append(path)
+            continue
+        notebook = _read(path)
+        lesson = lesson_of_metadata(notebook) if notebook else None
+        if lesson is None:
+            lesson = by_name.get(lesson_of_name(path))
+        if lesson in claims:
+            claims[lesson].append((path, notebook))
+    found = {}
+    for lesson, files in claims.items():
+        ranked = sorted(
+            files,
+            key=lambda f: (-_answered(f[1], masters[lesson]), -f[0].stat().st_mtime, str(f[0])),
+        )
+        paths = [path for path, _ in ranked]
+        found[lesson] = Found(
+            lesson, paths[0] if paths else None, tuple(paths[1:]), tuple(links[lesson])
+        )
+    return found
