@@ -54,3 +54,35 @@ def test_a_rehearsed_gpu_is_named_in_the_stamp(monkeypatch):
     monkeypatch.setattr(device_module, "describe_hardware", lambda d: "NVIDIA H100 (sm_90)")
     monkeypatch.setattr(device_module, "device_name", lambda d: "NVIDIA H100")
     assert executed.stamp_record("cuda", smoke=False)["emulated"] == "Tesla T4"
+
+
+def test_the_stamp_keeps_the_lessons_own_id(tmp_path):
+    path = tmp_path / "lesson.ipynb"
+    nb = nbformat.v4.new_notebook(metadata={executed.STAMP_KEY: {"lesson": "03_grad_scaler"}})
+    nbformat.write(nb, path)
+    executed.stamp(path, "cpu", smoke=True)
+    record = nbformat.read(path, as_version=4).metadata[executed.STAMP_KEY]
+    assert record["lesson"] == "03_grad_scaler" and record["mode"] == "smoke"
+
+
+def test_a_run_writes_its_copy_whole_at_the_end_not_at_every_cell(tmp_path, monkeypatch):
+    """papermill alone writes the whole notebook at every cell's start and end; the course's runs
+    write it every few seconds and at the end, every cell's output in it."""
+    import papermill.engines
+
+    writes = []
+    real = papermill.engines.write_ipynb
+    monkeypatch.setattr(
+        papermill.engines, "write_ipynb", lambda nb, path: (writes.append(path), real(nb, path))
+    )
+    cells = [nbformat.v4.new_code_cell(f"print({i} * 7)") for i in range(12)]
+    source = tmp_path / "lesson.ipynb"
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=kernel), source)
+    copy = execute.run_lesson(
+        source, tmp_path / "out.ipynb", smoke=True, device="cpu", timeout_s=120
+    )
+    assert len(writes) <= 2, writes  # 26 with papermill's own manager
+    printed = [c.outputs[0]["text"].strip() for c in copy.cells if c.get("outputs")]
+    assert printed[-12:] == [str(i * 7) for i in range(12)]
+    assert copy.metadata.papermill["duration"] > 0

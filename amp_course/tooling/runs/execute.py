@@ -14,6 +14,7 @@ because they inspect the objects those cells define, which a kernel cannot hand 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -42,6 +43,59 @@ def environment(**values: str | None):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+SAVE_EVERY_S = 5.0  # how often a run under way writes its copy (and always at its end)
+
+
+@functools.cache
+def _engine():
+    """papermill's nbclient engine, its copy written every ``SAVE_EVERY_S`` seconds and at the
+    end rather than at every cell's start and end. papermill writes the whole notebook each time
+    (about 85 writes of lesson 00, 15 ms each: over a second of every timed run, which a learner's
+    Run All never spends); a run killed midway still leaves its copy up to a few seconds before.
+    papermill has no setting for this, so its engine API is used: an engine of its own kind."""
+    from papermill.engines import NBClientEngine, NotebookExecutionManager
+
+    class Manager(NotebookExecutionManager):
+        def save(self, force: bool = False, **kwargs):
+            last = getattr(self, "last_save_time", None)
+            if force or last is None or (self.now() - last).total_seconds() >= SAVE_EVERY_S:
+                super().save(**kwargs)
+
+        def notebook_complete(self, **kwargs):
+            super().notebook_complete(**kwargs)
+            self.save(force=True)
+
+    class Engine(NBClientEngine):
+        @classmethod
+        def execute_notebook(cls, nb, kernel_name, output_path=None, **kwargs):
+            manager_keys = ("progress_bar", "log_output", "autosave_cell_every")
+            nb_man = Manager(
+                nb,
+                output_path=output_path,
+                **{key: kwargs.pop(key) for key in manager_keys if key in kwargs},
+            )
+            nb_man.notebook_start()
+            try:
+                cls.execute_managed_notebook(
+                    nb_man, kernel_name, log_output=nb_man.log_output, **kwargs
+                )
+            finally:
+                nb_man.cleanup_pbar()
+                nb_man.notebook_complete()
+            return nb_man.nb
+
+    return Engine
+
+
+ENGINE = "amp-course"
+
+
+def _register_engine() -> None:
+    from papermill.engines import papermill_engines
+
+    papermill_engines.register(ENGINE, _engine())
 
 
 def figures_inline():
@@ -80,6 +134,7 @@ def run_lesson(
     from .kernels import AsyncIpcKernelManager
 
     path, out = Path(path), Path(out)
+    _register_engine()
     with tempfile.TemporaryDirectory() as tmp, figures_inline():
         papermill.execute_notebook(
             str(prepare(path, tmp, solved=solved)),
@@ -90,6 +145,7 @@ def run_lesson(
             execution_timeout=timeout_s,
             progress_bar=False,
             kernel_manager_class=AsyncIpcKernelManager,  # no TCP port to race for (.kernels)
+            engine_name=ENGINE,
         )
     stamp(out, device, smoke=smoke)
     return nbformat.read(out, as_version=4)
