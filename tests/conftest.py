@@ -273,6 +273,34 @@ def broken_versions(lesson) -> dict:
     return found
 
 
+def clone_checkout(folder: Path) -> Path:
+    """A clone of this checkout in ``folder``, its uncommitted work on top (committed in the
+    clone, so the clone's ``git status`` starts clean): what a fresh clone of this tree holds."""
+    import shutil
+    import subprocess
+
+    clone = folder / "course"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    changed = subprocess.run(
+        ["git", "ls-files", "-m", "-o", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    for name in changed:  # uncommitted changes travel too, so the test sees this tree
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", "--allow-empty"],
+        cwd=clone,
+        check=True,
+    )
+    return clone
+
+
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket() as sock:

@@ -18,14 +18,17 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, has_tag
+from conftest import ROOT, clone_checkout, has_tag
 
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
@@ -325,6 +328,67 @@ def run(tmp_path_factory):
         "watched": watched,
         "paths": paths,
     }
+
+
+def _documented_pytest_command() -> list[str]:
+    """The pytest route's command as the instructors' guide shows it, as argv."""
+    guide = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    block = guide.split("-p amp_course.tooling.nbval_grading", 1)[0].rsplit("```bash\n", 1)[1]
+    block += (
+        "-p amp_course.tooling.nbval_grading"
+        + guide.split("-p amp_course.tooling.nbval_grading", 1)[1].split("```", 1)[0]
+    )
+    return shlex.split(block.replace("\\\n", " "))
+
+
+@pytest.fixture(scope="module")
+def routed(run, tmp_path_factory):
+    """The crafted submissions graded again, by the documented pytest command in a fresh clone
+    of the course, with the grading run's options added to its --amp-grade."""
+    root = tmp_path_factory.mktemp("routed")
+    clone = clone_checkout(root)
+    argv = _documented_pytest_command()
+    assert argv[:2] == ["pytest", "--nbval-lax"], argv
+    argv[argv.index("SUBMISSIONS_DIR")] = str(run["subs"])
+    grade = argv.index("--amp-grade") + 1
+    options = shlex.split(argv[grade])
+    options[options.index("--key") + 1] = str(run["key"])
+    options[options.index("--out") + 1] = str(root / "gradebook.csv")
+    options += ["--masters", str(run["root"] / "masters"), "--cell-timeout", "20"]
+    argv[grade] = shlex.join([*options, "--timeout", "120"])
+    done = subprocess.run(
+        [sys.executable, "-m", *argv, "-p", "no:cacheprovider", "-q", "-rN"],
+        cwd=clone,  # the clone's amp_course, as a fresh clone runs it
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    with open(root / "gradebook.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return {"done": done, "rows": rows, "clone": clone}
+
+
+def _where_the_course_is_left_out(rows, course) -> list[dict]:
+    """Rows with the course's own folder written as <course>: a check that names a file of the
+    course names it in the checkout that graded."""
+    return [{k: v.replace(str(course), "<course>") for k, v in row.items()} for row in rows]
+
+
+def test_the_pytest_route_gives_the_same_gradebook_and_a_test_per_item(run, routed):
+    """Tampering, hidden inputs, timeouts, links: every crafted submission's rows are the ones
+    `amp-course grade` wrote, and pytest reports each row as a test."""
+    done, rows = routed["done"], routed["rows"]
+    assert _where_the_course_is_left_out(rows, routed["clone"]) == _where_the_course_is_left_out(
+        run["rows"], ROOT
+    )
+    lost = [r for r in rows if float(r["points"]) == 0]
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert f"{len(lost)} failed, {len(rows) - len(lost)} passed" in summary, summary
+    assert "Cell 0" not in done.stdout  # nbval collected nothing: no student cell ran outside
+    assert not Path(run["paths"]["SENTINEL"]).exists()
+    assert "raise SystemExit(0)" in (run["subs"] / "bob" / "conftest.py").read_text()
 
 
 def _digests(paths):

@@ -3,12 +3,11 @@ lessons that a Run All, its saved outputs and its quiz answers leave the checkou
 that never overwrites a learner's file, and that gives one lesson back fresh on request."""
 
 import datetime
-import shutil
 import subprocess
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import clone_checkout
 from nbclient import NotebookClient
 
 from amp_course.paths import lesson_notebooks
@@ -18,27 +17,7 @@ from amp_course.tooling.runs.kernels import AsyncIpcKernelManager
 
 @pytest.fixture
 def checkout(tmp_path):
-    """A clone of this checkout's committed files, with this checkout's work on top of them."""
-    clone = tmp_path / "course"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    tracked = subprocess.run(
-        ["git", "ls-files", "-m", "-o", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    for name in tracked:  # uncommitted changes travel too, so the test sees this tree
-        if (ROOT / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, clone / name)
-    subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", "--allow-empty"],
-        cwd=clone,
-        check=True,
-    )
-    return clone
+    return clone_checkout(tmp_path)
 
 
 def _status(clone) -> str:

@@ -39,7 +39,8 @@ def _quiz_check(args) -> int:
     return 0
 
 
-def _grade(args) -> int:
+def grade(args) -> int:
+    """``amp-course grade``: also what ``nbval_grading`` runs under pytest."""
     from .grading import Settings, SettingsError, grade_all
     from .grading.platforms import grade_canvas, grade_gradescope
 
@@ -120,49 +121,49 @@ def add_instructor_commands(sub) -> None:
     qcheck.add_argument("--out", default=QUIZ_DIR)
     qcheck.set_defaults(func=_quiz_check)
 
-    grade = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
-    grade.error = _grade_usage_error  # one line, as for every other mistake of `grade`
-    grade.add_argument(
+    grading = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
+    grading.error = _grade_usage_error  # one line, as for every other mistake of `grade`
+    grading.add_argument(
         "submissions", help="folder holding one folder per student (name = student id)"
     )
-    grade.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
-    grade.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
-    grade.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
-    grade.add_argument(
+    grading.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
+    grading.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
+    grading.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
+    grading.add_argument(
         "--lessons",
         default=None,
         help="comma-separated lessons of this assignment, e.g. 00_scenario,01_number_formats "
         "(default: every lesson of the masters and the key)",
     )
-    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
-    grade.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
-    grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
-    grade.add_argument(
+    grading.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell")
+    grading.add_argument("--timeout", type=int, default=900, help="seconds per submission, in all")
+    grading.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
+    grading.add_argument(
         "--sandbox",
         default="auto",
         choices=["auto", "bwrap", "docker", "podman", "none"],
         help="where students' code runs (auto: bubblewrap, else none with a warning)",
     )
-    grade.add_argument(
+    grading.add_argument(
         "--memory-gb", type=float, default=8.0, help="memory bound of a student's kernel"
     )
-    grade.add_argument(
+    grading.add_argument(
         "--image", default="debian:bookworm-slim", help="container image for docker/podman"
     )
-    grade.add_argument(
+    grading.add_argument(
         "--feedback", default=None, help="folder for per-student feedback (default: OUT-feedback)"
     )
-    grade.add_argument(
+    grading.add_argument(
         "--format",
         default="csv",
         choices=["csv", "canvas", "gradescope"],
         help="csv: the course's gradebook; canvas: a gradebook Canvas imports (items beside it); "
         "gradescope: SUBMISSIONS is one student's files, OUT Gradescope's results.json",
     )
-    grade.add_argument(
+    grading.add_argument(
         "--roster", default=None, help="canvas: CSV mapping folder names to Canvas's ids"
     )
-    grade.set_defaults(func=_grade)
+    grading.set_defaults(func=grade)
 
     autograder = sub.add_parser("autograder", help="build the zip a Gradescope autograder takes")
     autograder.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
