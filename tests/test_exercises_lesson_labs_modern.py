@@ -85,7 +85,18 @@ def test_symptoms_show_on_this_cpu():
         "bf16 autocast",
     ]
     tf32 = lab.run_tf32(broken["labs.tf32_api_mix"])
-    assert [bool(case["error"]) for case in tf32] == [False, False, True, True, True, False, True]
+    assert [bool(case["error"]) for case in tf32] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        False,
+        True,
+    ] + [
+        False,
+        False,
+    ]
     assert lab.run_tf32(lambda: torch.get_float32_matmul_precision())[0]["state"] == "highest"
     ema = lab.run_ema(broken["labs.ema_skipped_steps"])["records"]
     assert [r["steps"] for r in ema] == [0] * 6 + [1, 2, 2, 3, 3, 4]
@@ -145,6 +156,21 @@ def _matmul_precision_level():
 
 def _cudnn_wide_setting():
     return {"matmul": M.fp32_precision == "tf32", "conv": C.fp32_precision == "tf32"}
+
+
+def _global_setting_wins():
+    """torch.backends.fp32_precision taken over any leaf whenever it is set."""
+    top = torch.backends.fp32_precision
+    leaves = {"matmul": M.fp32_precision, "conv": C.conv.fp32_precision}
+    return {key: (top if top != "none" else leaf) == "tf32" for key, leaf in leaves.items()}
+
+
+def _tf32_if_any_level_says_so():
+    top, cudnn = torch.backends.fp32_precision, C.fp32_precision
+    return {
+        "matmul": "tf32" in (top, M.fp32_precision),
+        "conv": "tf32" in (top, cudnn, C.conv.fp32_precision),
+    }
 
 
 def _anything_but_ieee():
@@ -310,6 +336,20 @@ WRONG = {
             _matmul_precision_level,
             'After torch.backends.cuda.matmul.fp32_precision = "tf32", your function raised '
             "RuntimeError",
+        ),
+        (
+            "the global setting over a leaf",
+            _global_setting_wins,
+            'After torch.backends.fp32_precision = "tf32"; torch.backends.cuda.matmul.'
+            'fp32_precision = "ieee", your function returns True (TF32 on) for fp32 matmuls; the '
+            "reference False (TF32 off).",
+        ),
+        (
+            "TF32 if any level says so",
+            _tf32_if_any_level_says_so,
+            'After torch.backends.fp32_precision = "tf32"; torch.backends.cuda.matmul.'
+            'fp32_precision = "ieee", your function returns True (TF32 on) for fp32 matmuls; the '
+            "reference False (TF32 off).",
         ),
         (
             "anything but 'ieee'",

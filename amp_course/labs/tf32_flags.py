@@ -21,6 +21,16 @@ TF32_SETTERS = (
     'torch.backends.cudnn.conv.fp32_precision = "tf32"',
     'torch.backends.cudnn.conv.fp32_precision = "ieee"',
     'torch.backends.fp32_precision = "tf32"',
+    'torch.backends.fp32_precision = "ieee"',
+)
+# The global setting and a leaf that says otherwise: which one wins (the leaf, unless it is
+# "none"), in both directions. Every seed's cases hold them.
+GLOBAL_AND_LEAF = (
+    (
+        'torch.backends.fp32_precision = "tf32"',
+        'torch.backends.cuda.matmul.fp32_precision = "ieee"',
+    ),
+    ('torch.backends.fp32_precision = "ieee"',),  # cuDNN convolutions' leaf stays "tf32"
 )
 TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
     (),
@@ -33,6 +43,7 @@ TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
         "torch.backends.cuda.matmul.allow_tf32 = True",
         'torch.backends.cuda.matmul.fp32_precision = "ieee"',
     ),
+    *GLOBAL_AND_LEAF,
 )
 
 
@@ -62,7 +73,9 @@ def tf32_cases(seed: int = 0) -> tuple[tuple[str, ...], ...]:
     if seed == 0:
         return TF32_CASES
     generator = seeded(seed)
-    cases = [()]
+    # TF32 on through the new API alone (where a legacy read raises), and the global setting
+    # against a leaf, whatever else the seed draws.
+    cases = [(), ('torch.backends.cuda.matmul.fp32_precision = "tf32"',), *GLOBAL_AND_LEAF]
     for _ in range(8):
         count = int(torch.randint(1, 4, (), generator=generator))
         picks = torch.randint(0, len(TF32_SETTERS), (count,), generator=generator)
