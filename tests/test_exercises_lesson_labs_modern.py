@@ -272,6 +272,27 @@ def _fp32_adam(lr_factor=1.0, zero_grad=True, skip=0):
     return train
 
 
+def _adam_default_lr(model, batches, lr):
+    """Adam with its own learning rate, the one it was given dropped."""
+    optimizer = torch.optim.Adam(model.parameters())
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+    return model
+
+
+def _pure_bf16_adam(model, batches, lr):
+    """bf16 weights and Adam states: no overflow, and eps is not zero in bf16."""
+    model = model.to(torch.bfloat16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(images.to(torch.bfloat16)).float(), labels).backward()
+        optimizer.step()
+    return model
+
+
 def _adam_but_last(model, batches, lr):
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     for step in range(len(batches) - 1):
@@ -430,6 +451,13 @@ WRONG = {
             "trains on each of them once.",
         ),
         ("twice the learning rate", _fp32_adam(lr_factor=2), "the reference's by"),
+        ("Adam's own learning rate", _adam_default_lr, "the reference's by"),
+        (
+            "bf16 weights and Adam states",
+            _pure_bf16_adam,
+            "after 6 steps, the model you return holds 1.weight in bfloat16; the reference's in "
+            "float32 (a model served in float32 or float16).",
+        ),
         ("gradients never cleared", _fp32_adam(zero_grad=False), "the reference's by"),
         (
             "one batch fewer",  # the update is 5/6 of the reference's: inside its tolerance

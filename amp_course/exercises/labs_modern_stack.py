@@ -170,6 +170,14 @@ def compare_adam(mine: dict, reference: dict, seed: int) -> None:
             f"the model you return has the parameters {mine['names']}; the reference's "
             f"{reference['names']}."
         )
+    served = ("float32", "float16")  # the lab fine-tunes for serving in fp16; fp32 is kept too
+    for name, dtype in zip(mine["names"], mine["dtypes"], strict=True):
+        if dtype not in served:
+            raise ExerciseFailed(
+                f"{after}, the model you return holds {name} in {dtype}; the reference's in "
+                f"{reference['dtypes'][mine['names'].index(name)]} (a model served in "
+                f"{' or '.join(served)})."
+            )
     for name, got, want in zip(mine["names"], mine["params"], reference["params"], strict=True):
         _tensor_like(got, want, f"{after}, {name}")
         bad = ~torch.isfinite(got)

@@ -204,7 +204,8 @@ def run_mm(fn, seed: int = 0) -> dict:
 
 
 # ---- Lab 5: Adam on fp16 parameters -------------------------------------------------------------
-ADAM_STEPS, ADAM_LR = 6, 1e-3
+# Not Adam's default learning rate (1e-3): a loop that drops the lr it is given shows.
+ADAM_STEPS, ADAM_LR = 6, 2e-3
 
 
 def adam_model(seed: int = 0) -> torch.nn.Module:
