@@ -9,7 +9,7 @@ import conftest
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tagged
+from conftest import notebook, tagged
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed
@@ -828,3 +828,21 @@ def test_fused_adam_keeps_fp16_states_and_meets_nan_in_the_lab():
     assert {adam.state[weight][k].dtype for k in ("exp_avg", "exp_avg_sq")} == {torch.float16}
     fused = lab.run_adam(_fp16_adam(fused=True))
     assert any((~p.isfinite()).any() for p in fused["params"])
+
+
+def test_the_summary_and_pitfalls_give_symptoms_not_fixes():
+    """A learner who reads past the labs meets what each lab shows, never its fix: the labs'
+    checks are where a fix is found out."""
+    cells = [
+        cell.source
+        for cell in notebook(LESSON).cells
+        if cell.source.startswith(("### Summary", "### Common pitfalls"))
+    ]
+    assert len(cells) == 2
+    fixes = re.compile(
+        r"1e-12|clamp|floor|epsilon|gate|only when|in fp32 and|GradScaler|ctx\.|cast to the|"
+        r"read and write|through one API|tf32_enabled|run code eagerly|carry the autocast",
+        re.IGNORECASE,
+    )
+    for text in cells:
+        assert not fixes.search(text), fixes.search(text)
