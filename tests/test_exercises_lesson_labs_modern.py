@@ -181,6 +181,20 @@ def _fp16_weights_under_amp(model, batches, lr):
     return solutions.train_adam(model.half(), batches, lr)  # the reference's loop, fp16 weights
 
 
+def _ema_if_weights_moved(model, optimizer, scheduler, ema, scaler, batches):
+    """A step told by the weights having changed: at a learning rate of 0 a taken step leaves
+    them as they were."""
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(lab.digit_loss(model, images, labels)).backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        scaler.step(optimizer)
+        scaler.update()
+        if any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True)):
+            scheduler.step()
+            ema.update_parameters(model)
+
+
 def _ema_loop(gate_scheduler, gate_ema):
     """The lab's loop; ``gate_*(loss, scale_before, scale_after)`` says whether to step each."""
 
@@ -412,6 +426,12 @@ WRONG = {
             _ema_loop(_scale_not_lowered, _always),
             "the EMA had averaged once, the optimizer 0 times; in the reference 0 times and 0 "
             "times.",
+        ),
+        (
+            "the weights having changed",
+            _ema_if_weights_moved,
+            "(its step taken by the scaler), the scheduler had stepped 0 times and the EMA had "
+            "averaged 0 times, the optimizer once; in the reference once and once.",
         ),
         (
             "the EMA gated, the scheduler not",

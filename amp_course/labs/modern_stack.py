@@ -85,8 +85,9 @@ def digit_loss(model, images, labels):
 
 
 def warmup(step: int) -> float:
-    """The LR factor after ``step`` scheduler steps: linear warm-up over WARMUP updates, then 1."""
-    return min(1.0, (step + 1) / WARMUP)
+    """The LR factor after ``step`` scheduler steps: linear warm-up from 0 over WARMUP updates,
+    then 1. Starting at 0, as many warm-ups do, the first update leaves the weights unchanged."""
+    return min(1.0, step / WARMUP)
 
 
 def ema_setup(seed: int = 0):
