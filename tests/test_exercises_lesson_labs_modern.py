@@ -441,6 +441,18 @@ WRONG = {
     ],
     "labs.setup_context_autocast": [
         (
+            "autocast re-entered in its default dtype",
+            lambda a, b: _EnabledButNotItsDtype.apply(a, b),
+            "In the case 'fp16 autocast', the backward through your function ran its matrix "
+            "products in bfloat16; the reference's in float16.",
+        ),
+        (
+            "the backward in fp32",
+            lambda a, b: _BackwardInFp32.apply(a, b),
+            "In the case 'fp16 autocast', the backward through your function ran its matrix "
+            "products in float32; the reference's in float16.",
+        ),
+        (
             "custom_bwd removed",
             _NoBackwardDecorator.apply,
             "In the case 'fp16 autocast', your function or the backward through it raised "
@@ -637,6 +649,17 @@ class _StateInSetupContext(torch.autograd.Function):
             return grad.mm(b.t()), a.t().mm(grad)
 
 
+class _EnabledButNotItsDtype(_StateInSetupContext):
+    """The backward re-enters autocast when the forward ran under it, in autocast's default
+    dtype for the device rather than the forward's."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        with torch.autocast("cpu", enabled=ctx.autocast[0]):
+            return grad.mm(b.t()), a.t().mm(grad)
+
+
 class _BackwardInFp32(torch.autograd.Function):
     @staticmethod
     def forward(a, b):
@@ -692,7 +715,6 @@ RIGHT = {
     "labs.setup_context_autocast": [
         solutions.matmul,
         _StateInSetupContext.apply,
-        _BackwardInFp32.apply,
     ],
     "labs.adam_fp16_eps": [solutions.train_adam, _adam_fp32_then_half, _adam_bf16_autocast],
     "labs.fp8_zero_scale": [

@@ -136,6 +136,13 @@ def compare_mm(mine: dict, reference: dict, seed: int) -> None:
         fail_on_error(got["error"], f"{label} your function or the backward through it")
         _tensor_like(got["out"], want["out"], f"{label} your output")
         _compare_values(got["out"], want["out"], dtype, f"{label} your output")
+        ran, should = got.get("backward_dtypes"), want["backward_dtypes"]
+        if ran != should:
+            raise ExerciseFailed(
+                f"{label} the backward through your function ran its matrix products in "
+                f"{' and '.join(ran or ['no matrix product'])}; the reference's in "
+                f"{' and '.join(should)}."
+            )
         for name in ("a", "b"):
             what = f"{label} the gradient of {name}"
             if got[f"grad_{name}"] is None:

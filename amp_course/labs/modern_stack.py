@@ -13,6 +13,7 @@ import functools
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import scaling
 from ..data import load_mnist
@@ -184,23 +185,46 @@ def mm_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return a, b, torch.randn(n, m, generator=generator)
 
 
-def _weighted_backward(out, weights) -> None:
-    (out.float() * weights).sum().backward()
+_PRODUCTS = ("mm", "bmm", "addmm", "baddbmm", "addbmm")  # aten's matrix products
+
+
+class _ProductDtypes(TorchDispatchMode):
+    """The dtypes of the matrix products that run inside the block (the backward's, here): the
+    values alone cannot tell a product computed in fp16 from one in bf16 or fp32 and rounded."""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in _PRODUCTS:
+            for arg in args:
+                if isinstance(arg, torch.Tensor) and arg.is_floating_point():
+                    self.dtypes.add(str(arg.dtype).removeprefix("torch."))
+        return func(*args, **(kwargs or {}))
+
+
+def _weighted_backward(out, weights) -> list[str]:
+    with _ProductDtypes() as products:
+        (out.float() * weights).sum().backward()
+    return sorted(products.dtypes)
 
 
 def run_mm(fn, seed: int = 0) -> dict:
     """``fn(a, b)`` in each autocast case, then backward (outside autocast, as a training loop
-    runs it) through a weighted sum of the output: the output, and the gradients of a and b."""
+    runs it) through a weighted sum of the output: the output, the gradients of a and b, and the
+    dtypes the backward's matrix products ran in."""
     observed = {}
     for case, dtype in AUTOCAST_CASES.items():
         a, b, weights = mm_inputs(seed)
         a.requires_grad_(), b.requires_grad_()
         with autocast(dtype):
             out, error = _attempt(fn, a, b)
+        products = None
         if error is None:
-            _, error = _attempt(_weighted_backward, out, weights)
+            products, error = _attempt(_weighted_backward, out, weights)
         observed[case] = {"error": error, "out": None if error else out.detach()}
-        observed[case].update(grad_a=a.grad, grad_b=b.grad)
+        observed[case].update(grad_a=a.grad, grad_b=b.grad, backward_dtypes=products)
     return observed
 
 
