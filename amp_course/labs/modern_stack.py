@@ -13,9 +13,9 @@ import functools
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import scaling
+from ..autocast_trace.recorder import DtypeRecorder
 from ..data import load_mnist
 from ..display import error_text
 from .more_failures import AUTOCAST_CASES, DEVICE_TYPE, autocast, seeded
@@ -188,26 +188,20 @@ def mm_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 _PRODUCTS = ("mm", "bmm", "addmm", "baddbmm", "addbmm")  # aten's matrix products
 
 
-class _ProductDtypes(TorchDispatchMode):
-    """The dtypes of the matrix products that run inside the block (the backward's, here): the
-    values alone cannot tell a product computed in fp16 from one in bf16 or fp32 and rounded."""
-
-    def __init__(self):
-        super().__init__()
-        self.dtypes: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket.__name__ in _PRODUCTS:
-            for arg in args:
-                if isinstance(arg, torch.Tensor) and arg.is_floating_point():
-                    self.dtypes.add(str(arg.dtype).removeprefix("torch."))
-        return func(*args, **(kwargs or {}))
-
-
 def _weighted_backward(out, weights) -> list[str]:
-    with _ProductDtypes() as products:
+    """The backward, and the dtypes its matrix products ran in: the gradients' values alone
+    cannot tell a product computed in fp16 from one in bf16 or fp32 and rounded."""
+    with DtypeRecorder() as recorder:
         (out.float() * weights).sum().backward()
-    return sorted(products.dtypes)
+    return sorted(
+        {
+            str(dtype).removeprefix("torch.")
+            for row in recorder.rows
+            if row.op in _PRODUCTS
+            for dtype in row.input_dtypes
+            if dtype.is_floating_point
+        }
+    )
 
 
 def run_mm(fn, seed: int = 0) -> dict:
