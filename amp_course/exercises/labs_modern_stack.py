@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..labs.modern_stack import (
+    ADAM_LR,
     ADAM_STEPS,
     FP8,
     run_adam,
@@ -155,11 +156,15 @@ register("labs.setup_context_autocast", run_mm, compare_mm)
 
 
 # ---- Lab 5: Adam on fp16 parameters -------------------------------------------------------------
-# Compared as the update (the change from the starting weights), relative to the reference's: its
-# steps are about 1e-3 each, so an absolute tolerance would let the starting weights pass. Right
-# fixes (fp32 or under autocast, bf16 included) land within 0.14 of it; doubling the learning rate,
-# never clearing the gradients or not training at all land 0.58 or more away.
-ADAM_UPDATE_RTOL = 0.3
+# Compared element by element, as the update (the change from the starting weights): each value's
+# update against the reference's, in units of the learning rate. Adam moves a value by about lr a
+# step whatever its gradient's size, so right fixes (fp32, or autocast in bf16 or fp16) move most
+# values within half a step of the reference; where a gradient is near zero its sign can differ
+# under rounding, and such values land a step or more away. Over 4 seeds, at most 13% of any
+# parameter's values are more than half a step off for right fixes; twice or Adam's default
+# learning rate, gradients never cleared, or a layer left out of the optimizer put 50% or more off.
+ADAM_STEP_TOLERANCE = 0.5  # in units of the learning rate
+ADAM_OFF_SHARE = 0.25  # the share of a parameter's values allowed beyond it
 
 
 def compare_adam(mine: dict, reference: dict, seed: int) -> None:
@@ -196,27 +201,21 @@ def compare_adam(mine: dict, reference: dict, seed: int) -> None:
                 "finite."
             )
 
-    def update(observed: dict) -> torch.Tensor:
-        pairs = zip(observed["params"], reference["initial"], strict=True)
-        return torch.cat([(p - start).flatten() for p, start in pairs])
-
-    yours, theirs = update(mine), update(reference)
-    off = (yours - theirs).norm().item() / theirs.norm().item()
-    if off > ADAM_UPDATE_RTOL:
-        diffs = [(p - q).abs() for p, q in zip(mine["params"], reference["params"], strict=True)]
-        which = max(range(len(diffs)), key=lambda i: diffs[i].max().item())  # the largest one
-        got, want = mine["params"][which], reference["params"][which]
-        start = reference["initial"][which]
-        index = tuple(int(i) for i in torch.unravel_index(diffs[which].argmax(), got.shape))
-        raise ExerciseFailed(
-            f"{after}, the weights you return moved from where they started by a norm of "
-            f"{yours.norm().item():.3g} over all parameters, the reference's by "
-            f"{theirs.norm().item():.3g}; the two changes differ by {off:.0%} of the reference's "
-            f"(the check allows {ADAM_UPDATE_RTOL:.0%}). The largest difference: "
-            f"{mine['names'][which]} at {_where(index)} started at {start[index].item():.5g} and "
-            f"ends at {got[index].item():.5g} in yours, {want[index].item():.5g} in the "
-            "reference's."
-        )
+    far = ADAM_STEP_TOLERANCE * ADAM_LR
+    for name, got, want, start in zip(
+        mine["names"], mine["params"], reference["params"], reference["initial"], strict=True
+    ):
+        gap = (got - want).abs()  # the difference of the two updates: both start at `start`
+        off = gap > far
+        if off.float().mean().item() > ADAM_OFF_SHARE:
+            index = tuple(int(i) for i in torch.unravel_index(gap.argmax(), got.shape))
+            raise ExerciseFailed(
+                f"{after}, {int(off.sum())} of the {got.numel()} values of {name} end more than "
+                f"{far:g} (half the learning rate) from the reference's; the check allows "
+                f"{ADAM_OFF_SHARE:.0%} of them. The largest difference: {name} at "
+                f"{_where(index)} started at {start[index].item():.5g} and ends at "
+                f"{got[index].item():.5g} in yours, {want[index].item():.5g} in the reference's."
+            )
 
 
 register("labs.adam_fp16_eps", run_adam, compare_adam)
