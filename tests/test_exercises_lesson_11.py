@@ -26,7 +26,9 @@ def _rejected(name, answer, words):
     for seed in SEEDS:
         status, message = exercises.verdict(name, answer, seed)
         assert status == "failed", (seed, message)
-    assert re.search(words, exercises.verdict(name, answer, 0)[1]), message
+    message = exercises.verdict(name, answer, 0)[1]
+    assert re.search(words, message), message
+    return message
 
 
 # ---- 11.mx_roundtrip -----------------------------------------------------------------------------
@@ -145,13 +147,13 @@ def test_mx_correct_answers_in_several_styles_pass(answer):
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (_mx(ieee_emax=True), r"shared scale for this block is 2\^-?\d+"),
+        (_mx(ieee_emax=True), r"comes back as .*; section 2.s rule gives"),
         (_mx(emax_shift=1), r"comes back as .*; section 2.s rule gives"),
-        (_mx(log2="round"), r"shared scale for this block is"),
-        (_mx(log2="ceil"), r"shared scale for this block is"),
-        (_mx(saturate=False), r"yours is above 28 x 2\^-?\d+"),
+        (_mx(log2="round"), r"comes back as .*; section 2.s rule gives"),
+        (_mx(log2="ceil"), r"comes back as .*; section 2.s rule gives"),
+        (_mx(saturate=False), r"row 0, block 0 .* comes back as"),
         (_mx(per_tensor=True), r"row 0, block 0 .* comes back as -?0;"),
-        (_mx(clamp=False), r"row 3, block 1 .* shared scale for this block is 2\^-127"),
+        (_mx(clamp=False), r"row 3, block 1 .* comes back as"),
         (_mx(ties="away"), r"row 1, block 0"),
         (_mx(subnormals=False), r"comes back as 0;"),
         (lambda x, e, m, b: x, r"comes back as"),
@@ -173,7 +175,8 @@ def test_mx_correct_answers_in_several_styles_pass(answer):
     ],
 )
 def test_mx_wrong_answers_are_rejected_saying_what_differs(wrong, words):
-    _rejected("11.mx_roundtrip", wrong, words)
+    message = _rejected("11.mx_roundtrip", wrong, words)
+    assert "scale" not in message and "largest" not in message  # what the learner works out
 
 
 def test_mx_cases_plant_every_decisive_block_and_vary_with_the_seed():

@@ -61,9 +61,9 @@ BROKEN_SAYS = {
     "labs.ema_skipped_steps": "after batch 0 (its step skipped by the scaler), the scheduler had "
     "stepped once and the EMA had averaged once, the optimizer 0 times; in the reference 0 times "
     "and 0 times.",
-    "labs.setup_context_autocast": "In the case 'fp16 autocast', your function or the backward "
-    "through it raised AttributeError: 'MatMulBackward' object has no attribute "
-    "'_fwd_used_autocast'",
+    "labs.setup_context_autocast": "In the case 'fp16 autocast', the backward through your "
+    "function, which runs after the autocast region of its forward has ended, raised "
+    "AttributeError: 'MatMulBackward' object has no attribute '_fwd_used_autocast'",
     "labs.adam_fp16_eps": "after 6 steps, 25088 of the 25088 values of 1.weight are NaN or inf",
     "labs.fp8_zero_scale": "For an all-zero gradient (amax 0), your float8 values hold NaN at "
     "[0, 0]; the reference's are finite.",
@@ -218,6 +218,27 @@ def _always(loss, before, after):
     return True
 
 
+def _ema_before_the_step(model, optimizer, scheduler, ema, scaler, batches):
+    """Gated right, but the EMA averages the weights before this step changes them."""
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(lab.digit_loss(model, images, labels)).backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if scaler.get_scale() >= scale:
+            scheduler.step()
+            after = [p.detach().clone() for p in model.parameters()]
+            with torch.no_grad():
+                for p, old in zip(model.parameters(), before, strict=True):
+                    p.copy_(old)
+            ema.update_parameters(model)
+            with torch.no_grad():
+                for p, new in zip(model.parameters(), after, strict=True):
+                    p.copy_(new)
+
+
 def _finite_loss(loss, before, after):
     return bool(torch.isfinite(loss))
 
@@ -348,9 +369,28 @@ def _fp8_scale_in_input_dtype(x, dtype=torch.float8_e4m3fn):
     return (x.float() * scale.float()).clamp(-top, top).to(dtype), scale
 
 
+def _fp8_product_in_input_dtype(x, dtype=torch.float8_e4m3fn):
+    """An fp32 scale, but the product formed in the input's dtype: bf16 rounds it first."""
+    top = torch.finfo(dtype).max
+    scale = top / x.abs().max().float().clamp(min=1e-12)
+    return (x * scale).clamp(-top, top).to(dtype), scale
+
+
+def _counts_in_features_dtype(features, labels, num_classes):
+    """fp32 sums, divided by counts held in the features' dtype (exact in bf16 only to 256)."""
+    sums = torch.zeros(num_classes, features.shape[1]).index_add_(0, labels, features.float())
+    counts = torch.bincount(labels, minlength=num_classes).to(features.dtype)
+    return sums / counts.clamp(min=1)[:, None]
+
+
 FAR = "(half the learning rate) from the reference's"  # the Adam lab's words
 WRONG = {
     "labs.compiled_dtype_mix": [
+        (
+            "counts held in the features' dtype",
+            _counts_in_features_dtype,
+            "In the case 'bf16 autocast' (features bf16), the tensor of class means differs",
+        ),
         (
             "sums in the features' dtype, cast at the end",
             _means(_sums_in_features_dtype),
@@ -426,6 +466,11 @@ WRONG = {
     ],
     "labs.ema_skipped_steps": [
         (
+            "the EMA averaging the weights from before the step",
+            _ema_before_the_step,
+            "after batch 11 (its step skipped by the scaler), the last, the EMA's weights: ",
+        ),
+        (
             "a finite loss",
             _ema_loop(_finite_loss, _finite_loss),
             "after batch 0 (its step skipped by the scaler), the scheduler had stepped once",
@@ -471,14 +516,15 @@ WRONG = {
         (
             "custom_bwd removed",
             _NoBackwardDecorator.apply,
-            "In the case 'fp16 autocast', your function or the backward through it raised "
-            "RuntimeError: expected m1 and m2 to have the same dtype",
+            "In the case 'fp16 autocast', the backward through your function, which runs after "
+            "the autocast region of its forward has ended, raised RuntimeError: expected m1 and "
+            "m2 to have the same dtype",
         ),
         (
             "both decorators removed",
             _Plain.apply,
-            "In the case 'fp16 autocast', your function or the backward through it raised "
-            "RuntimeError",
+            "In the case 'fp16 autocast', the backward through your function, which runs after "
+            "the autocast region of its forward has ended, raised RuntimeError",
         ),
         (
             "cast_inputs=torch.float32",
@@ -552,8 +598,8 @@ WRONG = {
         (
             "NaN cleaned from the values",
             _fp8(clean=True),
-            "For an all-zero gradient (amax 0), your scale is inf; the reference's is 4.48e+14, "
-            "finite and positive.",
+            "For an all-zero gradient (amax 0), your scale is inf; the reference's is a finite "
+            "positive number.",
         ),
         (
             "amax clamped at 1",
@@ -573,6 +619,11 @@ WRONG = {
             _fp8_scale_in_input_dtype,
             "For activations (bf16) (amax 6.78), your scale is a torch.bfloat16 tensor, 66; the "
             "reference's is float32, 66.0645",
+        ),
+        (
+            "the product formed in the input's dtype",
+            _fp8_product_in_input_dtype,
+            "For activations (bf16) (amax 6.78), ",
         ),
         (
             "an epsilon of float32's eps",  # 1.2e-7: above the smallest gradients the lab names
@@ -608,6 +659,15 @@ def test_wrong_fix_fails_saying_what_differs(name, label, wrong, says):
     assert not GUESSES.search(said), message
     for seed in SEEDS[1:]:
         assert exercises.verdict(name, wrong, seed)[0] == "failed", seed
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_no_fp8_message_gives_the_scale_of_a_zero_tensor_away(seed):
+    """448 over the reference's scale for a tensor of zeros is the reference's floor."""
+    floor_scale = lab.run_fp8(solutions.to_float8, seed)["an all-zero gradient"]["scale"]
+    for _, wrong, _ in WRONG["labs.fp8_zero_scale"]:
+        message = exercises.verdict("labs.fp8_zero_scale", wrong, seed)[1]
+        assert not any(f"{floor_scale:.{n}g}" in message for n in range(2, 8)), message
 
 
 def test_a_compiled_function_is_checked_eagerly():
@@ -828,8 +888,25 @@ def test_a_skipped_step_lowers_the_scale_and_a_grown_scale_is_a_step():
     grown = [i for i in range(len(seen["scales"])) if scales[i + 1] > scales[i]]
     assert grown and all(steps[i + 1] > steps[i] for i in grown)
     assert min(s for i, s in enumerate(scales[:-1]) if steps[i + 1] == steps[i]) == 2.0**18
-    assert _right("skipped-step-test") == [
-        "The scale after update() is lower than the scale before step()"
+
+
+def test_the_loss_stays_finite_while_the_scaled_gradients_overflow():
+    seen = []
+
+    def train(model, optimizer, scheduler, ema, scaler, batches):
+        for images, labels in batches:
+            optimizer.zero_grad(set_to_none=True)
+            loss = lab.digit_loss(model, images, labels)
+            scaler.scale(loss).backward()
+            grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+            seen.append((loss.isfinite().item(), grads.isfinite().all().item()))
+            scaler.step(optimizer)
+            scaler.update()
+
+    lab.run_ema(train)
+    assert all(finite for finite, _ in seen) and not all(grads for _, grads in seen)
+    assert _right("finite-loss-skips") == [
+        "The scaled gradients overflow even though the loss does not"
     ]
 
 
@@ -850,7 +927,30 @@ def test_setup_context_runs_under_the_forwards_autocast_state():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         Probe.apply(a)
     assert seen == [True] and a._fwd_used_autocast is True
-    assert _right("custom-fwd-ctx")[0].startswith("custom_fwd writes the autocast state")
+
+
+def test_a_backward_after_the_region_runs_without_autocast():
+    seen = []
+
+    class Plain(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a.mm(b)
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            seen.append((torch.is_autocast_enabled("cpu"), grad.mm(b.t()).dtype))
+            return grad.mm(b.t()), a.t().mm(grad)
+
+    a, b = torch.randn(4, 3, requires_grad=True), torch.randn(3, 2, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = Plain.apply(a.bfloat16(), b.bfloat16())
+    out.float().sum().backward()
+    assert seen == [(False, torch.bfloat16)]  # off, in the dtype of what it was given
+    assert torch.get_autocast_dtype("cpu") == torch.bfloat16  # the default a choice names
+    assert _right("backward-outside-autocast")[0].startswith("Autocast is off there")
 
 
 def test_adam_on_fp16_weights_gives_nan_to_a_zero_gradient():
@@ -862,23 +962,25 @@ def test_adam_on_fp16_weights_gives_nan_to_a_zero_gradient():
     assert _right("adam-zero-grad-fp16")[0].startswith("NaN: 0 / (0 + 0)")
 
 
-def test_a_zero_tensors_scale_and_the_fixes_the_quiz_names():
+def test_a_zero_tensors_scale_and_what_the_quiz_says_of_small_gradients():
     values, scale = broken_versions()["labs.fp8_zero_scale"](torch.zeros(3))
     assert scale.isinf() and values.float().isnan().all()
     assert torch.tensor(float("nan")).clamp(-448, 448).isnan()
     assert _right("fp8-zero-scale") == ["NaN: the scale is inf, and 0 times inf is NaN"]
-    fixes = {
-        "amax = amax.clamp(min=1e-12) before the division": _fp8(lambda a: a.clamp(min=1e-12)),
-        "amax = torch.where(amax == 0, 1.0, amax) before the division": _fp8(
-            lambda a: torch.where(a == 0, 1.0, a)
-        ),
-        "values.nan_to_num() after the cast, the scale left as it is": _fp8(clean=True),
-        "amax = amax.clamp(min=1.0) before the division": _fp8(lambda a: a.clamp(min=1.0)),
-    }
-    key = conftest.quiz_key(LESSON, "fp8-fixes")
-    assert sorted(key) == sorted(fixes)
-    for text, fix in fixes.items():
-        assert (exercises.verdict("labs.fp8_zero_scale", fix)[0] == "passed") is key[text], text
+    small = 1e-9 * torch.linspace(-1, 1, 101)
+    values, scale = broken_versions()["labs.fp8_zero_scale"](small)
+    assert scale.item() == pytest.approx(4.48e11, rel=1e-6) and values.float().abs().max() == 448
+    assert (small.to(torch.float8_e4m3fn).float() == 0).all()
+    x = (2 * torch.randn(64, 64, generator=torch.Generator().manual_seed(0))).bfloat16()
+    top = torch.finfo(torch.float8_e4m3fn).max
+    fp32_scale = top / x.abs().max().float()
+    once = (x.float() * fp32_scale).clamp(-top, top).to(torch.float8_e4m3fn).float()
+    twice = (x * fp32_scale).clamp(-top, top).to(torch.float8_e4m3fn).float()
+    assert (x * fp32_scale).dtype == torch.bfloat16 and (once != twice).float().mean() > 0.01
+    assert sorted(_right("fp8-small-gradients")) == [
+        "Cast to float8_e4m3fn without a scale, every one of these gradients would be 0",
+        "The scale is 4.48e11, and the largest gradient becomes 448",
+    ]
 
 
 def test_a_loop_over_the_batches_by_index_is_recorded_too():

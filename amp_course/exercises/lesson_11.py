@@ -130,24 +130,13 @@ def compare_mx(mine, reference, seed: int) -> None:
         values = x[row, number * block : (number + 1) * block]
         amax = float(values.abs().max())
         yours, spec = float(got["got"][row, column]), float(expected[row, column])
-        top = layout_max(e, m)
-        exponent = _spec_exponent(amax, e, m)
-        message = (
+        # Values only: the block's shared scale and the layout's largest value are what the
+        # exercise asks the learner to work out, so the message does not print them.
+        raise ExerciseFailed(
             f"{call}: row {row}, block {number} (amax {amax:.6g}), element {index} = "
             f"{float(values[index]):.6g} comes back as {yours:.6g}; section 2's rule gives "
-            f"{spec:.6g}. "
-            f"The spec's shared scale for this block is 2^{exponent}, and E{e}M{m}'s largest "
-            f"value is {top:g}"
+            f"{spec:.6g}."
         )
-        if abs(yours) > top * 2.0**exponent:
-            message += f": yours is above {top:g} x 2^{exponent}"
-        raise ExerciseFailed(message + ".")
-
-
-def _spec_exponent(amax: float, e: int, m: int) -> int:
-    if amax == 0:
-        return -127
-    return max(math.frexp(amax)[1] - 1 - _emax(e, m), -127)
 
 
 register("11.mx_roundtrip", observe_mx, compare_mx)
