@@ -28,6 +28,7 @@ __all__ = [
     "display",
     "emulation",
     "exercises",
+    "flops",
     "formats",
     "fp8_recipes",
     "gpu_copies",

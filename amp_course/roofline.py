@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from . import gpus, precisions, timing
-from .bench.flops import measure_matmul_flops
 from .device import device_name
+from .flops import measure_matmul_flops
 from .op_costs import OpCost
 
 REGIMES = ("compute-bound", "memory-bound")

@@ -5,11 +5,11 @@ import time
 import pytest
 import torch
 
-from amp_course import bench, cli, models, precision, precisions
+from amp_course import bench, cli, flops, gpus, models, precision, precisions
 
 
 def test_vit_b16_training_step_flops_match_the_analytic_count():
-    forward, step = bench.count_step_flops(lambda: models.build_vit("b16"), (1, 3, 224, 224), 1000)
+    forward, step = flops.count_step_flops(lambda: models.build_vit("b16"), (1, 3, 224, 224), 1000)
     # 6·N·T + 12·L·d·T² with N = 86.6 M, T = 197: about 106.6 GFLOP per image per step.
     assert step == pytest.approx(106.6e9, rel=0.02)
     assert step / forward == pytest.approx(3.0, abs=0.05)  # backward costs about twice forward
@@ -17,10 +17,10 @@ def test_vit_b16_training_step_flops_match_the_analytic_count():
 
 def test_mfu_arithmetic():
     # 64 ViT-B/16 images in 0.1 s on an H100 in bf16: 68.2 TFLOP/s of 989.4.
-    assert bench.mfu(106.6e9 * 64, 0.1, 989.4) == pytest.approx(0.06895, rel=1e-3)
-    assert bench.mfu(1e12, 1.0, 1.0) == 1.0
+    assert flops.mfu(106.6e9 * 64, 0.1, 989.4) == pytest.approx(0.06895, rel=1e-3)
+    assert flops.mfu(1e12, 1.0, 1.0) == 1.0
     with pytest.raises(ValueError, match="positive"):
-        bench.mfu(1e12, 0.0, 989.4)
+        flops.mfu(1e12, 0.0, 989.4)
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_mfu_arithmetic():
     ],
 )
 def test_peak_table_is_keyed_by_gpu_name(name, precision, peak):
-    assert bench.peak_tflops(name, precision) == peak
+    assert gpus.peak_tflops(name, precision) == peak
 
 
 def _flags():
@@ -415,15 +415,15 @@ def test_the_matmul_peak_is_the_best_square_matmul_of_each_precision():
 def test_variants_without_datasheet_figures_get_none_rather_than_another_cards(name):
     # "H100" and "H200" are substrings of these names, but the cards' clocks and memory differ
     # from the SXM cards' and the course has no checked figures for them: none, not the SXM's.
-    assert bench.peak_tflops(name, "bf16") is None and bench.peak_bandwidth_tbs(name) is None
-    assert name in bench.flops.datasheet_note(name)
+    assert gpus.peak_tflops(name, "bf16") is None and gpus.peak_bandwidth_tbs(name) is None
+    assert name in gpus.datasheet_note(name)
 
 
 def test_sxm_figures_are_the_hopper_whitepapers():
     for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
-        peaks = {p: bench.peak_tflops(name, p) for p in ("fp32", "tf32", "bf16")}
+        peaks = {p: gpus.peak_tflops(name, p) for p in ("fp32", "tf32", "bf16")}
         assert peaks == {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4}
-        assert bench.flops.datasheet_note(name) is None
-    assert bench.peak_bandwidth_tbs("NVIDIA H200") == 4.8
-    assert bench.peak_bandwidth_tbs("NVIDIA A100 80GB PCIe") == 1.935
-    assert "CPU" in bench.flops.datasheet_note("CPU x86_64 (AVX2)")
+        assert gpus.datasheet_note(name) is None
+    assert gpus.peak_bandwidth_tbs("NVIDIA H200") == 4.8
+    assert gpus.peak_bandwidth_tbs("NVIDIA A100 80GB PCIe") == 1.935
+    assert "CPU" in gpus.datasheet_note("CPU x86_64 (AVX2)")

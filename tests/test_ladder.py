@@ -11,7 +11,7 @@ import pytest
 import torch
 from cuda_double import FakeGpu
 
-from amp_course import bench, cli, emulation, models, precisions
+from amp_course import bench, cli, emulation, flops, models, precisions
 from amp_course.bench import configuration, ladder, ladder_report, timm_vit, trainer
 from amp_course.bench.configuration import Configuration
 from amp_course.bench.ladder import LadderConfig
@@ -174,9 +174,9 @@ def test_timms_vit_has_the_course_vits_parameters_and_flops():
         theirs = timm_vit.build_timm_vit("b16", **shape)
     assert models.count_parameters(course) == models.count_parameters(theirs)
     inputs = (1, 3, 64, 64)
-    assert bench.count_step_flops(
+    assert flops.count_step_flops(
         lambda: timm_vit.build_timm_vit("b16", **shape), inputs, 1000
-    ) == bench.count_step_flops(lambda: models.build_vit("b16", **shape), inputs, 1000)
+    ) == flops.count_step_flops(lambda: models.build_vit("b16", **shape), inputs, 1000)
 
 
 def test_table_chart_and_ratios_from_rows():

@@ -5,8 +5,8 @@ precision plus options, the matrix's cells and the ladder's rungs alike, stepped
 ``trainer.Trainer``), the result (one ``rows.Row`` per measured configuration, saved as JSON, with
 the figures derived from its measurements as properties) and presenting (``format_report``,
 ``plot_report``, in ``report``, through the one renderer of ``tables``) are separate, as in
-torch.utils.benchmark and ``ac.timing``; FLOPs and MFU live in ``flops``, published peaks in
-``ac.gpus``.
+torch.utils.benchmark and ``ac.timing``; FLOPs and MFU live in ``ac.flops``, published
+peaks in ``ac.gpus``: both below the benchmark.
 Configurations are timed round-robin, so drift in machine load or clocks hits every one alike, and
 each sets its precision flags on entry and restores them on exit.
 """
@@ -14,7 +14,6 @@ each sets its precision flags on entry and restores them on exit.
 from . import ladder, ladder_report, profile, rows, tables, timm_vit, trainer
 from .config import MNIST_TRAIN_SIZE, PRECISIONS, WORKLOADS, BenchConfig
 from .configuration import Configuration, skip_reason
-from .flops import count_step_flops, mfu, peak_bandwidth_tbs, peak_tflops
 from .matrix import run
 from .report import format_report, plot_report, write_report
 from .rows import Row
@@ -38,11 +37,7 @@ __all__ = [
     "tables",
     "timm_vit",
     "trainer",
-    "count_step_flops",
     "format_report",
-    "mfu",
-    "peak_bandwidth_tbs",
-    "peak_tflops",
     "plot_report",
     "run",
     "skip_reason",

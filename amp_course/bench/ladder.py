@@ -20,9 +20,10 @@ import torch
 from .. import models, precisions, timing
 from ..device import device_name, pick_precision
 from ..display import error_line
+from ..flops import count_step_flops, measure_matmul_flops
+from ..gpus import peak_tflops
 from ..memory import OutOfMemoryError
 from .configuration import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Configuration, skip_reason
-from .flops import count_step_flops, measure_matmul_flops, peak_tflops
 from .rows import Row, timing_fields
 from .timm_vit import build_timm_vit
 from .trainer import Trainer, flags, model_image_size, recompile_limit_line, time_steps

@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from .. import precisions
+from ..flops import mfu
 from .configuration import Configuration
-from .flops import mfu
 
 # Keys of rows written before this type (the matrix's dicts and the ladder's rows): their names now.
 OLD_KEYS = {

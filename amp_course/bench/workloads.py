@@ -14,10 +14,11 @@ import torch
 
 from .. import data as _data
 from .. import models, timing
+from ..flops import count_step_flops
+from ..gpus import peak_tflops
 from ..memory import largest_batch
 from .config import MNIST_TRAIN_SIZE, BenchConfig
 from .configuration import Configuration
-from .flops import count_step_flops, peak_tflops
 from .rows import Row, timing_fields
 from .trainer import Trainer, flags, recompile_limit_line, time_steps
 

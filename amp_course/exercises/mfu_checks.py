@@ -8,11 +8,20 @@ import math
 
 import torch
 
+from .. import gpus
 from . import ExerciseFailed, call_answer, fail_on_error
+
 
 # ---- MFU from a step's FLOPs: the grading tests' toy lesson (tests/fixtures/grading) grades it;
 # lesson 05's exercise is 05.mfu_estimate below, which asks for a case the lesson did not show.
-MFU_CASES = [(106.6e9 * 64, 0.1, 989.4), (371e9 * 32, 0.25, 312.0), (1e12, 1.0, 1.0)]
+def _peak(model: str, precision: str) -> float:
+    """A dense peak of ac.gpus's table, in TFLOP/s."""
+    return gpus.GPUS[model].peak(precision)
+
+
+H100_BF16, A100_BF16 = _peak("H100 SXM", "bf16"), _peak("A100 SXM4 80GB", "bf16")
+T4_FP32, T4_FP16 = _peak("T4", "fp32"), _peak("T4", "fp16")
+MFU_CASES = [(106.6e9 * 64, 0.1, H100_BF16), (371e9 * 32, 0.25, A100_BF16), (1e12, 1.0, 1.0)]
 
 
 def mfu_cases(seed: int) -> list[tuple[float, float, float]]:
@@ -66,10 +75,10 @@ def compare_mfu(mine, reference, seed: int) -> None:
 # ---- MFU estimated from a model's shape, for a case lesson 05 did not show ----------------------
 # (parameters, layers, width, tokens per sample, batch, step ms, peak TFLOP/s, training step?)
 ESTIMATE_CASES = [
-    (124_000_000, 12, 768, 1024, 32, 350.0, 312.0, True),  # a GPT-2-small-sized LM, A100 bf16
-    (6_700_000_000, 32, 4096, 2048, 8, 900.0, 989.4, False),  # a 7B LM's forward, H100 bf16
-    (304_000_000, 24, 1024, 197, 64, 400.0, 65.0, False),  # ViT-L/16 evaluation, T4 fp16
-    (110_000_000, 12, 768, 512, 64, 800.0, 65.0, True),  # a BERT-base-sized step, T4 fp16
+    (124_000_000, 12, 768, 1024, 32, 350.0, A100_BF16, True),  # a GPT-2-small-sized LM, A100 bf16
+    (6_700_000_000, 32, 4096, 2048, 8, 900.0, H100_BF16, False),  # a 7B LM's forward, H100 bf16
+    (304_000_000, 24, 1024, 197, 64, 400.0, T4_FP16, False),  # ViT-L/16 evaluation, T4 fp16
+    (110_000_000, 12, 768, 512, 64, 800.0, T4_FP16, True),  # a BERT-base-sized step, T4 fp16
 ]
 
 
@@ -82,7 +91,7 @@ def estimate_cases(seed: int) -> list[tuple]:
     cases = []
     for i, draw in enumerate(torch.rand(6, 6, generator=generator, dtype=torch.float64).tolist()):
         n, layers, width, tokens, batch, share = draw
-        peak, training = (8.1, 65.0, 312.0, 989.4)[i % 4], i % 2 == 0
+        peak, training = (T4_FP32, T4_FP16, A100_BF16, H100_BF16)[i % 4], i % 2 == 0
         shape = (int(10 ** (7 + 3 * n)), 4 + int(44 * layers), 128 * (2 + int(62 * width)))
         run = (2 ** (7 + int(5 * tokens)), 1 + int(63 * batch))
         flops = run[1] * (6 * shape[0] * run[0] + 12 * shape[1] * shape[2] * run[0] ** 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from ...bench.flops import mfu  # the function the benchmark itself uses
+from ...flops import mfu  # the function the benchmark itself uses
 from ...memory import training_memory
 from ...timing import synchronize
 from ..lesson_05 import USABLE

@@ -1,6 +1,6 @@
-"""FLOPs, peaks and MFU: what a step costs, what a GPU can do, and how much of it a run used.
-
-The published peaks and bandwidths are ``ac.gpus``'s table, read here by a GPU's name."""
+"""FLOPs and MFU: what a step costs, what a device's matmul reaches, and how much of a peak a run
+used. The published peaks and bandwidths are ``ac.gpus``'s table; this module sits beside it, below
+the benchmark and the roofline, which both read it."""
 
 from __future__ import annotations
 
@@ -9,17 +9,9 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import precision, precisions, timing
-from ..gpus import datasheet_note, peak_bandwidth_tbs, peak_tflops
+from . import precision, precisions, timing
 
-__all__ = [
-    "count_step_flops",
-    "datasheet_note",
-    "measure_matmul_flops",
-    "mfu",
-    "peak_bandwidth_tbs",
-    "peak_tflops",
-]
+__all__ = ["count_step_flops", "measure_matmul_flops", "mfu"]
 
 
 def mfu(flops_per_step: float, step_seconds: float, peak: float) -> float:
