@@ -14,7 +14,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from . import emulation, gpus, precisions
 from .autocast_trace import DtypeRecorder
 from .memory import step_peak_memory
-from .precision import AmpRecipe
+from .recipe import AmpRecipe
 from .timing import measure
 
 BACKENDS = {

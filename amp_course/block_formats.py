@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .formats import LAYOUTS, Layout
+
 AMAX_EPS = 1e-12  # an all-zero tensor or row gets a finite scale (torchao's floor, lesson 09)
 # E8M0's smallest scale is 2^-127 (its largest, 2^127, is beyond what an fp32 amax asks for).
 E8M0_MIN_EXPONENT = -127
@@ -58,12 +60,16 @@ class ElementFormat:
         return 2.0 ** (1 - self.bias - self.mantissa_bits)
 
 
-def _from_torch(name: str, dtype: torch.dtype, exponent_bits: int, mantissa_bits: int):
-    return ElementFormat(name, exponent_bits, mantissa_bits, float(torch.finfo(dtype).max), dtype)
+def _from_layout(name: str, layout: Layout) -> ElementFormat:
+    """An fp8 element as ``ac.formats`` defines it, its largest value from torch.finfo."""
+    dtype = layout.dtype
+    return ElementFormat(
+        name, layout.exponent_bits, layout.mantissa_bits, float(torch.finfo(dtype).max), dtype
+    )
 
 
-E4M3 = _from_torch("e4m3", torch.float8_e4m3fn, 4, 3)
-E5M2 = _from_torch("e5m2", torch.float8_e5m2, 5, 2)
+E4M3 = _from_layout("e4m3", LAYOUTS["fp8 e4m3"])
+E5M2 = _from_layout("e5m2", LAYOUTS["fp8 e5m2"])
 # E2M1 (OCP FP4) spends every code on a number, the all-ones exponent included: its largest value
 # is 1.5 x 2^(3 - bias) = 6.
 E2M1 = ElementFormat("e2m1", 2, 1, 1.5 * 2.0 ** (3 - 1), None)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import torch
 
 from . import emulation, gpus, memory, precisions
-from .device import pick_autocast_dtype
+from .device import pick_precision
 from .models import count_parameters
-from .precision import AmpRecipe
+from .recipe import AmpRecipe
 from .stats import PairedDifference
 from .timing import Comparison
 
@@ -29,7 +29,7 @@ def modes_for(device: torch.device | str) -> tuple[dict[str, precisions.Precisio
     runs all three (CPU autocast has both 16-bit dtypes).
     """
     device = torch.device(device)
-    if device.type == "cuda" and pick_autocast_dtype(device, warn=False) != torch.bfloat16:
+    if device.type == "cuda" and pick_precision(device, warn=False).dtype != torch.bfloat16:
         major, minor = emulation.capability(device)  # a rehearsed T4's under emulation
         first = gpus.format_capability(gpus.tensor_cores_from("bf16"))
         modes = {k: v for k, v in MODES.items() if v is not precisions.BF16}

@@ -7,7 +7,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .autocast_trace import ATEN_TO_DOCUMENTED, DtypeRecorder, TracedOp
-from .precision import AmpRecipe
+from .recipe import AmpRecipe
 
 # Forward ops that no backward formula calls (a Linear's backward uses mm, layer norm has
 # native_layer_norm_backward, and so on): when one runs during backward, a checkpoint is

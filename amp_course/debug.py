@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .precision import AmpRecipe
+from .recipe import AmpRecipe
 
 
 @dataclass(frozen=True)

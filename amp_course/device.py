@@ -1,6 +1,6 @@
-"""Device and dtype choice: which device to train on, which autocast dtype suits it, and the
-course's names for dtypes (what autocast and a GradScaler do with a dtype: ``ac.precision``; what
-this CPU has: ``ac.cpu``)."""
+"""Device choice: which device to train on and which precision (a row of ``ac.precisions``) suits
+it, the machine record and the header's hardware line. What autocast and a GradScaler do with a
+precision is ``ac.recipe``'s; what this CPU has, ``ac.cpu``'s; dtypes and their names, the rows'."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ DEVICE_NAMES = ("auto", "cpu", "cuda")
 
 # Each dtype the course trains in, with its names from ``ac.precisions``: its short name first
 # (tables, headers). "tf32" is not a storage dtype: it is fp32 with TF32 matmuls.
-DTYPE_NAMES = {p.dtype: p.names for p in precisions.BY_STORAGE.values()}
 
 
 class DeviceFallbackWarning(UserWarning):
@@ -68,18 +67,6 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def parse_dtype(name: str | torch.dtype) -> torch.dtype:
-    """The torch dtype of ``"bf16"``, ``"float16"``, ``torch.float32``... (``precisions.get``
-    reads the name; an unknown one raises an error that lists the valid ones)."""
-    return precisions.get(name).dtype
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """Short name of a dtype for tables: ``torch.bfloat16`` -> ``"bf16"``."""
-    names = DTYPE_NAMES.get(dtype)
-    return names[0] if names else str(dtype).removeprefix("torch.")
-
-
 def recommended_precision(
     capability: tuple[int, int] | None, *, cpu_bf16=None
 ) -> precisions.Precision:
@@ -98,11 +85,6 @@ def recommended_precision(
         return precisions.BF16 if gpus.has_tensor_cores(capability, "bf16") else precisions.FP16
     faster = cpu_bf16 is not None and cpu_bf16.verdict == "faster"
     return precisions.BF16 if faster else precisions.FP32
-
-
-def recommended_dtype(capability: tuple[int, int] | None, *, cpu_bf16=None) -> torch.dtype:
-    """``recommended_precision``'s dtype: the autocast dtype, or float32 for no autocast."""
-    return recommended_precision(capability, cpu_bf16=cpu_bf16).dtype
 
 
 def pick_precision(device: torch.device | str, *, warn: bool = True) -> precisions.Precision:
@@ -131,11 +113,6 @@ def pick_precision(device: torch.device | str, *, warn: bool = True) -> precisio
             )
         return precisions.BF16
     raise ValueError(f"No autocast dtype rule for device type {device.type!r}.")
-
-
-def pick_autocast_dtype(device: torch.device | str, *, warn: bool = True) -> torch.dtype:
-    """``pick_precision``'s dtype: the 16-bit dtype autocast uses on this hardware."""
-    return pick_precision(device, warn=warn).dtype
 
 
 def device_name(device: torch.device | str) -> str:

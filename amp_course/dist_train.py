@@ -27,7 +27,7 @@ from .data import load_mnist
 from .device_index import cuda_index
 from .lesson import seed_everything
 from .models import build_vit
-from .precision import AmpRecipe
+from .recipe import AmpRecipe
 from .training import amp_step
 
 STRATEGIES = ("ddp", "fsdp")
@@ -79,7 +79,7 @@ def setup() -> tuple[int, int, torch.device]:
 
 
 def mixed_precision_policy(recipe: AmpRecipe):
-    """FSDP2's MixedPrecisionPolicy for training with ``recipe`` (an ``ac.precision.AmpRecipe``)."""
+    """FSDP2's MixedPrecisionPolicy for training with ``recipe`` (an ``ac.recipe.AmpRecipe``)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     # FSDP2 casts the sharded fp32 parameters to param_dtype when it gathers them, and reduces

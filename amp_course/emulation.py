@@ -107,7 +107,7 @@ def tf32_allowed() -> bool:
 def apply(profile: GpuProfile, device: torch.device | str) -> float:
     """Cap the process's memory on ``device`` and switch off the attention kernels that take no
     dtype on ``profile``'s GPU; returns the memory fraction set. TF32 is held off by
-    ``ac.precision``; ``ac.attention`` refuses the dtypes a kernel left on does not take."""
+    ``ac.recipe``; ``ac.attention`` refuses the dtypes a kernel left on does not take."""
     index = cuda_index(device)
     total = torch.cuda.get_device_properties(index).total_memory
     fraction = min(1.0, profile.memory_bytes / total)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from . import precision, precisions, timing
+from . import precisions, recipe, timing
 
 __all__ = ["count_step_flops", "measure_matmul_flops", "mfu"]
 
@@ -52,7 +52,7 @@ def measure_matmul_flops(
     row = precisions.get(dtype)
     a = torch.randn(size, size, device=device, dtype=row.dtype)
     b = torch.randn(size, size, device=device, dtype=row.dtype)
-    with precision.tf32(row.tf32_matmuls):
+    with recipe.tf32(row.tf32_matmuls):
         seconds = timing.measure(
             lambda: torch.mm(a, b), device=device, min_run_time=min_run_time, repeats=repeats
         ).median

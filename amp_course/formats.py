@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import precisions
+
 
 @dataclass(frozen=True)
 class FloatFormat:
@@ -23,16 +25,42 @@ class FloatFormat:
     note: str = ""
 
 
-# (name, dtype attribute, exponent bits, mantissa bits, note). The bit split is the format's
-# definition; every number in the table is then read from torch.finfo.
-_LAYOUTS = [
-    ("fp32", "float32", 8, 23, "master weights, optimizer state"),
-    ("tf32", None, 8, 10, "fp32 storage, 10-bit mantissa inside Ampere+ matmuls"),
-    ("fp16", "float16", 5, 10, "narrow range: needs GradScaler"),
-    ("bf16", "bfloat16", 8, 7, "fp32's range, coarse precision"),
-    ("fp8 e4m3", "float8_e4m3fn", 4, 3, "fp8 tensor cores (Ada, Hopper+): forward pass; no inf"),
-    ("fp8 e5m2", "float8_e5m2", 5, 2, "fp8 tensor cores (Ada, Hopper+): gradients"),
-]
+@dataclass(frozen=True)
+class Layout:
+    """A format's definition: its bit split and torch's storage dtype for it (None for TF32,
+    which torch does not store). Every number of a FloatFormat then follows from torch.finfo."""
+
+    name: str
+    storage: str | None  # the torch dtype's name; the training precisions' is their row's
+    exponent_bits: int
+    mantissa_bits: int
+    note: str = ""
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """torch's dtype, where this build has it (fp8 dtypes came with torch 2.1)."""
+        return getattr(torch, self.storage, None) if self.storage else None
+
+
+FP8_CORES = "fp8 tensor cores (Ada, Hopper+)"
+# The course's one definition of each format; block_formats builds its fp8 elements from these.
+LAYOUTS = {
+    layout.name: layout
+    for layout in (
+        Layout("fp32", precisions.FP32.storage, 8, 23, "master weights, optimizer state"),
+        Layout("tf32", None, 8, 10, "fp32 storage, 10-bit mantissa inside Ampere+ matmuls"),
+        Layout("fp16", precisions.FP16.storage, 5, 10, "narrow range: needs GradScaler"),
+        Layout("bf16", precisions.BF16.storage, 8, 7, "fp32's range, coarse precision"),
+        Layout(
+            "fp8 e4m3",
+            "float8_e4m3fn",
+            4,
+            3,
+            "fp8 tensor cores (Ada, Hopper+): forward pass; no inf",
+        ),
+        Layout("fp8 e5m2", "float8_e5m2", 5, 2, "fp8 tensor cores (Ada, Hopper+): gradients"),
+    )
+}
 
 
 def _tf32_format(note: str) -> FloatFormat:
@@ -68,11 +96,13 @@ def format_table() -> list[FloatFormat]:
     """All formats this torch build knows, fp32 first; fp8 rows are left out where torch lacks
     them."""
     rows = []
-    for name, attr, exponent_bits, mantissa_bits, note in _LAYOUTS:
-        if attr is None:
+    for layout in LAYOUTS.values():
+        name, exponent_bits, mantissa_bits = layout.name, layout.exponent_bits, layout.mantissa_bits
+        note = layout.note
+        if layout.storage is None:
             rows.append(_tf32_format(note))
             continue
-        dtype = getattr(torch, attr, None)
+        dtype = layout.dtype
         if dtype is None:
             continue
         info = torch.finfo(dtype)

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import cpu, emulation, env_vars, oom, precision, precisions
+from . import cpu, emulation, env_vars, oom, precisions
 from .device import (
     DeviceFallbackWarning,
     describe_hardware,
     pick_device,
     pick_precision,
 )
+from .recipe import AmpRecipe, set_tf32, tf32_enabled
 
 SMOKE_ENV = env_vars.SMOKE
 
@@ -47,7 +48,7 @@ class LessonSettings:
     """What a lesson runs with, derived from its parameters cell."""
 
     smoke: bool
-    recipe: precision.AmpRecipe  # the device and the precision: autocast's dtype, a GradScaler
+    recipe: AmpRecipe  # the device and the precision: autocast's dtype, a GradScaler
     seed: int
     hardware: str
     tf32: dict[str, bool] | None = None  # TF32 for matmuls and convolutions at start (CUDA only)
@@ -135,7 +136,7 @@ def start(
     profile = emulation.active() if on_gpu else None
     if profile is not None:
         emulation.apply(profile, torch_device)
-        precision.set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
+        set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
     if str(autocast_dtype).lower() == "auto":
         chosen = pick_precision(torch_device)
     else:
@@ -150,10 +151,10 @@ def start(
             )
     settings = LessonSettings(
         smoke=resolve_smoke(smoke, torch_device),
-        recipe=precision.AmpRecipe(torch_device, chosen),
+        recipe=AmpRecipe(torch_device, chosen),
         seed=int(seed),
         hardware=describe_hardware(torch_device),
-        tf32=precision.tf32_enabled() if on_gpu else None,
+        tf32=tf32_enabled() if on_gpu else None,
         emulated=profile,
         rehearsed_cpu=cpu.active_rehearsal(),
     )

@@ -19,7 +19,7 @@ from torch.utils import flop_counter
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .device import dtype_name
+from .precisions import name_of
 
 aten = torch.ops.aten
 
@@ -116,8 +116,8 @@ def _flops(func, args, kwargs, out) -> int:
 def _compute_dtype(tensors) -> str:
     for t in tensors:
         if t.is_floating_point():
-            return dtype_name(t.dtype)
-    return dtype_name(tensors[0].dtype) if tensors else "none"
+            return name_of(t.dtype)
+    return name_of(tensors[0].dtype) if tensors else "none"
 
 
 class OpRecorder(TorchDispatchMode):

@@ -99,6 +99,14 @@ NAMES = tuple(PRECISIONS)  # ("fp32", "tf32", "fp16", "bf16")
 BY_STORAGE = {p.storage: p for p in (FP32, FP16, BF16)}
 
 
+def name_of(dtype) -> str:
+    """A dtype's short name for tables and messages: ``torch.bfloat16`` -> ``"bf16"``; a dtype that
+    is no row's storage (float64, float8) by torch's own name."""
+    key = str(dtype).removeprefix("torch.")
+    row = BY_STORAGE.get(key)
+    return row.name if row else key
+
+
 def get(name) -> Precision:
     """The course's one parser of precisions: the row a learner's name stands for ("bf16",
     "bfloat16", "torch.bfloat16", "tf32"...), a torch dtype's row (float32 is fp32, not tf32), or

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .precision import AmpRecipe
+from .recipe import AmpRecipe
 from .training import scaled_backward, step_and_update
 
 FP16 = torch.finfo(torch.float16)

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from .op_costs import OpCost, OpRecorder
-from .precision import AmpRecipe
 from .precisions import Precision
+from .recipe import AmpRecipe
 from .training import optimizer_step
 
 PHASES = ("forward", "backward", "optimizer")

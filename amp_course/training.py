@@ -1,5 +1,5 @@
 """Training: the AMP step and epoch the course's helpers share (autocast, GradScaler, clipping,
-accumulation), all asking one ``ac.precision.AmpRecipe``."""
+accumulation), all asking one ``ac.recipe.AmpRecipe``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .precision import AmpRecipe
+from .recipe import AmpRecipe
 
 
 def step_and_update(scaler, optimizer) -> bool:

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from amp_course import attention
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 
 @pytest.fixture(scope="module")

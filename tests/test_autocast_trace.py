@@ -5,7 +5,7 @@ import torch
 
 import amp_course as ac
 from amp_course import autocast_trace
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 
 @pytest.fixture(scope="module")

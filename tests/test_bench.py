@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from amp_course import bench, cli, flops, gpus, models, precision, precisions
+from amp_course import bench, cli, flops, gpus, models, precisions, recipe
 
 
 def test_vit_b16_training_step_flops_match_the_analytic_count():
@@ -40,7 +40,7 @@ def test_peak_table_is_keyed_by_gpu_name(name, precision, peak):
 
 
 def _flags():
-    state = precision.tf32_enabled()  # read with the API the run switches with: never raises
+    state = recipe.tf32_enabled()  # read with the API the run switches with: never raises
     return state["matmul"], state["conv"]
 
 
@@ -312,10 +312,10 @@ def test_tf32_is_the_tables_flag_in_the_bench(monkeypatch):
     renamed = dataclasses.replace(precisions.TF32, name="tf32-renamed")
     cell = Configuration("x", renamed)
     assert "CUDA tensor-core" in bench.skip_reason(cell, torch.device("cpu"))
-    with precision.tf32(False), trainer.flags(cell):
-        assert precision.tf32_enabled()["matmul"] is precision.tf32_allowed()
-    with precision.tf32(True), trainer.flags(Configuration.matrix("fp32")):
-        assert not precision.tf32_enabled()["matmul"]  # fp32 is strict IEEE in the bench
+    with recipe.tf32(False), trainer.flags(cell):
+        assert recipe.tf32_enabled()["matmul"] is recipe.tf32_allowed()
+    with recipe.tf32(True), trainer.flags(Configuration.matrix("fp32")):
+        assert not recipe.tf32_enabled()["matmul"]  # fp32 is strict IEEE in the bench
 
 
 def test_one_skip_reason_for_matrix_cells_and_rungs():

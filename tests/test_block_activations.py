@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from amp_course import checkpointing, memory, models
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 TINY = models.VIT_PRESETS["tiny"]
 TOKENS = (TINY.image_size // TINY.patch_size) ** 2 + 1

@@ -5,8 +5,8 @@ import pytest
 import torch
 from cuda_double import FakeGpu
 
-from amp_course import capstone, memory, models, stats, timing
-from amp_course.precision import AmpRecipe
+from amp_course import capstone, memory, models, precisions, stats, timing
+from amp_course.recipe import AmpRecipe
 
 GIB = 2**30
 
@@ -30,12 +30,12 @@ def test_upscaled_vit_is_a_vit_b16_on_digits():
 def test_every_mode_on_a_cpu_and_a_bf16_gpu(monkeypatch):
     modes, note = capstone.modes_for("cpu")
     assert list(modes) == ["fp32", "fp16 + GradScaler", "bf16"]
-    monkeypatch.setattr(capstone, "pick_autocast_dtype", lambda device, warn: torch.bfloat16)
+    monkeypatch.setattr(capstone, "pick_precision", lambda device, warn: precisions.get("bfloat16"))
     assert list(capstone.modes_for("cuda")[0]) == list(modes)
 
 
 def test_a_gpu_without_bf16_tensor_cores_leaves_bf16_out(monkeypatch):
-    monkeypatch.setattr(capstone, "pick_autocast_dtype", lambda device, warn: torch.float16)
+    monkeypatch.setattr(capstone, "pick_precision", lambda device, warn: precisions.get("float16"))
     FakeGpu(monkeypatch, name="Tesla T4", capability=(7, 5), total=15 * GIB)
     modes, note = capstone.modes_for("cuda")
     assert list(modes) == ["fp32", "fp16 + GradScaler"]

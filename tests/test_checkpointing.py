@@ -33,7 +33,7 @@ def test_checkpointed_block_gives_the_plain_gradients(block):
 
 def test_recompute_runs_in_the_forward_autocast_dtype(block):
     tokens = torch.randn(2, 17, 64, requires_grad=True)
-    recipe = ac.precision.AmpRecipe("cpu", torch.bfloat16)
+    recipe = ac.recipe.AmpRecipe("cpu", torch.bfloat16)
     _, plain_backward = checkpointing.trace_step(block, tokens, recipe=recipe)
     forward, backward = checkpointing.trace_step(
         checkpointing.Checkpointed(block), tokens, recipe=recipe
@@ -68,7 +68,7 @@ def test_checkpointing_keeps_only_block_inputs(dtype):
             return checkpointing.checkpoint_blocks(model) if checkpointed else model
 
         counted = ac.memory.count_saved_bytes(
-            build, shape, recipe=ac.precision.AmpRecipe("cpu", dtype)
+            build, shape, recipe=ac.recipe.AmpRecipe("cpu", dtype)
         )
         return counted.activations
 

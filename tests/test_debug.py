@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from amp_course import debug
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 FP16_MAX = torch.finfo(torch.float16).max
 CPU = torch.device("cpu")

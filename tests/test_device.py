@@ -5,7 +5,7 @@ import torch
 from cuda_double import FakeGpu
 
 from amp_course import device as dev
-from amp_course import timing
+from amp_course import precisions, timing
 
 
 def test_cpu_is_cpu():
@@ -54,13 +54,13 @@ def test_malformed_cuda_number_lists_valid_choices(name):
         (torch.float16, torch.float16),
     ],
 )
-def test_parse_dtype_accepts_spellings(name, dtype):
-    assert dev.parse_dtype(name) is dtype
+def test_the_table_parses_every_spelling(name, dtype):
+    assert precisions.get(name).dtype is dtype
 
 
 def test_unknown_dtype_lists_valid_ones():
     with pytest.raises(ValueError) as info:
-        dev.parse_dtype("fp12")
+        precisions.get("fp12")
     message = str(info.value)
     assert "fp12" in message
     for valid in ("fp32", "fp16", "bf16", "bfloat16"):
@@ -69,7 +69,7 @@ def test_unknown_dtype_lists_valid_ones():
 
 def test_unsupported_dtype_object_is_refused():
     with pytest.raises(ValueError, match="Valid choices"):
-        dev.parse_dtype(torch.int8)
+        precisions.get(torch.int8)
 
 
 @pytest.mark.parametrize(
@@ -84,18 +84,18 @@ def test_unsupported_dtype_object_is_refused():
 def test_cuda_dtype_follows_compute_capability(monkeypatch, capability, expected):
     # A T4 reports is_bf16_supported() == True (emulation); the choice must ignore that.
     FakeGpu(monkeypatch, capability=capability)  # is_bf16_supported() answers True
-    assert dev.pick_autocast_dtype(torch.device("cuda")) is expected
+    assert dev.pick_precision(torch.device("cuda")).dtype is expected
 
 
 def test_cpu_dtype_is_bf16_and_warns_without_native_support(fake_cpu):
     fake_cpu("avx2 fma")
     with pytest.warns(dev.DeviceFallbackWarning, match="emulated.*no AVX512-BF16 or AMX"):
-        assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
+        assert dev.pick_precision("cpu").dtype is torch.bfloat16
     assert "no native bf16" in dev.describe_hardware("cpu")
     fake_cpu("avx2 avx512_bf16")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert dev.pick_autocast_dtype("cpu") is torch.bfloat16
+        assert dev.pick_precision("cpu").dtype is torch.bfloat16
 
 
 def _measured(ratio, apart):
@@ -114,13 +114,15 @@ def _measured(ratio, apart):
         (None, _measured(0.95, False), torch.float32),  # within the noise
     ],
 )
-def test_recommended_dtype_is_one_rule_by_hardware_and_measurement(capability, cpu_bf16, expected):
-    assert dev.recommended_dtype(capability, cpu_bf16=cpu_bf16) is expected
+def test_recommended_precision_is_one_rule_by_hardware_and_measurement(
+    capability, cpu_bf16, expected
+):
+    assert dev.recommended_precision(capability, cpu_bf16=cpu_bf16).dtype is expected
 
 
-def test_recommended_dtype_takes_no_flags_on_a_cpu():
+def test_recommended_precision_takes_no_flags_on_a_cpu():
     with pytest.raises(TypeError):
-        dev.recommended_dtype(None, frozenset({"amx_bf16"}))  # flags alone never decide
+        dev.recommended_precision(None, frozenset({"amx_bf16"}))  # flags alone never decide
 
 
 def test_describe_hardware_is_one_line_with_versions():

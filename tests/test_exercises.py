@@ -212,7 +212,7 @@ def test_plain_data_refuses_malformed_or_hostile_text(text):
 NAMES = exercises.names()
 # References that are the course's own helpers, which the lessons use openly: the MFU formula the
 # benchmark uses (ac.flops.mfu), lesson 08's interval (ac.stats.t_interval) and the TF32 lab's
-# reading of the flags (ac.precision.tf32_enabled). The bf16-scaler lab's reference is hidden
+# reading of the flags (ac.recipe.tf32_enabled). The bf16-scaler lab's reference is hidden
 # again: the course's scaler is the recipe's (AmpRecipe.scaler), not a make_scaler helper.
 PUBLIC_REFERENCES = {"05.mfu", "labs.tf32_api_mix"}
 

@@ -7,7 +7,7 @@ from cuda_double import FakeGpu
 import amp_course as ac
 from amp_course import device, exercises
 from amp_course.exercises import ExerciseFailed, lesson_06, overflow_plants
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 NAME = "06.choose_dtype"
 
@@ -15,10 +15,10 @@ NAME = "06.choose_dtype"
 @pytest.mark.parametrize(
     "capability", [(3, 7), (5, 2), (6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0), (10, 0), (12, 0)]
 )
-def test_solution_agrees_with_pick_autocast_dtype(monkeypatch, capability):
+def test_solution_agrees_with_pick_precision(monkeypatch, capability):
     """The exercise's answer is the one the course's own device rule gives for that GPU."""
     FakeGpu(monkeypatch, capability=capability)
-    assert exercises.solution(NAME)(capability, None) == device.pick_autocast_dtype("cuda")
+    assert exercises.solution(NAME)(capability, None) == device.pick_precision("cuda").dtype
 
 
 # What the lesson's rule gives each device of the check (none of these GPUs is named in it).
@@ -46,10 +46,10 @@ def test_seed_zero_asks_about_gpus_the_lesson_does_not_name():
 
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_every_case_follows_the_rule_of_ac_device(seed):
-    """One rule: the reference's answers are what ac.device.recommended_dtype says."""
+    """One rule: the reference's answers are what ac.device.recommended_precision says."""
     reference = exercises.solution(NAME)
     for name, capability, cpu, _ in lesson_06.devices(seed):
-        rule = device.recommended_dtype(capability, cpu_bf16=cpu.bf16 if cpu else None)
+        rule = device.recommended_precision(capability, cpu_bf16=cpu.bf16 if cpu else None).dtype
         assert reference(capability, cpu) == rule, name
         if name in EXPECTED:
             assert rule == EXPECTED[name], name

@@ -18,7 +18,7 @@ from amp_course.dist_train import mixed_precision_policy
 from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_07 as lesson
 from amp_course.exercises.solutions import lesson_07 as solutions
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 NAME = "07.fsdp_precision"
 
@@ -128,7 +128,7 @@ import os, torch, torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 from amp_course.dist_train import mixed_precision_policy
 from amp_course.exercises.solutions.lesson_07 import fsdp_precision
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 import dataclasses
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{conftest.free_port()}")
 dist.init_process_group("gloo", rank=0, world_size=1)

@@ -9,8 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from amp_course import exercises, op_costs
-from amp_course.device import parse_dtype
+from amp_course import exercises, op_costs, precisions
 from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_10 as lesson
 from amp_course.exercises.solutions import lesson_10 as solutions
@@ -29,8 +28,8 @@ def test_cases_differ_from_seed_to_seed(name):
 @pytest.mark.parametrize("seed", [0, 3])
 def test_matmul_reference_matches_the_recorded_operator(seed):
     for batch, m, k, n, dtype in lesson.matmul_cases(seed):
-        a = torch.empty(batch, m, k, device="meta", dtype=parse_dtype(dtype))
-        b = torch.empty(batch, k, n, device="meta", dtype=parse_dtype(dtype))
+        a = torch.empty(batch, m, k, device="meta", dtype=precisions.get(dtype).dtype)
+        b = torch.empty(batch, k, n, device="meta", dtype=precisions.get(dtype).dtype)
         (op,) = op_costs.record_ops(lambda a=a, b=b: torch.bmm(a, b))
         assert op.dtype == dtype
         assert solutions.matmul_intensity(batch, m, k, n, dtype) == pytest.approx(op.intensity)
@@ -153,13 +152,13 @@ def test_wrong_answers_are_rejected_with_the_reason(name, wrong, words):
 
 def _matmul_without_batch(batch, m, k, n, dtype):
     # The batch cancels: each product has its own inputs and output.
-    itemsize = torch.finfo(parse_dtype(dtype)).bits // 8
+    itemsize = torch.finfo(precisions.get(dtype).dtype).bits // 8
     return 2 * m * k * n / (itemsize * (m * k + k * n + m * n))
 
 
 def _matmul_by_itemsize(batch, m, k, n, dtype):
     elements = batch * m * k + batch * k * n + batch * m * n
-    return (2 * batch * m * k * n) / (elements * parse_dtype(dtype).itemsize)
+    return (2 * batch * m * k * n) / (elements * precisions.get(dtype).dtype.itemsize)
 
 
 def _waves_by_integer_ceil(batch, m, n, tile_m, tile_n, sms):

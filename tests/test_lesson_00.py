@@ -143,7 +143,7 @@ def _speed_verdict(monkeypatch, capsys, fp32_s, amp_s, on_gpu, amp_dtype, fast, 
     # A CPU with both native paths, or with neither (the flags of ac.precisions).
     flags = {"avx512_bf16", "avx512_fp16"} if fast is True else set()
     monkeypatch.setattr(ac.cpu, "usable_flags", lambda: frozenset(flags))
-    amp_name = f"AMP ({ac.device.dtype_name(amp_dtype)})"
+    amp_name = f"AMP ({ac.precisions.name_of(amp_dtype)})"
     stepped = []
 
     def fake_round_robin(fns, *, device, rounds, min_run_time, **kwargs):

@@ -222,6 +222,6 @@ def test_the_settings_say_where_fp8_tensor_cores_are(monkeypatch, capsys, model,
     monkeypatch.setattr(ac.data, "load_mnist", lambda *args, **kwargs: subset)
     namespace = run_tagged(LESSON, "parameters", namespace={"ac": ac})
     namespace.update(DEVICE="cuda", SMOKE=True)
-    with ac.precision.tf32(False):
+    with ac.recipe.tf32(False):
         run_tagged(LESSON, "settings", namespace=namespace)
     assert f"FP8 tensor cores here: {fp8}" in capsys.readouterr().out

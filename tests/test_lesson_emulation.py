@@ -5,7 +5,7 @@ import pytest
 import torch
 from cuda_double import FakeGpu
 
-from amp_course import emulation, lesson, memory, oom, precision
+from amp_course import emulation, lesson, memory, oom, recipe
 from amp_course.device import DeviceFallbackWarning
 
 GIB = 2**30
@@ -20,7 +20,7 @@ def fake_h100(monkeypatch):
         monkeypatch, name="NVIDIA H100 80GB HBM3", total=H100_BYTES, free=H100_BYTES - GIB
     )
     saved = (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.cudnn_sdp_enabled())
-    with precision.tf32(False):  # puts back the TF32 settings the emulation changes
+    with recipe.tf32(False):  # puts back the TF32 settings the emulation changes
         yield gpu
     torch.backends.cuda.enable_flash_sdp(saved[0])
     torch.backends.cuda.enable_cudnn_sdp(saved[1])
@@ -41,11 +41,11 @@ def test_the_t4_rehearsal_caps_memory_and_switches_off_what_a_t4_lacks(
     monkeypatch.setenv(emulation.ENV, "t4")
     torch.backends.cuda.enable_flash_sdp(True)
     torch.backends.cuda.enable_cudnn_sdp(True)
-    with precision.tf32(True):  # TF32 on before the lesson starts, as code before it may leave it
+    with recipe.tf32(True):  # TF32 on before the lesson starts, as code before it may leave it
         settings = lesson.start(smoke=False, device="cuda")
-        assert precision.tf32_enabled() == {"matmul": False, "conv": False}
-        with precision.tf32(True):  # asked for later, TF32 stays off: a T4 has none
-            assert precision.tf32_enabled() == {"matmul": False, "conv": False}
+        assert recipe.tf32_enabled() == {"matmul": False, "conv": False}
+        with recipe.tf32(True):  # asked for later, TF32 stays off: a T4 has none
+            assert recipe.tf32_enabled() == {"matmul": False, "conv": False}
     assert fake_h100.fraction == pytest.approx(15 / 80)
     assert not torch.backends.cuda.flash_sdp_enabled()
     assert not torch.backends.cuda.cudnn_sdp_enabled()

@@ -109,7 +109,7 @@ def test_lesson_05_says_emulated_where_onednn_is_capped_below_the_cpus_bf16(fake
 
 
 def reference_rule(capability, cpu):  # what the exercise asks for: ac.device's rule
-    return ac.device.recommended_dtype(capability, cpu_bf16=cpu.bf16 if cpu else None)
+    return ac.device.recommended_precision(capability, cpu_bf16=cpu.bf16 if cpu else None).dtype
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from cuda_double import FakeGpu
 from torch import nn
 
 from amp_course import checkpointing, memory, models
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 
 def test_adam_state_is_16_bytes_per_parameter_whatever_the_dtype():

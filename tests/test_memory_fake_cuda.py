@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from amp_course import memory, models, precisions
 from amp_course.memory import fake_cuda
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 no_gpu_here = pytest.mark.skipif(torch.cuda.is_available(), reason="asks what torch does without")
 

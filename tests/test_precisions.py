@@ -9,7 +9,7 @@ import torch
 from amp_course import capstone, cli, cpu, device, emulation, gpus, inspector, precisions
 from amp_course.bench import config
 from amp_course.bench.configuration import Configuration, skip_reason
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 
 def test_the_table_holds_the_four_training_precisions():
@@ -22,13 +22,13 @@ def test_the_table_holds_the_four_training_precisions():
 
 
 @pytest.mark.parametrize("precision", precisions.PRECISIONS.values(), ids=precisions.NAMES)
-def test_device_parses_and_names_every_spelling_as_the_table_does(precision):
+def test_the_table_parses_and_names_every_spelling(precision):
     for name in precision.names:
-        assert device.parse_dtype(name) is precision.dtype
-        assert device.parse_dtype(name.upper()) is precision.dtype
+        assert precisions.get(name).dtype is precision.dtype
+        assert precisions.get(name.upper()).dtype is precision.dtype
         assert precisions.get(f"torch.{name}") is precision
     # The short name of a dtype is its training precision's: float32 is "fp32", never "tf32".
-    assert device.dtype_name(precision.dtype) == precisions.get(precision.dtype).name
+    assert precisions.name_of(precision.dtype) == precisions.get(precision.dtype).name
     assert precisions.get(precision) is precision  # a row is read as itself
 
 
@@ -76,7 +76,7 @@ def _subcommand_help(name):
 )
 def test_one_capability_threshold_gates_bf16_and_tf32(monkeypatch, capability, bf16, tf32):
     expected = torch.bfloat16 if bf16 else torch.float16
-    assert device.recommended_dtype(capability) is expected
+    assert device.recommended_precision(capability).dtype is expected
     monkeypatch.setattr(emulation, "capability", lambda device: capability)
     reason = skip_reason(Configuration.matrix("tf32"), torch.device("cuda"))
     assert (reason is None) is tf32

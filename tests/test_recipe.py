@@ -1,4 +1,4 @@
-"""The AMP recipe (``ac.precision.AmpRecipe``) and the AMP step (``ac.training.amp_step``), checked
+"""The AMP recipe (``ac.recipe.AmpRecipe``) and the AMP step (``ac.training.amp_step``), checked
 against torch.autocast, torch.amp.GradScaler and a step written out by hand."""
 
 import copy
@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from amp_course import device, lesson, precision, precisions, scaling, training
+from amp_course import device, lesson, precisions, scaling, training
 from amp_course.bench import Configuration
 from amp_course.data import load_mnist
+from amp_course.recipe import AmpRecipe
 
 CPU = torch.device("cpu")
 # Written out here, not read from the package: every spelling and the dtype it must mean.
@@ -25,9 +26,9 @@ SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 @pytest.mark.parametrize("dtype", SPELLINGS)
 def test_one_table_names_each_dtype(dtype):
     for spelling in SPELLINGS[dtype]:
-        assert device.parse_dtype(spelling) is dtype
-        assert precision.AmpRecipe(CPU, spelling).autocast_dtype is dtype
-    assert device.dtype_name(dtype) == SHORT[dtype] == precision.AmpRecipe(CPU, dtype).name
+        assert precisions.get(spelling).dtype is dtype
+        assert AmpRecipe(CPU, spelling).autocast_dtype is dtype
+    assert precisions.name_of(dtype) == SHORT[dtype] == AmpRecipe(CPU, dtype).name
 
 
 def test_the_table_holds_every_spelling_and_no_other():
@@ -43,10 +44,10 @@ def test_the_table_holds_every_spelling_and_no_other():
 
 def test_a_name_outside_the_table_is_refused_with_the_valid_ones():
     with pytest.raises(ValueError, match="Valid choices: fp32, float32"):
-        precision.AmpRecipe(CPU, "fp8")
+        AmpRecipe(CPU, "fp8")
     with pytest.raises(ValueError, match="Valid choices"):
-        precision.AmpRecipe(CPU, torch.float64)
-    assert device.dtype_name(torch.float64) == "float64"  # outside the table: torch's own name
+        AmpRecipe(CPU, torch.float64)
+    assert precisions.name_of(torch.float64) == "float64"  # outside the table: torch's own name
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def test_a_name_outside_the_table_is_refused_with_the_valid_ones():
 def test_autocast_is_on_for_16_bits_and_the_scaler_for_fp16_only(
     autocast_dtype, enabled, needs_scaler
 ):
-    recipe = precision.AmpRecipe("cpu", autocast_dtype)
+    recipe = AmpRecipe("cpu", autocast_dtype)
     assert recipe.device == CPU
     assert (recipe.enabled, recipe.needs_scaler) == (enabled, needs_scaler)
     a, b = torch.randn(4, 4), torch.randn(4, 4)
@@ -81,7 +82,7 @@ def test_autocast_is_on_for_16_bits_and_the_scaler_for_fp16_only(
 
 def test_on_a_gpu_the_recipe_asks_torch_for_cuda_autocast_and_a_cuda_scaler():
     """Checked without a GPU: what the recipe hands torch (torch disables both here, and warns)."""
-    recipe = precision.AmpRecipe("cuda:1", "fp16")
+    recipe = AmpRecipe("cuda:1", "fp16")
     assert recipe.device == torch.device("cuda", 1) and recipe.needs_scaler
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "CUDA is not available": expected without a GPU
@@ -100,7 +101,7 @@ def test_bench_configurations_and_lesson_settings_carry_the_recipe():
         "bf16": (True, False),
     }
     settings = lesson.start(smoke=True, device="cpu", autocast_dtype="fp16", verbose=False)
-    assert settings.recipe == precision.AmpRecipe("cpu", torch.float16)
+    assert settings.recipe == AmpRecipe("cpu", torch.float16)
     assert settings.precision is precisions.FP16
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # this CPU may emulate bf16: lesson.start says so
@@ -147,7 +148,7 @@ def hand_written_step(model, optimizer, scaler, autocast_dtype, batch, max_norm)
 
 @pytest.mark.parametrize("autocast_dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_amp_step_is_the_hand_written_step(batches, autocast_dtype):
-    recipe = precision.AmpRecipe(CPU, autocast_dtype)
+    recipe = AmpRecipe(CPU, autocast_dtype)
     model = scaling.mlp(0)
     reference = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -166,7 +167,7 @@ def test_amp_step_is_the_hand_written_step(batches, autocast_dtype):
 
 
 def test_amp_step_reports_a_skipped_fp16_step_and_leaves_the_weights(batches):
-    recipe = precision.AmpRecipe(CPU, torch.float16)
+    recipe = AmpRecipe(CPU, torch.float16)
     model = scaling.mlp(0)
     before = copy.deepcopy(model)
     scaler = recipe.scaler()

@@ -6,7 +6,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from amp_course import training
-from amp_course.precision import AmpRecipe
+from amp_course.recipe import AmpRecipe
 
 FP32 = AmpRecipe("cpu")
 FP16 = AmpRecipe("cpu", torch.float16)

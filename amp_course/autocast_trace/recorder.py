@@ -8,7 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ..precision import AmpRecipe
+from ..recipe import AmpRecipe
 from .op_lists import ATEN_TO_DOCUMENTED
 
 

@@ -12,7 +12,7 @@ import torch
 
 from .. import emulation, gpus, precisions
 from ..attention import emulated_refusal
-from ..precision import AmpRecipe
+from ..recipe import AmpRecipe
 from . import timm_vit
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that use CUDA graphs

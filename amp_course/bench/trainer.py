@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from .. import data as _data
-from .. import precision, timing
+from .. import recipe, timing
 from ..attention import emulated_kernels, sdpa_context
 from ..memory import step_peak_memory
 from ..training import amp_step
@@ -90,7 +90,7 @@ def flags(configuration: Configuration):
     a ``FailOnRecompileLimitHit`` error instead of torch._dynamo's silent fallback: past its
     recompile limit (``torch._dynamo.config.recompile_limit``) dynamo runs the frame eager, and
     a configuration named compiled would time eager code."""
-    with precision.tf32(configuration.precision.tf32_matmuls):
+    with recipe.tf32(configuration.precision.tf32_matmuls):
         if not configuration.compile:
             yield
             return

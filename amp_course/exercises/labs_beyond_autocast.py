@@ -13,7 +13,6 @@ from fractions import Fraction
 
 import torch
 
-from ..device import dtype_name
 from ..labs.beyond_autocast import (
     DEVICE_TYPE,
     lab_losses,
@@ -21,7 +20,8 @@ from ..labs.beyond_autocast import (
     run_fused_op,
     run_in_workers,
 )
-from ..precision import AmpRecipe
+from ..precisions import name_of
+from ..recipe import AmpRecipe
 from . import ExerciseFailed, register
 from .answers import error_text
 from .pool_checks import compare_pool, observe_pool
@@ -68,8 +68,8 @@ def _compare_checkpointed_case(mine: dict, reference: dict, label: str) -> None:
     if got.dtype != want.dtype or not torch.equal(got, want):
         off = (got.float() - want.float()).abs().max().item() if got.shape == want.shape else None
         raise ExerciseFailed(
-            f"{label} the block's output is {dtype_name(got.dtype)}, the reference's "
-            f"{dtype_name(want.dtype)}" + (f"; they differ by up to {off:.3g}." if off else ".")
+            f"{label} the block's output is {name_of(got.dtype)}, the reference's "
+            f"{name_of(want.dtype)}" + (f"; they differ by up to {off:.3g}." if off else ".")
         )
     for index, (a, b) in enumerate(zip(mine["grads"], reference["grads"], strict=True)):
         if not torch.allclose(a, b, rtol=1e-3, atol=1e-6):

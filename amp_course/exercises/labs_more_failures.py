@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..device import dtype_name
 from ..labs.more_failures import run_masked, run_multitask, run_padded
 from ..labs.rotary import run_rope
+from ..precisions import name_of
 from . import ExerciseFailed, fail_on_error, register
 from .answers import compare_params
 
@@ -58,7 +58,7 @@ def _tensor_like(got, want, what: str) -> None:
         raise ExerciseFailed(f"{what} has shape {shape}; the reference's {tuple(want.shape)}.")
     if got.dtype != want.dtype:
         raise ExerciseFailed(
-            f"{what} is {dtype_name(got.dtype)}, the reference's {dtype_name(want.dtype)}."
+            f"{what} is {name_of(got.dtype)}, the reference's {name_of(want.dtype)}."
         )
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
-from ..device import dtype_name, parse_dtype
+from .. import precisions
 from . import ExerciseFailed, register
 from .answers import call_noting_warnings, scaler_built, scaler_record
 
-DTYPES = {name: parse_dtype(name) for name in ("fp16", "bf16", "fp32")}
+DTYPES = {name: precisions.get(name).dtype for name in ("fp16", "bf16", "fp32")}
 SEED0_ORDER = ["bf16", "fp16", "fp32"]
 
 
@@ -24,7 +24,7 @@ def _order(seed: int) -> list[str]:
 def _dtype(value) -> str | None:
     if value is None:
         return None
-    return dtype_name(value) if isinstance(value, torch.dtype) else repr(value)
+    return precisions.name_of(value) if isinstance(value, torch.dtype) else repr(value)
 
 
 def _scaler_kind(scaler) -> str:

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from ..checkpointing import encoder_blocks
 from ..memory import saved_tensor_bytes
 from ..models import build_vit
-from ..precision import AmpRecipe
+from ..recipe import AmpRecipe
 from . import ExerciseFailed, register
 from .answers import error_text
 from .fp8_checks import (

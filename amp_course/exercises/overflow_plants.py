@@ -9,7 +9,7 @@ from torch import nn
 
 from ..debug import ActivationWatch, find_first_nonfinite
 from ..models import build_vit
-from ..precision import AmpRecipe
+from ..recipe import AmpRecipe
 from ..scaling import FP16_MAX
 from . import call_answer
 

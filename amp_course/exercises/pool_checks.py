@@ -9,8 +9,8 @@ from concurrent.futures import thread as futures_thread
 
 import torch
 
-from ..device import dtype_name
 from ..labs.beyond_autocast import DEVICE_TYPE, lab_block, seeded
+from ..precisions import name_of
 from . import ExerciseFailed
 from .answers import error_text
 
@@ -73,7 +73,7 @@ def _in_a_pool(thread: threading.Thread) -> bool:
 
 
 def _dtypes(outputs: list) -> str:
-    names = sorted({dtype_name(o.dtype) for o in outputs if isinstance(o, torch.Tensor)})
+    names = sorted({name_of(o.dtype) for o in outputs if isinstance(o, torch.Tensor)})
     return "/".join(names) or "no tensor"
 
 
@@ -114,7 +114,7 @@ def compare_pool(mine: dict, reference: dict, seed: int) -> None:
                 f"items; the reference returns {count}."
             )
         for index, (a, b) in enumerate(zip(got["outputs"], want["outputs"], strict=True)):
-            shown = f"a {dtype_name(b.dtype)} tensor of shape {tuple(b.shape)}"
+            shown = f"a {name_of(b.dtype)} tensor of shape {tuple(b.shape)}"
             if not isinstance(a, torch.Tensor) or a.shape != b.shape:
                 what = (
                     a if not isinstance(a, torch.Tensor) else f"a tensor of shape {tuple(a.shape)}"
@@ -124,8 +124,8 @@ def compare_pool(mine: dict, reference: dict, seed: int) -> None:
                 )
             if a.dtype != b.dtype:
                 raise ExerciseFailed(
-                    f"{called} result {index} is {dtype_name(a.dtype)}, the reference's "
-                    f"{dtype_name(b.dtype)}. The results' dtypes by the caller's state: "
+                    f"{called} result {index} is {name_of(a.dtype)}, the reference's "
+                    f"{name_of(b.dtype)}. The results' dtypes by the caller's state: "
                     f"{_dtypes_by_caller(mine, reference)}."
                 )
             if not torch.equal(a, b):

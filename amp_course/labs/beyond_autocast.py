@@ -19,7 +19,7 @@ from torch import nn
 from ..data import load_mnist
 from ..display import error_text
 from ..memory import saved_tensor_bytes
-from ..precision import AmpRecipe
+from ..recipe import AmpRecipe
 from ..scaling import mlp, mnist_batches
 
 DEVICE_TYPE = "cpu"

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from .. import scaling
 from ..data import load_mnist
 from ..display import error_text
-from ..precision import AmpRecipe
+from ..recipe import AmpRecipe
 from ..training import amp_step
 
 DEVICE = torch.device("cpu")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..precision import AmpRecipe
+from ..recipe import AmpRecipe
 from . import fake_cuda
 
 # Bytes per parameter of optimizer state kept in fp32: Adam/AdamW keep two moments (m and v).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...labs.bug_hunts import LR, SCALER_KWARGS, forward_loss, train_steps
-from ...precision import AmpRecipe
+from ...recipe import AmpRecipe
 from ...training import step_and_update
 
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from ...block_formats import AMAX_EPS
 from ...labs.modern_stack import DEVICE_TYPE, digit_loss
-from ...precision import tf32_enabled
+from ...recipe import tf32_enabled
 
 
 def class_means(features, labels, num_classes):

@@ -7,7 +7,7 @@ import copy
 import torch
 
 from ...debug import Fp32Region, find_first_nonfinite
-from ...precision import AmpRecipe
+from ...recipe import AmpRecipe
 
 
 def choose_amp_dtype(capability: tuple[int, int] | None, cpu=None) -> torch.dtype:

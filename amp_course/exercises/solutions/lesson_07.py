@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from ...dist_train import make_scaler, mixed_precision_policy
-from ...precision import AmpRecipe
+from ...recipe import AmpRecipe
 
 
 def fsdp_precision(amp_dtype: torch.dtype, device: torch.device):

@@ -24,7 +24,7 @@ def measure() -> dict:
     import torch.nn.functional as F
 
     from ... import cpu, models, timing
-    from ...precision import AmpRecipe
+    from ...recipe import AmpRecipe
 
     torch.manual_seed(0)
     images, labels = torch.randn(BATCH, 1, 28, 28), torch.randint(0, 10, (BATCH,))

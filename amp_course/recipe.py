@@ -1,4 +1,5 @@
-"""Precision: the AMP recipe a step runs with, and TF32 for float32 CUDA math.
+"""The AMP recipe a step runs with (its precision is a row of ``ac.precisions``), and TF32 for
+float32 CUDA math.
 
 ``AmpRecipe`` decides mixed precision once, as nanoGPT's ``ptdtype``, ``ctx`` and
 ``scaler = GradScaler(enabled=(dtype == 'float16'))`` do: which autocast dtype, whether autocast is

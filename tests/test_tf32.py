@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import ROOT, tagged
 
-from amp_course import precision
+from amp_course import recipe
 
 # Code a learner (or a library) may have run before the course's code, with each torch API.
 EARLIER_CODE = {
@@ -27,27 +27,27 @@ EXPECTED_AFTER = {  # what each earlier snippet leaves switched on (matmul, conv
 
 
 def test_tf32_switches_both_backends_and_restores_them_even_on_error():
-    before = precision.tf32_enabled()
+    before = recipe.tf32_enabled()
     assert before == {"matmul": False, "conv": True}  # PyTorch's defaults in a fresh process
-    with pytest.raises(RuntimeError, match="boom"), precision.tf32(True):
-        assert precision.tf32_enabled() == {"matmul": True, "conv": True}
+    with pytest.raises(RuntimeError, match="boom"), recipe.tf32(True):
+        assert recipe.tf32_enabled() == {"matmul": True, "conv": True}
         raise RuntimeError("boom")
-    assert precision.tf32_enabled() == before
-    with precision.tf32(False):
-        assert precision.tf32_enabled() == {"matmul": False, "conv": False}  # strict conv too
-    assert precision.tf32_enabled() == before
+    assert recipe.tf32_enabled() == before
+    with recipe.tf32(False):
+        assert recipe.tf32_enabled() == {"matmul": False, "conv": False}  # strict conv too
+    assert recipe.tf32_enabled() == before
 
 
 def test_this_torch_is_switched_with_the_new_api():
     # torch 2.14 has the per-backend settings; the legacy flags are only for torch before 2.9.
-    assert precision.NEW_API and precision.api_name() == "fp32_precision"
+    assert recipe.NEW_API and recipe.api_name() == "fp32_precision"
 
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_switching_keeps_the_legacy_matmul_getters_readable(enabled):
     # torch's compiler reads the legacy matmul getters (pytorch/pytorch#166387): switching
-    # through ac.precision must not leave them raising "mix of the legacy and new APIs".
-    with precision.tf32(enabled):
+    # through ac.recipe must not leave them raising "mix of the legacy and new APIs".
+    with recipe.tf32(enabled):
         assert torch.get_float32_matmul_precision() == ("high" if enabled else "highest")
         assert torch.backends.cuda.matmul.allow_tf32 is enabled
     assert torch.get_float32_matmul_precision() == "highest"
@@ -58,7 +58,7 @@ def _lesson_01_tf32_cells() -> str:
     5), to run outside the notebook. (The cell after it shows the two APIs mixed in fresh child
     processes, which code run earlier in the kernel cannot reach.)"""
     cells = [cell.source for cell in tagged("01_number_formats", "tf32")]
-    assert any("ac.precision.tf32(" in c for c in cells)
+    assert any("ac.recipe.tf32(" in c for c in cells)
     return "\n\n".join(cells)
 
 
@@ -69,13 +69,13 @@ import json, torch
 {EARLIER_CODE[earlier]}
 import amp_course as ac
 from amp_course import cli
-before = ac.precision.tf32_enabled()
+before = ac.recipe.tf32_enabled()
 settings = ac.lesson.start(True, "cpu", 0, verbose=False)
 device = settings.device
 exec(compile({_lesson_01_tf32_cells()!r}, "lesson 01, section 5", "exec"))
 code = cli.main(["bench", "--device", "cpu", "--smoke", "--workloads", "matmul",
                  "--precisions", "fp32,tf32", "--out", {str(tmp_path)!r}])
-print(json.dumps({{"code": code, "before": before, "after": ac.precision.tf32_enabled()}}))
+print(json.dumps({{"code": code, "before": before, "after": ac.recipe.tf32_enabled()}}))
 """
     child = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
