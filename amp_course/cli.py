@@ -97,8 +97,8 @@ def _bench(args) -> int:
         changes["rounds"] = args.rounds
     if args.rungs:
         changes["ladder_rungs"] = tuple(name.strip() for name in args.rungs.split(","))
-    config = (BenchConfig.smoke_config if smoke else BenchConfig.full)(**changes)
     try:
+        config = (BenchConfig.smoke_config if smoke else BenchConfig.full)(**changes)
         config.validate()
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

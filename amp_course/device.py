@@ -18,9 +18,6 @@ from .device_index import cuda_index
 
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 
-# Each dtype the course trains in, with its names from ``ac.precisions``: its short name first
-# (tables, headers). "tf32" is not a storage dtype: it is fp32 with TF32 matmuls.
-
 
 class DeviceFallbackWarning(UserWarning):
     """A requested device or dtype is not available here, and the course uses another."""

@@ -81,10 +81,23 @@ def test_a_mode_that_fails_is_reported_as_skipped_and_the_others_run(monkeypatch
 
 
 def test_bad_names_get_clear_errors(capsys):
-    with pytest.raises(ValueError, match="Unknown precision 'fp8'.*fp32, tf32, fp16, bf16"):
-        bench.BenchConfig.smoke_config(precisions=("fp8",)).validate()
+    with pytest.raises(ValueError, match="Unknown precision 'fp8'.*fp32, .*tf32, .*bf16"):
+        bench.BenchConfig.smoke_config(precisions=("fp8",))
     assert cli.main(["bench", "--device", "cpu", "--workloads", "resnet"]) == 2
     assert "Unknown workload 'resnet'" in capsys.readouterr().err
+    assert cli.main(["bench", "--device", "cpu", "--precisions", "fp8"]) == 2
+    assert "Unknown precision 'fp8'" in capsys.readouterr().err
+
+
+def test_the_bench_reads_every_spelling_the_table_does_once():
+    """Rows end to end: names a learner types ("bfloat16", "BF16") become the table's rows when
+    the config is made, and the report keeps their short names."""
+    config = bench.BenchConfig.smoke_config(precisions=("float32", "BFloat16", precisions.FP16))
+    assert config.precisions == (precisions.FP32, precisions.BF16, precisions.FP16)
+    assert [c.precision for c in config.configurations()] == list(config.precisions)
+    assert config.to_dict()["precisions"] == ["fp32", "bf16", "fp16"]
+    ladder = bench.ladder.LadderConfig.smoke_config(precision="bfloat16")
+    assert ladder.precision is precisions.BF16
 
 
 def reference_work_seconds() -> float:

@@ -3,12 +3,12 @@ matrix's cells (``configuration.Configuration``) it makes of them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from .. import precisions
 from .configuration import Configuration
 
-PRECISIONS = precisions.NAMES  # tf32: fp32 with TF32 matmuls (CUDA, sm_80+)
+PRECISIONS = precisions.NAMES  # their names; tf32: fp32 with TF32 matmuls (CUDA, sm_80+)
 WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch", "ladder")
 # The default run: the precision matrix. The MFU ladder (lesson 10) runs when named.
 MATRIX_WORKLOADS = WORKLOADS[:-1]
@@ -17,9 +17,13 @@ MNIST_TRAIN_SIZE = 60_000  # an epoch of the MNIST tutorial's CNN is one pass ov
 
 @dataclass
 class BenchConfig:
-    """What to run and at which sizes; ``smoke()`` and ``full()`` give the two standard sizes."""
+    """What to run and at which sizes; ``smoke()`` and ``full()`` give the two standard sizes.
 
-    precisions: tuple[str, ...] = PRECISIONS
+    ``precisions`` holds rows of ``ac.precisions``: given names (any spelling ``precisions.get``
+    reads, "bfloat16" as "bf16") are read once, here, and an unknown one is refused with the valid
+    ones."""
+
+    precisions: tuple[precisions.Precision, ...] = tuple(precisions.PRECISIONS.values())
     workloads: tuple[str, ...] = MATRIX_WORKLOADS
     compile: bool = False  # add a torch.compile variant of every precision
     fused: bool = False  # add a fused-AdamW variant of every precision
@@ -35,6 +39,13 @@ class BenchConfig:
     threads: int | None = None  # CPU threads for the run (None: leave torch's setting)
     ladder_rungs: tuple[str, ...] | None = None  # the ladder's rungs to run (None: all)
     smoke: bool = False
+
+    def __post_init__(self):
+        self.precisions = tuple(precisions.get(p) for p in self.precisions)
+
+    def to_dict(self) -> dict:
+        """The config as the report's JSON keeps it: the precisions by their names."""
+        return {**asdict(self), "precisions": [p.name for p in self.precisions]}
 
     @classmethod
     def full(cls, **changes) -> BenchConfig:
@@ -64,12 +75,8 @@ class BenchConfig:
         return replace(base, **changes)
 
     def validate(self) -> None:
-        """Clear errors for unknown names and impossible sizes."""
-        for name in self.precisions:
-            if name not in PRECISIONS:
-                raise ValueError(
-                    f"Unknown precision {name!r}. Valid choices: {', '.join(PRECISIONS)}."
-                )
+        """Clear errors for unknown workloads and impossible sizes (unknown precisions are refused
+        when the config is made)."""
         for name in self.workloads:
             if name not in WORKLOADS:
                 raise ValueError(

@@ -35,7 +35,7 @@ __all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "run"]
 class LadderConfig:
     """The ladder's sizes; ``smoke()`` shrinks the ViT for a CPU (say so wherever it is shown)."""
 
-    precision: precisions.Precision | str = precisions.BF16  # a row, or a name it is read from
+    precision: precisions.Precision = precisions.BF16  # a row; a name given is read into one
     batch: int = 64
     big_batch: int = 256
     vit_overrides: dict = field(default_factory=dict)  # build_vit("b16", **overrides)

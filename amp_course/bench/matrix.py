@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 
 import torch
 
@@ -33,7 +32,7 @@ def run(
     report = {
         **machine_record(device),
         "smoke": config.smoke,
-        "config": asdict(config),
+        "config": config.to_dict(),
         "modes": [],
         "results": {w: [] for w in WORKLOADS},
         "seconds": {},
