@@ -10,7 +10,8 @@ import torch
 from torch.utils import benchmark
 
 from amp_course import exercises, timing
-from amp_course.exercises import ExerciseFailed, lesson_05, mfu_checks
+from amp_course.exercises import ExerciseFailed, lesson_05
+from amp_course.exercises.lesson_05 import mfu as mfu_checks
 
 SEEDS = (0, 1, 12345)
 

@@ -6,7 +6,8 @@ from cuda_double import FakeGpu
 
 import amp_course as ac
 from amp_course import device, exercises
-from amp_course.exercises import ExerciseFailed, lesson_06, overflow_plants
+from amp_course.exercises import ExerciseFailed, lesson_06
+from amp_course.exercises.lesson_06 import overflow as overflow_plants
 from amp_course.recipe import AmpRecipe
 
 NAME = "06.choose_dtype"

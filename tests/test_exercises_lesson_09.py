@@ -11,8 +11,9 @@ import torch
 
 from amp_course import exercises
 from amp_course.checkpointing import Checkpointed, encoder_blocks
-from amp_course.exercises import ExerciseFailed, fp8_checks
+from amp_course.exercises import ExerciseFailed
 from amp_course.exercises import lesson_09 as lesson
+from amp_course.exercises.lesson_09 import fp8 as fp8_checks
 from amp_course.exercises.solutions import lesson_09 as solutions
 
 

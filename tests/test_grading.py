@@ -204,7 +204,7 @@ os.waitpid(child, 0)
     # Writes outside the scratch folder, and the key opened for writing.
     "vera": """
 import os, pathlib, amp_course
-course = pathlib.Path(amp_course.__file__).parent / "exercises" / "lesson_06.py"
+course = pathlib.Path(amp_course.__file__).parent / "exercises" / "lesson_06" / "__init__.py"
 for target in [KEY, GRADEBOOK, GRADEBOOK + ".bak", MASTER, OTHER, str(course), SENTINEL]:
     try:
         with open(target, "a") as handle:

@@ -316,7 +316,7 @@ def test_the_course_copy_has_a_decoy_in_place_of_the_references(tmp_path):
     decoy = root / "amp_course" / "exercises" / "solutions"
     assert [p.name for p in decoy.iterdir()] == ["__init__.py"]
     assert "Not the reference solutions" in (decoy / "__init__.py").read_text()
-    assert (root / "amp_course" / "exercises" / "lesson_06.py").is_file()
+    assert (root / "amp_course" / "exercises" / "lesson_06" / "__init__.py").is_file()
     for path in [root, *root.rglob("*")]:
         assert not path.stat().st_mode & 0o222, path
         if path.is_dir():

@@ -202,7 +202,7 @@ try:
     import amp_course.exercises.solutions.lesson_06
 except ImportError:
     print("import refused")
-course = str(package / "exercises" / "lesson_06.py")
+course = str(package / "exercises" / "lesson_06" / "__init__.py")
 for target in [{str(key)!r}, course, sys.prefix + "/pyvenv.cfg"]:
     try:
         open(target, "a").close()

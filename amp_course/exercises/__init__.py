@@ -9,8 +9,9 @@ Each exercise is three pieces (what grading does with them: docs/instructors.md,
 ``observe(answer, seed)`` runs the answer on inputs built from ``seed`` and returns plain data
 (``plain.py``); ``compare(mine, reference, seed)`` raises ExerciseFailed on the first difference
 that matters; the reference solution. An exercise module, named after its notebook
-(``lesson_NN.py`` for lesson NN, ``labs_bug_hunts.py`` for ``labs_bug_hunts.ipynb``), defines
-observe and compare and calls ``register``; the reference lives in the module of the same name in
+(``lesson_NN.py`` for lesson NN, ``labs_bug_hunts`` for ``labs_bug_hunts.ipynb``; a package where
+its checks have parts of their own, as ``lesson_05/`` with ``mfu.py``), defines observe and compare
+and calls ``register``; the reference lives in the module of the same name in
 ``solutions/`` (a ``SOLUTIONS`` dict), which the grading sandbox hides. A check cell computes
 ``compare(observe(answer, 0), observe(solution, 0), 0)`` in the learner's kernel; the grader
 does the same with a secret seed, observing the answer in the sandbox and the reference in its own
@@ -84,9 +85,13 @@ def _exercise_modules(prefix: str = "") -> list[str]:
     """
     if prefix and not prefix.isalnum():
         return []
-    patterns = (f"lesson_{prefix}.py", f"{prefix}_*.py") if prefix else ("lesson_*.py", "labs_*.py")
+    patterns = (f"lesson_{prefix}", f"{prefix}_*") if prefix else ("lesson_*", "labs_*")
     folder = Path(__path__[0])
-    return sorted({path.stem for pattern in patterns for path in folder.glob(pattern)})
+    found = set()
+    for pattern in patterns:  # a module, or a package: a lesson's checks and the parts they use
+        found |= {path.stem for path in folder.glob(f"{pattern}.py")}
+        found |= {path.parent.name for path in folder.glob(f"{pattern}/__init__.py")}
+    return sorted(found)
 
 
 def _load(modules: list[str], until: str = "") -> None:

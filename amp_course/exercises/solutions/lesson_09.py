@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...checkpointing import Checkpointed, encoder_blocks
-from ..fp8_checks import AMAX_EPS
+from ..lesson_09.fp8 import AMAX_EPS
 
 
 def checkpoint_every(model, k):

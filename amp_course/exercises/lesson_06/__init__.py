@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..precisions import BF16
-from ..timing import Comparison
-from . import ExerciseFailed, call_answer, fail_on_error, register
-from .overflow_plants import observe_overflow
+from ...precisions import BF16
+from ...timing import Comparison
+from .. import ExerciseFailed, call_answer, fail_on_error, register
+from .overflow import observe_overflow
 
 
 @dataclass(frozen=True)

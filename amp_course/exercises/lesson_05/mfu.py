@@ -1,6 +1,6 @@
-"""Lesson 05's MFU checks, apart from its module (which registers them) to keep each short: MFU
-from a step's FLOPs (``05.mfu``, the grading tests' toy lesson grades it) and MFU estimated from a
-model's shape (``05.mfu_estimate``, the lesson's exercise)."""
+"""Lesson 05's MFU checks (the package's ``__init__`` registers them): MFU from a step's FLOPs
+(``05.mfu``, the grading tests' toy lesson grades it) and MFU estimated from a model's shape
+(``05.mfu_estimate``, the lesson's exercise)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 
 import torch
 
-from .. import gpus
-from . import ExerciseFailed, call_answer, fail_on_error
+from ... import gpus
+from .. import ExerciseFailed, call_answer, fail_on_error
 
 
 # ---- MFU from a step's FLOPs: the grading tests' toy lesson (tests/fixtures/grading) grades it;

@@ -13,18 +13,18 @@ from fractions import Fraction
 
 import torch
 
-from ..labs.beyond_autocast import (
+from ...labs.beyond_autocast import (
     DEVICE_TYPE,
     lab_losses,
     run_checkpointed,
     run_fused_op,
     run_in_workers,
 )
-from ..precisions import name_of
-from ..recipe import AmpRecipe
-from . import ExerciseFailed, register
-from .answers import error_text
-from .pool_checks import compare_pool, observe_pool
+from ...precisions import name_of
+from ...recipe import AmpRecipe
+from .. import ExerciseFailed, register
+from ..answers import error_text
+from .pool import compare_pool, observe_pool
 
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
 # bf16 is CPU autocast's default dtype: the fp16 case tells a recompute that re-enters autocast in

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..labs.bug_hunts import (
+from ...labs.bug_hunts import (
     ACCUMULATION_MAX_NORM,
     ACCUMULATION_STEPS,
     MAX_NORM,
@@ -19,9 +19,9 @@ from ..labs.bug_hunts import (
     resumed_run,
     run,
 )
-from . import ExerciseFailed, ExerciseNotDone, call_answer, register
-from .answers import compare_params
-from .scaler_labs import compare_prepare, compare_scaler, observe_prepare, observe_scaler
+from .. import ExerciseFailed, ExerciseNotDone, call_answer, register
+from ..answers import compare_params
+from .scaler import compare_prepare, compare_scaler, observe_prepare, observe_scaler
 
 
 def observe_run(train, seed, extra=(), scheduler=False) -> dict:
@@ -128,7 +128,7 @@ register("labs.scheduler_skip", lambda fn, seed: observe_run(fn, seed, scheduler
 register("labs.extra_step", observe_run, compare_run)
 
 
-# ---- Labs 3 and 6: a GradScaler with bf16, a .half() model (their checks: scaler_labs.py) ------
+# ---- Labs 3 and 6: a GradScaler with bf16, a .half() model (their checks: scaler.py) -----------
 register("labs.bf16_scaler", observe_scaler, compare_scaler)
 register("labs.half_model", observe_prepare, compare_prepare)
 

@@ -1,14 +1,14 @@
-"""The bug hunts' labs 3 and 6, apart from their module (which registers them) to keep each short:
-the scaler a learner builds for each autocast dtype, and the (model, optimizer, scaler) a learner
-prepares instead of a .half() model."""
+"""The bug hunts' labs 3 and 6 (the package's ``__init__`` registers them): the scaler a learner
+builds for each autocast dtype, and the (model, optimizer, scaler) a learner prepares instead of a
+.half() model."""
 
 from __future__ import annotations
 
 import torch
 
-from ..labs.bug_hunts import DEVICE, lab_batches, lab_model, poisoned_for, train_steps
-from . import ExerciseFailed, call_answer, fail_on_error
-from .answers import call_noting_warnings, compare_params, scaler_built, scaler_record
+from ...labs.bug_hunts import DEVICE, lab_batches, lab_model, poisoned_for, train_steps
+from .. import ExerciseFailed, call_answer, fail_on_error
+from ..answers import call_noting_warnings, compare_params, scaler_built, scaler_record
 
 # ---- Lab 3: a GradScaler with bf16 ---------------------------------------------------------------
 SCALER_CASES = [

@@ -1,5 +1,5 @@
-"""Lesson 09's FP8 checks, apart from its module (which registers them) to keep each short: a cast
-with delayed scaling (the scale from a history of amaxes) and with one scale per row."""
+"""Lesson 09's FP8 checks (the package's ``__init__`` registers them): a cast with delayed scaling
+(the scale from a history of amaxes) and with one scale per row."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from . import ExerciseFailed
-from .answers import error_text
+from .. import ExerciseFailed
+from ..answers import error_text
 
 AMAX_EPS = 1e-12  # torchao's floor for amax, so an all-zero tensor gets a finite FP8 scale
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 
-from .. import gpus
-from . import register
-from .intensity_parts import close, compare, draw, known_byte_count, observe, ratio_words
+from ... import gpus
+from .. import register
+from .intensity import close, compare, draw, known_byte_count, observe, ratio_words
 
 # ---- 10.matmul_intensity: a batched matmul, its dtype given by name ----------------------------
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes per element of each dtype name

@@ -1,17 +1,16 @@
-"""Lesson 06's planted overflows, apart from its module (which registers the check) to keep each
-short: a tiny ViT with an fp16 overflow planted in one region, and what a learner's fix of it does
-under fp16 autocast."""
+"""Lesson 06's planted overflows (the package's ``__init__`` registers the check): a tiny ViT with
+an fp16 overflow planted in one region, and what a learner's fix of it does under fp16 autocast."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from ..debug import ActivationWatch, find_first_nonfinite
-from ..models import build_vit
-from ..recipe import AmpRecipe
-from ..scaling import FP16_MAX
-from . import call_answer
+from ...debug import ActivationWatch, find_first_nonfinite
+from ...models import build_vit
+from ...recipe import AmpRecipe
+from ...scaling import FP16_MAX
+from .. import call_answer
 
 # ---- An overflow elsewhere: fix it with the smallest fp32 region ---------------------------------
 # (what is planted, encoder layer): seed 0 holds an attention the lesson has not shown, and an MLP.

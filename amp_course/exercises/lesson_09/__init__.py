@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..checkpointing import encoder_blocks
-from ..memory import saved_tensor_bytes
-from ..models import build_vit
-from ..recipe import AmpRecipe
-from . import ExerciseFailed, register
-from .answers import error_text
-from .fp8_checks import (
+from ...checkpointing import encoder_blocks
+from ...memory import saved_tensor_bytes
+from ...models import build_vit
+from ...recipe import AmpRecipe
+from .. import ExerciseFailed, register
+from ..answers import error_text
+from .fp8 import (
     compare_to_float8,
     compare_to_float8_rowwise,
     observe_to_float8,
@@ -128,6 +128,6 @@ def _compare_checkpointing(mine: dict, reference: dict, where: str) -> None:
 register("09.checkpoint_every", observe_checkpoint_every, compare_checkpoint_every)
 
 
-# ---- 09.to_float8 and 09.to_float8_rowwise: delayed and row-wise FP8 scaling (fp8_checks.py) ---
+# ---- 09.to_float8 and 09.to_float8_rowwise: delayed and row-wise FP8 scaling (fp8.py) ---------
 register("09.to_float8", observe_to_float8, compare_to_float8)
 register("09.to_float8_rowwise", observe_to_float8_rowwise, compare_to_float8_rowwise)

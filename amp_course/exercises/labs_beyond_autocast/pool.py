@@ -1,6 +1,6 @@
-"""The autocast pool lab's check (lab 5 of labs_beyond_autocast, a transfer), apart from that
-module, which registers it, to keep each short: ``map_in_workers(fn, items)`` called under bf16 and
-fp16 autocast and outside it; what each call computed in, in which thread, and in what order."""
+"""The autocast pool lab's check (lab 5 of labs_beyond_autocast, a transfer; the package's
+``__init__`` registers it): ``map_in_workers(fn, items)`` called under bf16 and fp16 autocast and
+outside it; what each call computed in, in which thread, and in what order."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from concurrent.futures import thread as futures_thread
 
 import torch
 
-from ..labs.beyond_autocast import DEVICE_TYPE, lab_block, seeded
-from ..precisions import name_of
-from . import ExerciseFailed
-from .answers import error_text
+from ...labs.beyond_autocast import DEVICE_TYPE, lab_block, seeded
+from ...precisions import name_of
+from .. import ExerciseFailed
+from ..answers import error_text
 
 # The caller's CPU autocast state in each case: (enabled, dtype).
 CALLER_STATES = {

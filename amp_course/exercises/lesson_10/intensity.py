@@ -1,5 +1,5 @@
-"""Lesson 10's checks' common parts, apart from its module to keep each short: cases drawn from a
-seed, a number observed per case, the first case that differs, and readings of a wrong count
+"""Lesson 10's checks' common parts (the package's ``__init__`` registers the checks): cases drawn
+from a seed, a number observed per case, the first case that differs, and readings of a wrong count
 (parts of the reference's byte count left out, fewer bytes per element, a whole ratio)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from . import ExerciseFailed, call_answer, fail_on_error
+from .. import ExerciseFailed, call_answer, fail_on_error
 
 
 def draw(seed: int, count: int, low: int, high: int) -> list[int]:
