@@ -192,6 +192,9 @@ _ROWS = (
     ),
 )
 GPUS = {gpu.model: gpu for gpu in _ROWS}
+# The course's scenario (lessons 00, 07 and 09): ViT-L/16 trained on GPUs of this kind. Its memory
+# is taken as GiB, as the lessons count bytes (an H100's 80 GB of HBM3 are 80 GiB).
+SCENARIO = GPUS["H100 SXM"]
 VENDOR_WORDS = frozenset({"nvidia", "tesla"})
 
 
