@@ -1,18 +1,85 @@
-"""The ``amp-course`` command: hardware info, data checks, the bit inspector and the precision
-benchmark; the instructor's commands (quizzes, grading) from
-``amp_course.tooling.instructor_commands``; the course's tooling (the GPU run, its results, the
-smoke benchmark, the website) under its own names (``amp_course.tooling.commands``)."""
+"""The ``amp-course`` command. Every subcommand is one row of ``COMMANDS``: what it does, and the
+function that runs it on the arguments after its name, which parses them itself. That function is
+imported only when its command runs, so ``amp-course info`` loads neither papermill nor Sphinx. The
+course's own commands (hardware info, the data check, the bit inspector, the precision benchmark)
+are here; the instructor's (quizzes, grading) are ``amp_course.tooling.instructor_commands``'s,
+and the tooling's (the GPU run, the smoke benchmark, the website...) its modules' ``main``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import warnings
+from dataclasses import dataclass
 
-from .tooling.instructor_commands import add_instructor_commands
+from .precisions import NAMES  # the course's precisions; imports no torch
 
 
-def _info(args) -> int:
+@dataclass(frozen=True)
+class Command:
+    summary: str  # what it does, for ``amp-course --help``
+    main: str  # "module:function", called with the arguments after the command's name
+
+
+TOOLING = "amp_course.tooling"
+COMMANDS = {
+    "info": Command("describe this machine's device and its AMP dtype", "amp_course.cli:info"),
+    "check-data": Command("verify the shipped MNIST files' checksums", "amp_course.cli:check_data"),
+    "inspect": Command(
+        f"show a number's bits in {', '.join(NAMES)} and fp8", "amp_course.cli:inspect_number"
+    ),
+    "quiz": Command("publish and check lesson quizzes", f"{TOOLING}.instructor_commands:quiz"),
+    "grade": Command(
+        "grade a folder of submissions into a CSV gradebook",
+        f"{TOOLING}.instructor_commands:grade_command",
+    ),
+    "autograder": Command(
+        "build the zip a Gradescope autograder takes", f"{TOOLING}.instructor_commands:autograder"
+    ),
+    "bench": Command(
+        f"time {'/'.join(NAMES)} on matmuls, the MNIST CNN and ViTs", "amp_course.cli:bench"
+    ),
+    "gpu": Command(
+        "the GPU run: every lesson in full mode, nbval, the benchmark matrix (reports/gpu/)",
+        f"{TOOLING}.runs.gpu_cli:main",
+    ),
+    "gpu-results": Command(
+        "a committed GPU run's figures as docs/gpu-run.md's results section",
+        f"{TOOLING}.runs.results:main",
+    ),
+    "smoke-bench": Command(
+        "each lesson's smoke-mode time on this CPU (reports/smoke/)", f"{TOOLING}.runs.smoke:main"
+    ),
+    "grading-bench": Command(
+        "grading throughput: generated submissions, sandboxed, per --jobs (reports/grading/)",
+        f"{TOOLING}.grading.throughput:main",
+    ),
+    "rehearse-cpu": Command(
+        "run a command as on another kind of CPU (avx2: no native bf16), e.g. the tests",
+        f"{TOOLING}.rehearse:main",
+    ),
+    "workspace": Command(
+        "your copy of the lessons in workspace/ (make course); --fresh LESSON gets one back",
+        f"{TOOLING}.workspace:main",
+    ),
+    "website": Command(
+        "the course's website from the executed copies (site/_build/html)",
+        f"{TOOLING}.website.build:main",
+    ),
+}
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog=f"amp-course {command}", description=COMMANDS[command].summary
+    )
+
+
+def info(argv: list[str]) -> int:
+    parser = _parser("info")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    args = parser.parse_args(argv)
     from .device import DeviceFallbackWarning, pick_device, pick_precision
     from .lesson import describe_hardware
 
@@ -32,8 +99,12 @@ def _info(args) -> int:
     return 0
 
 
-def _check_data(args) -> int:
+def check_data(argv: list[str]) -> int:
     from pathlib import Path
+
+    parser = _parser("check-data")
+    parser.add_argument("path", nargs="?", default=None, help="file to check (default: data/)")
+    args = parser.parse_args(argv)
 
     from .data import (
         FULL_FILE,
@@ -65,8 +136,18 @@ def _check_data(args) -> int:
     return 0
 
 
-def _inspect(args) -> int:
+def inspect_number(argv: list[str]) -> int:
     from .inspector import INSPECTED_FORMATS, describe, inspect
+
+    parser = _parser("inspect")
+    parser.add_argument("value", type=float, help="the number, e.g. 0.1, 65520 or inf")
+    parser.add_argument(
+        "--format",
+        action="append",
+        default=[],
+        help="a format to show (repeatable; default: all), e.g. --format fp16",
+    )
+    args = parser.parse_args(argv)
 
     unknown = [name for name in args.format if name not in INSPECTED_FORMATS]
     if unknown:
@@ -81,7 +162,8 @@ def _inspect(args) -> int:
     return 0
 
 
-def _bench(args) -> int:
+def bench(argv: list[str]) -> int:
+    args = bench_parser().parse_args(argv)
     from .bench import BenchConfig, format_report, run, write_report
     from .device import device_slug, pick_device
     from .lesson import resolve_smoke
@@ -111,32 +193,8 @@ def _bench(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .precisions import NAMES  # the course's precisions; imports no torch
-
-    parser = argparse.ArgumentParser(prog="amp-course", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    info = sub.add_parser("info", help="describe this machine's device and its AMP dtype")
-    info.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    info.set_defaults(func=_info)
-    check = sub.add_parser("check-data", help="verify the shipped MNIST files' checksums")
-    check.add_argument("path", nargs="?", default=None, help="file to check (default: data/)")
-    check.set_defaults(func=_check_data)
-    bits = sub.add_parser("inspect", help=f"show a number's bits in {', '.join(NAMES)} and fp8")
-    bits.add_argument("value", type=float, help="the number, e.g. 0.1, 65520 or inf")
-    bits.add_argument(
-        "--format",
-        action="append",
-        default=[],
-        help="a format to show (repeatable; default: all), e.g. --format fp16",
-    )
-    bits.set_defaults(func=_inspect)
-
-    add_instructor_commands(sub)  # quiz publish/check, grade, autograder
-
-    bench = sub.add_parser(
-        "bench", help=f"time {'/'.join(NAMES)} on matmuls, the MNIST CNN and ViTs"
-    )
+def bench_parser() -> argparse.ArgumentParser:
+    bench = _parser("bench")
     bench.add_argument("--device", default="auto", help="auto, cpu or cuda")
     size = bench.add_mutually_exclusive_group()
     size.add_argument(
@@ -165,23 +223,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--rounds", type=int, help="round-robin passes over the modes")
     bench.add_argument("--out", help="folder for bench.json/.txt/.png (default: reports/<device>)")
-    bench.set_defaults(func=_bench)
+    return bench
 
-    from .tooling.commands import COMMANDS
 
-    for name, (summary, _) in COMMANDS.items():  # each parses its own arguments
-        sub.add_parser(name, help=summary, add_help=False)
+def build_parser() -> argparse.ArgumentParser:
+    """``amp-course --help``: every command, each with its summary (``amp-course CMD --help``
+    shows its own arguments)."""
+    parser = argparse.ArgumentParser(
+        prog="amp-course",
+        description="The course's commands; `amp-course COMMAND --help` shows one's arguments.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, command in COMMANDS.items():
+        sub.add_parser(name, help=command.summary, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .tooling.commands import COMMANDS, run
-
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in COMMANDS:
-        return run(argv[0], argv[1:])
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+        module, function = COMMANDS[argv[0]].main.split(":")
+        return getattr(importlib.import_module(module), function)(argv[1:])
+    build_parser().parse_args(argv)  # --help, or no or an unknown command: argparse says so
+    return 2
 
 
 if __name__ == "__main__":

@@ -7,9 +7,8 @@ import json
 import nbformat
 import pytest
 
-from amp_course import exercises, quiz
+from amp_course import cli, exercises, quiz
 from amp_course.paths import DOCS, ROOT
-from amp_course.tooling import commands
 from amp_course.tooling.grading import sandbox, throughput
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
@@ -68,7 +67,7 @@ def test_a_tiny_run_records_each_jobs_value_and_writes_its_report(tmp_path):
 
 
 def test_the_command_refuses_a_bad_jobs_value_in_one_line(capsys):
-    assert commands.run("grading-bench", ["--jobs", "0"]) == 2
+    assert cli.main(["grading-bench", "--jobs", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "must be positive" in err
 

@@ -90,13 +90,14 @@ def _grade_usage_error(message: str):
     raise SystemExit(2)
 
 
-def add_instructor_commands(sub) -> None:
-    """Add the quiz, grade and autograder commands to ``amp-course``'s subparsers ``sub``."""
+def quiz(argv: list[str]) -> int:
+    """``amp-course quiz publish|check``."""
+    import argparse
+
     from ..quiz import QUIZ_DIR, SOURCE_DIR
 
-    quiz = sub.add_parser("quiz", help="publish and check lesson quizzes").add_subparsers(
-        dest="quiz_command", required=True
-    )
+    parser = argparse.ArgumentParser(prog="amp-course quiz", description="lesson quizzes")
+    quiz = parser.add_subparsers(dest="quiz_command", required=True)
     publish = quiz.add_parser("publish", help="write learner quiz files (and the instructor key)")
     publish.add_argument(
         "--sources", default=SOURCE_DIR, help="plaintext sources (default: quizzes/source)"
@@ -120,8 +121,17 @@ def add_instructor_commands(sub) -> None:
     qcheck.add_argument("--sources", default=SOURCE_DIR)
     qcheck.add_argument("--out", default=QUIZ_DIR)
     qcheck.set_defaults(func=_quiz_check)
+    args = parser.parse_args(argv)
+    return args.func(args)
 
-    grading = sub.add_parser("grade", help="grade a folder of submissions into a CSV gradebook")
+
+def grade_parser():
+    """``amp-course grade``'s arguments (``nbval_grading`` reads ``--amp-grade`` with it too)."""
+    import argparse
+
+    grading = argparse.ArgumentParser(
+        prog="amp-course grade", description="grade a folder of submissions into a CSV gradebook"
+    )
     grading.error = _grade_usage_error  # one line, as for every other mistake of `grade`
     grading.add_argument(
         "submissions", help="folder holding one folder per student (name = student id)"
@@ -163,10 +173,22 @@ def add_instructor_commands(sub) -> None:
     grading.add_argument(
         "--roster", default=None, help="canvas: CSV mapping folder names to Canvas's ids"
     )
-    grading.set_defaults(func=grade)
+    return grading
 
-    autograder = sub.add_parser("autograder", help="build the zip a Gradescope autograder takes")
-    autograder.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
-    autograder.add_argument("--lessons", default=None, help="comma-separated lessons graded")
-    autograder.add_argument("--out", default="autograder.zip", help="the zip to write")
-    autograder.set_defaults(func=_autograder)
+
+def grade_command(argv: list[str]) -> int:
+    """``amp-course grade``."""
+    return grade(grade_parser().parse_args(argv))
+
+
+def autograder(argv: list[str]) -> int:
+    """``amp-course autograder``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="amp-course autograder", description="build the zip a Gradescope autograder takes"
+    )
+    parser.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
+    parser.add_argument("--lessons", default=None, help="comma-separated lessons graded")
+    parser.add_argument("--out", default="autograder.zip", help="the zip to write")
+    return _autograder(parser.parse_args(argv))

@@ -56,14 +56,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
 
 def _grade_arguments(config, folder: Path):
     """``amp-course grade``'s own parser applied to ``folder`` and ``--amp-grade``'s options."""
-    import argparse
+    from .instructor_commands import grade_parser
 
-    from .instructor_commands import add_instructor_commands
-
-    parser = argparse.ArgumentParser(prog="amp-course")
-    add_instructor_commands(parser.add_subparsers(dest="command"))
     try:
-        return parser.parse_args(["grade", str(folder), *shlex.split(config.option.amp_grade)])
+        return grade_parser().parse_args([str(folder), *shlex.split(config.option.amp_grade)])
     except SystemExit:
         raise pytest.UsageError(f"{OPTION}: not options of `amp-course grade`") from None
 

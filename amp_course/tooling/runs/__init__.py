@@ -16,10 +16,10 @@
   rendered as the GPU guide's section (docs/gpu-run.md) and the website's GPU page;
 - ``wheels``: the offline GPU machine's bootstrap.
 
-Each module is a library of functions; the commands are thin shells
-(``amp-course gpu``, ``gpu-results``, ``smoke-bench``: ``amp_course.tooling.commands``) over
-their ``main``. The library calls the benchmark as ``ac.bench.run(config, device)``, never through
-a command line, and takes the checkout's root and the lessons from ``ac.paths``. Nothing below
+Each module is a library of functions; the commands are thin shells (``amp-course gpu``,
+``gpu-results``, ``smoke-bench``: rows of ``amp_course.cli.COMMANDS``) over their ``main``. The
+library calls the benchmark as ``ac.bench.run(config, device)``, never through a command line, and
+takes the checkout's root and the lessons from ``ac.paths``. Nothing below
 this package imports it; the website, which renders its reports, does. The stamp stays below
 (``amp_course.executed``): the website and any lesson that shows a committed run's output read it;
 so do the committed runs' folders and each lesson's copies in them (``amp_course.gpu_copies``),
