@@ -1,6 +1,8 @@
 """Quizzes: schema errors, publishing, hidden answers, self-check, crash-safe answer files."""
 
+import contextlib
 import copy
+import io
 import json
 import os
 import subprocess
@@ -284,3 +286,32 @@ def test_export_merges_answer_files(toy, monkeypatch):
 def test_unknown_lesson_lists_known_ones(toy):
     with pytest.raises(FileNotFoundError, match="known: 99_toy"):
         quiz.Quiz("42_nope", quiz_dir=toy / "quizzes")
+
+
+def test_every_answer_in_a_cell_shows_its_feedback_once_as_text(toy):
+    """Several quiz.answer calls in one cell, the last one the cell's value: each prints its
+    feedback as text where it stands, and the last is not shown a second time as a repr."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=toy / "a.json")
+        shell.user_ns["q"] = q
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            shell.run_cell('q.answer("practice", "bye")\nlast = q.answer("practice", "hello")')
+            # The cell's value as a kernel sends it: nothing, the text is printed already.
+            assert shell.display_formatter.format(shell.user_ns["last"]) == ({}, {})
+        printed = out.getvalue()
+    finally:
+        InteractiveShell.clear_instance()
+    assert printed.count("[practice]") == 2, printed
+    assert "✗ Not quite." in printed and "✓ Correct." in printed
+    assert "Feedback(" not in printed and "\\n" not in printed
+    assert printed.index("✗ Not quite.") < printed.index("✓ Correct.")
+
+
+def test_the_widgets_answer_without_printing(toy, capsys):
+    q = quiz.Quiz("99_toy", quiz_dir=toy / "quizzes", answers_path=toy / "a.json")
+    result = q.answer("practice", "hello", show=False)
+    assert result.correct is True and capsys.readouterr().out == ""
+    assert repr(result).startswith("[practice] ✓ Correct.")

@@ -123,14 +123,26 @@ def write_answers(path, data: dict) -> None:
 
 @dataclass
 class Feedback:
+    """What ``Quiz.answer`` tells the learner. ``answer`` prints it as it is given, so each answer
+    of a cell shows its feedback wherever it stands; as a cell's last value it shows nothing more
+    (its text once, not a second time as a repr)."""
+
     qid: str
     correct: bool | None  # None: graded question, checked by the instructor
     message: str
     attempts: int
     view: feedback.FeedbackView | None = field(default=None, repr=False)  # for the widgets
+    shown: bool = field(default=False, repr=False)  # printed already by ``answer``
 
     def __str__(self):
         return self.message
+
+    def __repr__(self):
+        return f"[{self.qid}] {self.message}"
+
+    def _ipython_display_(self):  # a cell's last value: IPython shows it through this
+        if not self.shown:
+            print(repr(self))
 
 
 class Quiz:
@@ -204,8 +216,9 @@ class Quiz:
             f"{letter(order.index(i))}) {self.entry(qid)['choices'][i]}" for i in indices
         )
 
-    def answer(self, qid: str, value) -> Feedback:
-        """Record ``value`` as the answer to ``qid``, save the answer file, return feedback.
+    def answer(self, qid: str, value, *, show: bool = True) -> Feedback:
+        """Record ``value`` as the answer to ``qid``, save the answer file, print the feedback as
+        text (``show``; the widgets render it themselves) and return it.
 
         A choice is named by its letter or position (0-based) as shown, or by its text.
         """
@@ -221,7 +234,10 @@ class Quiz:
             record["correct"] = correct
         self._save(qid, record)
         view = self.feedback(qid, stored, correct, attempts)
-        return Feedback(qid, correct, feedback.to_text(view), attempts, view)
+        result = Feedback(qid, correct, feedback.to_text(view), attempts, view, shown=show)
+        if show:
+            print(repr(result))
+        return result
 
     def _save(self, qid, record):
         if self.load_error and not self._backup_done and self.answers_path.exists():

@@ -84,7 +84,7 @@ def _question_widget(quiz: Quiz, qid: str):
 
     def on_click(_):
         try:
-            result = quiz.answer(qid, read())
+            result = quiz.answer(qid, read(), show=False)
         except (ValueError, OSError) as error:
             feedback.value = f"<b>{_html_escape(str(error))}</b>"
             return
