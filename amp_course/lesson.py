@@ -54,6 +54,9 @@ class LessonSettings:
     tf32: dict[str, bool] | None = None  # TF32 for matmuls and convolutions at start (CUDA only)
     emulated: emulation.GpuProfile | None = None  # the GPU rehearsed on this one, if any
     rehearsed_cpu: cpu.Rehearsal | None = None  # the kind of CPU rehearsed on this one, if any
+    # What the choice of device and dtype had to say (no GPU, bf16 emulated on this CPU...): lines
+    # of the header, where a learner reads them, not a warning's traceback on stderr.
+    notes: tuple[str, ...] = ()
 
     @property
     def device(self) -> torch.device:
@@ -97,6 +100,7 @@ class LessonSettings:
             line += f"\nRehearsal: {self.emulated.describe()}."
         if self.rehearsed_cpu is not None and not self.on_gpu:
             line += f"\nRehearsal: {self.rehearsed_cpu.describe()}."
+        line += "".join(f"\nNote: {note}" for note in self.notes)
         return line
 
 
@@ -116,6 +120,31 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _choose(device: str, autocast_dtype: str):
+    """The device, the GPU it rehearses (if any) and the precision a lesson asks for; each
+    fallback or caveat is a DeviceFallbackWarning, which ``start`` turns into a header note."""
+    torch_device = pick_device(device)
+    profile = emulation.active() if torch_device.type == "cuda" else None
+    if profile is not None:
+        emulation.apply(profile, torch_device)
+        set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
+    if str(autocast_dtype).lower() == "auto":
+        return torch_device, profile, pick_precision(torch_device)
+    chosen = precisions.get(autocast_dtype)
+    if (
+        profile is not None
+        and chosen is precisions.BF16
+        and not profile.gpu.has_tensor_cores("bf16")
+    ):
+        warnings.warn(
+            f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
+            "bf16 emulated, and slowly), while this GPU runs it at full speed here.",
+            DeviceFallbackWarning,
+            stacklevel=2,
+        )
+    return torch_device, profile, chosen
+
+
 def start(
     smoke: bool | None = None,
     device: str = "auto",
@@ -131,24 +160,21 @@ def start(
     rehearsal, and an out-of-memory error in any later cell is shown as a message naming
     ``size_settings`` (the parameters that set the lesson's batch or model sizes).
     """
-    torch_device = pick_device(device)
-    on_gpu = torch_device.type == "cuda"
-    profile = emulation.active() if on_gpu else None
-    if profile is not None:
-        emulation.apply(profile, torch_device)
-        set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
-    if str(autocast_dtype).lower() == "auto":
-        chosen = pick_precision(torch_device)
-    else:
-        chosen = precisions.get(autocast_dtype)
-        bf16 = chosen is precisions.BF16
-        if profile is not None and bf16 and not profile.gpu.has_tensor_cores("bf16"):
-            warnings.warn(
-                f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
-                "bf16 emulated, and slowly), while this GPU runs it at full speed here.",
-                DeviceFallbackWarning,
-                stacklevel=2,
+    with warnings.catch_warnings(record=True) as caught:  # the notes, said in the header
+        warnings.simplefilter("always", DeviceFallbackWarning)
+        torch_device, profile, chosen = _choose(device, autocast_dtype)
+    notes = []
+    for caught_warning in caught:
+        if issubclass(caught_warning.category, DeviceFallbackWarning):
+            notes.append(str(caught_warning.message))
+        else:  # anything else is not the course's to rephrase
+            warnings.warn_explicit(
+                caught_warning.message,
+                caught_warning.category,
+                caught_warning.filename,
+                caught_warning.lineno,
             )
+    on_gpu = torch_device.type == "cuda"
     settings = LessonSettings(
         smoke=resolve_smoke(smoke, torch_device),
         recipe=AmpRecipe(torch_device, chosen),
@@ -157,6 +183,7 @@ def start(
         tf32=tf32_enabled() if on_gpu else None,
         emulated=profile,
         rehearsed_cpu=cpu.active_rehearsal(),
+        notes=tuple(notes),
     )
     seed_everything(settings.seed)
     if on_gpu:

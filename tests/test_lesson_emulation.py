@@ -1,12 +1,13 @@
 """The T4 rehearsal on a big GPU (``ac.emulation``) and the out-of-memory message, simulated on a
 CPU: torch.cuda's queries are replaced by an H100's answers; the settings are torch's own flags."""
 
+import warnings
+
 import pytest
 import torch
 from cuda_double import FakeGpu
 
 from amp_course import emulation, lesson, memory, oom, recipe
-from amp_course.device import DeviceFallbackWarning
 
 GIB = 2**30
 H100_BYTES = 80 * GIB
@@ -66,8 +67,12 @@ def test_the_t4_rehearsal_caps_memory_and_switches_off_what_a_t4_lacks(
 
 def test_a_lesson_that_forces_bf16_in_the_rehearsal_is_told_what_a_t4_does(monkeypatch, fake_h100):
     monkeypatch.setenv(emulation.ENV, "t4")
-    with pytest.warns(DeviceFallbackWarning, match="has no bf16 tensor cores"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said in the header, not as a warning on stderr
         settings = lesson.start(smoke=False, device="cuda", autocast_dtype="bf16", verbose=False)
+    assert "Note: AMP dtype bf16 was asked for: a Tesla T4 has no bf16 tensor cores" in (
+        settings.header()
+    )
     assert settings.autocast_dtype is torch.bfloat16  # it still runs, as on a real T4
 
 
