@@ -17,12 +17,14 @@ import pytest
 import torch
 from conftest import run_tagged
 
+from amp_course.exercises.solutions import lesson_03 as solutions_03
 
-def notebook_namespace(**overrides):
-    """Run the lesson's ``loss-scaler`` cell; ``overrides`` replace names its code looks up."""
-    namespace = run_tagged("03_grad_scaler", "loss-scaler", namespace={"torch": torch})
-    namespace.update(overrides)
-    return namespace
+
+def notebook_namespace():
+    """Run the lesson's ``loss-scaler`` cell on the course's reference of the core the learner
+    writes (``03.scaler_core``), as the lesson does before the exercise is done."""
+    namespace = {"torch": torch, "Core": solutions_03.ScalerCore}
+    return run_tagged("03_grad_scaler", "scaler-helpers", "loss-scaler", namespace=namespace)
 
 
 def grad_scaler(**kwargs):
@@ -457,18 +459,20 @@ def test_non_power_of_two_factors_equal_grad_scaler_bit_for_bit():
     assert len({scale for scale, _ in reference}) > 10
 
 
-def test_the_parity_tests_catch_a_float64_scaler():
+def test_the_parity_tests_catch_a_float64_scaler(monkeypatch):
     # The lesson's scaler with Python floats instead of float32 rounding must fail the test above.
-    float64_scaler = notebook_namespace(fp32=float)["LossScaler"]
+    monkeypatch.setattr(solutions_03, "_fp32", float)
+    float64_scaler = notebook_namespace()["LossScaler"]
     reference = scale_trajectory(grad_scaler(**FACTORS), INFS)
     assert scale_trajectory(float64_scaler(**FACTORS), INFS) != reference
 
 
-def test_growth_stops_below_float32_overflow(make_scaler):
+def test_growth_stops_below_float32_overflow(make_scaler, monkeypatch):
     # From the largest power of two in float32, one more doubling would be inf: it must not happen.
     top = 2.0**127
     trajectory = scale_trajectory(make_scaler(init_scale=top, growth_interval=1), set(), steps=3)
     assert [scale for scale, _ in trajectory] == [top, top, top]
-    unguarded = notebook_namespace(math=type("M", (), {"isfinite": staticmethod(lambda x: True)}))
+    monkeypatch.setattr(solutions_03, "math", type("M", (), {"isfinite": lambda x: True}))
+    unguarded = notebook_namespace()
     scales = scale_trajectory(unguarded["LossScaler"](init_scale=top, growth_interval=1), set(), 1)
     assert scales[0][0] == float("inf")  # without the guard the test above would fail

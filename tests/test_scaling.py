@@ -6,13 +6,15 @@ import torch
 from conftest import run_tagged
 
 from amp_course import scaling
+from amp_course.exercises.solutions.lesson_03 import ScalerCore
 
 LESSON = "03_grad_scaler"
 
 
 def notebook_loss_scaler():
-    """The LossScaler class exactly as the lesson-03 notebook defines it."""
-    return run_tagged(LESSON, "loss-scaler", namespace={"torch": torch})["LossScaler"]
+    """The LossScaler class exactly as the lesson-03 notebook defines it, on the reference core."""
+    namespace = {"torch": torch, "Core": ScalerCore}
+    return run_tagged(LESSON, "scaler-helpers", "loss-scaler", namespace=namespace)["LossScaler"]
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-"""Lesson 03 exercise: read a dynamic loss scaler's log (the scale after every update()) back into
-the steps that overflowed and the growth tracker at the end; logs come from real GradScalers."""
+"""Lesson 03's exercises: the core of a dynamic loss scaler (``03.scaler_core``, in ``core``), and
+reading a loss scaler's log (the scale after every update()) back into the steps that overflowed and
+the growth tracker at the end; logs come from real GradScalers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import math
 
 import torch
 
-from . import ExerciseFailed, call_answer, fail_on_error, register
+from .. import ExerciseFailed, call_answer, fail_on_error, register
+from .core import compare_core, observe_core
 
 # (init_scale, growth_factor, backoff_factor, growth_interval, overflow steps, steps, what)
 CASES = [
@@ -175,3 +177,6 @@ def compare(mine, reference, seed: int) -> None:
 
 
 register("03.read_scale_log", observe, compare)
+
+
+register("03.scaler_core", observe_core, compare_core)

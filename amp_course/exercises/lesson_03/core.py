@@ -1,0 +1,169 @@
+"""Lesson 03's scaler core (the package's ``__init__`` registers the check): ``scale``,
+``unscale_grads`` (the inf check and the division) and ``update`` of a dynamic loss scaler, each
+held to the kernel ``torch.amp.GradScaler`` runs for it: ``torch._amp_update_scale_`` for the
+update, ``torch._amp_foreach_non_finite_check_and_unscale_`` for unscaling."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import ExerciseFailed, call_answer, fail_on_error
+
+# (init_scale, growth_factor, backoff_factor, growth_interval, found_inf after each step, what)
+F, T = False, True
+CORE_CASES = [
+    (2.0**16, 2.0, 0.5, 3, (F, F, F, F, T, F, F, F, F, F, T, F), "the defaults' factors"),
+    (1000.0, 1.5, 0.3, 2, (F, F, F, T, T, F, F, F, F, F), "factors that are not powers of two"),
+    (2.0**127, 2.0, 0.5, 1, (F, F, T, F, F), "a scale at float32's largest power of two"),
+]
+FACTORS = [(2.0, 0.5), (1.5, 0.3), (3.0, 0.7), (4.0, 0.25), (1.1, 0.9)]  # growth, backoff
+LOSS = 1.5  # the loss scale() is given: not a power of two
+
+
+def core_cases(seed: int) -> list[tuple]:
+    """Seed 0: CORE_CASES. Other seeds: two random runs of flags and the near-max case."""
+    if seed == 0:
+        return list(CORE_CASES)
+    generator = torch.Generator().manual_seed(seed)
+    drawn = []
+    for index in range(2):
+        growth, backoff = FACTORS[int(torch.randint(len(FACTORS), (), generator=generator))]
+        interval = int(torch.randint(1 + (index == 0), 5, (), generator=generator))
+        steps = int(torch.randint(8, 16, (), generator=generator))
+        flags = [bool(b) for b in (torch.rand(steps, generator=generator) < 0.25).tolist()]
+        if index == 0:  # an overflow after a clean step: the growth count must restart there
+            flags[:2] = [False, True]
+        flags = tuple(flags)
+        init = float(2 ** int(torch.randint(4, 20, (), generator=generator)))
+        drawn.append(
+            (init, growth, backoff, interval, flags, f"a run with growth_interval={interval}")
+        )
+    return [*drawn, CORE_CASES[-1]]
+
+
+def torch_updates(init, growth, backoff, interval, flags) -> list[tuple[float, int]]:
+    """(scale, growth tracker) after each update, from the kernel GradScaler.update runs."""
+    scale, tracker = torch.tensor(init, dtype=torch.float32), torch.zeros((), dtype=torch.int32)
+    found, after = torch.zeros(()), []
+    for flag in flags:
+        found.fill_(float(flag))
+        torch._amp_update_scale_(scale, tracker, found, growth, backoff, interval)
+        after.append((scale.item(), int(tracker.item())))
+    return after
+
+
+def _grads(case: str) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(3)
+    grads = [torch.randn(5, 3, generator=generator) * 500, torch.randn(7, generator=generator)]
+    if case == "an inf in the second tensor":
+        grads[1][4] = float("inf")
+    if case == "a NaN in the first tensor":
+        grads[0][2, 1] = float("nan")
+    return grads
+
+
+UNSCALE_CASES = ("finite gradients", "an inf in the second tensor", "a NaN in the first tensor")
+UNSCALE_SCALE = 1000.0  # not a power of two: 1/scale is rounded, as GradScaler rounds it
+
+
+def torch_unscale(case: str) -> dict:
+    """What GradScaler's unscaling kernel makes of ``case``'s gradients at UNSCALE_SCALE."""
+    grads, found = _grads(case), torch.zeros(())
+    inverse = torch.tensor(UNSCALE_SCALE, dtype=torch.float64).reciprocal().float()
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inverse)
+    return {"found_inf": bool(found.item()), "grads": [g.tolist() for g in grads]}
+
+
+def observe_core(core_class, seed: int) -> dict:
+    """The learner's class on every case: scale(LOSS) and the growth count after each update,
+    unscale_grads on each set of gradients; PyTorch's answers beside them."""
+    updates = []
+    for init, growth, backoff, interval, flags, what in core_cases(seed):
+        core, error = call_answer(core_class, init, growth, backoff, interval)
+        seen = []
+        for flag in flags if error is None else ():
+            _, error = call_answer(core.update, flag)
+            if error is not None:
+                break
+            scaled, error = call_answer(core.scale, torch.tensor(LOSS))
+            if error is not None:
+                break
+            value = float(scaled) / LOSS if isinstance(scaled, (torch.Tensor, float)) else None
+            seen.append((value, getattr(core, "good_steps", None)))
+        updates.append(
+            {
+                "case": [init, growth, backoff, interval, list(flags), what],
+                "error": error,
+                "seen": seen,
+                "torch": torch_updates(init, growth, backoff, interval, flags),
+            }
+        )
+    unscaled = []
+    for case in UNSCALE_CASES:
+        core, error = call_answer(core_class, UNSCALE_SCALE, 2.0, 0.5, 2000)
+        grads = _grads(case)
+        found = None
+        if error is None:
+            found, error = call_answer(core.unscale_grads, grads)
+        if isinstance(found, torch.Tensor) and found.numel() == 1:
+            found = bool(found)  # a tensor flag, as GradScaler keeps its own
+        unscaled.append(
+            {
+                "case": case,
+                "error": error,
+                "found_inf": found if isinstance(found, bool) else repr(found)[:40],
+                "grads": [g.tolist() for g in grads],
+                "torch": torch_unscale(case),
+            }
+        )
+    return {"updates": updates, "unscaled": unscaled}
+
+
+def _close(a: float, b: float) -> bool:
+    """Equal as float32 scales are: one rounding apart at most (a scale computed in float64)."""
+    if a != a or b != b or abs(a) == float("inf") or abs(b) == float("inf"):
+        return a == b
+    return abs(a - b) <= 2.0**-22 * abs(b)
+
+
+def _flat(grads: list) -> torch.Tensor:
+    return torch.cat([torch.tensor(g, dtype=torch.float32).flatten() for g in grads])
+
+
+def compare_core(mine: dict, reference: dict, seed: int) -> None:
+    for run in mine["updates"]:
+        init, growth, backoff, interval, flags, what = run["case"]
+        made = f"ScalerCore({init:g}, {growth:g}, {backoff:g}, {interval})"
+        fail_on_error(run["error"], f"{made} ({what}), or its update() or scale(),")
+        for step, ((scale, count), (want, tracker)) in enumerate(
+            zip(run["seen"], run["torch"], strict=True)
+        ):
+            given = ", ".join("inf" if f else "finite" for f in flags[: step + 1])
+            if scale is None or not _close(scale, want) or count != tracker:
+                raise ExerciseFailed(
+                    f"{made} ({what}), after {step + 1} update() call(s), found_inf for the "
+                    f"steps: [{given}]: scale({LOSS}) gives a scale of {scale!r} and good_steps "
+                    f"is {count!r}; PyTorch's update (torch._amp_update_scale_, what "
+                    f"GradScaler.update runs) gives {want!r} and a growth tracker of {tracker}."
+                )
+    for run in mine["unscaled"]:
+        what = f"unscale_grads at a scale of {UNSCALE_SCALE:g} on {run['case']}"
+        fail_on_error(run["error"], what)
+        theirs = run["torch"]
+        if run["found_inf"] is not theirs["found_inf"]:
+            raise ExerciseFailed(
+                f"{what} returned {run['found_inf']!r}; PyTorch's unscaling finds "
+                f"inf/NaN: {theirs['found_inf']}."
+            )
+        got = torch.tensor([v for g in run["grads"] for v in torch.tensor(g).flatten().tolist()])
+        want = torch.tensor(
+            [v for g in theirs["grads"] for v in torch.tensor(g).flatten().tolist()]
+        )
+        same = torch.isclose(got, want, rtol=1e-6, atol=0, equal_nan=True)
+        if not same.all():
+            index = int((~same).nonzero()[0])
+            raise ExerciseFailed(
+                f"{what}: gradient value {index} (in order, tensor after tensor) is "
+                f"{got[index].item():.7g} after it; PyTorch's unscaling leaves "
+                f"{want[index].item():.7g}."
+            )

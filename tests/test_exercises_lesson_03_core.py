@@ -1,0 +1,180 @@
+"""Lesson 03's first exercise, the core of a dynamic loss scaler: the reference agrees with the
+kernels GradScaler runs, right cores written differently pass, and the cores a learner gets wrong
+fail at every seed with a message that says what differs from PyTorch's, never the fix."""
+
+import re
+
+import pytest
+import torch
+
+from amp_course import exercises
+from amp_course.exercises.lesson_03 import core
+from amp_course.exercises.solutions.lesson_03 import ScalerCore
+
+NAME = "03.scaler_core"
+SEEDS = (0, 12345, 987654321)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_seed_meets_the_cases_that_decide(seed):
+    """A backoff after a clean step (the count restarts), growth, and growth that would reach
+    inf, at every seed: the answers below that miss one of them fail at every seed."""
+    cases = core.core_cases(seed)
+    restarts = 0
+    for init, growth, backoff, interval, flags, _ in cases:
+        after = core.torch_updates(init, growth, backoff, interval, flags)
+        trackers = [0] + [tracker for _, tracker in after]
+        restarts += any(flag and trackers[i] > 0 for i, flag in enumerate(flags))
+    assert restarts  # an overflow while the count stands above 0
+    assert any(init == 2.0**127 for init, *_ in cases)
+
+
+def test_the_kernels_agree_with_the_lessons_rules():
+    """torch._amp_update_scale_: backoff and restart on inf, growth at the interval-th clean step,
+    and never to inf; the unscaling kernel multiplies by 1/scale rounded to float32."""
+    assert core.torch_updates(8.0, 2.0, 0.5, 2, (False, False, True, False)) == [
+        (8.0, 1),
+        (16.0, 0),
+        (8.0, 0),
+        (8.0, 1),
+    ]
+    assert core.torch_updates(2.0**127, 2.0, 0.5, 1, (False,)) == [(2.0**127, 0)]
+    assert core.torch_unscale("an inf in the second tensor")["found_inf"] is True
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_reference_passes(seed):
+    assert exercises.verdict(NAME, ScalerCore, seed) == ("passed", "")
+
+
+class _Divides(ScalerCore):
+    def unscale_grads(self, grads):
+        found = any(not torch.isfinite(g).all().item() for g in grads)
+        for g in grads:
+            g.div_(self.scale_value)
+        return found
+
+
+class _Float64Scale(ScalerCore):
+    """Python floats for the scale: one rounding from float32's, well inside the check."""
+
+    def __init__(self, init_scale, growth_factor, backoff_factor, growth_interval):
+        super().__init__(init_scale, growth_factor, backoff_factor, growth_interval)
+        self.scale_value = float(init_scale)
+
+    def update(self, found_inf):
+        if found_inf:
+            self.scale_value *= self.backoff_factor
+            self.good_steps = 0
+            return
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            grown = self.scale_value * self.growth_factor
+            if grown <= torch.finfo(torch.float32).max:
+                self.scale_value = grown
+            self.good_steps = 0
+
+
+class _TorchKernel(ScalerCore):
+    def unscale_grads(self, grads):
+        found = torch.zeros(())
+        inverse = torch.tensor(1 / self.scale_value)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inverse)
+        return found  # a tensor flag
+
+
+@pytest.mark.parametrize("right", [_Divides, _Float64Scale, _TorchKernel])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_right_cores_written_differently_pass(right, seed):
+    assert exercises.verdict(NAME, right, seed) == ("passed", "")
+
+
+class _NoInfCheck(ScalerCore):
+    def unscale_grads(self, grads):
+        super().unscale_grads(grads)
+        return False
+
+
+class _FirstTensorOnly(ScalerCore):
+    def unscale_grads(self, grads):
+        found = not torch.isfinite(grads[0]).all().item()
+        for g in grads:
+            g.mul_(1 / self.scale_value)
+        return found
+
+
+class _MultipliesByTheScale(ScalerCore):
+    def unscale_grads(self, grads):
+        found = any(not torch.isfinite(g).all().item() for g in grads)
+        for g in grads:
+            g.mul_(self.scale_value)
+        return found
+
+
+class _LossUnscaled(ScalerCore):
+    def scale(self, loss):
+        return loss
+
+
+def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False):
+    class Core(ScalerCore):
+        def update(self, found_inf):
+            if found_inf and not grow_on_inf:
+                self.scale_value *= self.backoff_factor
+                self.good_steps = 0 if reset_on_inf else self.good_steps
+                return
+            self.good_steps += 1
+            if grow_when(self.good_steps, self.growth_interval):
+                grown = self.scale_value * self.growth_factor
+                if not guard or grown <= torch.finfo(torch.float32).max:
+                    self.scale_value = grown
+                if grow_when is not _every_interval:
+                    self.good_steps = 0
+
+    return Core
+
+
+def _every_interval(count, interval):
+    return count % interval == 0  # grows on time, but the count never restarts
+
+
+WRONG = [
+    ("no inf check", _NoInfCheck, "returned False; PyTorch's unscaling finds inf/NaN: True"),
+    ("the first tensor only", _FirstTensorOnly, "on an inf in the second tensor returned False"),
+    ("multiplied by the scale", _MultipliesByTheScale, "PyTorch's unscaling leaves"),
+    ("the loss left unscaled", _LossUnscaled, "scale(1.5) gives a scale of 1.0"),
+    (
+        "the count not restarted on an overflow",
+        _update(lambda n, i: n == i, reset_on_inf=False),
+        "a growth tracker of 0",
+    ),
+    ("growth one step late", _update(lambda n, i: n > i), "gives a scale of"),
+    ("the count never restarts", _update(_every_interval), "and a growth tracker of 0"),
+    ("growth to inf", _update(lambda n, i: n == i, guard=False), "gives a scale of inf"),
+    ("an overflow counted as clean", _update(lambda n, i: n == i, grow_on_inf=True), "inf]"),
+]
+# Words that would name a fix; a message says what differs from PyTorch's.
+GUESSES = re.compile(r"should|forgot|instead|you need|try |reset|restart|isfinite|guard", re.I)
+
+
+@pytest.mark.parametrize("label, wrong, says", WRONG, ids=[label for label, *_ in WRONG])
+def test_wrong_cores_fail_at_every_seed_saying_what_differs(label, wrong, says):
+    verdicts = [exercises.verdict(NAME, wrong, seed) for seed in SEEDS]
+    assert all(status == "failed" for status, _ in verdicts), verdicts
+    message = verdicts[0][1]
+    assert says in message, message
+    assert not GUESSES.search(message), message
+
+
+def test_the_blank_is_not_done():
+    class Blank(ScalerCore):
+        def scale(self, loss):
+            raise NotImplementedError
+
+        def unscale_grads(self, grads):
+            raise NotImplementedError
+
+        def update(self, found_inf):
+            raise NotImplementedError
+
+    assert exercises.verdict(NAME, Blank)[0] == "not done"
