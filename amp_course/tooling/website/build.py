@@ -156,9 +156,15 @@ def build(out: Path = BUILD, root: Path = ROOT, quiet: bool = True) -> Path:
     src = out / "src"
     write_sources(src, root)
     args = ["-b", "html", "-c", str(SITE), "-d", str(out / "doctrees"), "-W"]
+    # Sphinx rebuilds only the pages whose sources changed, so a page added or removed (a new
+    # guide, a GPU run) would leave every other page's navigation without it: then all of them.
+    pages, listing = sorted(str(p.relative_to(src)) for p in src.rglob("*")), out / "pages.txt"
+    if not listing.is_file() or listing.read_text().splitlines() != pages:
+        args += ["-E", "-a"]
     args += ["--keep-going", *(["-q"] if quiet else []), str(src), str(out / "html")]
     if build_main(args) != 0:
         raise RuntimeError(f"Sphinx could not build the site (see the messages above); {src}")
+    listing.write_text("\n".join(pages) + "\n")
     print(f"Site built in {time.perf_counter() - start:.0f} s: {out / 'html' / 'index.html'}")
     return out / "html" / "index.html"
 
