@@ -1,6 +1,6 @@
 """The course's one table of precisions: fp32, tf32, fp16 and bf16, what each is called, what it
 stores, whether autocast and a GradScaler run, which GPUs have tensor cores for it and which CPU
-flags give it a native path. ``device``, ``emulation``, ``precision``, ``bench``, ``capstone``,
+flags give it a native path. ``device``, ``emulation``, ``recipe``, ``bench``, ``capstone``,
 the inspector, the command line and the lessons read it; nothing else spells these facts.
 
 This module sits below every other one but ``ac.gpus`` (which GPUs have tensor cores for each
