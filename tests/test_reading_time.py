@@ -1,4 +1,4 @@
-"""Each core lesson's main path fits its stated time: its prose outside the folded "Deeper" blocks
+"""Each lesson's main path fits its stated time: its prose outside the folded "Deeper" blocks
 at about 150 words a minute, plus its exercises, is within the **Time:** under its title. The
 asides (kernels, dispatch, allocators, internals) sit in ``<details>`` blocks that JupyterLab,
 Colab, GitHub and the website show folded."""
@@ -7,10 +7,9 @@ import re
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import NOTEBOOKS, ROOT
 
-CORE = ["00_scenario", "01_number_formats", "02_autocast", "03_grad_scaler", "04_training_loops"]
-CORE += ["08_capstone"]
+LESSONS = [path.stem for path in NOTEBOOKS]
 WORDS_PER_MINUTE = 150
 MINUTES_PER_EXERCISE = 5  # reading the task, writing a few lines, running the check
 DEEPER = re.compile(
@@ -23,7 +22,7 @@ def main_path_words(cells) -> int:
     return sum(len(text.split()) for text in prose)
 
 
-@pytest.mark.parametrize("lesson", CORE)
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_the_main_path_fits_the_stated_time(lesson):
     cells = nbformat.read(ROOT / "notebooks" / f"{lesson}.ipynb", as_version=4).cells
     stated = int(re.search(r"\*\*Time:\*\* about (\d+) minutes", cells[0].source).group(1))
@@ -32,7 +31,7 @@ def test_the_main_path_fits_the_stated_time(lesson):
     assert minutes <= stated, f"{lesson}: {minutes:.1f} minutes of main path, {stated} stated"
 
 
-@pytest.mark.parametrize("lesson", CORE)
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_every_fold_is_a_deeper_block(lesson):
     """A ``<details>`` block is a Deeper aside, with its summary, its content apart by blank lines
     (so Markdown inside it renders) and its end."""
