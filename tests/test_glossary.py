@@ -7,6 +7,7 @@ import re
 import nbformat
 import pytest
 from conftest import ROOT
+from test_reading_time import DEEPER
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
 LINK = re.compile(r"\[([^\]]+)\]\(\.\./docs/glossary\.md\)")
@@ -37,16 +38,17 @@ TERMS = {
 }
 
 
-def first_use(pattern: str):
-    """(lesson, cell index, the cell's text, the match) of the term's first use in the core
-    lessons' prose, or None."""
+def first_use(pattern: str, folds: bool):
+    """(lesson, cell index, the text searched, the match) of the term's first use in the core
+    lessons' prose, the Deeper folds included or left out (the main path), or None."""
     for lesson in CORE:
         cells = nbformat.read(ROOT / "notebooks" / f"{lesson}.ipynb", as_version=4).cells
         for index, cell in enumerate(cells):
             if cell.cell_type == "markdown":
-                found = re.search(pattern, cell.source, re.IGNORECASE)
+                text = cell.source if folds else DEEPER.sub("", cell.source)
+                found = re.search(pattern, text, re.IGNORECASE)
                 if found:
-                    return lesson, index, cell.source, found
+                    return lesson, index, text, found
     return None
 
 
@@ -55,9 +57,11 @@ def test_every_term_has_its_entry_and_nothing_else_is_listed():
     assert sorted(entries) == sorted(TERMS)
 
 
+@pytest.mark.parametrize("folds", [True, False], ids=["with the folds", "main path"])
 @pytest.mark.parametrize("term", sorted(TERMS))
-def test_the_first_use_in_the_core_lessons_links_to_the_glossary(term):
-    used = first_use(TERMS[term])
+def test_the_first_use_in_the_core_lessons_links_to_the_glossary(term, folds):
+    """Read with the Deeper folds open or closed, the term's first use links to the glossary."""
+    used = first_use(TERMS[term], folds)
     if used is None:
         pytest.skip(f"{term}: not used in the core lessons' prose")
     lesson, index, text, found = used
