@@ -152,13 +152,19 @@ def quartiles(result: benchmark.Measurement | dict) -> tuple[float, float, float
     """(25th percentile, median, 75th percentile) of a Measurement's runs or of ``summarise``."""
     if isinstance(result, dict):
         return result["p25_s"], result["median_s"], result["p75_s"]
-    times = torch.tensor(result.times, dtype=torch.float64)
-    p25, p75 = times.quantile(torch.tensor([0.25, 0.75], dtype=torch.float64)).tolist()
-    return p25, result.median, p75
+    return quartiles_of(result.times)
+
+
+def quartiles_of(times) -> tuple[float, float, float]:
+    """The same three of raw run times, computed as a ``Measurement`` computes its own."""
+    at = torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)
+    p25, median, p75 = torch.tensor(sorted(times), dtype=torch.float64).quantile(at).tolist()
+    return p25, median, p75
 
 
 def summarise(measurement: benchmark.Measurement) -> dict:
-    """Median, quartiles, IQR, mean and run count of a Measurement, in seconds, as a plain dict."""
+    """Median, quartiles, IQR, mean, run count and the raw run times of a Measurement, in seconds,
+    as a plain dict."""
     p25, median, p75 = quartiles(measurement)
     return {
         "median_s": median,
@@ -167,6 +173,7 @@ def summarise(measurement: benchmark.Measurement) -> dict:
         "iqr_s": measurement.iqr,
         "mean_s": measurement.mean,
         "runs": len(measurement.times),
+        "times_s": tuple(measurement.times),
     }
 
 

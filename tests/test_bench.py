@@ -440,3 +440,26 @@ def test_sxm_figures_are_the_hopper_whitepapers():
     assert gpus.peak_bandwidth_tbs("NVIDIA H200") == 4.8
     assert gpus.peak_bandwidth_tbs("NVIDIA A100 80GB PCIe") == 1.935
     assert "CPU" in gpus.datasheet_note("CPU x86_64 (AVX2)")
+
+
+def test_a_row_keeps_its_measurement_and_derives_its_figures():
+    """Rows keep every timed run (as a Measurement does) and derive the median, quartiles, IQR
+    and run count from them, as the Measurement itself computes them; a row written before rows
+    kept their runs loads with the figures it stored."""
+    from torch.utils import benchmark as tbench
+
+    from amp_course import timing
+    from amp_course.bench.rows import Row, timing_fields
+
+    times = [0.012, 0.010, 0.011, 0.016, 0.010, 0.013, 0.011]
+    spec = tbench.TaskSpec(stmt="step", setup="pass")
+    measured = tbench.Measurement(number_per_run=1, raw_times=times, task_spec=spec)
+    cell = bench.Configuration.matrix("bf16")
+    row = Row("vit_b16", cell, **timing_fields(timing.summarise(measured)))
+    assert row.times_s == tuple(times) and row.runs == len(times)
+    assert row.median_s == measured.median and row.iqr_s == pytest.approx(measured.iqr, abs=1e-15)
+    saved = json.loads(json.dumps(row.to_dict()))
+    assert saved["times_s"] == times and Row.from_dict(saved) == row
+    older = {k: v for k, v in saved.items() if k != "times_s"} | {"median_s": 0.5, "runs": 3}
+    old_row = Row.from_dict(older)
+    assert old_row.times_s is None and (old_row.median_s, old_row.runs) == (0.5, 3)

@@ -1,9 +1,11 @@
 """One row per measured configuration, for every workload and the ladder alike: what bench.json
 stores (``to_dict``) and what every table, plot and results line renders from (``from_dict``).
 
-A row holds what was measured (seconds, bytes, FLOPs, the peaks it is held against); what is
-derived from them (TFLOP/s, MFU, images/s, ratios) is a property, defined here once, as
-torch.utils.benchmark's ``Measurement`` derives its median."""
+A row holds what was measured (every timed run's seconds, bytes, FLOPs, the peaks it is held
+against); what is derived from them (the median and quartiles, TFLOP/s, MFU, images/s, ratios) is
+computed here once, as torch.utils.benchmark's ``Measurement`` derives its median. Rows written by
+older versions load through one migration, ``from_dict`` (``OLD_KEYS``; no run times: the figures
+they stored)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from .. import precisions
 from ..flops import mfu
+from ..timing import quartiles_of
 from .configuration import Configuration
 
 # Keys of rows written before this type (the matrix's dicts and the ladder's rows): their names now.
@@ -42,7 +45,7 @@ class Row:
     workload: str  # "matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch" or "ladder"
     configuration: Configuration  # its batch is the row's (None: a matmul, a batch search)
     size: int | None = None  # n of an n x n matmul
-    median_s: float | None = None  # the step time (``timing.summarise``'s figures, in seconds)
+    median_s: float | None = None  # the step time (derived from times_s where the row has them)
     p25_s: float | None = None
     p75_s: float | None = None
     iqr_s: float | None = None
@@ -57,6 +60,19 @@ class Row:
     max_batch: int | None = None  # the largest batch that fit (the max_batch search)
     limit: int | None = None  # where that search stops
     skipped: str | None = None
+    # The measurement: every timed run's seconds, as torch.utils.benchmark's Measurement keeps
+    # them. median_s, the quartiles, iqr_s and runs are derived from them; a row written before
+    # rows kept their runs (no times_s) keeps the figures it stored.
+    times_s: tuple[float, ...] | None = None
+
+    def __post_init__(self):
+        if self.times_s is None:
+            return
+        times = tuple(float(t) for t in self.times_s)
+        p25, median, p75 = quartiles_of(times)
+        derived = dict(times_s=times, median_s=median, p25_s=p25, p75_s=p75, iqr_s=p75 - p25)
+        for name, value in {**derived, "runs": len(times)}.items():
+            object.__setattr__(self, name, value)  # a frozen row: its figures follow its runs
 
     @property
     def mode(self) -> str:
@@ -175,8 +191,9 @@ def _measured_from_derived(data: dict) -> None:
 
 
 def timing_fields(stats: dict) -> dict:
-    """The Row fields of a ``timing.summarise`` dict (its mean is left out)."""
-    return {key: stats[key] for key in ("median_s", "p25_s", "p75_s", "iqr_s", "runs")}
+    """The Row fields of a ``timing.summarise`` dict: its raw run times (the row derives the rest;
+    its mean is left out)."""
+    return {"times_s": stats["times_s"]}
 
 
 def load(report: dict | str | Path, workload: str) -> list[Row]:
