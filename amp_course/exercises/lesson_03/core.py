@@ -52,8 +52,8 @@ def torch_updates(init, growth, backoff, interval, flags) -> list[tuple[float, i
     return after
 
 
-def _grads(case: str) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(3)
+def _grads(case: str, seed: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed + 3)
     grads = [torch.randn(5, 3, generator=generator) * 500, torch.randn(7, generator=generator)]
     if case == "an inf in the second tensor":
         grads[1][4] = float("inf")
@@ -66,9 +66,9 @@ UNSCALE_CASES = ("finite gradients", "an inf in the second tensor", "a NaN in th
 UNSCALE_SCALE = 1000.0  # not a power of two: 1/scale is rounded, as GradScaler rounds it
 
 
-def torch_unscale(case: str) -> dict:
+def torch_unscale(case: str, seed: int = 0) -> dict:
     """What GradScaler's unscaling kernel makes of ``case``'s gradients at UNSCALE_SCALE."""
-    grads, found = _grads(case), torch.zeros(())
+    grads, found = _grads(case, seed), torch.zeros(())
     inverse = torch.tensor(UNSCALE_SCALE, dtype=torch.float64).reciprocal().float()
     torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inverse)
     return {"found_inf": bool(found.item()), "grads": [g.tolist() for g in grads]}
@@ -101,7 +101,7 @@ def observe_core(core_class, seed: int) -> dict:
     unscaled = []
     for case in UNSCALE_CASES:
         core, error = call_answer(core_class, UNSCALE_SCALE, 2.0, 0.5, 2000)
-        grads = _grads(case)
+        grads = _grads(case, seed)
         found = None
         if error is None:
             found, error = call_answer(core.unscale_grads, grads)
@@ -113,7 +113,7 @@ def observe_core(core_class, seed: int) -> dict:
                 "error": error,
                 "found_inf": found if isinstance(found, bool) else repr(found)[:40],
                 "grads": [g.tolist() for g in grads],
-                "torch": torch_unscale(case),
+                "torch": torch_unscale(case, seed),
             }
         )
     return {"updates": updates, "unscaled": unscaled}
