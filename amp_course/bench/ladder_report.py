@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import timing
 from .rows import Row, load
-from .tables import NOT_MEASURED, Column, Table, peak_memory_cell
+from .tables import LADDER_README_TABLE, LADDER_TABLE
 
 
 def timm_ratios(rows: list[Row]) -> list[tuple[str, float]]:
@@ -41,39 +41,6 @@ def timm_comparisons(rows: list[Row], model: str = "timm") -> list[tuple[str, ti
     return pairs
 
 
-TABLE = Table(  # MFU against the published dense peak, "of matmul" against the measured one
-    "rung",
-    (
-        Column("batch", "batch", "d", 10),
-        Column("step", "median_s", "time", 10),
-        Column("img/s", "images_per_s", ".4g", 10),
-        Column("TFLOP/s", "achieved_tflops", ".3g", 10),
-        Column("MFU", "mfu", ".1%", 10),
-        Column("of matmul", "mfu_of_matmul", ".1%", 10),
-        Column("peak GiB", peak_memory_cell, ".2f", 14),  # wide enough for NOT_MEASURED
-    ),
-)
-
-
-def _memory_text(row: Row) -> str:
-    if row.memory_note:
-        return NOT_MEASURED
-    return "-" if row.peak_memory_bytes is None else f"{row.peak_memory_gib:.2f} GiB"
-
-
-README_TABLE = Table(
-    "rung",
-    (
-        Column("batch", "batch", "d", when_skipped=True),
-        Column("step", "median_s", "time"),
-        Column("images/s", "images_per_s", ".0f"),
-        Column("MFU", "mfu", ".1%"),
-        Column("of matmul", "mfu_of_matmul", ".1%"),
-        Column("peak memory", _memory_text),
-    ),
-)
-
-
 def memory_notes(rows: list[Row]) -> list[str]:
     """One line per reason some rungs' peak memory was not measured, naming those rungs."""
     by_note: dict[str, list[str]] = {}
@@ -89,9 +56,9 @@ def row_notes(rows: list[Row]) -> list[str]:
 
 
 def format_table(rows: list[Row]) -> str:
-    """The ladder as a fixed-width table (``TABLE``), then why some peaks were not measured and
-    where a row measured other than its mode says (``row_notes``)."""
-    return "\n".join([TABLE.text(rows), *memory_notes(rows), *row_notes(rows)])
+    """The ladder as a fixed-width table (``tables.LADDER_TABLE``), then why some peaks were not
+    measured and where a row measured other than its mode says (``row_notes``)."""
+    return "\n".join([LADDER_TABLE.text(rows), *memory_notes(rows), *row_notes(rows)])
 
 
 def readme_lines(path: Path) -> list[str]:
@@ -105,7 +72,7 @@ def readme_lines(path: Path) -> list[str]:
         f"(`{Path(path).parent.name}/bench.json`, {report['config']['rounds']} interleaved rounds; "
         'MFU against the dense peak, "of matmul" against this run\'s measured matmul peak):',
         "",
-        *README_TABLE.markdown(rows),
+        *LADDER_README_TABLE.markdown(rows),
     ]
     for note in memory_notes(rows):
         lines += ["", f"{note[0].upper()}{note[1:]}."]

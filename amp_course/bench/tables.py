@@ -1,7 +1,8 @@
 """The bench's one table renderer: rows (``rows.Row``) drawn by column specs, as fixed-width text
-(what ``amp-course bench``, lesson 05 and lesson 10 print) or as Markdown (the README's results and
-the website's GPU page). Each table is a ``Table`` of ``Column``s; the specs of the bench report's
-workloads are here, the ladder's in ``ladder_report``, the README's in its results module."""
+(what ``amp-course bench``, lesson 05 and lesson 10 print) or as Markdown (the GPU run's results
+and the website's GPU page). Each table is a ``Table`` of ``Column``s, and every table's spec is
+here: the bench report's workloads, the MFU ladder's (text and Markdown), and the GPU results' ViT
+matrix and square matmuls."""
 
 from __future__ import annotations
 
@@ -111,3 +112,70 @@ REPORT_TABLES = {
         "max_batch": [("max batch", "max_batch", "d"), ("limit", "limit", "d")],
     }.items()
 }
+
+
+# The MFU ladder's rungs: MFU against the published dense peak, "of matmul" against the measured
+# matmul peak; as text (lesson 10, amp-course bench) and in the GPU run's results (Markdown).
+LADDER_TABLE = Table(
+    "rung",
+    (
+        Column("batch", "batch", "d", 10),
+        Column("step", "median_s", "time", 10),
+        Column("img/s", "images_per_s", ".4g", 10),
+        Column("TFLOP/s", "achieved_tflops", ".3g", 10),
+        Column("MFU", "mfu", ".1%", 10),
+        Column("of matmul", "mfu_of_matmul", ".1%", 10),
+        Column("peak GiB", peak_memory_cell, ".2f", 14),  # wide enough for NOT_MEASURED
+    ),
+)
+
+
+def memory_text(row: Row) -> str:
+    """The peak memory as a results line writes it, or why it was not measured."""
+    if row.memory_note:
+        return NOT_MEASURED
+    return "-" if row.peak_memory_bytes is None else f"{row.peak_memory_gib:.2f} GiB"
+
+
+LADDER_README_TABLE = Table(
+    "rung",
+    (
+        Column("batch", "batch", "d", when_skipped=True),
+        Column("step", "median_s", "time"),
+        Column("images/s", "images_per_s", ".0f"),
+        Column("MFU", "mfu", ".1%"),
+        Column("of matmul", "mfu_of_matmul", ".1%"),
+        Column("peak memory", memory_text),
+    ),
+)
+
+
+def vit_speedup_table(fp32: Row, tf32: Row) -> Table:
+    """The GPU run's ViT-B/16 matrix: each mode's step, speed-up and memory against fp32's (and
+    TF32's), its TFLOP/s and MFU."""
+    return Table(
+        "mode",
+        (
+            Column("step", "median_s", "time"),
+            Column("speed-up vs fp32", lambda row: f"{row.speedup_over(fp32):.2f}x"),
+            Column("vs TF32", lambda row: f"{row.speedup_over(tf32):.2f}x"),
+            Column("peak memory", lambda row: f"{row.peak_memory_gib:.2f} GiB"),
+            Column("/ fp32", lambda row: f"{row.memory_ratio(fp32):.2f}x"),
+            Column("TFLOP/s", "achieved_tflops", ".0f"),
+            Column("MFU (peak)", lambda row: f"{row.mfu:.1%} ({row.dense_peak_tflops:g})"),
+        ),
+    )
+
+
+def matmul_rates_table(by_size: dict[int, dict[str, Row]], names: tuple[str, ...]) -> Table:
+    """The square matmuls, one line per size: each precision's TFLOP/s and its share of the
+    published dense peak (``by_size``: size -> precision name -> row)."""
+
+    def rate(name):
+        def cell(row):
+            at = by_size[row.size].get(name)
+            return "" if at is None else f"{at.achieved_tflops:.3g} ({at.mfu:.1%})"
+
+        return cell
+
+    return Table("n", tuple(Column(p, rate(p)) for p in names), label_of=lambda r: str(r.size))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ... import precisions
 from ...bench import ladder_report
-from ...bench.tables import Column, Table
+from ...bench.tables import matmul_rates_table, vit_speedup_table
 from ...gpu_copies import full_copies, gpu_reports
 from ...paths import GPU_GUIDE, ROOT, lesson_notebooks
 from ...timing import format_time
@@ -52,18 +52,7 @@ def judged(measured: dict) -> list[tuple]:
 def _vit_table(data: dict) -> list[str]:
     """The ViT-B/16 matrix's rows, each mode's speed-up and memory against fp32's (and TF32's)."""
     fp32, tf32 = data["vit"]["fp32"], data["vit"]["tf32"]
-    table = Table(
-        "mode",
-        (
-            Column("step", "median_s", "time"),
-            Column("speed-up vs fp32", lambda row: f"{row.speedup_over(fp32):.2f}x"),
-            Column("vs TF32", lambda row: f"{row.speedup_over(tf32):.2f}x"),
-            Column("peak memory", lambda row: f"{row.peak_memory_gib:.2f} GiB"),
-            Column("/ fp32", lambda row: f"{row.memory_ratio(fp32):.2f}x"),
-            Column("TFLOP/s", "achieved_tflops", ".0f"),
-            Column("MFU (peak)", lambda row: f"{row.mfu:.1%} ({row.dense_peak_tflops:g})"),
-        ),
-    )
+    table = vit_speedup_table(fp32, tf32)
     return table.markdown([data["vit"][mode] for mode in SHOWN_MODES if mode in data["vit"]])
 
 
@@ -106,16 +95,7 @@ def _other_lines(data: dict) -> list[str]:
         for row in matmul:
             by_size.setdefault(row.size, {})[row.mode] = row
 
-        def rate(mode):  # the row of ``mode`` at the size of the line's row
-            def cell(row):
-                at = by_size[row.size].get(mode)
-                return "" if at is None else f"{at.achieved_tflops:.3g} ({at.mfu:.1%})"
-
-            return cell
-
-        table = Table(
-            "n", tuple(Column(p, rate(p)) for p in precisions.NAMES), label_of=lambda r: str(r.size)
-        )
+        table = matmul_rates_table(by_size, precisions.NAMES)
         lines += [
             "- **Square matmuls**, TFLOP/s and share of the published dense peak:",
             "",
