@@ -42,7 +42,6 @@ class Layout:
         return getattr(torch, self.storage, None) if self.storage else None
 
 
-FP8_CORES = "fp8 tensor cores (Ada, Hopper+)"
 # The course's one definition of each format; block_formats builds its fp8 elements from these.
 LAYOUTS = {
     layout.name: layout
@@ -63,22 +62,22 @@ LAYOUTS = {
 }
 
 
-def _tf32_format(note: str) -> FloatFormat:
+def _tf32_format(layout: Layout) -> FloatFormat:
     # TF32 keeps fp32's 8-bit exponent (so fp32's range) with fp16's 10-bit mantissa.
     # torch has no tf32 dtype, so finfo cannot describe it: derive it from fp32's limits.
     fp32 = torch.finfo(torch.float32)
-    eps = 2.0**-10
+    eps = 2.0**-layout.mantissa_bits
     return FloatFormat(
-        name="tf32",
+        name=layout.name,
         dtype=None,
-        bits=19,
-        exponent_bits=8,
-        mantissa_bits=10,
+        bits=1 + layout.exponent_bits + layout.mantissa_bits,
+        exponent_bits=layout.exponent_bits,
+        mantissa_bits=layout.mantissa_bits,
         max=(2 - eps) * 2.0**127,
         smallest_normal=fp32.smallest_normal,
         smallest_subnormal=fp32.smallest_normal * eps,
         eps=eps,
-        note=note,
+        note=layout.note,
     )
 
 
@@ -97,29 +96,27 @@ def format_table() -> list[FloatFormat]:
     them."""
     rows = []
     for layout in LAYOUTS.values():
-        name, exponent_bits, mantissa_bits = layout.name, layout.exponent_bits, layout.mantissa_bits
-        note = layout.note
         if layout.storage is None:
-            rows.append(_tf32_format(note))
+            rows.append(_tf32_format(layout))
             continue
         dtype = layout.dtype
         if dtype is None:
             continue
         info = torch.finfo(dtype)
-        assert info.bits == 1 + exponent_bits + mantissa_bits, name
+        assert info.bits == 1 + layout.exponent_bits + layout.mantissa_bits, layout.name
         rows.append(
             FloatFormat(
-                name=name,
+                name=layout.name,
                 dtype=dtype,
                 bits=info.bits,
-                exponent_bits=exponent_bits,
-                mantissa_bits=mantissa_bits,
+                exponent_bits=layout.exponent_bits,
+                mantissa_bits=layout.mantissa_bits,
                 max=float(info.max),
                 smallest_normal=float(info.smallest_normal),
                 # The smallest subnormal is one unit in the last place above zero.
                 smallest_subnormal=float(info.smallest_normal) * float(info.eps),
                 eps=float(info.eps),
-                note=note,
+                note=layout.note,
             )
         )
     return rows

@@ -3,6 +3,7 @@ suite over pytest-xdist workers."""
 
 import importlib
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -24,6 +25,10 @@ if ROOT != Path(__file__).resolve().parents[1]:
         "run `python -m pytest` from this checkout's root."
     )
 NOTEBOOKS = lesson_notebooks(ROOT)
+# A folded "Deeper" aside in a lesson's Markdown (tests/test_reading_time.py, test_glossary.py).
+DEEPER = re.compile(
+    r"<details>\n<summary><b>Deeper:</b> [^\n]+</summary>\n\n.*?\n\n</details>", re.S
+)
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -6,8 +6,7 @@ import re
 
 import nbformat
 import pytest
-from conftest import ROOT
-from test_reading_time import DEEPER
+from conftest import DEEPER, ROOT
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
 LINK = re.compile(r"\[([^\]]+)\]\(\.\./docs/glossary\.md\)")

@@ -7,14 +7,11 @@ import re
 
 import nbformat
 import pytest
-from conftest import NOTEBOOKS, ROOT
+from conftest import DEEPER, NOTEBOOKS, ROOT
 
 LESSONS = [path.stem for path in NOTEBOOKS]
 WORDS_PER_MINUTE = 150
 MINUTES_PER_EXERCISE = 5  # reading the task, writing a few lines, running the check
-DEEPER = re.compile(
-    r"<details>\n<summary><b>Deeper:</b> [^\n]+</summary>\n\n.*?\n\n</details>", re.S
-)
 
 
 def main_path_words(cells) -> int:
