@@ -45,19 +45,19 @@ def _flags():
 
 
 def test_compile_and_fused_together_add_the_combined_recipe():
-    names = [c.name for c in bench.BenchConfig.full(compile=True, fused=True).configurations()]
+    names = [c.label for c in bench.BenchConfig.full(compile=True, fused=True).variants()]
     assert len(names) == 16 and {"bf16", "bf16+compile", "bf16+fused"} <= set(names)
     assert "bf16+compile+fused" in names and "fp32+compile+fused" in names
     assert not any(
         "+compile+fused" in n
-        for n in (c.name for c in bench.BenchConfig.full(compile=True).configurations())
+        for n in (c.label for c in bench.BenchConfig.full(compile=True).variants())
     )
 
 
 def test_unavailable_modes_are_skipped_with_a_reason_on_cpu():
     cpu = torch.device("cpu")
-    assert "CUDA" in bench.skip_reason(bench.Configuration.matrix("tf32"), cpu)
-    assert bench.skip_reason(bench.Configuration.matrix("bf16"), cpu) is None
+    assert "CUDA" in bench.skip_reason(bench.Variant.matrix("tf32"), cpu)
+    assert bench.skip_reason(bench.Variant.matrix("bf16"), cpu) is None
 
 
 def test_a_mode_that_fails_is_reported_as_skipped_and_the_others_run(monkeypatch):
@@ -73,7 +73,7 @@ def test_a_mode_that_fails_is_reported_as_skipped_and_the_others_run(monkeypatch
         precisions=("fp32", "bf16"), workloads=("matmul",), matmul_sizes=(32,), min_run_time=0.005
     )
     report = bench.run(config, "cpu", progress=None)
-    rows = {r["mode"]: r for r in report["results"]["matmul"]}
+    rows = {r["label"]: r for r in report["results"]["matmul"]}
     assert rows["fp32"]["achieved_tflops"] > 0 and "skipped" not in rows["fp32"]
     assert rows["bf16"]["skipped"].startswith('RuntimeError: "addmm" not implemented')
     assert "achieved_tflops" not in rows["bf16"]
@@ -94,7 +94,7 @@ def test_the_bench_reads_every_spelling_the_table_does_once():
     the config is made, and the report keeps their short names."""
     config = bench.BenchConfig.smoke_config(precisions=("float32", "BFloat16", precisions.FP16))
     assert config.precisions == (precisions.FP32, precisions.BF16, precisions.FP16)
-    assert [c.precision for c in config.configurations()] == list(config.precisions)
+    assert [c.precision for c in config.variants()] == list(config.precisions)
     assert config.to_dict()["precisions"] == ["fp32", "bf16", "fp16"]
     ladder = bench.ladder.LadderConfig.smoke_config(precision="bfloat16")
     assert ladder.precision is precisions.BF16
@@ -156,21 +156,21 @@ def smoke_run(tmp_path_factory):
 def test_smoke_bench_writes_json_table_and_plot(smoke_run):
     assert smoke_run["code"] == 0
     report = json.loads((smoke_run["out"] / "bench.json").read_text())
-    for key in ("device", "versions", "date", "smoke", "config", "modes", "results"):
+    for key in ("device", "versions", "date", "smoke", "config", "variants", "results"):
         assert key in report
     assert report["smoke"] and report["versions"]["torch"] == torch.__version__
     assert set(report["results"]) == set(bench.WORKLOADS)
     results = report["results"]
     # Every runnable mode produced numbers; on a CPU only TF32 and the GPU-only search are skipped.
     for workload in ("matmul", "mnist_cnn", "vit_b16", "vit_l16"):
-        done = {r["mode"] for r in results[workload] if "skipped" not in r}
+        done = {r["label"] for r in results[workload] if "skipped" not in r}
         assert done == {"fp32", "fp16", "bf16"}, (workload, results[workload])
     assert all("skipped" in r for r in results["max_batch"])
-    vit = next(r for r in bench.rows.load(report, "vit_b16") if r.mode == "fp32")
+    vit = next(r for r in bench.rows.load(report, "vit_b16") if r.label == "fp32")
     assert vit.median_s > 0 and vit.images_per_s == pytest.approx(vit.batch / vit.median_s)
     assert vit.flops_per_step > 0 and vit.mfu is None  # no published peak for a CPU
     assert vit.p25_s <= vit.median_s <= vit.p75_s and vit.runs >= 1
-    assert vit.configuration == dataclasses.replace(bench.Configuration.matrix("fp32"), batch=2)
+    assert vit.variant == dataclasses.replace(bench.Variant.matrix("fp32"), batch=2)
     assert vit.peak_memory_bytes is None  # a CPU
     table = (smoke_run["out"] / "bench.txt").read_text()
     assert "== vit_b16 ==" in table and "tf32             skipped" in table
@@ -202,14 +202,14 @@ def test_gpu_bench_measures_memory_mfu_and_largest_batch():
         max_batch_limit=4096,
     )
     report = bench.run(config, "cuda", progress=None)
-    rows = {r.mode: r for r in bench.rows.load(report, "vit_b16")}
+    rows = {r.label: r for r in bench.rows.load(report, "vit_b16")}
     for mode in ("fp32", "bf16"):
         assert rows[mode].peak_memory_bytes > 0
         if rows[mode].dense_peak_tflops:
             assert 0 < rows[mode].mfu < 1
     # bf16 saves activations: its step peaks below fp32's.
     assert rows["bf16"].peak_memory_bytes < rows["fp32"].peak_memory_bytes
-    batches = {r.mode: r.max_batch for r in bench.rows.load(report, "max_batch")}
+    batches = {r.label: r.max_batch for r in bench.rows.load(report, "max_batch")}
     # The limit is far above what fits, so the two searches end at real out-of-memory errors:
     # bf16 halves the activations, so strictly more images fit than in fp32.
     assert 8 <= batches["fp32"] < config.max_batch_limit
@@ -219,16 +219,16 @@ def test_gpu_bench_measures_memory_mfu_and_largest_batch():
 def test_profile_modes_and_kernel_families():
     from amp_course.bench import profile
 
-    cell = bench.Configuration.parse("bf16+compile+fused")
-    assert cell == bench.Configuration.matrix(precisions.BF16, compile=True, fused=True)
-    assert (cell.name, cell.precision, cell.compile, cell.fused) == (
+    cell = bench.Variant.parse("bf16+compile+fused")
+    assert cell == bench.Variant.matrix(precisions.BF16, compile=True, fused=True)
+    assert (cell.label, cell.precision, cell.compile, cell.fused) == (
         "bf16+compile+fused",
         precisions.BF16,
         "default",
         True,
     )
-    with pytest.raises(ValueError, match="Unknown mode 'bf16\\+foo'"):
-        bench.Configuration.parse("bf16+foo")
+    with pytest.raises(ValueError, match="Unknown variant 'bf16\\+foo'"):
+        bench.Variant.parse("bf16+foo")
     assert profile.kernel_family("nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_NNN") == "matmul"
     assert profile.kernel_family("cudnn_generated_fort_native_sdpa_sm90_flash_bprop") == (
         "attention"
@@ -240,9 +240,10 @@ def test_profile_on_a_cpu_times_the_step_and_reports_no_kernels():
     from amp_course.bench import profile
 
     result = profile.profile_step(
-        bench.Configuration.parse("fp32"), "cpu", preset="tiny", batch=2, steps=2, warmup=1
+        bench.Variant.parse("fp32"), "cpu", preset="tiny", batch=2, steps=2, warmup=1
     )
     assert result["step_s"] > 0 and result["kernel_s"] is None
+    assert result["label"] == "fp32" and "mode" not in result
     assert "no device kernels" in profile.format_profile(result)
     # On a CPU the split is of the ATen operators' own time, and the rest of the profiled step.
     parts = profile.split(result)
@@ -258,7 +259,11 @@ def test_profile_split_of_a_gpu_result_adds_up_to_the_step():
     from amp_course.bench import profile
 
     path = ROOT / "reports" / "gpu" / "nvidia-h100-80gb-hbm3" / "profile-vit_b16" / "profile.json"
-    for result in json.loads(path.read_text()):
+    stored = json.loads(path.read_text())
+    # Written when a variant's label was its "mode": load reads it as the label.
+    assert [r["mode"] for r in stored] == [r["label"] for r in profile.load(path)]
+    assert all("label" not in r for r in stored)
+    for result in profile.load(path):
         parts = profile.split(result)
         assert set(parts) == {"matmul", "attention", "other", "GPU idle"}
         assert sum(parts.values()) == pytest.approx(max(result["step_s"], result["kernel_s"]))
@@ -268,44 +273,44 @@ def test_one_peak_memory_definition_counts_the_model_and_one_clean_step(monkeypa
     """The matrix and the ladder share ``trainer.peak_memory``: parameters plus one step's
     peak from a clean state, whatever the process held before; None off CUDA and under CUDA
     graphs."""
-    from amp_course.bench import Configuration, trainer
+    from amp_course.bench import Variant, trainer
 
     cleared = []
     monkeypatch.setattr(trainer, "step_peak_memory", lambda make_step, device, warmup=1: 1000)
     model = torch.nn.Linear(4, 4)  # 20 fp32 parameters: 80 bytes
     cuda = type("Device", (), {"type": "cuda"})()
     clear = lambda: cleared.append(True)  # noqa: E731
-    eager, compiled = Configuration.matrix("bf16"), Configuration.matrix("bf16", compile=True)
+    eager, compiled = Variant.matrix("bf16"), Variant.matrix("bf16", compile=True)
     assert trainer.peak_memory(clear, model, lambda: None, cuda, eager) == 1080 and cleared
     assert trainer.peak_memory(clear, model, lambda: None, cuda, compiled) == 1080
-    for graphs in bench.configuration.CUDA_GRAPH_MODES:
+    for graphs in bench.variant.CUDA_GRAPH_MODES:
         rung = dataclasses.replace(eager, compile=graphs)
         assert trainer.peak_memory(clear, model, lambda: None, cuda, rung) is None
     assert trainer.peak_memory(clear, model, lambda: None, torch.device("cpu"), eager) is None
 
 
-def test_a_matrix_cell_and_a_ladder_rung_are_configurations_of_one_trainer():
-    """A matrix cell is a configuration without options; one trainer steps both kinds, sharing
+def test_a_matrix_cell_and_a_ladder_rung_are_variants_of_one_trainer():
+    """A matrix cell is a variant without options; one trainer steps both kinds, sharing
     the model and one AdamW per fused flag, and each gives the one Row type."""
-    from amp_course.bench import Configuration, trainer
+    from amp_course.bench import Variant, trainer
 
-    matrix = Configuration.matrix("bf16", compile=True, fused=True)
-    assert (matrix.name, matrix.precision, matrix.compile, matrix.fused, matrix.batch) == (
+    matrix = Variant.matrix("bf16", compile=True, fused=True)
+    assert (matrix.label, matrix.precision, matrix.compile, matrix.fused, matrix.batch) == (
         "bf16+compile+fused",
         precisions.BF16,
         "default",
         True,
         None,
     )
-    assert Configuration.matrix("fp32").compile is None and Configuration.matrix("fp32").plain
+    assert Variant.matrix("fp32").compile is None and Variant.matrix("fp32").plain
     assert matrix.recipe("cpu").precision is precisions.BF16
     model = models.build_vit(
         "b16", image_size=32, patch_size=16, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=64
     )
     shared = trainer.Trainer(torch.device("cpu"), lambda kind: model)
     images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 1000, (2,))
-    shared.step(Configuration.matrix("fp32"), iter([(images, labels)]))()
-    rung = Configuration("+ batch 4", precisions.BF16, fused=True, attention="math", batch=4)
+    shared.step(Variant.matrix("fp32"), iter([(images, labels)]))()
+    rung = Variant("+ batch 4", precisions.BF16, fused=True, attention="math", batch=4)
     shared.step(rung)()  # its own synthetic batch of 4, under the math SDPA kernel
     assert list(shared.models) == ["course"] and set(shared.optimizers) == {
         ("course", False),
@@ -320,32 +325,32 @@ def test_a_matrix_cell_and_a_ladder_rung_are_configurations_of_one_trainer():
 def test_tf32_is_the_tables_flag_in_the_bench(monkeypatch):
     """The trainer's flags, the matmul peak and the skip rule read ``tf32_matmuls`` of the
     precision's row, not its name: a row with the flag under another name is TF32 too."""
-    from amp_course.bench import Configuration, trainer
+    from amp_course.bench import Variant, trainer
 
     renamed = dataclasses.replace(precisions.TF32, name="tf32-renamed")
-    cell = Configuration("x", renamed)
+    cell = Variant("x", renamed)
     assert "CUDA tensor-core" in bench.skip_reason(cell, torch.device("cpu"))
     with recipe.tf32(False), trainer.flags(cell):
         assert recipe.tf32_enabled()["matmul"] is recipe.tf32_allowed()
-    with recipe.tf32(True), trainer.flags(Configuration.matrix("fp32")):
+    with recipe.tf32(True), trainer.flags(Variant.matrix("fp32")):
         assert not recipe.tf32_enabled()["matmul"]  # fp32 is strict IEEE in the bench
 
 
 def test_one_skip_reason_for_matrix_cells_and_rungs():
     """The matrix's rules (TF32 off CUDA) and the ladder's (CUDA graphs, compiling in a CPU smoke
     run, CUDA-only attention kernels) are one function's, of the one configuration type."""
-    from amp_course.bench import Configuration
+    from amp_course.bench import Variant
 
     cpu, bf16 = torch.device("cpu"), precisions.BF16
-    assert "CUDA tensor-core" in bench.skip_reason(Configuration.matrix("tf32"), cpu)
-    compiled = Configuration.matrix("bf16", compile=True)
+    assert "CUDA tensor-core" in bench.skip_reason(Variant.matrix("tf32"), cpu)
+    compiled = Variant.matrix("bf16", compile=True)
     assert "minutes" in bench.skip_reason(compiled, cpu, smoke=True)
     assert bench.skip_reason(compiled, cpu) is None  # the matrix compiles when asked
-    graphs = Configuration("+ CUDA graphs", bf16, compile="reduce-overhead")
+    graphs = Variant("+ CUDA graphs", bf16, compile="reduce-overhead")
     assert bench.skip_reason(graphs, cpu) == "CUDA graphs need a CUDA GPU"
-    efficient = Configuration("x", bf16, attention="efficient")
+    efficient = Variant("x", bf16, attention="efficient")
     assert bench.skip_reason(efficient, cpu) == "the efficient attention kernel is CUDA only"
-    tf32_rung = Configuration("x", precisions.TF32, attention="flash", batch=8)
+    tf32_rung = Variant("x", precisions.TF32, attention="flash", batch=8)
     assert "CUDA tensor-core" in bench.skip_reason(tf32_rung, cpu)
 
 
@@ -355,9 +360,9 @@ def test_rows_round_trip_and_old_rows_load_under_their_new_names():
     measured are the ones the old writer stored."""
     from conftest import ROOT
 
-    from amp_course.bench import Configuration
+    from amp_course.bench import Variant
 
-    cell = Configuration.matrix("bf16", compile=True, fused=True)
+    cell = Variant.matrix("bf16", compile=True, fused=True)
     timed = bench.Row(
         "vit_b16",
         dataclasses.replace(cell, batch=64),
@@ -367,17 +372,17 @@ def test_rows_round_trip_and_old_rows_load_under_their_new_names():
     )
     stored = json.loads(json.dumps(timed.to_dict()))
     assert bench.Row.from_dict(stored) == timed
-    assert stored["mode"] == "bf16+compile+fused" and stored["precision"] == "bf16"
+    assert stored["label"] == "bf16+compile+fused" and stored["precision"] == "bf16"
     assert stored["mfu"] == timed.mfu == pytest.approx(6e12 / 0.02 / 989.4e12)
     assert "skipped" not in stored  # absent, not None
     path = ROOT / "reports/gpu/nvidia-h100-80gb-hbm3/bench-vit_b16/bench.json"
     old = json.loads(path.read_text())["results"]["vit_b16"]
-    rows = {r.mode: r for r in bench.rows.load(path, "vit_b16")}
+    rows = {r.label: r for r in bench.rows.load(path, "vit_b16")}
     fp32, best = old[0], rows["bf16+compile+fused"]
     assert rows["fp32"].batch == fp32["batch_size"] == 64
     assert rows["fp32"].dense_peak_tflops == fp32["peak_tflops"] == 66.9
     assert rows["fp32"].peak_memory_bytes == fp32["peak_memory_bytes"]
-    c = best.configuration
+    c = best.variant
     assert (c.compile, c.fused, c.precision) == ("default", True, precisions.BF16)
     for stored in old:
         row = rows[stored["mode"]]
@@ -402,20 +407,20 @@ def test_rows_round_trip_and_old_rows_load_under_their_new_names():
         {**rung, "median_s": 0.04, "tflops": 20.0, "fraction_of_peak": 0.2}
         | {"fraction_of_ceiling": 0.5}
     )
-    assert (old_rung.mode, old_rung.batch, old_rung.images_per_s) == ("eager", 64, 1600)
+    assert (old_rung.label, old_rung.batch, old_rung.images_per_s) == ("eager", 64, 1600)
     shown = (old_rung.achieved_tflops, old_rung.mfu, old_rung.mfu_of_matmul)
     assert shown == pytest.approx((20.0, 0.2, 0.5))
 
 
 def test_the_matmul_peak_is_the_best_square_matmul_of_each_precision():
-    from amp_course.bench import Configuration
+    from amp_course.bench import Variant
 
     def matmul(name, size, seconds):
-        cell = Configuration.matrix(name)
+        cell = Variant.matrix(name)
         return bench.Row("matmul", cell, size, median_s=seconds, flops_per_step=2 * size**3)
 
     rows = [matmul("bf16", 1024, 1e-4), matmul("bf16", 4096, 1e-3), matmul("fp32", 1024, 1e-3)]
-    rows.append(bench.Row("matmul", Configuration.matrix("fp16"), 1024, skipped="no kernel"))
+    rows.append(bench.Row("matmul", Variant.matrix("fp16"), 1024, skipped="no kernel"))
     assert bench.rows.matmul_peaks(rows) == {
         "bf16": pytest.approx(2 * 4096**3 / 1e-3 / 1e12),
         "fp32": pytest.approx(2 * 1024**3 / 1e-3 / 1e12),
@@ -454,7 +459,7 @@ def test_a_row_keeps_its_measurement_and_derives_its_figures():
     times = [0.012, 0.010, 0.011, 0.016, 0.010, 0.013, 0.011]
     spec = tbench.TaskSpec(stmt="step", setup="pass")
     measured = tbench.Measurement(number_per_run=1, raw_times=times, task_spec=spec)
-    cell = bench.Configuration.matrix("bf16")
+    cell = bench.Variant.matrix("bf16")
     row = Row("vit_b16", cell, **timing_fields(timing.summarise(measured)))
     assert row.times_s == tuple(times) and row.runs == len(times)
     assert row.median_s == measured.median and row.iqr_s == pytest.approx(measured.iqr, abs=1e-15)

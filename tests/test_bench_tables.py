@@ -6,18 +6,18 @@ import dataclasses
 import pytest
 
 from amp_course import precisions
-from amp_course.bench import Configuration, Row, ladder_report, tables
+from amp_course.bench import Row, Variant, ladder_report, tables
 
 
 def _vit(name, seconds, **values):
-    cell = dataclasses.replace(Configuration.parse(name), batch=64)
+    cell = dataclasses.replace(Variant.parse(name), batch=64)
     return Row("vit_b16", cell, median_s=seconds, **values)
 
 
 ROWS = [
     _vit("fp32", 0.2, flops_per_step=8e12, dense_peak_tflops=80.0, peak_memory_bytes=2**31),
     _vit("bf16+compile", 0.05, flops_per_step=8e12, dense_peak_tflops=800.0),
-    Row("vit_b16", Configuration.parse("tf32"), skipped="TF32 is a CUDA tensor-core mode"),
+    Row("vit_b16", Variant.parse("tf32"), skipped="TF32 is a CUDA tensor-core mode"),
 ]
 
 
@@ -68,8 +68,8 @@ def test_the_report_and_the_ladder_tables_are_specs_of_the_one_renderer():
     assert report[0].split() == titles.split()
     assert report[1].startswith(f"{'fp32':<16}") and report[1].endswith("2.00")
     assert report[3] == f"{'tf32':<16} skipped: TF32 is a CUDA tensor-core mode"
-    rung = Configuration("+ CUDA graphs", precisions.BF16, "reduce-overhead", batch=64)
-    graphs = Row.from_dict({**ROWS[1].to_dict(), "mode": rung.name, "compile": rung.compile})
+    rung = Variant("+ CUDA graphs", precisions.BF16, "reduce-overhead", batch=64)
+    graphs = Row.from_dict({**ROWS[1].to_dict(), "label": rung.label, "compile": rung.compile})
     assert graphs.memory_note == rung.memory_note  # a graph rung's memory is never shown
     ladder = ladder_report.format_table([ROWS[0], graphs]).splitlines()
     assert ladder[2].endswith(tables.NOT_MEASURED) and len(ladder[2]) == len(ladder[1])

@@ -10,8 +10,8 @@ import pytest
 from conftest import ROOT
 
 from amp_course import cli
-from amp_course.bench.configuration import Configuration
 from amp_course.bench.rows import Row
+from amp_course.bench.variant import Variant
 from amp_course.executed import read_stamp
 from amp_course.paths import GPU_GUIDE, lesson_notebooks
 from amp_course.tooling.runs import files, parts, results
@@ -98,8 +98,8 @@ def test_the_gpu_results_say_what_nbval_checked_and_which_lessons_a_run_lacks(tm
     text = results.notebooks_sentence(run, lessons)
     assert "1 of 1 notebooks ran" in text and "1 cell(s) are marked" in text
     assert "only theirs were compared" in text and "Not in this run (newer than it): 10_new" in text
-    timed = Row("vit_b16", Configuration.matrix("fp32"), runs=9)
-    skipped = Row("vit_b16", Configuration.matrix("tf32"), skipped="TF32 is a CUDA mode")
+    timed = Row("vit_b16", Variant.matrix("fp32"), runs=9)
+    skipped = Row("vit_b16", Variant.matrix("tf32"), skipped="TF32 is a CUDA mode")
     said = results.timing_sentence([timed, skipped], {"rounds": 3})
     assert "median over 9 timed blocks" in said and "in 3 rounds that interleave the modes" in said
 
@@ -188,7 +188,7 @@ def test_the_sites_gpu_page_shows_versions_nbval_and_the_gpu_guides_results():
 def _matmul(precision, size, tflops, share):
     """A matmul row that measured ``tflops``, ``share`` of its precision's published peak."""
     seconds = 2 * size**3 / (tflops * 1e12)
-    cell = Configuration.matrix(precision)
+    cell = Variant.matrix(precision)
     return Row(
         "matmul", cell, size, seconds, flops_per_step=2 * size**3, dense_peak_tflops=tflops / share
     )
@@ -203,15 +203,15 @@ def test_the_eager_workloads_render_from_a_bench_eager_report(tmp_path):
         "mnist_cnn": [
             Row(
                 "mnist_cnn",
-                dataclasses.replace(Configuration.matrix(p), batch=256),
+                dataclasses.replace(Variant.matrix(p), batch=256),
                 None,
                 0.01 / (1 + i),
             )
             for i, p in enumerate(names)
         ],
         "max_batch": [
-            Row("max_batch", Configuration.matrix("fp32"), max_batch=500),
-            Row("max_batch", Configuration.matrix("bf16"), max_batch=1000),
+            Row("max_batch", Variant.matrix("fp32"), max_batch=500),
+            Row("max_batch", Variant.matrix("bf16"), max_batch=1000),
         ],
     }
     bench = json.loads((run / "bench-vit_b16" / "bench.json").read_text())

@@ -12,22 +12,22 @@ import torch
 from cuda_double import FakeGpu
 
 from amp_course import bench, cli, emulation, flops, models, precisions
-from amp_course.bench import configuration, ladder, ladder_report, timm_vit, trainer
-from amp_course.bench.configuration import Configuration
+from amp_course.bench import ladder, ladder_report, timm_vit, trainer, variant
 from amp_course.bench.ladder import LadderConfig
 from amp_course.bench.rows import Row, load
+from amp_course.bench.variant import Variant
 
 matplotlib.use("Agg")
 HAS_TIMM = importlib.util.find_spec("timm") is not None
 
 
 def _by_name(pairs):
-    return {rung.name: (rung, reason) for rung, reason in pairs}
+    return {rung.label: (rung, reason) for rung, reason in pairs}
 
 
 def _rung(name, model="course", **values):
     """A bf16 ladder row of a rung at batch 64."""
-    return Row("ladder", Configuration(name, precisions.BF16, model=model, batch=64), **values)
+    return Row("ladder", Variant(name, precisions.BF16, model=model, batch=64), **values)
 
 
 def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
@@ -42,7 +42,7 @@ def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
 
 
 def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
-    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(variant, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)  # as if timm were installed
     pairs = LadderConfig().rungs_for(torch.device("cuda"))
     rungs = _by_name(pairs)
@@ -58,7 +58,7 @@ def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
     twin, _ = rungs["timm: + torch.compile"]
     assert (twin.model, twin.compile, twin.fused, twin.batch) == ("timm", "default", True, 64)
     chosen = LadderConfig(rungs=("eager", "timm: eager")).rungs_for(torch.device("cuda"))
-    assert [r.name for r, _ in chosen] == ["eager", "timm: eager"]
+    assert [r.label for r, _ in chosen] == ["eager", "timm: eager"]
     # A rung left out adds nothing: here the larger batch builds on CUDA graphs, not max-autotune.
     lighter = [n for n, _ in LadderConfig().changes() if n != "+ max-autotune"]
     rungs = _by_name(LadderConfig(rungs=tuple(lighter)).rungs_for(torch.device("cuda")))
@@ -68,7 +68,7 @@ def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
 
 
 def test_the_t4_rehearsal_leaves_the_flash_rung_out(monkeypatch):
-    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(variant, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     monkeypatch.setenv(emulation.ENV, "t4")  # flash attention needs compute capability 8.0
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
@@ -94,7 +94,7 @@ def test_a_rung_that_runs_out_of_memory_names_its_batch_and_the_ladder_goes_on(m
     monkeypatch.setattr(ladder, "_warm", warm_or_run_out)
     names = ("eager", "+ batch 32", "+ flash attention")
     config = LadderConfig.smoke_config(timm=False, rungs=names, rounds=1, matmul_peak_tflops=1.0)
-    rows = {row.mode: row for row in ladder.run(config, torch.device("cpu"), progress=None)}
+    rows = {row.label: row for row in ladder.run(config, torch.device("cpu"), progress=None)}
     assert rows["+ batch 32"].skipped == "out of memory at batch 32"
     assert rows["+ flash attention"].skipped == "out of memory at batch 32"
     assert rows["eager"].skipped is None and rows["eager"].median_s > 0
@@ -116,11 +116,11 @@ def test_the_bench_writes_the_ladder_as_typed_rows(cli_run):
     assert code == 0
     report = json.loads((out / "bench.json").read_text())
     rows = load(out / "bench.json", "ladder")
-    assert [r.mode for r in rows] == ["eager", "timm: eager"]
+    assert [r.label for r in rows] == ["eager", "timm: eager"]
     assert all(isinstance(r, Row) and r.workload == "ladder" for r in rows)
-    assert report["results"]["ladder"][0]["mode"] == "eager"
+    assert report["results"]["ladder"][0]["label"] == "eager"
     eager = rows[0]
-    assert eager.configuration.precision is precisions.BF16
+    assert eager.variant.precision is precisions.BF16
     assert eager.mfu is None  # no published peak for a CPU
     assert eager.median_s > 0 and eager.images_per_s == pytest.approx(8 / eager.median_s)
     assert eager.achieved_tflops == pytest.approx(eager.flops_per_step / eager.median_s / 1e12)
@@ -200,7 +200,7 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     """A replayed CUDA graph allocates from the graphs' private pool, which the allocator's peak
     does not see: every rung run from CUDA graphs, inherited ones included, gets the note and no
     figure; the others are measured (here with a stand-in for the CUDA measurement)."""
-    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(variant, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
     graphs = ["+ CUDA graphs", "+ max-autotune", "+ batch 256", "+ flash attention"]
@@ -221,8 +221,8 @@ def test_cuda_graph_rungs_get_a_note_instead_of_the_allocators_peak(monkeypatch)
     }  # built: the stand-in has no .to
     shared.clear_state = lambda: None
     for rung in [rungs[name][0] for name in graphs] + [inherited]:
-        assert shared.peak_memory(rung, lambda: None) is None, rung.name
-        assert rung.memory_note == ladder.GRAPH_MEMORY_NOTE, rung.name
+        assert shared.peak_memory(rung, lambda: None) is None, rung.label
+        assert rung.memory_note == ladder.GRAPH_MEMORY_NOTE, rung.label
     for name in measured:
         assert shared.peak_memory(rungs[name][0], lambda: None) == 1080, name
         assert rungs[name][0].memory_note is None, name
@@ -310,7 +310,7 @@ def test_max_autotune_rungs_say_when_the_gpu_is_too_small_to_autotune_matmuls(
 ):
     """torch._inductor.utils.is_big_gpu: no GEMM autotuning below 68 SMs (a T4 has 40)."""
     gpu(monkeypatch)
-    monkeypatch.setattr(configuration, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(variant, "fused_adamw_unavailable", lambda device: None)
     rungs = _by_name(LadderConfig(timm=False).rungs_for(torch.device("cuda")))
     cuda = torch.device("cuda", 0)
     for name in ("+ max-autotune", "+ batch 256", "+ flash attention"):  # the last two inherit it
@@ -323,7 +323,7 @@ def test_max_autotune_rungs_say_when_the_gpu_is_too_small_to_autotune_matmuls(
 
 def test_the_table_and_readme_show_a_rungs_note(tmp_path):
     note = "matmuls not autotuned: inductor autotunes GEMM kernels only on GPUs with ..."
-    rung = Configuration("+ max-autotune", precisions.BF16, compile="max-autotune", batch=8)
+    rung = Variant("+ max-autotune", precisions.BF16, compile="max-autotune", batch=8)
     measured = dict(median_s=0.1, flops_per_step=8e12, matmul_peak_tflops=800.0)
     row = Row("ladder", rung, **measured, note=note)
     assert f"+ max-autotune: {note}" in ladder_report.format_table([row])
@@ -356,7 +356,7 @@ def test_a_compiled_rung_past_the_recompile_limit_says_it_was_not_timed(monkeypa
     monkeypatch.setattr(
         ladder, "build", lambda config: lambda kind: next(given, None) or build(kind)
     )
-    rows = {row.mode: row for row in ladder.run(configured, torch.device("cpu"), progress=None)}
+    rows = {row.label: row for row in ladder.run(configured, torch.device("cpu"), progress=None)}
     skipped = rows["+ torch.compile"].skipped or ""
     assert skipped.startswith("not timed: torch.compile passed torch._dynamo's recompile limit (1)")
     assert rows["+ torch.compile"].median_s is None

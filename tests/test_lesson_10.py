@@ -11,8 +11,8 @@ from conftest import run_tagged
 
 import amp_course as ac
 from amp_course import precisions
-from amp_course.bench.configuration import Configuration
 from amp_course.bench.rows import Row
+from amp_course.bench.variant import Variant
 
 LESSON = "10_where_time_goes"
 SHAPE = dict(image_size=32, num_layers=1, num_heads=2, hidden_dim=32, mlp_dim=64)
@@ -63,7 +63,7 @@ def test_with_timm_the_lesson_names_what_the_course_step_runs_beyond_timms(capsy
 
 def _row(mode, model, median_s=None, skipped=None):
     quartiles = dict(p25_s=median_s * 0.99, p75_s=median_s * 1.01) if median_s else {}
-    rung = Configuration(mode, precisions.BF16, model=model, batch=2)
+    rung = Variant(mode, precisions.BF16, model=model, batch=2)
     return Row("ladder", rung, median_s=median_s, skipped=skipped, **quartiles)
 
 

@@ -143,7 +143,7 @@ def test_a_rehearsed_gpus_attention_kernels_hold_in_every_bench_step(monkeypatch
     """Under a T4 rehearsal a bf16 step may use only the kernels a T4 runs bf16 in (math): the
     trainer asks ``ac.attention`` with the autocast dtype and restricts SDPA to its answer."""
     from amp_course import models, precisions
-    from amp_course.bench import Configuration, trainer
+    from amp_course.bench import Variant, trainer
 
     asked, restricted = [], []
     monkeypatch.setattr(
@@ -158,8 +158,8 @@ def test_a_rehearsed_gpus_attention_kernels_hold_in_every_bench_step(monkeypatch
     )
     shared = trainer.Trainer(torch.device("cpu"), lambda kind: model)
     images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 1000, (2,))
-    shared.step(Configuration.matrix("bf16"), iter([(images, labels)]))()
+    shared.step(Variant.matrix("bf16"), iter([(images, labels)]))()
     assert asked == [torch.bfloat16] and restricted == [["math"]]
-    rung = Configuration("+ flash", precisions.BF16, attention="flash", batch=2)
+    rung = Variant("+ flash", precisions.BF16, attention="flash", batch=2)
     shared.step(rung)()  # a rung's own kernel is kept
     assert restricted[-1] == "flash" and len(asked) == 1

@@ -61,7 +61,7 @@ def _report(times: str) -> dict:
     for item in times.split(","):
         name, _ = item.split("=")
         measured = ac.timing.measure(lambda: None, description=name, repeats=5)
-        rows.append({"mode": name, **ac.timing.summarise(measured)})
+        rows.append({"label": name, **ac.timing.summarise(measured)})
     return {"results": {"mnist_cnn": rows, "vit_b16": []}}
 
 

@@ -8,7 +8,7 @@ import torch
 
 from amp_course import capstone, cli, cpu, device, emulation, gpus, inspector, precisions
 from amp_course.bench import config
-from amp_course.bench.configuration import Configuration, skip_reason
+from amp_course.bench.variant import Variant, skip_reason
 from amp_course.recipe import AmpRecipe
 
 
@@ -34,7 +34,7 @@ def test_the_table_parses_and_names_every_spelling(precision):
 
 @pytest.mark.parametrize("precision", precisions.PRECISIONS.values(), ids=precisions.NAMES)
 def test_amp_recipe_and_bench_configurations_follow_the_table(precision):
-    recipe = Configuration.matrix(precision.name).recipe("cpu")
+    recipe = Variant.matrix(precision.name).recipe("cpu")
     assert recipe == AmpRecipe("cpu", precision.name) == AmpRecipe("cpu", precision)
     assert recipe.precision is precision  # tf32 stays tf32: its dtype alone would read as fp32
     assert AmpRecipe("cpu", precision.dtype).precision is precisions.get(precision.dtype)
@@ -77,7 +77,7 @@ def test_one_capability_threshold_gates_bf16_and_tf32(monkeypatch, capability, b
     expected = torch.bfloat16 if bf16 else torch.float16
     assert device.recommended_precision(capability).dtype is expected
     monkeypatch.setattr(emulation, "capability", lambda device: capability)
-    reason = skip_reason(Configuration.matrix("tf32"), torch.device("cuda"))
+    reason = skip_reason(Variant.matrix("tf32"), torch.device("cuda"))
     assert (reason is None) is tf32
     gpu = dataclasses.replace(gpus.GPUS["T4"], capability=capability)
     profile = emulation.GpuProfile("x", gpu, 2**30)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from amp_course import device, lesson, precisions, scaling, training
-from amp_course.bench import Configuration
+from amp_course.bench import Variant
 from amp_course.data import load_mnist
 from amp_course.recipe import AmpRecipe
 
@@ -93,7 +93,7 @@ def test_on_a_gpu_the_recipe_asks_torch_for_cuda_autocast_and_a_cuda_scaler():
 
 def test_bench_configurations_and_lesson_settings_carry_the_recipe():
     names = ("fp32", "tf32", "fp16", "bf16")
-    recipes = {name: Configuration.matrix(name).recipe("cpu") for name in names}
+    recipes = {name: Variant.matrix(name).recipe("cpu") for name in names}
     assert {n: (r.enabled, r.needs_scaler) for n, r in recipes.items()} == {
         "fp32": (False, False),
         "tf32": (False, False),

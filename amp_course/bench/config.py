@@ -1,12 +1,12 @@
 """The bench's run: which precisions and workloads, at which sizes (``BenchConfig``), and the
-matrix's cells (``configuration.Configuration``) it makes of them."""
+matrix's cells (``variant.Variant``) it makes of them."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
 from .. import precisions
-from .configuration import Configuration
+from .variant import Variant
 
 PRECISIONS = precisions.NAMES  # their names; tf32: fp32 with TF32 matmuls (CUDA, sm_80+)
 WORKLOADS = ("matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch", "ladder")
@@ -87,9 +87,9 @@ class BenchConfig:
         if any(n < 1 for n in self.matmul_sizes):
             raise ValueError(f"matmul sizes must be positive, got {self.matmul_sizes}.")
 
-    def configurations(self) -> list[Configuration]:
+    def variants(self) -> list[Variant]:
         """The matrix's cells: every precision, then its compiled and fused variants if asked."""
-        cell = Configuration.matrix
+        cell = Variant.matrix
         cells = [cell(p) for p in self.precisions]
         cells += [cell(p, compile=True) for p in self.precisions if self.compile]
         cells += [cell(p, fused=True) for p in self.precisions if self.fused]

@@ -3,11 +3,11 @@
 with the course's lean ViT-B/16 (``models.build_vit(lean=True)``) and timm's under the same
 settings timed in the same round-robin.
 
-Each rung is a ``configuration.Configuration`` (a precision plus options), stepped by the bench's
+Each rung is a ``variant.Variant`` (a precision plus options), stepped by the bench's
 one ``trainer.Trainer`` and skipped by its one ``skip_reason``; it gives a ``rows.Row``, the row
 every bench workload gives: step time, images/s, MFU against the published dense peak and against
 this run's measured matmul peak, and peak memory (``trainer.peak_memory``; not for rungs run from
-CUDA graphs: ``Configuration.memory_note`` says why). ``amp-course bench --workloads ladder`` saves
+CUDA graphs: ``Variant.memory_note`` says why). ``amp-course bench --workloads ladder`` saves
 them in ``results["ladder"]`` of bench.json; ``ladder_report`` renders tables and charts from them.
 """
 
@@ -23,10 +23,10 @@ from ..display import error_line
 from ..flops import count_step_flops, measure_matmul_flops
 from ..gpus import peak_tflops
 from ..memory import OutOfMemoryError
-from .configuration import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Configuration, skip_reason
 from .rows import Row, timing_fields
 from .timm_vit import build_timm_vit
 from .trainer import Trainer, flags, model_image_size, recompile_limit_line, time_steps
+from .variant import CUDA_GRAPH_MODES, GRAPH_MEMORY_NOTE, Variant, skip_reason
 
 __all__ = ["CUDA_GRAPH_MODES", "GRAPH_MEMORY_NOTE", "LadderConfig", "run"]
 
@@ -91,7 +91,7 @@ class LadderConfig:
             ("+ flash attention", {"attention": "flash"}),
         ]
 
-    def rungs_for(self, device: torch.device) -> list[tuple[Configuration, str | None]]:
+    def rungs_for(self, device: torch.device) -> list[tuple[Variant, str | None]]:
         """Every chosen rung with why it cannot run here (None: it can).
 
         Each rung adds its change to the last chosen rung that can run, so on a CPU, where
@@ -103,18 +103,18 @@ class LadderConfig:
         unknown = set(self.rungs or ()) - set(names) - twins
         if unknown:
             raise ValueError(f"Unknown rung(s) {sorted(unknown)}. Valid: {', '.join(names)}.")
-        current, chosen = Configuration("eager", self.precision, batch=self.batch), []
+        current, chosen = Variant("eager", self.precision, batch=self.batch), []
         for name, change in self.changes():
-            rung = replace(current, name=name, **change)
+            rung = replace(current, label=name, **change)
             reason = skip_reason(rung, device, self.smoke)
             if self.rungs is None or name in self.rungs:
                 current = current if reason else rung
                 chosen.append((rung, reason))
-        originals = [pair for pair in chosen if pair[0].name in TIMM_TWINS]
+        originals = [pair for pair in chosen if pair[0].label in TIMM_TWINS]
         for model in [m for m, wanted in (("lean", self.lean), ("timm", self.timm)) if wanted]:
             for rung, reason in originals:
-                twin = replace(rung, name=f"{model}: {rung.name}", model=model)
-                if self.rungs is None or twin.name in self.rungs:
+                twin = replace(rung, label=f"{model}: {rung.label}", model=model)
+                if self.rungs is None or twin.label in self.rungs:
                     chosen.append((twin, reason or skip_reason(twin, device, self.smoke)))
         return chosen
 
@@ -155,11 +155,11 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
             "ladder", rung, dense_peak_tflops=dense, matmul_peak_tflops=matmul, skipped=reason
         )
         row = replace(row, note=None if reason else autotune_note(rung, device))
-        rows[rung.name] = row
+        rows[rung.label] = row
         if reason:
-            say(f"skip {rung.name}: {reason}")
+            say(f"skip {rung.label}: {reason}")
             continue
-        say(f"warm up {rung.name}")
+        say(f"warm up {rung.label}")
         try:
             steps[rung] = _warm(trainer, rung)
             if rung.model not in flops:
@@ -168,9 +168,9 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
                     lambda kind=rung.model: trainer.build(kind), model_image_size(model)
                 )
             memory = trainer.peak_memory(rung, steps[rung])
-            rows[rung.name] = replace(row, peak_memory_bytes=memory, memory_note=rung.memory_note)
+            rows[rung.label] = replace(row, peak_memory_bytes=memory, memory_note=rung.memory_note)
         except Exception as error:  # noqa: BLE001 - one rung failing must not stop the ladder
-            rows[rung.name] = replace(row, skipped=_failure(error, rung.batch))
+            rows[rung.label] = replace(row, skipped=_failure(error, rung.batch))
             steps.pop(rung, None)
             trainer.clear_state()  # what the failed step left (gradients, optimizer state)
     measured, failed = time_steps(steps, device, config.rounds, config.min_run_time, "ladder")
@@ -181,7 +181,7 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
             skipped = recompile_limit_line(failed[name]) or skipped
             rows[name] = replace(row, skipped=skipped)
         if name in measured:
-            per_step = flops[row.configuration.model] * row.batch
+            per_step = flops[row.variant.model] * row.batch
             stats = timing_fields(timing.summarise(measured[name]))
             rows[name] = replace(rows[name], **stats, flops_per_step=per_step)
     return list(rows.values())
@@ -201,7 +201,7 @@ def _failure(error: Exception, batch: int) -> str:
 AUTOTUNE_MIN_SMS = 68
 
 
-def autotune_note(rung: Configuration, device: torch.device) -> str | None:
+def autotune_note(rung: Variant, device: torch.device) -> str | None:
     """What a max-autotune rung measured on a GPU too small for inductor's GEMM autotuning."""
     if rung.compile != "max-autotune" or torch.device(device).type != "cuda":
         return None
@@ -214,7 +214,7 @@ def autotune_note(rung: Configuration, device: torch.device) -> str | None:
     )
 
 
-def _warm(trainer: Trainer, rung: Configuration):
+def _warm(trainer: Trainer, rung: Variant):
     step = trainer.step(rung)
     # Compiling happens on the first call; CUDA graphs are recorded on a later one.
     with flags(rung):

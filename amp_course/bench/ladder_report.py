@@ -14,12 +14,12 @@ from .tables import LADDER_README_TABLE, LADDER_TABLE
 
 def timm_ratios(rows: list[Row]) -> list[tuple[str, float]]:
     """(rung, timm's step time / the course's) for each rung timed with both models."""
-    course = {r.mode: r for r in rows if r.configuration.model == "course" and r.median_s}
+    course = {r.label: r for r in rows if r.variant.model == "course" and r.median_s}
     pairs = []
     for row in rows:
-        twin = course.get(row.mode.removeprefix("timm: "))
-        if row.configuration.model == "timm" and row.median_s and twin:
-            pairs.append((twin.mode, row.time_ratio(twin)))
+        twin = course.get(row.label.removeprefix("timm: "))
+        if row.variant.model == "timm" and row.median_s and twin:
+            pairs.append((twin.label, row.time_ratio(twin)))
     return pairs
 
 
@@ -27,17 +27,15 @@ def timm_comparisons(rows: list[Row], model: str = "timm") -> list[tuple[str, ti
     """(rung, ``model``'s step against the course's) for each rung timed with both (``model``:
     "timm" or "lean"), by the course's one verdict rule (``ac.timing.compare``: the runs'
     interquartile ranges)."""
-    course = {
-        r.mode: r for r in rows if r.configuration.model == "course" and r.median_s and r.p25_s
-    }
+    course = {r.label: r for r in rows if r.variant.model == "course" and r.median_s and r.p25_s}
     pairs = []
     for row in rows:
-        twin = course.get(row.mode.removeprefix(f"{model}: "))
-        if row.configuration.model == model and row.median_s and row.p25_s and twin:
+        twin = course.get(row.label.removeprefix(f"{model}: "))
+        if row.variant.model == model and row.median_s and row.p25_s and twin:
             quartiles = [
                 {k: getattr(r, k) for k in ("p25_s", "median_s", "p75_s")} for r in (twin, row)
             ]
-            pairs.append((twin.mode, timing.compare(*quartiles, ("course", model))))
+            pairs.append((twin.label, timing.compare(*quartiles, ("course", model))))
     return pairs
 
 
@@ -46,13 +44,13 @@ def memory_notes(rows: list[Row]) -> list[str]:
     by_note: dict[str, list[str]] = {}
     for row in rows:
         if row.memory_note and not row.skipped:
-            by_note.setdefault(row.memory_note, []).append(row.mode)
+            by_note.setdefault(row.memory_note, []).append(row.label)
     return [f"peak memory {note} ({', '.join(names)})" for note, names in by_note.items()]
 
 
 def row_notes(rows: list[Row]) -> list[str]:
     """One line per rung whose measurement differs from what its name says (``Row.note``)."""
-    return [f"{row.mode}: {row.note}" for row in rows if row.note and not row.skipped]
+    return [f"{row.label}: {row.note}" for row in rows if row.note and not row.skipped]
 
 
 def format_table(rows: list[Row]) -> str:
@@ -66,7 +64,7 @@ def readme_lines(path: Path) -> list[str]:
     (``<run>/bench-ladder/bench.json``)."""
     report = json.loads(Path(path).read_text())
     rows = load(report, "ladder")
-    precision = rows[0].configuration.precision.name if rows else "-"
+    precision = rows[0].variant.precision.name if rows else "-"
     lines = [
         f"**MFU ladder of a {precision} ViT-B/16 training step** "
         f"(`{Path(path).parent.name}/bench.json`, {report['config']['rounds']} interleaved rounds; "
@@ -89,10 +87,10 @@ def plot(rows: list[Row], title: str = "", path: str | Path | None = None):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    labels = [r.mode for r in rows]
+    labels = [r.label for r in rows]
     dense = any(r.mfu is not None for r in rows)
     palette = {"timm": "tab:gray", "lean": "tab:green"}
-    colours = [palette.get(r.configuration.model, "tab:blue") for r in rows]
+    colours = [palette.get(r.variant.model, "tab:blue") for r in rows]
     panels = [
         (
             "mfu" if dense else "mfu_of_matmul",

@@ -13,8 +13,8 @@ import torch
 from ..device import machine_record
 from . import ladder
 from .config import WORKLOADS, BenchConfig
-from .configuration import skip_reason
 from .rows import Row, matmul_peaks
+from .variant import skip_reason
 from .workloads import bench_matmul, bench_max_batch, bench_mnist_cnn, bench_vit
 
 
@@ -33,20 +33,22 @@ def run(
         **machine_record(device),
         "smoke": config.smoke,
         "config": config.to_dict(),
-        "modes": [],
+        "variants": [],
         "results": {w: [] for w in WORKLOADS},
         "seconds": {},
     }
     runnable, skipped = [], []
-    for cell in config.configurations():
+    for cell in config.variants():
         # Not smoke's rule: the matrix compiles only when asked (--compile), even on a CPU.
         reason = skip_reason(cell, device)
-        report["modes"].append({"name": cell.name, "available": reason is None, "reason": reason})
+        report["variants"].append(
+            {"label": cell.label, "available": reason is None, "reason": reason}
+        )
         if reason is None:
             runnable.append(cell)
         else:
             skipped.append((cell, reason))
-            say(f"skip {cell.name}: {reason}")
+            say(f"skip {cell.label}: {reason}")
     saved_threads = torch.get_num_threads()
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -61,7 +63,7 @@ def run(
 def _run_workloads(report, config, device, runnable, skipped, mnist, say) -> None:
     name, peaks = report["device"], {}
     for workload in config.workloads:
-        names = ", ".join(c.name for c in runnable) if workload != "ladder" else "its own rungs"
+        names = ", ".join(c.label for c in runnable) if workload != "ladder" else "its own rungs"
         say(f"{workload}: {names}")
         start = time.perf_counter()
         if workload == "matmul":

@@ -3,7 +3,7 @@ step, with the GPU time split into matrix multiplications, attention and everyth
 share of the step in which the GPU runs no kernel at all (launch overhead, Python, the optimizer's
 host side).
 
-    python -m amp_course.bench.profile --modes fp32,bf16,bf16+compile+fused --out reports/...
+    python -m amp_course.bench.profile --variants fp32,bf16,bf16+compile+fused --out reports/...
 
 It answers the question the bench's MFU column raises: when a step reaches a small fraction of the
 peak, is the GPU busy with non-matmul kernels (element-wise work, layer norms, the optimizer), or
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -25,8 +26,8 @@ from torch.profiler import ProfilerActivity, profile
 from .. import data as _data
 from .. import models
 from ..device import pick_device
-from .configuration import Configuration
 from .trainer import Trainer, flags
+from .variant import Variant
 
 # Kernel names by family, matched in lower case. cuBLAS/CUTLASS GEMMs on Hopper appear as
 # nvjet_*, sm90_xmma_*, cutlass*gemm*; SDPA's kernels as flash_* / fmha_* / *attention*.
@@ -85,7 +86,7 @@ def split(result: dict) -> dict[str, float]:
 
 
 def profile_step(
-    configuration: Configuration,
+    variant: Variant,
     device,
     *,
     preset="b16",
@@ -94,8 +95,8 @@ def profile_step(
     warmup=5,
     **overrides,
 ) -> dict:
-    """Profile ``steps`` training steps of ViT ``preset`` in ``configuration`` (a matrix cell,
-    ``Configuration.parse("bf16+compile+fused")``) after ``warmup`` steps.
+    """Profile ``steps`` training steps of ViT ``preset`` in ``variant`` (a matrix cell,
+    ``Variant.parse("bf16+compile+fused")``) after ``warmup`` steps.
 
     Returns the step time without the profiler, the kernels' total time per step by family, the
     GPU's idle share of the step (None on a CPU, which runs no kernels), and the top kernels.
@@ -110,13 +111,13 @@ def profile_step(
         device=device,
     )
     batches = itertools.repeat((images, labels))
-    step = Trainer(device, lambda kind: model).step(configuration, batches)
+    step = Trainer(device, lambda kind: model).step(variant, batches)
 
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    with flags(configuration):
+    with flags(variant):
         for _ in range(warmup):  # compiles, cuBLAS heuristics, the allocator's pools
             step()
         sync()
@@ -128,6 +129,11 @@ def profile_step(
         activities = [ProfilerActivity.CPU] + (
             [ProfilerActivity.CUDA] if device.type == "cuda" else []
         )
+        # Kineto, torch.profiler's C++ tracer, writes its own lines to the process's stderr (a
+        # "profiler_start"/"profiler_stop" pair, and on a CUDA build without a GPU an ERROR that
+        # it found none), which a notebook shows under the cell. It reads KINETO_LOG_LEVEL when
+        # it starts tracing; 9 is above its every level. A level the user set is kept.
+        os.environ.setdefault("KINETO_LOG_LEVEL", "9")
         start = time.perf_counter()
         with profile(activities=activities) as prof:
             for _ in range(steps):
@@ -153,7 +159,7 @@ def profile_step(
     busy = sum(kernels.values())
     top = sorted(kernels.items(), key=lambda item: -item[1])[:12]
     return {
-        "mode": configuration.name,
+        "label": variant.label,
         "preset": preset,
         "batch": batch,
         "step_s": step_s,
@@ -168,9 +174,9 @@ def profile_step(
 
 
 def format_profile(result: dict) -> str:
-    """A short Markdown section for one profiled mode."""
+    """A short Markdown section for one profiled variant."""
     ms = result["step_s"] * 1e3
-    lines = [f"### {result['mode']} (ViT-{result['preset']}, batch {result['batch']})", ""]
+    lines = [f"### {result['label']} (ViT-{result['preset']}, batch {result['batch']})", ""]
     if result["kernel_s"] is None:
         parts = ", ".join(f"{name} {s * 1e3:.2f} ms" for name, s in split(result).items())
         lines.append(f"step {ms:.2f} ms; no device kernels (CPU run); profiled step: {parts}")
@@ -192,7 +198,7 @@ def format_profile(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m amp_course.bench.profile", description=__doc__)
-    parser.add_argument("--modes", default="fp32,bf16,bf16+compile+fused")
+    parser.add_argument("--variants", default="fp32,bf16,bf16+compile+fused")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--preset", default="b16")
     parser.add_argument("--batch", type=int, default=64)
@@ -200,13 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="folder for profile.json/.md")
     args = parser.parse_args(argv)
     try:
-        modes = [Configuration.parse(name) for name in args.modes.split(",")]
+        variants = [Variant.parse(label) for label in args.variants.split(",")]
     except ValueError as error:
         parser.error(str(error))
     device = pick_device(args.device)
     results = [
-        profile_step(mode, device, preset=args.preset, batch=args.batch, steps=args.steps)
-        for mode in modes
+        profile_step(variant, device, preset=args.preset, batch=args.batch, steps=args.steps)
+        for variant in variants
     ]
     text = "\n".join(format_profile(r) for r in results)
     print(text)
@@ -215,6 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "profile.json").write_text(json.dumps(results, indent=2) + "\n")
         (args.out / "profile.md").write_text(text)
     return 0
+
+
+def load(path: Path) -> list[dict]:
+    """A profile.json's results, each with its variant's ``label``. Files written before the
+    bench named variants by a label hold it under "mode": this is where they are read (their one
+    migration, as ``rows.Row.from_dict`` is bench.json's)."""
+    results = json.loads(Path(path).read_text())
+    return [{"label": r.get("label", r.get("mode")), **r} for r in results]
 
 
 if __name__ == "__main__":

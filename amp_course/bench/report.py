@@ -23,7 +23,7 @@ def format_report(report: dict) -> str:
         if not rows:
             continue
         if workload == "ladder":
-            precision = rows[0].configuration.precision.name
+            precision = rows[0].variant.precision.name
             lines += ["", f"== ladder ({precision}) ==", ladder_report.format_table(rows)]
             continue
         table = REPORT_TABLES["vit" if workload.startswith("vit_") else workload]
@@ -32,8 +32,8 @@ def format_report(report: dict) -> str:
 
 
 def _matmul_panel(ax, done: list[Row]) -> None:
-    for mode in dict.fromkeys(r.mode for r in done):
-        rows = [r for r in done if r.mode == mode]
+    for mode in dict.fromkeys(r.label for r in done):
+        rows = [r for r in done if r.label == mode]
         sizes, rates = [r.size for r in rows], [r.achieved_tflops for r in rows]
         (line,) = ax.plot(sizes, rates, "o-", label=mode)
         if rows[0].dense_peak_tflops:
@@ -53,7 +53,7 @@ def _matmul_panel(ax, done: list[Row]) -> None:
 
 def _bars(ax, rows: list[Row], key: str, title: str, ylabel: str, labels=None) -> None:
     ax.bar(range(len(rows)), [getattr(r, key) for r in rows])
-    labels = labels or [r.mode for r in rows]
+    labels = labels or [r.label for r in rows]
     ax.set_xticks(range(len(rows)), labels, rotation=30, ha="right", fontsize=8)
     ax.set(title=title, ylabel=ylabel)
 
@@ -66,7 +66,7 @@ def plot_report(report: dict, path: str | Path | None = None):
     matmul = [r for r in load(report, "matmul") if r.achieved_tflops is not None]
     mnist = [r for r in load(report, "mnist_cnn") if r.epoch_s is not None]
     vit = [r for w in ("vit_b16", "vit_l16") for r in load(report, w) if r.images_per_s is not None]
-    vit_labels = [f"{r.workload.removeprefix('vit_')} {r.mode}" for r in vit]
+    vit_labels = [f"{r.workload.removeprefix('vit_')} {r.label}" for r in vit]
     batches = [r for r in load(report, "max_batch") if r.max_batch is not None]
     panels = []  # one drawing function per workload with results
     if matmul:

@@ -1,11 +1,11 @@
-"""One row per measured configuration, for every workload and the ladder alike: what bench.json
+"""One row per measured variant, for every workload and the ladder alike: what bench.json
 stores (``to_dict``) and what every table, plot and results line renders from (``from_dict``).
 
 A row holds what was measured (every timed run's seconds, bytes, FLOPs, the peaks it is held
 against); what is derived from them (the median and quartiles, TFLOP/s, MFU, images/s, ratios) is
 computed here once, as torch.utils.benchmark's ``Measurement`` derives its median. Rows written by
-older versions load through one migration, ``from_dict`` (``OLD_KEYS``; no run times: the figures
-they stored)."""
+older versions load through one migration, ``from_dict`` (``OLD_KEYS``: the label was "mode", a
+ladder row's also "rung"; no run times: the figures they stored), documented in docs/gpu-run.md."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import precisions
 from ..flops import mfu
 from ..timing import quartiles_of
-from .configuration import Configuration
+from .variant import Variant
 
 # Keys of rows written before this type (the matrix's dicts and the ladder's rows): their names now.
 OLD_KEYS = {
@@ -27,23 +27,24 @@ OLD_KEYS = {
     "tflops": "achieved_tflops",
     "fraction_of_peak": "mfu",
     "memory_error": "memory_note",
-    "rung": "mode",
+    "rung": "label",
+    "mode": "label",
 }
-# The configuration's keys in bench.json (its name is the row's "mode").
-CONFIGURATION_KEYS = ("mode", "precision", "compile", "fused", "attention", "model", "batch")
+# The variant's keys in bench.json (its label is the row's).
+VARIANT_KEYS = ("label", "precision", "compile", "fused", "attention", "model", "batch")
 # Figures bench.json holds for its readers, derived again from the measured ones on loading.
 DERIVED = ("images_per_s", "epoch_s", "achieved_tflops", "mfu", "mfu_of_matmul")
 
 
 @dataclass(frozen=True)
 class Row:
-    """What ``configuration`` measured on ``workload``; ``skipped`` says why nothing was.
+    """What ``variant`` measured on ``workload``; ``skipped`` says why nothing was.
 
     Figures a workload does not measure stay None, and so do the figures derived from them.
     """
 
     workload: str  # "matmul", "mnist_cnn", "vit_b16", "vit_l16", "max_batch" or "ladder"
-    configuration: Configuration  # its batch is the row's (None: a matmul, a batch search)
+    variant: Variant  # its batch is the row's (None: a matmul, a batch search)
     size: int | None = None  # n of an n x n matmul
     median_s: float | None = None  # the step time (derived from times_s where the row has them)
     p25_s: float | None = None
@@ -75,13 +76,13 @@ class Row:
             object.__setattr__(self, name, value)  # a frozen row: its figures follow its runs
 
     @property
-    def mode(self) -> str:
-        """The configuration's name, as every table labels the row."""
-        return self.configuration.name
+    def label(self) -> str:
+        """The variant's label: the first column of every table."""
+        return self.variant.label
 
     @property
     def batch(self) -> int | None:
-        return self.configuration.batch
+        return self.variant.batch
 
     @property
     def timed(self) -> bool:
@@ -139,11 +140,11 @@ class Row:
         return self.peak_memory_bytes / baseline.peak_memory_bytes
 
     def to_dict(self) -> dict:
-        """The row as bench.json stores it: the configuration's keys, the measured figures and the
+        """The row as bench.json stores it: the variant's keys, the measured figures and the
         derived ones (for readers of the file); a key is absent, not None."""
-        c = self.configuration
-        names = (c.name, c.precision.name, c.compile, c.fused, c.attention, c.model, c.batch)
-        data = {"workload": self.workload, **dict(zip(CONFIGURATION_KEYS, names, strict=True))}
+        c = self.variant
+        names = (c.label, c.precision.name, c.compile, c.fused, c.attention, c.model, c.batch)
+        data = {"workload": self.workload, **dict(zip(VARIANT_KEYS, names, strict=True))}
         data |= {f.name: getattr(self, f.name) for f in fields(self)[2:]}
         data |= {key: getattr(self, key) for key in DERIVED}
         return {key: value for key, value in data.items() if value is not None}
@@ -152,28 +153,28 @@ class Row:
     def from_dict(cls, data: dict) -> Row:
         """A row from bench.json, this type's or an older writer's (``OLD_KEYS``); the derived
         figures it holds are derived again."""
-        # An old ladder row holds its rung twice ("rung" and "mode"): the mode's is kept.
+        # An old ladder row holds its label twice ("rung" and "mode"): the mode's is kept.
         data = {OLD_KEYS.get(k, k): v for k, v in data.items() if k != "rung" or "mode" not in data}
         _measured_from_derived(data)
-        mode, compile_mode = data["mode"], data.get("compile")
+        label, compile_mode = data["label"], data.get("compile")
         if isinstance(compile_mode, bool):  # an old matrix row's flag
             compile_mode = "default" if compile_mode else None
-        if "compile" not in data and "+compile" in mode:
+        if "compile" not in data and "+compile" in label:
             compile_mode = "default"
-        configuration = Configuration(
-            mode,
+        variant = Variant(
+            label,
             precisions.get(data["precision"]),
             compile_mode,
-            data.get("fused", "+fused" in mode),
+            data.get("fused", "+fused" in label),
             data.get("attention"),
             data.get("model", "course"),
             data.get("batch"),
         )
-        names = {f.name for f in fields(cls)} - {"workload", "configuration"}
-        row = cls(data["workload"], configuration, **{k: v for k, v in data.items() if k in names})
+        names = {f.name for f in fields(cls)} - {"workload", "variant"}
+        row = cls(data["workload"], variant, **{k: v for k, v in data.items() if k in names})
         # A row written before rows had a memory_note holds the allocator's peak for CUDA-graph
         # steps: a figure far below what they use, never to be shown.
-        note = configuration.memory_note
+        note = variant.memory_note
         if note and not row.skipped:
             row = replace(row, peak_memory_bytes=None, memory_note=note)
         return row
@@ -210,6 +211,6 @@ def matmul_peaks(rows: list[Row]) -> dict[str, float]:
     peaks: dict[str, float] = {}
     for row in rows:
         if row.workload == "matmul" and row.achieved_tflops is not None:
-            name = row.configuration.precision.name
+            name = row.variant.precision.name
             peaks[name] = max(peaks.get(name, 0.0), row.achieved_tflops)
     return peaks

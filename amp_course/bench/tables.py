@@ -41,7 +41,7 @@ class Table:
     columns: tuple[Column, ...]
     label_width: int | None = None  # text: None fits the longest label, with 2 spaces after it
     skipped_gap: str = ""  # text: between the label and "skipped: <why>"
-    label_of: Callable[[Row], str] = lambda row: row.mode
+    label_of: Callable[[Row], str] = lambda row: row.label
 
     def text(self, rows: list[Row]) -> str:
         """The rows as a fixed-width table; a skipped row says why instead of its cells."""

@@ -1,4 +1,4 @@
-"""The one trainer of every measured ``configuration.Configuration`` (the matrix's cells and the
+"""The one trainer of every measured ``variant.Variant`` (the matrix's cells and the
 ladder's rungs): it builds and steps them, times them round-robin and measures their peak
 memory by one definition."""
 
@@ -16,12 +16,12 @@ from .. import recipe, timing
 from ..attention import emulated_kernels, sdpa_context
 from ..memory import step_peak_memory
 from ..training import amp_step
-from .configuration import Configuration
+from .variant import Variant
 
 
 class Trainer:
     """One model per kind, one compiled wrapper per compile mode and attention kernel, one AdamW
-    per fused flag, shared by every configuration it steps; each step keeps its own scaler.
+    per fused flag, shared by every variant it steps; each step keeps its own scaler.
 
     Sharing keeps the memory of a 16-mode matrix, or of a ladder, at one model per kind.
     ``build(kind)`` makes the model of a kind ("course", "lean" or "timm").
@@ -39,31 +39,31 @@ class Trainer:
             self.models[kind] = self.build(kind).to(self.device)
         return self.models[kind]
 
-    def step(self, configuration: Configuration, batches: Iterator | None = None):
-        """One training step of ``configuration`` over the next of ``batches`` (None: one
-        synthetic batch of ``configuration.batch`` images, repeated)."""
-        model = self.model(configuration.model)
+    def step(self, variant: Variant, batches: Iterator | None = None):
+        """One training step of ``variant`` over the next of ``batches`` (None: one
+        synthetic batch of ``variant.batch`` images, repeated)."""
+        model = self.model(variant.model)
         model_fn = model
-        if configuration.compile:
-            key = (configuration.model, configuration.compile, configuration.attention)
+        if variant.compile:
+            key = (variant.model, variant.compile, variant.attention)
             if key not in self.compiled:
-                # Static shapes: a configuration at another batch compiles its own graph, never
+                # Static shapes: a variant at another batch compiles its own graph, never
                 # a dynamic-shape one.
-                self.compiled[key] = torch.compile(model, mode=configuration.compile, dynamic=False)
+                self.compiled[key] = torch.compile(model, mode=variant.compile, dynamic=False)
             model_fn = self.compiled[key]
-        key = (configuration.model, configuration.fused)
+        key = (variant.model, variant.fused)
         if key not in self.optimizers:
-            fused = configuration.fused or None
+            fused = variant.fused or None
             self.optimizers[key] = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
         if batches is None:
             images, labels = _data.synthetic_images(
-                configuration.batch, image_size=model_image_size(model), device=self.device
+                variant.batch, image_size=model_image_size(model), device=self.device
             )
             batches = itertools.repeat((images, labels))
-        recipe = configuration.recipe(self.device)
+        recipe = variant.recipe(self.device)
         inner = train_step(model_fn, self.optimizers[key], recipe, batches)
         # The rung's kernel, else on a rehearsed GPU the kernels it runs for the autocast dtype.
-        kernels = configuration.attention or emulated_kernels(self.device, recipe.autocast_dtype)
+        kernels = variant.attention or emulated_kernels(self.device, recipe.autocast_dtype)
         if kernels is None:
             return inner
 
@@ -76,22 +76,22 @@ class Trainer:
     def clear_state(self) -> None:
         clear_state(self.optimizers.values(), self.models.values(), self.device)
 
-    def peak_memory(self, configuration: Configuration, step) -> int | None:
-        """The bench's one peak-memory figure (``peak_memory``) of ``configuration``'s step."""
-        with flags(configuration):
-            model = self.model(configuration.model)
-            return peak_memory(self.clear_state, model, step, self.device, configuration)
+    def peak_memory(self, variant: Variant, step) -> int | None:
+        """The bench's one peak-memory figure (``peak_memory``) of ``variant``'s step."""
+        with flags(variant):
+            model = self.model(variant.model)
+            return peak_memory(self.clear_state, model, step, self.device, variant)
 
 
 @contextlib.contextmanager
-def flags(configuration: Configuration):
-    """The flags ``configuration`` runs under: TF32 matmuls where its precision's ``tf32_matmuls``
+def flags(variant: Variant):
+    """The flags ``variant`` runs under: TF32 matmuls where its precision's ``tf32_matmuls``
     says (tf32); and where it compiles,
     a ``FailOnRecompileLimitHit`` error instead of torch._dynamo's silent fallback: past its
     recompile limit (``torch._dynamo.config.recompile_limit``) dynamo runs the frame eager, and
-    a configuration named compiled would time eager code."""
-    with recipe.tf32(configuration.precision.tf32_matmuls):
-        if not configuration.compile:
+    a variant named compiled would time eager code."""
+    with recipe.tf32(variant.precision.tf32_matmuls):
+        if not variant.compile:
             yield
             return
         import torch._dynamo
@@ -101,7 +101,7 @@ def flags(configuration: Configuration):
 
 
 def recompile_limit_line(error: BaseException | str) -> str | None:
-    """What a configuration that passed the recompile limit measured (None: ``error``, or
+    """What a variant that passed the recompile limit measured (None: ``error``, or
     round_robin's "ErrorType: message", is something else)."""
     name = error.split(":")[0] if isinstance(error, str) else type(error).__name__
     if name != "FailOnRecompileLimitHit":
@@ -111,27 +111,27 @@ def recompile_limit_line(error: BaseException | str) -> str | None:
     limit = torch._dynamo.config.recompile_limit
     return (
         f"not timed: torch.compile passed torch._dynamo's recompile limit ({limit}) on this "
-        "model, so this configuration would have run eager"
+        "model, so this variant would have run eager"
     )
 
 
 def time_steps(
-    steps: dict[Configuration, Callable[[], object]],
+    steps: dict[Variant, Callable[[], object]],
     device,
     rounds: int,
     min_run_time: float,
     label: str,
 ) -> tuple[dict, dict]:
-    """Time ``steps`` round-robin, each under its configuration's flags; both dicts are keyed
+    """Time ``steps`` round-robin, each under its variant's flags; both dicts are keyed
     by the configurations' names (``timing.round_robin``'s measured and failed)."""
-    by_name = {c.name: c for c in steps}
+    by_label = {c.label: c for c in steps}
     return timing.round_robin(
-        {c.name: step for c, step in steps.items()},
+        {c.label: step for c, step in steps.items()},
         device=device,
         rounds=rounds,
         min_run_time=min_run_time,
         label=label,
-        context=lambda name: flags(by_name[name]),
+        context=lambda label: flags(by_label[label]),
     )
 
 
@@ -157,14 +157,12 @@ def clear_state(optimizers, models, device) -> None:
         torch.cuda.empty_cache()
 
 
-def peak_memory(
-    clear, model: torch.nn.Module, step, device, configuration: Configuration
-) -> int | None:
+def peak_memory(clear, model: torch.nn.Module, step, device, variant: Variant) -> int | None:
     """The one peak-memory figure of every bench row: the model's parameters plus one step's peak
     from a clean state (``clear()`` drops gradients and optimizer state; a warm-up step makes
     them again), so nothing else the process holds counts. None off CUDA and for steps run from
-    CUDA graphs (``Configuration.memory_note``)."""
-    if device.type != "cuda" or configuration.memory_note:
+    CUDA graphs (``Variant.memory_note``)."""
+    if device.type != "cuda" or variant.memory_note:
         return None
     clear()
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())

@@ -1,6 +1,6 @@
 """The matrix's workloads: a square matmul, the MNIST CNN, ViT training steps, the largest batch.
 
-Each ``bench_*`` takes the matrix's cells (``Configuration.matrix``) and returns one ``Row`` per
+Each ``bench_*`` takes the matrix's cells (``Variant.matrix``) and returns one ``Row`` per
 cell: what it measured, or ``skipped`` with a reason.
 """
 
@@ -18,9 +18,9 @@ from ..flops import count_step_flops
 from ..gpus import peak_tflops
 from ..memory import largest_batch
 from .config import MNIST_TRAIN_SIZE, BenchConfig
-from .configuration import Configuration
 from .rows import Row, timing_fields
 from .trainer import Trainer, flags, recompile_limit_line, time_steps
+from .variant import Variant
 
 
 def _time(steps: dict, config: BenchConfig, device, label: str) -> tuple[dict, dict]:
@@ -28,7 +28,7 @@ def _time(steps: dict, config: BenchConfig, device, label: str) -> tuple[dict, d
 
 
 def bench_matmul(
-    cells: list[Configuration], config: BenchConfig, device: torch.device, name: str
+    cells: list[Variant], config: BenchConfig, device: torch.device, name: str
 ) -> list[Row]:
     """Square matmul throughput per precision and size, against the published peak."""
     base = [c for c in cells if c.plain]  # compile/fused do not change a matmul
@@ -42,10 +42,10 @@ def bench_matmul(
             fns[c] = lambda a=a, b=b: torch.mm(a, b)
         measured, failed = _time(fns, config, device, f"matmul {size}")
         for c in base:
-            if c.name in failed:
-                rows.append(Row("matmul", c, size=size, skipped=failed[c.name]))
+            if c.label in failed:
+                rows.append(Row("matmul", c, size=size, skipped=failed[c.label]))
                 continue
-            stats = timing_fields(timing.summarise(measured[c.name]))
+            stats = timing_fields(timing.summarise(measured[c.label]))
             peak = peak_tflops(name, c.precision.name)
             rows.append(
                 Row("matmul", c, size, **stats, flops_per_step=2 * size**3, dense_peak_tflops=peak)
@@ -56,7 +56,7 @@ def bench_matmul(
 def _time_training(
     workload: str,
     trainer: Trainer,
-    cells: list[Configuration],
+    cells: list[Variant],
     config: BenchConfig,
     device,
     make_batches,
@@ -67,7 +67,7 @@ def _time_training(
 
 
 def bench_mnist_cnn(
-    cells: list[Configuration],
+    cells: list[Variant],
     config: BenchConfig,
     device: torch.device,
     mnist: _data.MnistData | None = None,
@@ -87,17 +87,17 @@ def bench_mnist_cnn(
     steps_per_epoch = math.ceil(MNIST_TRAIN_SIZE / batch)
     rows = []
     for c in cells:
-        if c.name in failed:
-            rows.append(Row("mnist_cnn", c, skipped=failed[c.name]))
+        if c.label in failed:
+            rows.append(Row("mnist_cnn", c, skipped=failed[c.label]))
             continue
-        stats = timing_fields(timing.summarise(measured[c.name]))
+        stats = timing_fields(timing.summarise(measured[c.label]))
         rows.append(Row("mnist_cnn", c, **stats, steps_per_epoch=steps_per_epoch))
     return rows
 
 
 def bench_vit(
     preset: str,
-    cells: list[Configuration],
+    cells: list[Variant],
     config: BenchConfig,
     device: torch.device,
     name: str,
@@ -127,8 +127,8 @@ def bench_vit(
     measured, failed = _time_training(workload, trainer, cells, config, device, make_batches)
     rows = []
     for c in cells:
-        if c.name in failed:
-            skipped = recompile_limit_line(failed[c.name]) or failed[c.name]
+        if c.label in failed:
+            skipped = recompile_limit_line(failed[c.label]) or failed[c.label]
             rows.append(Row(workload, c, skipped=skipped))
             continue
         memory, note = None, None
@@ -140,7 +140,7 @@ def bench_vit(
             Row(
                 workload,
                 c,
-                **timing_fields(timing.summarise(measured[c.name])),
+                **timing_fields(timing.summarise(measured[c.label])),
                 flops_per_step=flops_per_image * batch,
                 dense_peak_tflops=peak_tflops(name, c.precision.name),
                 matmul_peak_tflops=matmul_peaks.get(c.precision.name),
@@ -151,9 +151,7 @@ def bench_vit(
     return rows
 
 
-def bench_max_batch(
-    cells: list[Configuration], config: BenchConfig, device: torch.device
-) -> list[Row]:
+def bench_max_batch(cells: list[Variant], config: BenchConfig, device: torch.device) -> list[Row]:
     """The largest ViT-B/16 training batch that fits per precision (GPU only)."""
     base = [c for c in cells if c.plain]  # recompiling per size is too slow: eager cells only
     if device.type != "cuda":

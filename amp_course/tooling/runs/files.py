@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 
+from ...bench.profile import load as load_profile
 from ...bench.rows import load
 from ...executed import printed
 
@@ -77,12 +78,10 @@ def collect(folder: Path) -> dict:
     bench = bench_report(folder)
     if bench is None or "vit_b16" not in bench["results"]:
         raise FileNotFoundError(f"{folder} holds no bench*/bench.json with the ViT-B/16 matrix")
-    vit = {row.mode: row for row in load(bench, "vit_b16") if row.timed}
+    vit = {row.label: row for row in load(bench, "vit_b16") if row.timed}
     rows = {w: load(bench, w) for w in EAGER_WORKLOADS if w in bench["results"]}
-    profile = {
-        r["mode"]: r for r in json.loads((folder / "profile-vit_b16/profile.json").read_text())
-    }
-    batches = {r.mode: r.max_batch for r in rows.get("max_batch", []) if r.max_batch is not None}
+    profile = {r["label"]: r for r in load_profile(folder / "profile-vit_b16/profile.json")}
+    batches = {r.label: r.max_batch for r in rows.get("max_batch", []) if r.max_batch is not None}
     fp32, best = vit["fp32"], vit["bf16+compile+fused"]
     fits = {"fp32", "bf16"} <= set(batches)
     measured = {

@@ -74,7 +74,7 @@ def _other_lines(data: dict) -> list[str]:
             + ("" if fits is None else f"; bf16 fits {fits:.2f}x fp32's")
             + "."
         )
-    mnist = {row.mode: row for row in rows.get("mnist_cnn", []) if row.timed}
+    mnist = {row.label: row for row in rows.get("mnist_cnn", []) if row.timed}
     if "fp32" in mnist:
         base = mnist["fp32"].median_s
         lines.append(
@@ -93,7 +93,7 @@ def _other_lines(data: dict) -> list[str]:
     if matmul:
         by_size: dict[int, dict] = {}
         for row in matmul:
-            by_size.setdefault(row.size, {})[row.mode] = row
+            by_size.setdefault(row.size, {})[row.label] = row
 
         table = matmul_rates_table(by_size, precisions.NAMES)
         lines += [
@@ -114,14 +114,14 @@ def _other_lines(data: dict) -> list[str]:
 
 def _profile_lines(data: dict) -> list[str]:
     lines = []
-    for mode, result in data["profile"].items():
-        families, step = result["families_s"], data["vit"][mode].median_s
+    for label, result in data["profile"].items():
+        families, step = result["families_s"], data["vit"][label].median_s
         kernels = ", ".join(
             f"{name} {families.get(name, 0.0) * 1e3:.1f} ms"
             for name in ("matmul", "attention", "other")
         )
         lines.append(
-            f"- {mode}: {kernels} of kernels per step ({result['kernel_launches_per_step']:.0f} "
+            f"- {label}: {kernels} of kernels per step ({result['kernel_launches_per_step']:.0f} "
             f"launches), against the bench's {step * 1e3:.3g} ms step"
         )
     return lines
@@ -130,8 +130,8 @@ def _profile_lines(data: dict) -> list[str]:
 def _why_mfu(data: dict) -> str:
     """Why the MFU stays low, in figures from the profile (kernel time per step, in ms)."""
     ms = {
-        mode: {k: v * 1e3 for k, v in result["families_s"].items()}
-        for mode, result in data["profile"].items()
+        label: {k: v * 1e3 for k, v in result["families_s"].items()}
+        for label, result in data["profile"].items()
     }
     fp32, bf16, best = ms["fp32"], ms["bf16"], ms["bf16+compile+fused"]
     batch = data["vit"]["bf16"].batch

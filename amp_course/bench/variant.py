@@ -1,5 +1,7 @@
-"""What the bench measures: a ``Configuration`` (a precision plus options: the matrix's cells and
-the ladder's rungs alike), the one the trainer steps and a row records, and when one cannot run."""
+"""What the bench measures: a ``Variant`` (a precision plus options under a label: the matrix's
+cells and the ladder's rungs alike), the one the trainer steps and a row records, and when one
+cannot run. The label is the one word for what names a variant: a row's ``label``, the first
+column of every table (titled "mode" in the matrix's tables and "rung" in the ladder's)."""
 
 from __future__ import annotations
 
@@ -23,14 +25,14 @@ GRAPH_MEMORY_NOTE = (
 
 
 @dataclass(frozen=True)
-class Configuration:
-    """A precision (a row of ``ac.precisions``) plus options, under a name.
+class Variant:
+    """A precision (a row of ``ac.precisions``) plus options, under a label.
 
-    The matrix's cells are ``Configuration.matrix``'s ("bf16+compile+fused"); a ladder rung adds
+    The matrix's cells are ``Variant.matrix``'s ("bf16+compile+fused"); a ladder rung adds
     a torch.compile mode (the CUDA-graph ones too), an attention kernel, a batch or another model.
     """
 
-    name: str  # the matrix cell's name ("bf16+compile+fused") or the rung's ("+ CUDA graphs")
+    label: str  # the matrix cell's ("bf16+compile+fused") or the rung's ("+ CUDA graphs")
     precision: precisions.Precision
     compile: str | None = None  # a torch.compile mode ("default", "reduce-overhead"); None: eager
     fused: bool = False  # fused AdamW (one kernel for every parameter's update)
@@ -39,21 +41,21 @@ class Configuration:
     batch: int | None = None  # None: the workload's batches decide
 
     @classmethod
-    def matrix(cls, precision, compile: bool = False, fused: bool = False) -> Configuration:
+    def matrix(cls, precision, compile: bool = False, fused: bool = False) -> Variant:
         """A cell of the matrix: ``precision`` (a row, or a name ``precisions.get`` reads),
         compiled in torch.compile's default mode and with fused AdamW where asked."""
         precision = precisions.get(precision)
-        name = precision.name + ("+compile" if compile else "") + ("+fused" if fused else "")
-        return cls(name, precision, "default" if compile else None, fused)
+        label = precision.name + ("+compile" if compile else "") + ("+fused" if fused else "")
+        return cls(label, precision, "default" if compile else None, fused)
 
     @classmethod
-    def parse(cls, name: str) -> Configuration:
+    def parse(cls, label: str) -> Variant:
         """``"bf16+compile+fused"`` -> that matrix cell; ValueError naming the valid parts."""
-        precision, *options = name.split("+")
+        precision, *options = label.split("+")
         if precision not in precisions.NAMES or not set(options) <= {"compile", "fused"}:
             raise ValueError(
-                f"Unknown mode {name!r}: a precision ({', '.join(precisions.NAMES)}), optionally "
-                "followed by +compile and/or +fused."
+                f"Unknown variant {label!r}: a precision ({', '.join(precisions.NAMES)}), "
+                "optionally followed by +compile and/or +fused."
             )
         return cls.matrix(precision, compile="compile" in options, fused="fused" in options)
 
@@ -65,7 +67,7 @@ class Configuration:
 
     @property
     def memory_note(self) -> str | None:
-        """Why a step of this configuration gets no peak memory; None: it gets one."""
+        """Why a step of this variant gets no peak memory; None: it gets one."""
         # A replayed CUDA graph allocates nothing through the caching allocator: its activations
         # live in the graphs' private pool, which cudagraph trees share among every graph recorded
         # so far (earlier rungs' too), so neither the allocator's peak nor the pool's size is this
@@ -77,9 +79,7 @@ class Configuration:
         return AmpRecipe(device, self.precision)
 
 
-def skip_reason(
-    configuration: Configuration, device: torch.device, smoke: bool = False
-) -> str | None:
+def skip_reason(configuration: Variant, device: torch.device, smoke: bool = False) -> str | None:
     """Why ``configuration`` cannot run on ``device`` (None: it can).
 
     ``smoke``: a smoke run that compiles unasked (the ladder's): compiling on a CPU takes
