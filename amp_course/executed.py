@@ -62,9 +62,10 @@ def read_stamp(nb) -> dict:
 
 def printed(cell, streams=("stdout", "stderr")) -> str:
     """What a code cell of an executed notebook printed on ``streams``, in order (figures, rich
-    displays and errors aside)."""
+    displays and errors aside). The cell is an nbformat node or the file's JSON, where a stream's
+    text may be a list of lines."""
     return "".join(
-        output.get("text", "")
+        "".join(output.get("text", ""))
         for output in cell.get("outputs", [])
         if output.get("output_type") == "stream" and output.get("name") in streams
     )

@@ -19,8 +19,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
 from .executed import cells_differing, printed, read_stamp
 from .paths import GPU_REPORTS, NOTEBOOKS, ROOT
 
@@ -51,12 +49,21 @@ def gpu_reports(root: Path = ROOT, reports: Path | None = None) -> list[Path]:
     return [folder for folder, record in run_records(reports) if not record.get("emulated")]
 
 
-def read_copy(path: Path):
-    """The executed notebook at ``path`` and its stamp, or (None, None) if absent or unstamped."""
+def read_copy(path: Path, node: bool = True):
+    """The executed notebook at ``path`` and its stamp, or (None, None) if absent or unstamped.
+
+    ``node=False`` reads it as the plain JSON dict, without importing nbformat: its schema
+    validator pulls in jsonschema's format checkers, seconds of a lesson's run on a slow CPU for
+    one file the course wrote itself."""
     if not Path(path).exists():
         return None, None
     try:
-        nb = nbformat.read(path, as_version=4)
+        if node:
+            import nbformat
+
+            nb = nbformat.read(path, as_version=4)
+        else:
+            nb = json.loads(Path(path).read_text(encoding="utf-8"))
         return nb, read_stamp(nb)
     except (ValueError, OSError):
         return None, None
@@ -70,7 +77,7 @@ class Copy:
     path: Path
     stamp: dict = field(compare=False)
     folder: Path
-    nb: object = field(compare=False, repr=False)  # the nbformat node
+    nb: object = field(compare=False, repr=False)  # the nbformat node (or its JSON dict)
 
 
 def _passed(folder: Path, lesson: str) -> bool:
@@ -78,11 +85,12 @@ def _passed(folder: Path, lesson: str) -> bool:
     return any(r.get("notebook") == f"{lesson}.ipynb" and r.get("status") == "passed" for r in runs)
 
 
-def full_copies(lesson: str, folders: Iterable[Path]) -> Iterator[Copy]:
-    """``lesson``'s stamped full-mode copy in each of ``folders`` whose run passed it, in order."""
+def full_copies(lesson: str, folders: Iterable[Path], node: bool = True) -> Iterator[Copy]:
+    """``lesson``'s stamped full-mode copy in each of ``folders`` whose run passed it, in order
+    (``node``: as ``read_copy`` reads it)."""
     for folder in folders:
         path = folder / "notebooks" / f"{lesson}.ipynb"
-        nb, stamp = read_copy(path)
+        nb, stamp = read_copy(path, node)
         if stamp and stamp["mode"] == "full" and _passed(folder, lesson):
             yield Copy(lesson, path, stamp, folder, nb)
 
@@ -109,8 +117,14 @@ class CommittedOutput:
     same_code: bool  # whether that run's cell held the code the lesson holds now
 
 
-def _cell(nb, cell_id: str):
-    return next((c for c in nb.cells if c.get("id") == cell_id), None)
+def _cell(nb: dict, cell_id: str):
+    return next((c for c in nb["cells"] if c.get("id") == cell_id), None)
+
+
+def _source(cell: dict) -> str:
+    """A cell's source as one string (notebook JSON may store it as a list of lines)."""
+    source = cell["source"]
+    return source if isinstance(source, str) else "".join(source)
 
 
 def committed_outputs(
@@ -126,14 +140,14 @@ def committed_outputs(
     mark of a result, not of a "skipped" message)."""
     current = None
     if (notebooks / notebook).is_file():
-        current = _cell(nbformat.read(notebooks / notebook, as_version=4), cell_id)
+        current = _cell(json.loads((notebooks / notebook).read_text(encoding="utf-8")), cell_id)
     found = []
-    for copy in full_copies(Path(notebook).stem, gpu_reports(reports=reports)):
+    for copy in full_copies(Path(notebook).stem, gpu_reports(reports=reports), node=False):
         cell = _cell(copy.nb, cell_id)
         if cell is None or containing not in printed(cell):
             continue
         stamp = copy.stamp
         where = f"{stamp['device']}, torch {stamp['torch']}, {stamp['date'][:10]}"
-        same = current is not None and cell.source == current.source
+        same = current is not None and _source(cell) == _source(current)
         found.append(CommittedOutput(copy.folder.name, where, printed(cell), same))
     return found

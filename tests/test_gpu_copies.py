@@ -2,6 +2,8 @@
 labelled with the run, from the same copies the website and the GPU guide's results count."""
 
 import json
+import subprocess
+import sys
 
 import nbformat
 
@@ -72,3 +74,23 @@ def test_the_copies_no_other_reader_counts_are_not_shown(tmp_path):
 
 def test_no_committed_run_gives_nothing(tmp_path):
     assert gpu_copies.committed_outputs("09.ipynb", "c1", containing="x", reports=tmp_path) == []
+
+
+def test_a_cell_of_several_lines_is_the_same_code_and_a_lesson_reads_without_nbformat(tmp_path):
+    """Notebook files keep a multi-line source as a list of lines: compared whole. A lesson's
+    kernel reads the copies as plain JSON: importing nbformat (its schema validator pulls in
+    jsonschema's format checkers) cost seconds of lesson 09's run on a slow CPU."""
+    reports, notebooks = tmp_path / "reports", tmp_path / "notebooks"
+    code = "x = 1\nprint('FP8 / bf16', x)"
+    _notebook(notebooks / "09.ipynb", code, None, stamp=False)
+    _run(reports, "h100", code, "FP8 / bf16 1\n", date="2026-11-23")
+    assert isinstance(json.loads((notebooks / "09.ipynb").read_text())["cells"][0]["source"], list)
+    assert _found(reports, notebooks)[0] == [("h100", True)]
+    probe = (
+        "import sys, pathlib; from amp_course import gpu_copies; "
+        f"found = gpu_copies.committed_outputs('09.ipynb', 'c1', containing='FP8', "
+        f"reports=pathlib.Path({str(reports)!r}), notebooks=pathlib.Path({str(notebooks)!r})); "
+        "print(len(found), 'nbformat' in sys.modules, 'jsonschema' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.split() == ["1", "False", "False"], done.stdout + done.stderr
