@@ -148,3 +148,41 @@ def test_no_module_or_lesson_spells_a_capability_rule_of_its_own():
         for match in CAPABILITY_LITERAL.finditer(text)
     ]
     assert not found
+
+
+# A GPU's memory written as a number where a lesson or module names it: GPU_MEMORY_GIB = 80,
+# GPU_SIZES_GIB = (40, 48, 80), memory_gb=16; not a unit (GIB = 2**30).
+MEMORY_LITERAL = re.compile(r"\b\w*(?:GIB|GB|gib|gb)\w*\s*=\s*[(\[]?\s*\d+\b(?!\s*\*\*)")
+
+
+def _course_sources() -> dict[Path, str]:
+    """Every module but the table itself, and every lesson's code."""
+    package = ROOT / "amp_course"
+    sources = {path: path.read_text() for path in package.rglob("*.py") if path.name != "gpus.py"}
+    return sources | {path: _notebook_code(path) for path in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+def test_no_module_exercise_or_lesson_types_a_figure_of_the_gpu_table():
+    """Peaks, bandwidths and memory sizes are read from ac.gpus, exercises included. 2.0 (the H100
+    PCIe's TB/s) is left out of the search: it is every other constant's value too."""
+    figures = {
+        str(value)
+        for gpu in gpus.GPUS.values()
+        for value in (*gpu.peak_tflops.values(), gpu.bandwidth_tbs)
+    } - {"2.0"}
+    typed = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, figures)) + r")(?![\w.])")
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path, text in _course_sources().items()
+        for pattern in (typed, MEMORY_LITERAL)
+        for match in pattern.finditer(text)
+    ]
+    assert not found
+
+
+def test_the_patterns_find_what_a_lesson_would_type():
+    """The search above is not vacuous: the forms the course used to type are found."""
+    assert MEMORY_LITERAL.search("GPU_SIZES_GIB = (40, 48, 80)")
+    assert MEMORY_LITERAL.search("GPU_MEMORY_GIB = 80")
+    assert not MEMORY_LITERAL.search("GPU_MEMORY_GIB = ac.gpus.SCENARIO.memory_gb")
+    assert not MEMORY_LITERAL.search("GIB = 2**30")
