@@ -31,7 +31,7 @@ __all__ = [
     "flops",
     "formats",
     "fp8_recipes",
-    "gpu_copies",
+    "gpu_runs",
     "gpus",
     "inspector",
     "lesson",

@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from amp_course.executed import printed
 from amp_course.lesson import SETUP_CELL
+from amp_course.tooling.executed import printed
 
 CHECK_CELL = """
 import amp_course, pathlib

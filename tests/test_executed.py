@@ -7,8 +7,8 @@ import nbformat
 import pytest
 import torch
 
-from amp_course import executed
 from amp_course.device import device_name
+from amp_course.tooling import executed
 from amp_course.tooling.runs import execute
 
 

@@ -7,7 +7,8 @@ import sys
 
 import nbformat
 
-from amp_course import gpu_copies
+from amp_course import gpu_runs
+from amp_course.tooling import gpu_copies
 
 STAMP = {
     "device": "NVIDIA H100 80GB HBM3",
@@ -40,7 +41,7 @@ def _run(reports, name, source, printed, *, date, status="passed", report="ok", 
 
 
 def _found(reports, notebooks):
-    found = gpu_copies.committed_outputs(
+    found = gpu_runs.committed_outputs(
         "09.ipynb", "c1", containing="FP8 / bf16", reports=reports, notebooks=notebooks
     )
     return [(f.run, f.same_code) for f in found], found
@@ -73,7 +74,7 @@ def test_the_copies_no_other_reader_counts_are_not_shown(tmp_path):
 
 
 def test_no_committed_run_gives_nothing(tmp_path):
-    assert gpu_copies.committed_outputs("09.ipynb", "c1", containing="x", reports=tmp_path) == []
+    assert gpu_runs.committed_outputs("09.ipynb", "c1", containing="x", reports=tmp_path) == []
 
 
 def test_a_cell_of_several_lines_is_the_same_code_and_a_lesson_reads_without_nbformat(tmp_path):
@@ -87,8 +88,8 @@ def test_a_cell_of_several_lines_is_the_same_code_and_a_lesson_reads_without_nbf
     assert isinstance(json.loads((notebooks / "09.ipynb").read_text())["cells"][0]["source"], list)
     assert _found(reports, notebooks)[0] == [("h100", True)]
     probe = (
-        "import sys, pathlib; from amp_course import gpu_copies; "
-        f"found = gpu_copies.committed_outputs('09.ipynb', 'c1', containing='FP8', "
+        "import sys, pathlib; from amp_course import gpu_runs; "
+        f"found = gpu_runs.committed_outputs('09.ipynb', 'c1', containing='FP8', "
         f"reports=pathlib.Path({str(reports)!r}), notebooks=pathlib.Path({str(notebooks)!r})); "
         "print(len(found), 'nbformat' in sys.modules, 'jsonschema' in sys.modules)"
     )

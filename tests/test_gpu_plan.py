@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from amp_course import cli, emulation
-from amp_course.executed import STAMP_KEY, cells_differing
-from amp_course.gpu_copies import gpu_reports
 from amp_course.paths import lesson_notebooks
+from amp_course.tooling.executed import STAMP_KEY, cells_differing
+from amp_course.tooling.gpu_copies import gpu_reports
 from amp_course.tooling.runs import gpu, gpu_smoke, parts, plan, results, run_parts
 
 DEVICE = "GPU X"

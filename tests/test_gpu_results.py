@@ -12,8 +12,8 @@ from conftest import ROOT
 from amp_course import cli
 from amp_course.bench.rows import Row
 from amp_course.bench.variant import Variant
-from amp_course.executed import read_stamp
 from amp_course.paths import GPU_GUIDE, lesson_notebooks
+from amp_course.tooling.executed import read_stamp
 from amp_course.tooling.runs import files, parts, results
 
 RUNS = sorted(p.parent for p in (ROOT / "reports" / "gpu").glob("*/report.json"))

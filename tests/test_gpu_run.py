@@ -42,7 +42,7 @@ def test_lessons_run_with_their_parameters_and_nbval_judges_each_copy(tmp_path):
     # Two small lessons stand in for the course's (tests/test_notebooks.py executes those).
     import nbformat
 
-    from amp_course.executed import read_stamp
+    from amp_course.tooling.executed import read_stamp
 
     parameters = nbformat.v4.new_code_cell('SMOKE = False\nDEVICE = "auto"\nAMP_DTYPE = "auto"')
     parameters.metadata["tags"] = ["parameters"]

@@ -15,7 +15,7 @@ from conftest import NOTEBOOKS, has_tag, run_tagged
 from torch.utils.data import TensorDataset
 
 import amp_course as ac
-from amp_course.executed import printed
+from amp_course.tooling.executed import printed
 
 LESSON = "00_scenario"
 NOTEBOOK = next(p for p in NOTEBOOKS if p.stem == LESSON)
@@ -105,7 +105,7 @@ def test_on_a_cpu_the_lesson_counts_what_the_committed_h100_runs_measured():
     course's committed H100 runs of the same cell printed from real tensors."""
     runs = [
         run
-        for run in ac.gpu_copies.committed_outputs(
+        for run in ac.gpu_runs.committed_outputs(
             f"{LESSON}.ipynb", "bbee85af", containing="MiB of activations per image"
         )
         if ac.gpus.lookup(run.where.split(",")[0]) is ac.gpus.GPUS[ac.memory.DEFAULT_GPU]

@@ -13,7 +13,7 @@ import re
 import pytest
 from conftest import NOTEBOOKS, has_tag, notebook, tagged
 
-from amp_course.executed import printed
+from amp_course.tooling.executed import printed
 
 IDS = [p.stem for p in NOTEBOOKS]
 CHECK_CALL = re.compile(r"\bexercises\.check\(")

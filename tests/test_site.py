@@ -33,9 +33,9 @@ from conftest import (
 )
 
 from amp_course.bench import plot_report
-from amp_course.executed import STAMP_KEY
 from amp_course.quiz import Quiz
 from amp_course.tooling import website
+from amp_course.tooling.executed import STAMP_KEY
 from amp_course.tooling.runs.execute import prepare
 from amp_course.tooling.website import guides, pages
 from amp_course.tooling.website.build import write_sources

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from conftest import ROOT, tagged
 
-from amp_course.executed import printed
+from amp_course.tooling.executed import printed
 
 LESSON = ROOT / "notebooks" / "01_number_formats.ipynb"
 

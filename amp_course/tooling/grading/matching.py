@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...executed import STAMP_KEY
+from ..executed import STAMP_KEY
 
 # The course's notebook metadata entry (the executed copies' stamp lives there too), holding
 # {"lesson": <the lesson's id>} in every lesson.

@@ -1,8 +1,8 @@
 """The course's one notebook executor, for every run of a lesson: the tests' smoke run, the smoke
 benchmark, the CUDA smoke pass and the GPU run. A lesson is written out with its exercise blanks
 holding the reference solutions, or left as a learner gets them (``prepare``); papermill executes
-it with the figures inline and the copy is stamped (``run_lesson``, ``amp_course.executed``), or
-nbval executes it in a fresh interpreter (``run_nbval``). The website shows the stamped copies.
+it with the figures inline and the copy is stamped (``run_lesson``, ``tooling.executed``), or nbval
+executes it in a fresh interpreter (``run_nbval``). The website shows the stamped copies.
 
 Two other ways of running a notebook's code are deliberately not this one: the grader's kernel
 (``tooling.grading.kernel``) runs a learner's untrusted notebook in a sandbox, swaps probes in
@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ...executed import stamp
 from ...paths import NOTEBOOKS, ROOT
+from ..executed import stamp
 
 # ipykernel draws figures inline only when MPLBACKEND is unset; a caller running with Agg (the
 # tests, `make gpu`) would otherwise leave the executed copies without their figures.

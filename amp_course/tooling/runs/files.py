@@ -21,7 +21,7 @@ import nbformat
 
 from ...bench.profile import load as load_profile
 from ...bench.rows import load
-from ...executed import printed
+from ..executed import printed
 
 
 def printed_text(notebook: Path) -> str:

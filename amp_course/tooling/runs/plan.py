@@ -4,7 +4,7 @@ each part's minutes, and the parts that fit a loan's minutes run and merged into
 
 A GPU is lent for minutes at a time, so the course's run is built from parts made by different
 loans, possibly on different days and devices. What is done is read from every committed run
-folder under ``reports/gpu/`` (``amp_course.gpu_copies``): a lesson is done when a
+folder under ``reports/gpu/`` (``amp_course.tooling.gpu_copies``): a lesson is done when a
 passing full-mode copy ran it as it is now. Each part runs tagged ``<name>-<date>`` (its
 ``report-<tag>.json``), and ``parts.merge_reports`` merges it into its folder.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import nbformat
 
-from ...gpu_copies import full_copies, run_records, up_to_date
 from ...paths import GPU_REPORTS, ROOT, lesson_notebooks
+from ..gpu_copies import full_copies, run_records, up_to_date
 from . import gpu_smoke
 
 # The fp16 pass (docs/gpu-run.md, "fp16 pass"): the lessons whose fp16 recipe a Colab T4 runs, with

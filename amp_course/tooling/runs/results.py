@@ -17,9 +17,9 @@ from pathlib import Path
 from ... import precisions
 from ...bench import ladder_report
 from ...bench.tables import matmul_rates_table, vit_speedup_table
-from ...gpu_copies import full_copies, gpu_reports
 from ...paths import GPU_GUIDE, ROOT, lesson_notebooks
 from ...timing import format_time
+from ..gpu_copies import full_copies, gpu_reports
 from .files import EAGER_WORKLOADS, checked_output_cells, collect
 
 BEGIN = "<!-- gpu-results: begin (amp-course gpu-results writes this section) -->"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import nbformat
 
-from ...gpu_copies import full_copies
 from ...paths import NOTEBOOKS, README, ROOT
 from ...paths import SITE as SITE_DIR
+from ..gpu_copies import full_copies
 from . import guides, pages
 from .gpu_page import figure_png, gpu_markdown
 from .sources import Source, gpu_reports, select_all

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nbformat
 
-from ...executed import cells_differing
 from ...paths import NOTEBOOKS, ROOT
+from ..executed import cells_differing
 from ..runs.files import bench_report
 from ..runs.results import results_markdown
 from . import pages

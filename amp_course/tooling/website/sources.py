@@ -11,9 +11,9 @@ from pathlib import Path
 
 import nbformat
 
-from ...executed import cells_differing
-from ...gpu_copies import full_copies, gpu_reports, read_copy, up_to_date
 from ...paths import EXECUTED, NOTEBOOKS, ROOT, lesson_notebooks
+from ..executed import cells_differing
+from ..gpu_copies import full_copies, gpu_reports, read_copy, up_to_date
 
 
 class MissingExecutedCopy(FileNotFoundError):

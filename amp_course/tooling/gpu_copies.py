@@ -1,15 +1,15 @@
 """The course's committed GPU runs under ``reports/gpu/``, read in one place: their folders, newest
-first, each lesson's executed copies in them, and what a cell printed there.
+first, and each lesson's executed copies in them.
 
 A lesson's copy in a run counts when the run is a GPU's own (a rehearsal of a smaller GPU, ``ac.
 emulation``, is left out: its outputs are neither the GPU it ran on nor the one it rehearsed),
 its report.json is readable (an interrupted run's copies are not trusted), the copy is stamped in
 full mode and the run passed the lesson. The website picks the copy a lesson's page shows from
 here, the GPU guide's results (docs/gpu-run.md) say where each lesson's copy comes from, the GPU
-run's plan what a run of the current notebooks still lacks, and a lesson on a machine that cannot
-run a cell (no FP8 tensor cores, say) shows what the same cell printed in such a copy
-(``committed_outputs``), labelled with the run's device and versions, never typed into the lesson.
-Copies exist in a checkout or a Colab clone; an installed wheel carries none.
+run's plan what a run of the current notebooks still lacks, and a lesson that cannot run a cell
+here shows what the same cell printed in such a copy (``amp_course.gpu_runs``, the one learner-
+facing call on this reader). Copies exist in a checkout or a Colab clone; an installed wheel
+carries none.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .executed import cells_differing, printed, read_stamp
-from .paths import GPU_REPORTS, NOTEBOOKS, ROOT
+from ..paths import GPU_REPORTS, ROOT
+from .executed import cells_differing, read_stamp
 
 
 def run_records(reports: Path) -> list[tuple[Path, dict]]:
@@ -105,49 +105,3 @@ def up_to_date(committed, copies: Iterable[Copy]) -> tuple[Copy | None, tuple[Co
             return copy, stale
         stale = stale or (copy, changed)
     return None, stale
-
-
-@dataclass
-class CommittedOutput:
-    """What one cell printed in one committed GPU run."""
-
-    run: str  # the run's folder under reports/gpu/
-    where: str  # the device and torch version the run's stamp names
-    text: str  # the cell's printed output
-    same_code: bool  # whether that run's cell held the code the lesson holds now
-
-
-def _cell(nb: dict, cell_id: str):
-    return next((c for c in nb["cells"] if c.get("id") == cell_id), None)
-
-
-def _source(cell: dict) -> str:
-    """A cell's source as one string (notebook JSON may store it as a list of lines)."""
-    source = cell["source"]
-    return source if isinstance(source, str) else "".join(source)
-
-
-def committed_outputs(
-    notebook: str,
-    cell_id: str,
-    *,
-    containing: str,
-    reports: Path = ROOT / GPU_REPORTS,
-    notebooks: Path = ROOT / NOTEBOOKS,
-) -> list[CommittedOutput]:
-    """The printed output of cell ``cell_id`` of ``notebook`` in each GPU run's copy of it
-    (``full_copies`` of ``gpu_reports``, newest first) whose output contains ``containing`` (the
-    mark of a result, not of a "skipped" message)."""
-    current = None
-    if (notebooks / notebook).is_file():
-        current = _cell(json.loads((notebooks / notebook).read_text(encoding="utf-8")), cell_id)
-    found = []
-    for copy in full_copies(Path(notebook).stem, gpu_reports(reports=reports), node=False):
-        cell = _cell(copy.nb, cell_id)
-        if cell is None or containing not in printed(cell):
-            continue
-        stamp = copy.stamp
-        where = f"{stamp['device']}, torch {stamp['torch']}, {stamp['date'][:10]}"
-        same = current is not None and _source(cell) == _source(current)
-        found.append(CommittedOutput(copy.folder.name, where, printed(cell), same))
-    return found

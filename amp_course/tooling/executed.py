@@ -18,8 +18,8 @@ def stamp_record(device, smoke: bool) -> dict:
     rehearsed if the run was emulated."""
     import torch
 
-    from .device import describe_hardware, device_name
-    from .emulation import active
+    from ..device import describe_hardware, device_name
+    from ..emulation import active
 
     device = torch.device(device)
     record = {
