@@ -52,10 +52,11 @@ def committed_outputs(
     found = []
     for copy in full_copies(Path(notebook).stem, gpu_reports(reports=reports), node=False):
         cell = _cell(copy.nb, cell_id)
-        if cell is None or containing not in printed(cell):
+        text = "" if cell is None else printed(cell)
+        if containing not in text:
             continue
         stamp = copy.stamp
         where = f"{stamp['device']}, torch {stamp['torch']}, {stamp['date'][:10]}"
         same = current is not None and _source(cell) == _source(current)
-        found.append(CommittedOutput(copy.folder.name, where, printed(cell), same))
+        found.append(CommittedOutput(copy.folder.name, where, text, same))
     return found

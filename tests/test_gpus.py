@@ -132,19 +132,25 @@ def _notebook_code(path: Path) -> str:
     return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
 
 
-def test_no_module_or_lesson_spells_a_capability_rule_of_its_own():
-    """Every capability question reads ac.gpus. The exercises are left out: their graders ask
-    about made-up GPUs, and a reference solution is the rule a learner writes by hand."""
+def _course_sources(exercises: bool = True) -> dict[Path, str]:
+    """Every module but the table itself (the exercise checks too, if ``exercises``), and every
+    lesson's code."""
     package = ROOT / "amp_course"
     sources = {
         path: path.read_text()
         for path in package.rglob("*.py")
-        if path.name != "gpus.py" and "exercises" not in path.relative_to(package).parts
+        if path.name != "gpus.py"
+        and (exercises or "exercises" not in path.relative_to(package).parts)
     }
-    sources |= {path: _notebook_code(path) for path in (ROOT / "notebooks").glob("*.ipynb")}
+    return sources | {path: _notebook_code(path) for path in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+def test_no_module_or_lesson_spells_a_capability_rule_of_its_own():
+    """Every capability question reads ac.gpus. The exercises are left out: their graders ask
+    about made-up GPUs, and a reference solution is the rule a learner writes by hand."""
     found = [
         f"{path.relative_to(ROOT)}: {match.group(0)}"
-        for path, text in sources.items()
+        for path, text in _course_sources(exercises=False).items()
         for match in CAPABILITY_LITERAL.finditer(text)
     ]
     assert not found
@@ -153,13 +159,6 @@ def test_no_module_or_lesson_spells_a_capability_rule_of_its_own():
 # A GPU's memory written as a number where a lesson or module names it: GPU_MEMORY_GIB = 80,
 # GPU_SIZES_GIB = (40, 48, 80), memory_gb=16; not a unit (GIB = 2**30).
 MEMORY_LITERAL = re.compile(r"\b\w*(?:GIB|GB|gib|gb)\w*\s*=\s*[(\[]?\s*\d+\b(?!\s*\*\*)")
-
-
-def _course_sources() -> dict[Path, str]:
-    """Every module but the table itself, and every lesson's code."""
-    package = ROOT / "amp_course"
-    sources = {path: path.read_text() for path in package.rglob("*.py") if path.name != "gpus.py"}
-    return sources | {path: _notebook_code(path) for path in (ROOT / "notebooks").glob("*.ipynb")}
 
 
 def test_no_module_exercise_or_lesson_types_a_figure_of_the_gpu_table():
