@@ -38,6 +38,10 @@ from amp_course.tooling.grading import matching, sandbox
 # A hang guard, not a speed test (the grading run takes about 35 s here): the submissions' own
 # timeouts must end every planted hang, and if they did not, the run's fixture would never return.
 pytestmark = pytest.mark.timeout(900)
+# Seconds per cell. Frank's endless loop keeps a core busy until it runs out, in each run that
+# grades him; an honest submission's whole kernel takes under 5 s on a 2-core CPU rehearsing AVX2
+# with two other busy processes, so a slower machine still has room.
+CELL_TIMEOUT = "10"
 SANDBOXED = sandbox.bwrap_works() is None  # else `--sandbox auto` grades without one
 CHECKOUT = str(sandbox.PACKAGE.parent)  # the course the grader runs from
 
@@ -226,7 +230,7 @@ def _grade(subs, key, out, masters, *options):
     with contextlib.redirect_stdout(printed):
         code = cli.main(
             ["grade", str(subs), "--key", str(key), "--out", str(out), "--masters", str(masters)]
-            + ["--cell-timeout", "20", "--timeout", "120", *options]
+            + ["--cell-timeout", CELL_TIMEOUT, "--timeout", "120", *options]
         )
     with open(out, newline="") as handle:
         return code, list(csv.DictReader(handle)), printed.getvalue()
@@ -341,20 +345,31 @@ def _documented_pytest_command() -> list[str]:
     return shlex.split(block.replace("\\\n", " "))
 
 
+# The submissions the pytest route grades again: those whose danger is pytest's own (a planted
+# conftest.py, pytest.py and amp_course package: bob; a printed pass and a forged report.xml:
+# gina), what pytest must not collect or follow (a corrupt notebook: hank; corrupt answers: dave;
+# links: kim), an endless loop (frank), writes outside the scratch folder (vera) and honest work
+# (alice). The other attacks go to the same grading kernel by either route, and `run` grades them.
+ROUTED = ("alice", "bob", "dave", "frank", "gina", "hank", "kim", "vera")
+
+
 @pytest.fixture(scope="module")
 def routed(run, tmp_path_factory):
-    """The crafted submissions graded again, by the documented pytest command in a fresh clone
-    of the course, with the grading run's options added to its --amp-grade."""
+    """ROUTED's submissions, as `run` graded them, graded again by the documented pytest command
+    in a fresh clone of the course, with the grading run's options added to its --amp-grade."""
     root = tmp_path_factory.mktemp("routed")
     clone = clone_checkout(root)
+    subs = root / "submissions"
+    for student in ROUTED:  # kim's links still name alice's files in run's folder
+        shutil.copytree(run["subs"] / student, subs / student, symlinks=True)
     argv = _documented_pytest_command()
     assert argv[:2] == ["pytest", "--nbval-lax"], argv
-    argv[argv.index("SUBMISSIONS_DIR")] = str(run["subs"])
+    argv[argv.index("SUBMISSIONS_DIR")] = str(subs)
     grade = argv.index("--amp-grade") + 1
     options = shlex.split(argv[grade])
     options[options.index("--key") + 1] = str(run["key"])
     options[options.index("--out") + 1] = str(root / "gradebook.csv")
-    options += ["--masters", str(run["root"] / "masters"), "--cell-timeout", "20"]
+    options += ["--masters", str(run["root"] / "masters"), "--cell-timeout", CELL_TIMEOUT]
     argv[grade] = shlex.join([*options, "--timeout", "120"])
     done = subprocess.run(
         [sys.executable, "-m", *argv, "-p", "no:cacheprovider", "-q", "-rN"],
@@ -366,22 +381,29 @@ def routed(run, tmp_path_factory):
     )
     with open(root / "gradebook.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return {"done": done, "rows": rows, "clone": clone}
+    return {"done": done, "rows": rows, "clone": clone, "subs": subs}
 
 
-def _where_the_course_is_left_out(rows, course) -> list[dict]:
-    """Rows with the course's own folder written as <course>: a check that names a file of the
-    course names it in the checkout that graded."""
-    return [{k: v.replace(str(course), "<course>") for k, v in row.items()} for row in rows]
+def _where_the_folders_are_left_out(rows, course, subs) -> list[dict]:
+    """Rows with the course's own folder written as <course> and the submissions' as <subs>: a
+    check that names a file of the course names it in the checkout that graded, and a message
+    about a submitted file names it where it was graded."""
+
+    def left_out(value):
+        return value.replace(str(course), "<course>").replace(str(subs), "<subs>")
+
+    return [{k: left_out(v) for k, v in row.items()} for row in rows]
 
 
 def test_the_pytest_route_gives_the_same_gradebook_and_a_test_per_item(run, routed):
-    """Tampering, hidden inputs, timeouts, links: every crafted submission's rows are the ones
+    """Tampering, hidden inputs, timeouts, links: every routed submission's rows are the ones
     `amp-course grade` wrote, and pytest reports each row as a test."""
     done, rows = routed["done"], routed["rows"]
-    assert _where_the_course_is_left_out(rows, routed["clone"]) == _where_the_course_is_left_out(
-        run["rows"], ROOT
-    )
+    graded = [r for r in run["rows"] if r["student"] in ROUTED]
+    assert {r["student"] for r in graded} == set(ROUTED)
+    assert _where_the_folders_are_left_out(
+        rows, routed["clone"], routed["subs"]
+    ) == _where_the_folders_are_left_out(graded, ROOT, run["subs"])
     lost = [r for r in rows if float(r["points"]) == 0]
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     summary = done.stdout.strip().splitlines()[-1]
