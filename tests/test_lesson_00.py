@@ -82,7 +82,8 @@ def test_printed_step_counts_are_what_ran_when_the_lesson_asks_for_more_data(mon
     )
     monkeypatch.setattr(ac.data, "load_mnist", lambda *args, **kwargs: tiny)
     ns = run_tagged(LESSON, "parameters", namespace={"ac": ac})
-    ns.update(SMOKE=True, DEVICE="cpu", NUM_TRAIN=1000, AMP_SMOKE_STEPS=3)
+    # One AMP step: the counts under test are fp32's, and an emulated bf16 step costs a second.
+    ns.update(SMOKE=True, DEVICE="cpu", NUM_TRAIN=1000, AMP_SMOKE_STEPS=1)
     with pytest.warns(ac.data.ShortDataWarning, match="Asked for 1000 training digits.* holds 300"):
         run_tagged(LESSON, "settings", "mnist-recipe", "mnist-train", namespace=ns)
     printed = capsys.readouterr().out
