@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .paths import GPU_REPORTS, NOTEBOOKS, ROOT
-from .tooling.executed import printed
+from .tooling.executed import cell_source, printed
 from .tooling.gpu_copies import full_copies, gpu_reports
 
 
@@ -27,12 +27,6 @@ class CommittedOutput:
 
 def _cell(nb: dict, cell_id: str):
     return next((c for c in nb["cells"] if c.get("id") == cell_id), None)
-
-
-def _source(cell: dict) -> str:
-    """A cell's source as one string (notebook JSON may store it as a list of lines)."""
-    source = cell["source"]
-    return source if isinstance(source, str) else "".join(source)
 
 
 def committed_outputs(
@@ -57,6 +51,6 @@ def committed_outputs(
             continue
         stamp = copy.stamp
         where = f"{stamp['device']}, torch {stamp['torch']}, {stamp['date'][:10]}"
-        same = current is not None and _source(cell) == _source(current)
+        same = current is not None and cell_source(cell) == cell_source(current)
         found.append(CommittedOutput(copy.folder.name, where, text, same))
     return found

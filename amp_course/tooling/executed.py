@@ -60,6 +60,15 @@ def read_stamp(nb) -> dict:
     return dict(record)
 
 
+def cell_source(cell) -> str:
+    """A cell's source as one string: the file's JSON may store it as a list of lines, and a
+    learner's hand-edited file as anything else (then its text, never an exception)."""
+    source = cell.get("source", "")
+    if isinstance(source, str):
+        return source
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
 def printed(cell, streams=("stdout", "stderr")) -> str:
     """What a code cell of an executed notebook printed on ``streams``, in order (figures, rich
     displays and errors aside). The cell is an nbformat node or the file's JSON, where a stream's

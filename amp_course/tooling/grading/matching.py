@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..executed import STAMP_KEY
+from ..executed import STAMP_KEY, cell_source
 
 # The course's notebook metadata entry (the executed copies' stamp lives there too), holding
 # {"lesson": <the lesson's id>} in every lesson.
@@ -65,9 +65,7 @@ def _answered(notebook: dict | None, blanks: dict[str, str]) -> int:
         exercise = (cell.get("metadata") or {}).get("exercise") if isinstance(cell, dict) else None
         name = exercise.get("name") if isinstance(exercise, dict) else None
         if name in blanks:
-            source = cell.get("source", "")
-            source = "".join(source) if isinstance(source, list) else str(source)
-            count += source.strip() != blanks[name].strip()
+            count += cell_source(cell).strip() != blanks[name].strip()
     return count
 
 
