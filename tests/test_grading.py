@@ -349,7 +349,8 @@ def _documented_pytest_command() -> list[str]:
 # conftest.py, pytest.py and amp_course package: bob; a printed pass and a forged report.xml:
 # gina), what pytest must not collect or follow (a corrupt notebook: hank; corrupt answers: dave;
 # links: kim), an endless loop (frank), writes outside the scratch folder (vera) and honest work
-# (alice). The other attacks go to the same grading kernel by either route, and `run` grades them.
+# (alice). The others (the kernel attacks, a raising cell, copies under other names, reaching for
+# the reference) meet the same grader by either route, and `run` grades them.
 ROUTED = ("alice", "bob", "dave", "frank", "gina", "hank", "kim", "vera")
 
 
