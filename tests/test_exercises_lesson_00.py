@@ -251,3 +251,30 @@ def test_largest_batch_inputs_vary_with_the_seed():
         cases = lesson.observe_batch(reference, seed)["rows"]
         assert {row["case"][3] for row in cases} == set(STATE)  # every optimizer, every seed
         assert 0 in {row["result"] for row in cases}  # and a job that does not fit
+
+
+def images_then_one_more(num_params, activation, batch, gpu_gib, amp):
+    """Off by one where the images one GPU holds divide the batch: batch // images + 1."""
+    room = 0.9 * gpu_gib * GIB - (16 + 2 * amp) * num_params
+    images = int(room // activation)
+    return batch // images + 1 if images >= 1 else None
+
+
+# Seed 0 is the learner's check cell; the others stand for the grader's secret seed. A wrong
+# answer the check cell passes would pass in the notebook and then fail at grading.
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 12345])
+@pytest.mark.parametrize("wrong", [images_then_one_more, zero_instead_of_none])
+def test_an_answer_wrong_for_some_jobs_fails_at_every_seed(wrong, seed):
+    with pytest.raises(ExerciseFailed, match="returned"):
+        lesson.compare(lesson.observe(wrong, seed), lesson.observe(solutions.gpus_for, seed), seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 12345])
+def test_largest_batch_rounded_to_nearest_fails_at_every_seed(seed):
+    wrong = batch_with(right, rounding=round)
+    with pytest.raises(ExerciseFailed, match=r"returned (\d+), expected \d+: with \1 image"):
+        lesson.compare_batch(
+            lesson.observe_batch(wrong, seed),
+            lesson.observe_batch(solutions.largest_batch, seed),
+            seed,
+        )

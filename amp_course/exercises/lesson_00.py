@@ -26,6 +26,8 @@ SEED0_CASES = [
     # fit in 921.6 MiB, but a GPU holds ceil(46 / 5) = 10; so 6 GPUs, not 5 (and 10, not 9).
     (0, 100 * MIB, 46, 1, False),
     (600_000_000, 200 * MIB, 200, 16, True),
+    # 9 images of 100 MiB fit in 921.6 MiB and 45 = 5 x 9: 5 GPUs, where batch // 9 + 1 says 6.
+    (0, 100 * MIB, 45, 1, False),
 ]
 
 
@@ -75,7 +77,14 @@ def _cases(seed: int) -> list[tuple]:
         right = gpus_needed(_static(num_params, amp), activation, batch, gpu_gib * GIB, USABLE)
         if right is not None and _unrounded(*case) != right:
             rounding.append(case)
-    return cases + rounding
+    # A global batch that is a whole multiple of the images one GPU holds: batch // images + 1
+    # is then one GPU too many (ceil is right whether it divides or not).
+    num_params, activation, gpu_gib = pick(0, 300) * 1_000_000, pick(50, 320) * MIB, 24
+    images = int((USABLE * gpu_gib * GIB - _static(num_params, False)) // activation)
+    divides = (num_params, activation, images * pick(2, 8), gpu_gib, False)
+    # The static state alone overflows a GPU: no count of GPUs fits (None, not 0).
+    overflows = (pick(3000, 5000) * 1_000_000, pick(20, 320) * MIB, 2 ** pick(9, 12), 40, True)
+    return cases + rounding + [divides, overflows]
 
 
 def _plain(value):
@@ -158,6 +167,7 @@ SEED0_BATCH_CASES = [
     (500_000_000, 60 * MIB, 24, "sgd_momentum", True),
     (1_000_000_000, 150 * MIB, 40, "sgd", True),
     (2_500_000_000, 50 * MIB, 40, "adamw", True),  # the state alone overflows the GPU
+    (100_000_000, 80 * MIB, 16, "sgd", False),  # room for 174.78 images: 174, not 175
 ]
 
 
@@ -171,7 +181,11 @@ def _batch_cases(seed: int) -> list[tuple]:
         for amp in (False, True)
     ]
     cases.append((pick(3000, 4000) * 1_000_000, pick(10, 320) * MIB, 40, "adamw", True))
-    return cases
+    while True:  # room for a whole number and more than half an image: rounding is one too many
+        case = (pick(50, 2000) * 1_000_000, pick(10, 320) * MIB, 24, OPTIMIZERS[pick(0, 2)], False)
+        room = USABLE * case[2] * GIB - (8 + OPTIMIZER_STATE_BYTES[case[3]]) * case[0]
+        if room >= case[1] and (room / case[1]) % 1 >= 0.5:
+            return [*cases, case]
 
 
 def observe_batch(fn, seed: int) -> dict:
