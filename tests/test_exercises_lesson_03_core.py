@@ -56,7 +56,8 @@ class _Divides(ScalerCore):
 
 
 class _Float64Scale(ScalerCore):
-    """Python floats for the scale: one rounding from float32's, well inside the check."""
+    """Python floats for the scale, never rounded to float32: close to PyTorch's, but between two
+    float32 numbers after a factor that is not a power of two."""
 
     def __init__(self, init_scale, growth_factor, backoff_factor, growth_interval):
         super().__init__(init_scale, growth_factor, backoff_factor, growth_interval)
@@ -75,6 +76,27 @@ class _Float64Scale(ScalerCore):
             self.good_steps = 0
 
 
+class _Float32Tensor(ScalerCore):
+    """The scale in a float32 tensor: each update rounds to float32, the factor too (the kernel
+    multiplies in float64), an ulp or two from PyTorch's scale a step."""
+
+    def __init__(self, init_scale, growth_factor, backoff_factor, growth_interval):
+        super().__init__(init_scale, growth_factor, backoff_factor, growth_interval)
+        self.scale_value = torch.tensor(init_scale, dtype=torch.float32)
+
+    def update(self, found_inf):
+        if found_inf:
+            self.scale_value = self.scale_value * self.backoff_factor
+            self.good_steps = 0
+            return
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            grown = self.scale_value * self.growth_factor
+            if torch.isfinite(grown):
+                self.scale_value = grown
+            self.good_steps = 0
+
+
 class _TorchKernel(ScalerCore):
     def unscale_grads(self, grads):
         found = torch.zeros(())
@@ -83,7 +105,7 @@ class _TorchKernel(ScalerCore):
         return found  # a tensor flag
 
 
-@pytest.mark.parametrize("right", [_Divides, _Float64Scale, _TorchKernel])
+@pytest.mark.parametrize("right", [_Divides, _Float32Tensor, _TorchKernel])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_right_cores_written_differently_pass(right, seed):
     assert exercises.verdict(NAME, right, seed) == ("passed", "")
@@ -116,16 +138,22 @@ class _LossUnscaled(ScalerCore):
         return loss
 
 
+def _fp32(x: float) -> float:
+    return torch.tensor(x, dtype=torch.float32).item()
+
+
 def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False):
+    """A core whose update rounds to float32 as GradScaler does, with its rule changed."""
+
     class Core(ScalerCore):
         def update(self, found_inf):
             if found_inf and not grow_on_inf:
-                self.scale_value *= self.backoff_factor
+                self.scale_value = _fp32(self.scale_value * self.backoff_factor)
                 self.good_steps = 0 if reset_on_inf else self.good_steps
                 return
             self.good_steps += 1
             if grow_when(self.good_steps, self.growth_interval):
-                grown = self.scale_value * self.growth_factor
+                grown = _fp32(self.scale_value * self.growth_factor)
                 if not guard or grown <= torch.finfo(torch.float32).max:
                     self.scale_value = grown
                 if grow_when is not _every_interval:
@@ -143,6 +171,7 @@ WRONG = [
     ("the first tensor only", _FirstTensorOnly, "on an inf in the second tensor returned False"),
     ("multiplied by the scale", _MultipliesByTheScale, "PyTorch's unscaling leaves"),
     ("the loss left unscaled", _LossUnscaled, "scale(1.5) gives a scale of 1.0"),
+    ("the scale never rounded to float32", _Float64Scale, "which is not a float32 number"),
     (
         "the count not restarted on an overflow",
         _update(lambda n, i: n == i, reset_on_inf=False),
