@@ -56,9 +56,64 @@ def test_wrong_answers_fail(wrong):
         exercises.check(NAME, wrong)
 
 
-def test_equal_weights_fail_on_unequal_micro_batches_and_say_why():
-    with pytest.raises(ExerciseFailed, match="share of the digits"):
+def test_equal_weights_fail_on_unequal_micro_batches_saying_what_differs():
+    message = (
+        r"with micro-batches of 7, 5, 4 digits, the returned norm is 3\.93322; the true "
+        r"\(unscaled\) gradient norm of the mean loss over all their digits is 3\.6526\. With the "
+        r"equal micro-batches before them, it matched\.$"
+    )
+    with pytest.raises(ExerciseFailed, match=message):
         exercises.check(NAME, answer(by_count))
+
+
+def _finish(model, optimizer, scaler, max_norm):
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return norm
+
+
+def never_zeroed(model, optimizer, scaler, micro_batches, max_norm):
+    """Right on a fresh model; a second step also adds the gradients the first one left."""
+    total = sum(len(labels) for _, labels in micro_batches)
+    for images, labels in micro_batches:
+        loss = forward_loss(model, images, labels) * (len(labels) / total)
+        scaler.scale(loss).backward()
+    return _finish(model, optimizer, scaler, max_norm)
+
+
+def zeroed_after_the_step(model, optimizer, scaler, micro_batches, max_norm):
+    """Right, as the course's amp_step does it: the gradients set to None after the step."""
+    norm = never_zeroed(model, optimizer, scaler, micro_batches, max_norm)
+    optimizer.zero_grad(set_to_none=True)
+    return norm
+
+
+def one_concatenated_batch(model, optimizer, scaler, micro_batches, max_norm):
+    """Not a backward per micro-batch: one forward on all the digits, fp16 rounding apart."""
+    optimizer.zero_grad()
+    images, labels = (torch.cat(parts) for parts in zip(*micro_batches, strict=True))
+    scaler.scale(forward_loss(model, images, labels)).backward()
+    return _finish(model, optimizer, scaler, max_norm)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 12345])
+def test_gradients_left_from_a_step_before_fail_at_every_seed(seed):
+    status, message = exercises.verdict(NAME, never_zeroed, seed)
+    assert status == "failed"
+    assert "on a second call with the same model, optimizer and scaler, the returned norm" in (
+        message
+    )
+    assert exercises.verdict(NAME, zeroed_after_the_step, seed) == ("passed", "")
+
+
+def test_one_concatenated_batch_is_told_how_the_reference_step_was_made():
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check(NAME, one_concatenated_batch)
+    said = str(failure.value)
+    assert "a scaled backward under fp16 autocast per micro-batch" in said
+    assert "as one batch" not in said  # its step is one batch: the message says what differs
 
 
 def test_a_correct_answer_written_differently_passes():

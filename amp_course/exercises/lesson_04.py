@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ..labs.bug_hunts import lab_batches, lab_setup, poisoned_for
+from ..labs.bug_hunts import DEVICE, lab_batches, lab_setup, poisoned_for
 from . import ExerciseFailed, call_answer, fail_on_error, register
 from .answers import compare_params
 
@@ -41,65 +41,75 @@ def cases(seed: int) -> list[tuple[str, list, float]]:
     return [(what, batches, norm) for what, batches in micro for norm in norms]
 
 
+# Each case's step is taken twice with one model, optimizer and scaler: the second call starts
+# where the first left the gradients, as in a training loop (zeroed before or after the step,
+# either passes). The scaler starts low: every unscale_ divides what gradients the first call
+# left by the scale, and at GradScaler's 2**16 they would barely move the second step.
+CALLS = ("", " on a second call with the same model, optimizer and scaler")
+INIT_SCALE = 8.0
+
+
+def _after(norm, error, model, scaler) -> dict:
+    try:
+        norm = None if norm is None else float(norm)
+    except (TypeError, ValueError):
+        norm = repr(norm)[:80]
+    params = [p.detach().clone() for p in model.parameters()]
+    return {"error": error, "norm": norm, "scale": scaler.get_scale(), "params": params}
+
+
 def observe(accumulate_and_clip, seed: int) -> list[dict]:
-    """For each case: the returned norm, the scale after the step and the parameters."""
+    """For each case and each of two calls: the returned norm, the scale and the parameters."""
     results = []
     for what, micro_batches, max_norm in cases(seed):
-        model, optimizer, scaler = lab_setup(seed)
-        norm, error = call_answer(
-            accumulate_and_clip, model, optimizer, scaler, micro_batches, max_norm
-        )
-        try:
-            norm = None if norm is None else float(norm)
-        except (TypeError, ValueError):
-            norm = repr(norm)[:80]
-        results.append(
-            {
-                "what": what,
-                "max_norm": max_norm,
-                "error": error,
-                "norm": norm,
-                "scale": scaler.get_scale(),
-                "params": [p.detach().clone() for p in model.parameters()],
-            }
-        )
+        model, optimizer, _ = lab_setup(seed)
+        scaler = torch.amp.GradScaler(DEVICE.type, init_scale=INIT_SCALE)
+        calls = []
+        for _ in CALLS:
+            given = [(images.clone(), labels.clone()) for images, labels in micro_batches]
+            norm, error = call_answer(
+                accumulate_and_clip, model, optimizer, scaler, given, max_norm
+            )
+            calls.append(_after(norm, error, model, scaler))
+            if error is not None:
+                break
+        results.append({"what": what, "max_norm": max_norm, "calls": calls})
     return results
 
 
 def compare(mine, reference, seed: int) -> None:
-    for got, want in zip(mine, reference, strict=True):
-        what, max_norm = want["what"], want["max_norm"]
-        fail_on_error(got["error"], f"with {what} your step")
-        if got["norm"] is None:
-            raise ExerciseFailed("return the gradient norm that clip_grad_norm_ gives you.")
-        if not isinstance(got["norm"], float):
-            raise ExerciseFailed(f"return the norm as a number or tensor; got {got['norm']}.")
+    for got_case, want_case in zip(mine, reference, strict=True):
+        what, max_norm = want_case["what"], want_case["max_norm"]
+        # The equal micro-batches come first: a failure on unequal ones follows their passing.
         unequal = what.startswith("micro-batches of")
-        weighting = (
-            " With micro-batches of different sizes, a micro-batch's mean loss counts by its "
-            "share of the digits, not by one over the number of micro-batches."
-            if unequal
-            else ""
-        )
-        if math.isfinite(want["norm"]) and not math.isclose(
-            got["norm"], want["norm"], rel_tol=1e-4
-        ):
-            raise ExerciseFailed(
-                f"with {what} the returned norm is {got['norm']:.4g}; the true (unscaled) "
-                f"gradient norm of the mean loss over all their digits is {want['norm']:.4g}."
-                + weighting
+        passed = " With the equal micro-batches before them, it matched." if unequal else ""
+        # An answer that raised made one call; its error is the first thing reported.
+        for when, got, want in zip(CALLS, got_case["calls"], want_case["calls"], strict=False):
+            fail_on_error(got["error"], f"with {what}{when} your step")
+            if got["norm"] is None:
+                raise ExerciseFailed("return the gradient norm that clip_grad_norm_ gives you.")
+            if not isinstance(got["norm"], float):
+                raise ExerciseFailed(f"return the norm as a number or tensor; got {got['norm']}.")
+            if math.isfinite(want["norm"]) and not math.isclose(
+                got["norm"], want["norm"], rel_tol=1e-4
+            ):
+                raise ExerciseFailed(
+                    f"with {what}{when}, the returned norm is {got['norm']:.6g}; the true "
+                    f"(unscaled) gradient norm of the mean loss over all their digits is "
+                    f"{want['norm']:.6g}.{passed}"
+                )
+            if got["scale"] != want["scale"]:
+                raise ExerciseFailed(
+                    f"with {what}{when}, the scale after your step is {got['scale']:g}, "
+                    f"expected {want['scale']:g}: one scaler.step and one update() per call."
+                )
+            compare_params(
+                got["params"],
+                want["params"],
+                f"with {what} and max_norm={max_norm:g}{when}, the weights after your step differ "
+                f"from the reference's (one step on the mean loss over all their digits, a scaled "
+                f"backward under fp16 autocast per micro-batch){passed}",
             )
-        if got["scale"] != want["scale"]:
-            raise ExerciseFailed(
-                f"with {what} the scale after your step is {got['scale']:g}, "
-                f"expected {want['scale']:g}: one scaler.step and one update() per call."
-            )
-        compare_params(
-            got["params"],
-            want["params"],
-            f"with {what} and max_norm={max_norm:g} your step differs from one step on all "
-            f"their digits as one batch{weighting}",
-        )
 
 
 register("04.accumulate_and_clip", observe, compare)
