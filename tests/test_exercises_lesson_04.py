@@ -8,26 +8,28 @@ from amp_course.labs.bug_hunts import forward_loss
 NAME = "04.accumulate_and_clip"
 
 
+def _finish(model, optimizer, scaler, max_norm, unscale=True):
+    """Unscale (unless told not to), clip, step and update; the norm before clipping."""
+    if unscale:
+        scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return norm
+
+
 def answer(loss_for, unscale=True, per_micro_batch=False):
     """An answer to the exercise: ``loss_for(model, images, labels, micro_batches)`` is each
     micro-batch's loss; the rest is the AMP step, done right unless told otherwise."""
-
-    def finish(model, optimizer, scaler, max_norm):
-        if unscale:
-            scaler.unscale_(optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        scaler.step(optimizer)
-        scaler.update()
-        return norm
 
     def accumulate(model, optimizer, scaler, micro_batches, max_norm):
         optimizer.zero_grad()
         for images, labels in micro_batches:
             scaler.scale(loss_for(model, images, labels, micro_batches)).backward()
             if per_micro_batch:
-                norm = finish(model, optimizer, scaler, max_norm)
+                norm = _finish(model, optimizer, scaler, max_norm, unscale)
                 optimizer.zero_grad()
-        return norm if per_micro_batch else finish(model, optimizer, scaler, max_norm)
+        return norm if per_micro_batch else _finish(model, optimizer, scaler, max_norm, unscale)
 
     return accumulate
 
@@ -64,14 +66,6 @@ def test_equal_weights_fail_on_unequal_micro_batches_saying_what_differs():
     )
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(NAME, answer(by_count))
-
-
-def _finish(model, optimizer, scaler, max_norm):
-    scaler.unscale_(optimizer)
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
-    return norm
 
 
 def never_zeroed(model, optimizer, scaler, micro_batches, max_norm):
