@@ -31,7 +31,7 @@ HINTS = {
     ),
     "a.double() @ b.double()": (
         "matmul is on the lower-precision list, but which floating-point inputs does autocast "
-        "cast? (section 5 states the rule for custom_fwd's casts)"
+        "cast? (section 1 states the rule)"
     ),
     "a @ b.half()": "matmul is on the lower-precision list: to what does it cast each input?",
 }
@@ -60,7 +60,7 @@ CUDA_HINTS = {
     "(a @ b).sum()": "find sum on CUDA's lists",
     "F.gelu(a @ b)": "gelu is on no list: what does its input define?",
     "torch.cat([a @ b, a])": (
-        "cat is on no CUDA list, and it promotes mixed inputs by itself, as add does"
+        "cat is on no CUDA list: what does it make of inputs of two dtypes?"
     ),
 }
 
