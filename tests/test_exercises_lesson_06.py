@@ -30,6 +30,7 @@ EXPECTED = {
     "RTX 2080 Ti": torch.float16,
     "B200": torch.bfloat16,
     "Jetson AGX Orin": torch.bfloat16,
+    "A30": torch.bfloat16,  # 8.0: on the line, the first capability with bf16
     "RTX 5090": torch.bfloat16,  # 12.0: a major above 9
     "a Sapphire Rapids CPU (AMX)": torch.bfloat16,  # measured faster
     "an AMD Zen 4 CPU (AVX512-BF16)": torch.float32,  # native bf16, measured slower
@@ -140,6 +141,10 @@ def majors_8_and_9(cc, cpu):  # the lesson's bf16 GPUs are 8.x and 9.x
         (named_gpus_only, r"GTX 1080 \(compute capability \(6, 1\)\): you chose torch.bfloat16"),
         (no_tensor_cores_means_fp32, r"GTX 1080.*you chose torch.float32, the reference torch.fl"),
         (majors_8_and_9, r"B200 \(compute capability \(10, 0\)\): you chose torch.float16"),
+        (  # 8.0 itself left out: bf16 from above 8.0
+            lambda cc, cpu: torch.bfloat16 if cc is None or cc > (8, 0) else torch.float16,
+            r"A30 \(compute capability \(8, 0\)\): you chose torch.float16",
+        ),
         (
             by_flags,
             r"Zen 4.*bf16 autocast measured 1\.61x the fp32 time there, outside the spread of "

@@ -46,6 +46,7 @@ DEVICES = [
     ),
     ("B200", (10, 0), None, "Blackwell " + BF16_CORES),
     ("Jetson AGX Orin", (8, 7), None, "Ampere " + BF16_CORES),
+    ("A30", (8, 0), None, "Ampere " + BF16_CORES),  # on the line: 8.0 is the first with bf16
     ("RTX 5090", (12, 0), None, "Blackwell " + BF16_CORES),
     ("a Sapphire Rapids CPU (AMX)", None, _cpu(AMX, 0.45, True), ""),
     ("an AMD Zen 4 CPU (AVX512-BF16)", None, _cpu("avx2 avx512f avx512_bf16", 1.61, True), ""),
