@@ -1,5 +1,7 @@
+import functools
 import math
 import re
+import statistics
 import time
 import timeit
 from time import perf_counter
@@ -288,6 +290,19 @@ def _synchronised_then_all_timed(fn, device, warmup=3, iters=10):
     return (time.perf_counter() - start) / iters
 
 
+def _median_of_every_call(fn, device, warmup=3, iters=10, pick=statistics.median):
+    """Each call timed between synchronisations, the warm-up calls too; the median (or the
+    minimum) of them all, which one slow call does not move."""
+    seconds = []
+    for _ in range(warmup + iters):
+        timing.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        timing.synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return pick(seconds)
+
+
 def _divided_by_one_more(fn, device, warmup=3, iters=10):
     return _timer()(fn, device, warmup, iters) * iters / (iters + 1)
 
@@ -305,6 +320,15 @@ WRONG_TIMERS = {
     "divided by iters + 1": (
         _divided_by_one_more,
         r"says 3\.636 ms .*first after 3 calls, with 0 ms .*last after 13 calls, with 0 ms",
+    ),
+    "median of every call": (
+        _median_of_every_call,
+        READ + r"0 calls, with 0 ms of work queued: during the 3 warm-up calls, which the "
+        r"reference runs untimed \(it reads the clock first after them, then times 10 calls\)\.$",
+    ),
+    "minimum of every call": (
+        functools.partial(_median_of_every_call, pick=min),
+        "during the 3 warm-up calls",
     ),
     "no warm-up": (_warmup_never_run, "called the step 10 times; the reference calls it 13"),
     "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "called the step 12 times"),
