@@ -116,6 +116,11 @@ def _waves_per_matrix(batch, m, n, tile_m, tile_n, sms):
     return batch * m * n / (batch * math.ceil(tiles / sms) * sms * tile_m * tile_n)
 
 
+def _tile_sides_swapped(batch, m, n, tile_m, tile_n, sms):
+    tiles = batch * math.ceil(m / tile_n) * math.ceil(n / tile_m)  # m cut by the tile's width
+    return batch * m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
+
+
 def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
     tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
     return m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
@@ -139,6 +144,7 @@ def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
         ("10.matmul_intensity", lambda *case: "high", "returned 'high'; the reference returns a"),
         ("10.wave_efficiency", _tiles_only, "1,024 tile slots: not a whole number of waves of 108"),
         ("10.wave_efficiency", _floor_tiles, "792 tile slots: 6 waves of 132"),
+        ("10.wave_efficiency", _tile_sides_swapped, "16, 1100, 3000, 128, 256, 40) returned"),
         ("10.wave_efficiency", _floor_waves, "972 tile slots: 9 waves of 108"),
         ("10.wave_efficiency", _waves_per_matrix, "101,376 tile slots: 768 waves of 132"),
         ("10.wave_efficiency", _one_matrix_useful, "38,809 useful elements: one matrix"),

@@ -89,7 +89,8 @@ WAVE_CASES = [  # (batch, m, n, tile_m, tile_n, sms)
     (1, 4096, 4096, 128, 128, SMS["A100 40GB"]),  # one matrix on an A100's 108 SMs
     (64 * 12, 197, 197, 128, 128, SMS["H100 SXM"]),  # ViT-B/16's attention scores, batch 64
     (1, 4104, 4104, 128, 128, SMS["H100 PCIe"]),  # an H100 PCIe's 114 SMs
-    (16, 1000, 3000, 128, 256, SMS["T4"]),  # a T4's 40
+    # A T4's 40 SMs, tiles taller than wide: 9 x 12 tiles a matrix, 5 x 24 with the two swapped.
+    (16, 1100, 3000, 128, 256, SMS["T4"]),
     (3, 100, 100, 128, 128, 4),  # three tiles, mostly padding, in one wave
     (1, 256, 256, 64, 64, 4),  # 16 whole tiles in 4 whole waves
 ]
