@@ -107,6 +107,11 @@ def _copy_of_the_model(model, k):
         (_hand_written, "lost the forward's autocast state"),
         (_copy_of_the_model, "got no gradient"),
         (lambda model, k: 1 / 0, "ZeroDivisionError"),
+        (
+            lambda model, k: None if solutions.checkpoint_every(model, k) else None,
+            "with k=3 on a 5-block ViT checkpoint_every returned None; the reference returns the "
+            "model it was given, changed in place.",
+        ),
     ],
 )
 def test_checkpoint_every_rejects(wrong, words):
@@ -269,6 +274,22 @@ def _rows_always_e4m3(x, fp8_dtype):
     return solutions.to_float8_rowwise(x, torch.float8_e4m3fn)
 
 
+def _rows_at(fp8_max):
+    """Each row's amax mapped onto ``fp8_max(fp8_dtype)``: e4m3's 448 for both formats, or half
+    the format's max; FP8's relative precision is the same at any such scale."""
+
+    def cast(x, fp8_dtype):
+        scales = fp8_max(fp8_dtype) / x.abs().amax(1, keepdim=True).float().clamp(min=1e-12)
+        return (x * scales).to(fp8_dtype), scales
+
+    return cast
+
+
+def _rows_float64_scales(x, fp8_dtype):
+    quantized, scales = solutions.to_float8_rowwise(x, fp8_dtype)
+    return quantized, scales.double()
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
@@ -289,7 +310,21 @@ def _rows_always_e4m3(x, fp8_dtype):
             "row 7 (amax 0) has the scale inf and comes back holding inf or NaN; the reference's "
             "scale there is 4.48e+14, its round trip finite.",
         ),
-        (_rows_inverted, "your scale for that row is 0.007613, the reference's 131.4."),
+        (_rows_inverted, "has the scale 0.0326188, the reference's 30.6571: yours maps 1.373e+04"),
+        (
+            _rows_at(lambda fp8_dtype: 448.0),
+            "for gradient rows from 1e-9 to 1e-3 (e5m2), row 0 (amax 0.002012) has the scale "
+            "222682, the reference's 2.85032e+07: yours maps 0.2575 onto torch.float8_e5m2's "
+            "max, 57344.",
+        ),
+        (
+            _rows_at(lambda fp8_dtype: torch.finfo(fp8_dtype).max / 2),
+            "yours maps 29.23 onto torch.float8_e4m3fn's max, 448.",
+        ),
+        (
+            _rows_float64_scales,
+            "your scales are torch.float64; the reference's are torch.float32, of shape (16, 1).",
+        ),
         (_rows_always_e4m3, "the reference returns the requested torch.float8_e5m2"),
     ],
 )

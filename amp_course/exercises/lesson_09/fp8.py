@@ -142,9 +142,12 @@ def observe_to_float8_rowwise(fn, seed: int) -> dict:
     for name, (x, fp8_dtype) in rowwise_inputs(seed).items():
         try:
             quantized, scales = fn(x.clone(), fp8_dtype)
+            given = str(scales.dtype) if isinstance(scales, torch.Tensor) else type(scales).__name__
             scales = torch.as_tensor(scales, dtype=torch.float32).detach()
             entry = {
                 "dtype": str(quantized.dtype),
+                "scales_dtype": given,
+                "max": torch.finfo(fp8_dtype).max,
                 "scales_shape": list(scales.shape),
                 "scales": scales.flatten(),
                 "x_fp8_shape": list(quantized.shape),
@@ -189,6 +192,23 @@ def compare_to_float8_rowwise(mine: dict, reference: dict, seed: int) -> None:
                 f"for {name} every row got the same scale, {got['scales'][0]:.4g}; the "
                 f"reference's scales run from {ref['scales'].min():.4g} to "
                 f"{ref['scales'].max():.4g}."
+            )
+        # The scales themselves, not only the round trip: FP8 keeps the same relative precision
+        # over its normal range, so a scale off by a power of two (another format's max, half
+        # the max) round-trips as well as the right one.
+        off = ~torch.isclose(got["scales"], ref["scales"], rtol=1e-5, atol=0)
+        if off.any():
+            row, fp8_max = int(off.nonzero()[0]), ref["max"]
+            scale = float(got["scales"][row])
+            raise ExerciseFailed(
+                f"for {name}, row {row} (amax {x[row].abs().max():.4g}) has the scale "
+                f"{scale:.6g}, the reference's {float(ref['scales'][row]):.6g}: yours maps "
+                f"{fp8_max / scale:.4g} onto {ref['dtype']}'s max, {fp8_max:g}."
+            )
+        if got["scales_dtype"] != "torch.float32":
+            raise ExerciseFailed(
+                f"for {name} your scales are {got['scales_dtype']}; the reference's are "
+                f"torch.float32, of shape ({rows}, 1)."
             )
         mine_errors, ref_errors = (_relative_errors(x, r, dim=1) for r in (got, ref))
         worse = (mine_errors > 1.05 * ref_errors + 1e-6).nonzero().flatten().tolist()
