@@ -85,8 +85,10 @@ def _mx(
     clamp=True,
     ties="even",
     subnormals=True,
+    log2_dtype=torch.float64,
 ):
-    """An MX round trip written with torch.log2, with one rule changed."""
+    """An MX round trip written with torch.log2 (the amax's in ``log2_dtype``: float64 is exact
+    enough for a float32 amax), with one rule changed."""
 
     def answer(x, e, m, block):
         bias = 2 ** (e - 1) - 1
@@ -96,7 +98,7 @@ def _mx(
         amax = blocks.abs().amax(-1, keepdim=True)
         if per_tensor:
             amax = amax.amax().expand_as(amax)
-        top = getattr(torch, log2)(torch.log2(amax))
+        top = getattr(torch, log2)(torch.log2(amax.to(log2_dtype))).float()
         shared = torch.where(amax > 0, top - emax, torch.tensor(-127.0))
         scale = torch.exp2(shared.clamp(min=-127) if clamp else shared)
         v = blocks / scale
@@ -133,7 +135,7 @@ def _with_course_grid(x, e, m, block):
     largest = (2 - 2.0**-m) * 2.0 ** (2**e - 1 - bias)
     emax = math.floor(math.log2(largest))
     blocks = x.float().reshape(*x.shape[:-1], -1, block)
-    exponent = torch.floor(torch.log2(blocks.abs().amax(-1, keepdim=True)))
+    exponent = torch.floor(torch.log2(blocks.abs().amax(-1, keepdim=True).double())).float()
     scale = 2.0 ** (exponent.clamp(min=-127 + emax) - emax)
     v = (blocks / scale).clamp(-largest, largest)
     return (block_formats.round_to_grid(v, e, m) * scale).reshape(x.shape)
@@ -154,6 +156,11 @@ def test_mx_correct_answers_in_several_styles_pass(answer):
         (_mx(saturate=False), r"row 0, block 0 .* comes back as"),
         (_mx(per_tensor=True), r"row 0, block 0 .* comes back as -?0;"),
         (_mx(clamp=False), r"row 3, block 1 .* comes back as"),
+        (  # float32's log2 of 2**k less one ulp is k: one binade too high
+            _mx(log2_dtype=torch.float32),
+            r"row 2, block 1 \(amax 0\.000122070305\), element 0 = 0\.000122070305 comes back "
+            r"as 0\.000122070312; section 2.s rule gives 0\.000106811523\.",
+        ),
         (_mx(ties="away"), r"row 1, block 0"),
         (_mx(subnormals=False), r"comes back as 0;"),
         (lambda x, e, m, b: x, r"comes back as"),
@@ -189,6 +196,8 @@ def test_mx_cases_plant_every_decisive_block_and_vary_with_the_seed():
         assert outlier / 2 ** math.floor(math.log2(outlier)) > lesson.layout_max(e, m) / 2**emax
         assert x[2, :block].eq(0).all()  # a block of zeros
         assert x[3, block:].abs().max() < 2.0 ** (-127 + emax)  # needs the -127 clamp
+        top = x[2, block : 2 * block].abs().max()  # float32's log2 rounds up to the next binade
+        assert torch.log2(top).floor().item() == math.floor(math.log2(top.item())) + 1
 
 
 # ---- 11.fp8_gain --------------------------------------------------------------------------------

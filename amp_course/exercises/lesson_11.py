@@ -49,6 +49,11 @@ def _case(name, e, m, block, generator, rows=4, blocks=2, spread=3.0):
     for i in range(1, block):
         x[1, i] = (1 + ((2 * (i % steps) + 1) / (2 * steps))) * 2.0**shift
     x[2, :block] = 0.0  # a block of zeros
+    # Row 2, block 1: an amax just below a power of two, where float32's log2 rounds up to it
+    # (log2 of the float32 below 2^10 is 10.0): floor(log2(amax)) is one too high there.
+    below = torch.nextafter(torch.tensor(2.0**shift), torch.tensor(0.0))
+    x[2, block : 2 * block] = torch.rand(block, generator=generator) * 2.0 ** (shift - 1)
+    x[2, block] = below
     # Tiny values (fp32 subnormals): the block's scale stops at E8M0's smallest, 2^-127.
     x[3, block:] = torch.randn(block * (blocks - 1), generator=generator) * 4e-39
     return {"name": name, "layout": [e, m, block], "x": x}
@@ -133,10 +138,11 @@ def compare_mx(mine, reference, seed: int) -> None:
         yours, spec = float(got["got"][row, column]), float(expected[row, column])
         # Values only: the block's shared scale and the layout's largest value are what the
         # exercise asks the learner to work out, so the message does not print them.
+        # Nine digits tell every float32 apart (a value one ulp below a power of two included).
         raise ExerciseFailed(
-            f"{call}: row {row}, block {number} (amax {amax:.6g}), element {index} = "
-            f"{float(values[index]):.6g} comes back as {yours:.6g}; section 2's rule gives "
-            f"{spec:.6g}."
+            f"{call}: row {row}, block {number} (amax {amax:.9g}), element {index} = "
+            f"{float(values[index]):.9g} comes back as {yours:.9g}; section 2's rule gives "
+            f"{spec:.9g}."
         )
 
 
