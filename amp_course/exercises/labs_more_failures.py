@@ -149,8 +149,8 @@ register("labs.masked_fill_fp16", run_masked, compare_masked)
 
 
 # ---- Lab 3: attention rows with no key to attend -------------------------------------------------
-# The gradients compared, by case: scores near -12000 are hundreds apart, so each query's weights
-# are one-hot up to fp16 rounding and the gradients of q and k are that rounding alone.
+# The gradients compared, by case: scores near -12000 are 55 apart, so each query's weights are
+# one-hot up to fp16 rounding and the gradients of q and k are that rounding alone.
 GRADIENTS = {"fp16 autocast, scores near -12000": "v"}
 
 

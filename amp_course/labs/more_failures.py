@@ -130,8 +130,11 @@ def run_multitask(train, seed: int = 0) -> dict:
 
 # ---- Labs 2 and 3: masked attention under autocast -----------------------------------------------
 def _near_minus_12000(q, k):
-    """q and k whose scores q . k / 4 are -55 * 55 * 16 / 4 and noise: below -1e4, above -65504."""
-    return -55 + 0.5 * q, 55 + 2 * k
+    """q and k whose scores q . k / 4 are near -55 * 55 * 16 / 4 = -12100 (below -1e4, above
+    -65504), each key's 55 below the key before it, give or take a few: keys that far apart give
+    each query one-hot weights however its scores were rounded (fp16's spacing there is 8)."""
+    step = 0.25 * torch.arange(k.shape[-2], dtype=k.dtype)[:, None]  # 55 * 16 * 0.25 / 4 = 55
+    return -55 + 0.5 * q, 55 + 0.1 * k + step
 
 
 def masked_inputs(seed: int, large: bool = False):
