@@ -2,6 +2,8 @@
 fails; the bug hunts' checks reject the usual wrong fixes and accept correct ones written
 differently."""
 
+import math
+
 import conftest
 import pytest
 import torch
@@ -443,3 +445,18 @@ def _scaler_by_branch(device, autocast_dtype):
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_bf16_scaler_right_answers_written_differently_pass(answer, seed):
     assert exercises.verdict("labs.bf16_scaler", answer, seed) == ("passed", "")
+
+
+def _accumulate_without_clipping(model, optimizer, scaler, batches, steps, max_norm):
+    fixes.train_accumulated(model, optimizer, scaler, batches, steps, math.inf)
+
+
+# Seeds 2 and 5 draw the last batch corrupt (poisoned_for), where its group's step would be
+# skipped and its division never seen; the lab's check moves that corruption elsewhere.
+@pytest.mark.parametrize("seed", [0, 2, 5, 12345])
+@pytest.mark.parametrize(
+    "wrong", [_accumulate_dividing_the_last_group_by_steps, _accumulate_without_clipping]
+)
+def test_accumulation_wrong_at_every_seed(wrong, seed):
+    assert lab.NUM_BATCHES - 1 in lab.poisoned_for(2) + lab.poisoned_for(5)
+    assert exercises.verdict("labs.accumulation", wrong, seed)[0] == "failed"

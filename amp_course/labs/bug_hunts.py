@@ -35,7 +35,9 @@ SCHEDULER_WARNING = "lr_scheduler.step()` before `optimizer.step()"
 MAX_NORM = 0.5  # lab 1's clipping threshold
 # Lab 2: 9 batches in groups of 2, so the last group holds one batch and must count like the others.
 ACCUMULATION_STEPS = 2
-ACCUMULATION_MAX_NORM = 4.0  # above the averaged gradient's norm: clips only a loss left undivided
+# Below most averaged gradients' norms (1.9 to 3.7 over the seeds): most steps clip, so a loop
+# that leaves clipping out is seen.
+ACCUMULATION_MAX_NORM = 2.0
 RESUME_AT = 7  # lab 5: steps before the checkpoint
 
 

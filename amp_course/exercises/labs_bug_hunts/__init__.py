@@ -79,10 +79,21 @@ register(
 # ---- Lab 2: accumulation with one unscale_ and one update() per optimizer step -------------------
 
 
+def _last_batch_clean(seed: int) -> tuple[int, ...]:
+    """The seed's corrupt batches, the last one moved to the first clean batch: the short last
+    group, whose division the lab is about, must take its step at every seed."""
+    poisoned = set(poisoned_for(seed))
+    if NUM_BATCHES - 1 in poisoned:
+        poisoned.remove(NUM_BATCHES - 1)
+        poisoned.add(min(set(range(NUM_BATCHES - 1)) - poisoned))
+    return tuple(sorted(poisoned))
+
+
 def observe_accumulation(fn, seed: int) -> dict:
     """The loop's Outcome, plus the gradient norm of each step it took with clipping off."""
-    observed = observe_run(fn, seed, (ACCUMULATION_STEPS, ACCUMULATION_MAX_NORM))
-    unclipped = observe_run(fn, seed, (ACCUMULATION_STEPS, math.inf))
+    poisoned = _last_batch_clean(seed)
+    observed = run(fn, (ACCUMULATION_STEPS, ACCUMULATION_MAX_NORM), poisoned, False, seed).plain()
+    unclipped = run(fn, (ACCUMULATION_STEPS, math.inf), poisoned, False, seed).plain()
     observed["unclipped_norms"] = unclipped["step_norms"]
     return observed
 
