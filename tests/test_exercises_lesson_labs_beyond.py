@@ -5,7 +5,7 @@ code fails: test_exercises.py and test_exercises_lesson_labs.py)."""
 import functools
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import conftest
 import pytest
@@ -411,3 +411,24 @@ def _pool_as_a_generator(fn, items):
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_pool_right_answers_written_differently_pass(answer, seed):
     assert exercises.verdict("labs.autocast_pool", answer, seed) == ("passed", "")
+
+
+def _outputs_as_completed(model, batches):
+    """Autocast in the worker, as it should be, but the outputs in the order they finished."""
+
+    def forward(batch):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(batch)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(forward, batch) for batch in batches]
+        return [future.result() for future in as_completed(futures)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 4, 12345])
+def test_outputs_out_of_order_fail_at_every_run(seed):
+    """The check's forwards end latest batch first, so completion order is never the batches'
+    (it passed 12 of 30 runs when the threads' timing decided)."""
+    for _ in range(3):
+        status, message = exercises.verdict("labs.thread_autocast", _outputs_as_completed, seed)
+        assert status == "failed" and "it equals the reference's output" in message, message
