@@ -502,6 +502,12 @@ WRONG = {
     ],
     "labs.setup_context_autocast": [
         (
+            "no custom Function: torch.mm's own backward",
+            torch.mm,
+            "In the case 'fp16 autocast', your output's autograd graph holds no custom "
+            "autograd.Function (its grad_fn is MmBackward0, none below it)",
+        ),
+        (
             "autocast re-entered in its default dtype",
             lambda a, b: _EnabledButNotItsDtype.apply(a, b),
             "In the case 'fp16 autocast', the backward through your function ran its matrix "

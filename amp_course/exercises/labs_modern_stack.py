@@ -142,6 +142,12 @@ def compare_mm(mine: dict, reference: dict, seed: int) -> None:
             + (", which runs after the autocast region of its forward has ended," if dtype else ""),
         }
         fail_on_error(got["error"], f"{label} {where[got['stage']]}")
+        if want["custom_function"] and not got["custom_function"]:
+            raise ExerciseFailed(
+                f"{label} your output's autograd graph holds no custom autograd.Function (its "
+                f"grad_fn is {got['grad_fn']}, none below it); the reference's output comes "
+                f"from one, {want['grad_fn']}, with its backward written by hand."
+            )
         _tensor_like(got["out"], want["out"], f"{label} your output")
         _compare_values(got["out"], want["out"], dtype, f"{label} your output")
         ran, should = got.get("backward_dtypes"), want["backward_dtypes"]

@@ -227,7 +227,24 @@ def run_mm(fn, seed: int = 0) -> dict:
             stage = "backward"
         observed[case] = {"error": error, "stage": stage, "out": None if error else out.detach()}
         observed[case].update(grad_a=a.grad, grad_b=b.grad, backward_dtypes=products)
+        if error is None:
+            observed[case]["grad_fn"] = type(out.grad_fn).__name__
+            observed[case]["custom_function"] = _has_custom_function(out.grad_fn)
     return observed
+
+
+def _has_custom_function(node) -> bool:
+    """Whether the autograd graph under ``node`` holds a custom ``autograd.Function``'s node."""
+    seen, stack = set(), [node]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            return True
+        seen.add(node)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return False
 
 
 # ---- Lab 5: Adam on fp16 parameters -------------------------------------------------------------
