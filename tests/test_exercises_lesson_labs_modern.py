@@ -149,6 +149,31 @@ def _legacy_or_false():
         return {"matmul": False, "conv": False}
 
 
+def _legacy_or_true():
+    try:
+        return {"matmul": M.allow_tf32, "conv": C.allow_tf32}
+    except RuntimeError:
+        return {"matmul": True, "conv": True}
+
+
+def _matmul_precision_level_where_it_answers():
+    try:
+        high = torch.get_float32_matmul_precision() != "highest"
+    except RuntimeError:
+        high = M.fp32_precision == "tf32"
+    return {"matmul": high, "conv": C.conv.fp32_precision == "tf32"}
+
+
+# An answer that takes an error for TF32 on (or off), or reads the level a legacy setter left,
+# met only some drawn cases: every seed now holds the cases that show them.
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize(
+    "wrong", [_legacy_or_false, _legacy_or_true, _matmul_precision_level_where_it_answers]
+)
+def test_tf32_reads_that_catch_errors_fail_at_every_seed(wrong, seed):
+    assert exercises.verdict("labs.tf32_api_mix", wrong, seed)[0] == "failed"
+
+
 def _matmul_precision_level():
     high = torch.get_float32_matmul_precision() != "highest"
     return {"matmul": high, "conv": C.conv.fp32_precision == "tf32"}

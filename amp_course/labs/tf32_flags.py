@@ -73,9 +73,17 @@ def tf32_cases(seed: int = 0) -> tuple[tuple[str, ...], ...]:
     if seed == 0:
         return TF32_CASES
     generator = seeded(seed)
-    # TF32 on through the new API alone (where a legacy read raises), and the global setting
-    # against a leaf, whatever else the seed draws.
-    cases = [(), ('torch.backends.cuda.matmul.fp32_precision = "tf32"',), *GLOBAL_AND_LEAF]
+    # TF32 on, and off, through the new API alone (where a legacy read raises: an answer that
+    # takes an error for either answer meets the other), a legacy setting the new API then
+    # overrides (what get_float32_matmul_precision still reports), and the global setting against
+    # a leaf, whatever else the seed draws.
+    cases = [
+        (),
+        ('torch.backends.cuda.matmul.fp32_precision = "tf32"',),
+        ('torch.backends.cudnn.conv.fp32_precision = "ieee"',),
+        TF32_CASES[6],
+        *GLOBAL_AND_LEAF,
+    ]
     for _ in range(8):
         count = int(torch.randint(1, 4, (), generator=generator))
         picks = torch.randint(0, len(TF32_SETTERS), (count,), generator=generator)
