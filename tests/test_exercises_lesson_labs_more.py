@@ -77,7 +77,7 @@ def test_symptoms_show_on_this_cpu():
     same = (rope["cos"][1:] == rope["cos"][:-1]).all(-1) & (
         rope["sin"][1:] == rope["sin"][:-1]
     ).all(-1)
-    assert int(same.nonzero()[0]) == 256
+    assert rope["start"] + int(same.nonzero()[0]) == 256  # positions 256 and 257
 
 
 def test_sdpa_gives_a_row_with_no_key_zeros_and_the_reference_agrees_with_it():
@@ -382,6 +382,17 @@ RIGHT_CASES = [(name, index, fn) for name, fns in RIGHT.items() for index, fn in
 @pytest.mark.parametrize("seed", SEEDS)
 def test_right_fixes_written_differently_pass(name, index, right, seed):
     assert exercises.verdict(name, right, seed) == ("passed", "")
+
+
+def _rope_from_zero(inv_freq, positions, dtype):
+    """Right, but for positions counted from 0 whatever it is given."""
+    return solutions.rope_cos_sin(inv_freq, torch.arange(len(positions)), dtype)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rope_from_position_zero_fails_at_every_seed(seed):
+    status, message = exercises.verdict("labs.rope_bf16", _rope_from_zero, seed)
+    assert status == "failed", message
 
 
 def test_observations_vary_with_the_seed():
