@@ -201,6 +201,19 @@ def _pool_always_on(fn, items):
         return list(pool.map(run, items))
 
 
+def _cast_in_a_python_wrapper(name, kernel):
+    """The op registered without an autocast rule, its inputs cast by the function returned."""
+    op = torch.library.custom_op(name, kernel, mutates_args=())
+
+    def call(x, weight, bias):
+        if torch.is_autocast_enabled("cpu"):
+            dtype = torch.get_autocast_dtype("cpu")
+            x, weight, bias = (t.to(dtype) for t in (x, weight, bias))
+        return op(x, weight, bias)
+
+    return call
+
+
 def _pool_out_of_order(fn, items):
     return solutions.map_in_workers(fn, items)[::-1]
 
@@ -219,6 +232,11 @@ WRONG = {
     "labs.custom_op_autocast": [
         (_rule_for_cuda_only, "inside torch.autocast the kernel received inputs in"),
         (_cast_inside_the_kernel, "outside autocast the kernel received"),
+        (
+            _cast_in_a_python_wrapper,
+            "inside torch.autocast, the kernel received inputs in [['torch.float32', "
+            "'torch.float32', 'torch.float32']]; the reference's received",
+        ),
     ],
     "labs.bf16_loss_sum": [
         (_fp16_sum, "yours has 11 significant bits"),

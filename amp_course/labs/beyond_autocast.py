@@ -115,16 +115,21 @@ def run_fused_op(fn, seed: int = 0) -> dict:
         return numpy_linear_gelu(x, weight, bias)
 
     name = f"amp_course_labs::linear_gelu_{seed}_{next(_op_ids)}"
-    observed = {"error": None, "autocast": None, "plain": None}
+    observed = {"error": None, "name": name.replace("::", "."), "autocast": None, "plain": None}
     if not hasattr(torch.library, "register_autocast"):
         observed["error"] = f"torch {torch.__version__} has no torch.library.register_autocast"
         return observed
     try:
         op = fn(name, kernel)
-        for label, enabled in (("autocast", True), ("plain", False)):
+        # Also by its name, as compiled and exported code calls it: the op itself, not whatever
+        # Python function was returned, must carry the autocast rule.
+        namespace, op_name = name.split("::")
+        by_name = getattr(getattr(torch.ops, namespace), op_name)
+        calls = (("autocast", op, True), ("plain", op, False), ("by name", by_name, True))
+        for label, callable_op, enabled in calls:
             received.clear()
             with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE, enabled=enabled):
-                out = op(x, weight, bias)
+                out = callable_op(x, weight, bias)
             observed[label] = {"received": list(received), "output": out}
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         observed["error"] = error_text(error)

@@ -88,12 +88,18 @@ def compare_fused_op(mine: dict, reference: dict, seed: int) -> None:
         raise ExerciseFailed(reference["error"])
     if mine["error"]:
         raise ExerciseFailed(f"building or calling your op raised {mine['error']}")
-    for label, where in (("autocast", "inside torch.autocast"), ("plain", "outside autocast")):
+    by_name = f"called by its name, torch.ops.{mine['name']}, inside torch.autocast,"
+    places = (
+        ("autocast", "inside torch.autocast"),
+        ("plain", "outside autocast"),
+        ("by name", by_name),
+    )
+    for label, where in places:
         got, want = mine[label], reference[label]
         if got["received"] != want["received"]:
             raise ExerciseFailed(
-                f"{where} the kernel received inputs in {got['received'] or 'nothing'}; it "
-                f"should receive {want['received']}."
+                f"{where} the kernel received inputs in {got['received'] or 'nothing'}; the "
+                f"reference's received {want['received']}."
             )
         if got["output"].dtype != want["output"].dtype:
             raise ExerciseFailed(
