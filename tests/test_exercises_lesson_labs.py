@@ -460,3 +460,23 @@ def _accumulate_without_clipping(model, optimizer, scaler, batches, steps, max_n
 def test_accumulation_wrong_at_every_seed(wrong, seed):
     assert lab.NUM_BATCHES - 1 in lab.poisoned_for(2) + lab.poisoned_for(5)
     assert exercises.verdict("labs.accumulation", wrong, seed)[0] == "failed"
+
+
+def _scheduler_stepped_on_a_finite_loss(model, optimizer, scheduler, scaler, batches):
+    """Tells a skipped step by its loss: an inf loss skips, but so can a finite one."""
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss = lab.forward_loss(model, images, labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        if torch.isfinite(loss):
+            scheduler.step()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 12345])
+def test_a_finite_loss_taken_for_a_step_fails_at_every_seed(seed):
+    status, message = exercises.verdict(
+        "labs.scheduler_skip", _scheduler_stepped_on_a_finite_loss, seed
+    )
+    assert status == "failed" and message.startswith("the final learning rate is"), message

@@ -71,12 +71,15 @@ def poisoned_for(seed: int) -> tuple[int, ...]:
     return tuple(sorted(int(i) for i in order[:2]))
 
 
-def lab_batches(poisoned=POISONED, seed: int = 0):
-    """The labs' fixed MNIST batches; those in ``poisoned`` are corrupted to overflow in fp16."""
+def lab_batches(poisoned=POISONED, seed: int = 0, bright=()):
+    """The labs' fixed MNIST batches; those in ``poisoned`` are corrupted to overflow in fp16, those
+    in ``bright`` only brightened: their loss is finite, their scaled gradients overflow."""
     batches = []
     for index, (images, labels) in enumerate(_clean_batches(seed)):
         if index in poisoned:
             images = images * 1e6  # a corrupt batch: fp16 activations overflow to inf
+        elif index in bright:
+            images = images * 10  # a finite loss near 5; times the scale, gradients past fp16's
         batches.append((images.clone(), labels.clone()))
     return batches
 
@@ -126,8 +129,9 @@ class Outcome:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0) -> Outcome:
-    """Run ``train(model, optimizer, [scheduler,] scaler, batches, *extra)``; record the Outcome."""
+def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0, bright=()) -> Outcome:
+    """Run ``train(model, optimizer, [scheduler,] scaler, batches, *extra)`` on the batches
+    ``lab_batches(poisoned, seed, bright)``; record the Outcome."""
     model, optimizer, scaler = lab_setup(seed)
     sched = (
         torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=SCHEDULER_GAMMA)
@@ -144,7 +148,7 @@ def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0) -> Outcome:
         warnings.simplefilter("always")
         args = (model, optimizer, sched, scaler) if scheduler else (model, optimizer, scaler)
         try:
-            train(*args, lab_batches(poisoned, seed), *extra)
+            train(*args, lab_batches(poisoned, seed, bright), *extra)
         except Exception as error:  # the learner's loop: a crash is part of what it did
             outcome.error = error_text(error)
     outcome.params = [p.detach().clone() for p in model.parameters()]

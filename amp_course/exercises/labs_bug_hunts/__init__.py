@@ -133,7 +133,15 @@ def compare_accumulation(mine, reference, seed: int) -> None:
 register("labs.accumulation", observe_accumulation, compare_accumulation)
 
 # ---- Lab 4: an LR scheduler stepped on a skipped step --------------------------------------------
-register("labs.scheduler_skip", lambda fn, seed: observe_run(fn, seed, scheduler=True), compare_run)
+def observe_scheduled(fn, seed: int) -> dict:
+    """The loop's Outcome, with one clean batch brightened besides the corrupt ones: its loss is
+    finite and its step skipped, so a loop that reads the loss to tell a skip is seen."""
+    poisoned = poisoned_for(seed)
+    bright = min(set(range(2, NUM_BATCHES)) - set(poisoned))
+    return run(fn, (), poisoned, True, seed, bright=(bright,)).plain()
+
+
+register("labs.scheduler_skip", observe_scheduled, compare_run)
 
 # ---- Lab 7: an extra optimizer.step() ------------------------------------------------------------
 register("labs.extra_step", observe_run, compare_run)
