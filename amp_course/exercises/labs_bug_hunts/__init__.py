@@ -132,6 +132,7 @@ def compare_accumulation(mine, reference, seed: int) -> None:
 
 register("labs.accumulation", observe_accumulation, compare_accumulation)
 
+
 # ---- Lab 4: an LR scheduler stepped on a skipped step --------------------------------------------
 def observe_scheduled(fn, seed: int) -> dict:
     """The loop's Outcome, with one clean batch brightened besides the corrupt ones: its loss is
