@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed
+from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed, training_memory
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
 MIB, GIB = 2**20, 2**30
@@ -183,7 +183,7 @@ def _batch_cases(seed: int) -> list[tuple]:
     cases.append((pick(3000, 4000) * 1_000_000, pick(10, 320) * MIB, 40, "adamw", True))
     while True:  # room for a whole number and more than half an image: rounding is one too many
         case = (pick(50, 2000) * 1_000_000, pick(10, 320) * MIB, 24, OPTIMIZERS[pick(0, 2)], False)
-        room = USABLE * case[2] * GIB - (8 + OPTIMIZER_STATE_BYTES[case[3]]) * case[0]
+        room = USABLE * case[2] * GIB - training_memory(case[0], 0, case[3]).total
         if room >= case[1] and (room / case[1]) % 1 >= 0.5:
             return [*cases, case]
 

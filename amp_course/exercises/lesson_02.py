@@ -59,7 +59,7 @@ CUDA_HINTS = {
     "torch.einsum('ij,jk->ik', a, b)": "section 2.1 prints the CUDA ops the page leaves out",
     "(a @ b).sum()": "find sum on CUDA's lists",
     "F.gelu(a @ b)": "gelu is on no list: what does its input define?",
-    "torch.cat([a @ b, a])": ("cat is on no CUDA list: what does it make of inputs of two dtypes?"),
+    "torch.cat([a @ b, a])": "cat is on no CUDA list: what does it make of inputs of two dtypes?",
 }
 
 

@@ -182,8 +182,8 @@ def run_in_workers(fn, seed: int = 0) -> dict:
     # One forward in each precision first, so no first-call setup makes a forward late.
     index_of = {float(batch[0, 0]): index for index, batch in enumerate(batches)}
     with torch.no_grad():
-        for dtype in (AMP_DTYPE, None):
-            with torch.autocast(DEVICE_TYPE, dtype=dtype or AMP_DTYPE, enabled=bool(dtype)):
+        for enabled in (True, False):
+            with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE, enabled=enabled):
                 model(batches[0])
 
     def note_thread_and_wait(module, args):
