@@ -4,6 +4,8 @@ written in several styles pass at the grader's seeds too."""
 
 import itertools
 import re
+import subprocess
+import sys
 
 import conftest
 import pytest
@@ -98,7 +100,9 @@ def test_symptoms_show_on_this_cpu():
         False,
     ]
     assert lab.run_tf32(lambda: torch.get_float32_matmul_precision())[0]["state"] == "highest"
-    ema = lab.run_ema(broken["labs.ema_skipped_steps"])["records"]
+    ran = lab.run_ema(broken["labs.ema_skipped_steps"])
+    assert [m[:45] for m in ran["warnings"]] == ["Detected call of `lr_scheduler.step()` before"]
+    ema = ran["records"]
     assert [r["steps"] for r in ema] == [0] * 6 + [1, 2, 2, 3, 3, 4]
     assert (
         [r["ema_count"] for r in ema] == [r["scheduler_steps"] for r in ema] == list(range(1, 13))
@@ -907,6 +911,33 @@ def test_tf32_reads():
     assert (C.conv.fp32_precision, C.fp32_precision) == ("tf32", "none")
     assert _right("tf32-legacy-read")[0].startswith("The read raises RuntimeError")
     assert _right("conv-default") == ["'tf32' and 'none'"]
+
+
+def test_cudnn_flags_follow_the_global_setting_only_until_set():
+    """The lab's note on a fresh process, true of this torch: there the global "ieee" turns
+    cuDNN's TF32 off too; after reset_tf32 (the flags' default values, set) it leaves cuDNN on."""
+    fresh = subprocess.run(
+        [sys.executable, "-c", FRESH_GLOBAL_IEEE], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert fresh == ["tf32", "ieee"]  # the conv flag before and after the global setting
+    try:
+        lab.reset_tf32()
+        torch.backends.fp32_precision = "ieee"
+        assert C.conv.fp32_precision == "tf32"
+    finally:
+        lab.reset_tf32()
+    text = "".join(cell.source for cell in notebook(LESSON).cells)
+    assert (
+        "its cuDNN flags follow\n`torch.backends.fp32_precision` until something sets them" in text
+    )
+
+
+FRESH_GLOBAL_IEEE = """
+import torch
+print(torch.backends.cudnn.conv.fp32_precision)
+torch.backends.fp32_precision = "ieee"
+print(torch.backends.cudnn.conv.fp32_precision)
+"""
 
 
 def test_a_skipped_step_lowers_the_scale_and_a_grown_scale_is_a_step():

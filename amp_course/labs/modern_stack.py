@@ -10,6 +10,7 @@ checks that judge a fix are in ``amp_course.exercises.labs_modern_stack``.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -162,7 +163,7 @@ class RecordingBatches(FetchedBatches):
 def run_ema(train, seed: int = 0) -> dict:
     """Run ``train(model, optimizer, scheduler, ema, scaler, batches)``; record after each batch
     the optimizer's steps, the scheduler's, the learning rate and the EMA's count, and the scale
-    after each update(); at the end the model's and the EMA's weights."""
+    after each update(); at the end the model's and the EMA's weights, and the warnings raised."""
     model, optimizer, scheduler, ema, scaler = ema_setup(seed)
     batches = RecordingBatches(digit_batches(seed), optimizer, scheduler, ema)
     scales, update = [], scaler.update
@@ -172,10 +173,13 @@ def run_ema(train, seed: int = 0) -> dict:
         scales.append(scaler.get_scale())
 
     scaler.update = recorded_update
-    _, error = _attempt(train, model, optimizer, scheduler, ema, scaler, batches)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, error = _attempt(train, model, optimizer, scheduler, ema, scaler, batches)
     batches.finish()
     return {
         "error": error,
+        "warnings": [str(warning.message) for warning in caught],
         "records": batches.records,
         "scales": scales,
         "model": [p.detach().clone() for p in model.parameters()],

@@ -23,14 +23,14 @@ TF32_SETTERS = (
     'torch.backends.fp32_precision = "tf32"',
     'torch.backends.fp32_precision = "ieee"',
 )
-# The global setting and a leaf that says otherwise: which one wins (the leaf, unless it is
-# "none"), in both directions. Every seed's cases hold them.
+# The global setting and a leaf that says otherwise: which one wins (a leaf that was set, unless
+# it is "none"), in both directions. Every seed's cases hold them.
 GLOBAL_AND_LEAF = (
     (
         'torch.backends.fp32_precision = "tf32"',
         'torch.backends.cuda.matmul.fp32_precision = "ieee"',
     ),
-    ('torch.backends.fp32_precision = "ieee"',),  # cuDNN convolutions' leaf stays "tf32"
+    ('torch.backends.fp32_precision = "ieee"',),  # cuDNN's leaves, set to "tf32", stay "tf32"
 )
 TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
     (),
@@ -48,7 +48,14 @@ TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
 
 
 def reset_tf32() -> None:
-    """Every TF32 flag back to torch's defaults (fp32 matmuls in full fp32, cuDNN convs in TF32)."""
+    """Every TF32 flag back to its default value (fp32 matmuls in full fp32, cuDNN in TF32).
+
+    One default of a fresh process cannot come back: its cuDNN conv and RNN flags start unset (an
+    internal DEFAULT in ATen's Context.h) and follow a global or cuDNN-wide setting until a setter
+    or the legacy ``cudnn.allow_tf32`` sets them, and no setting unsets them again. Here they are
+    set to "tf32", their default value, so a later global "ieee" leaves them at "tf32", where in a
+    fresh process it would switch them to "ieee". The lab's text says so.
+    """
     torch.backends.fp32_precision = "none"
     torch.backends.cudnn.fp32_precision = "none"
     torch.set_float32_matmul_precision("highest")
