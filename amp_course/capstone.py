@@ -13,7 +13,7 @@ from . import emulation, gpus, memory, precisions
 from .device import pick_precision
 from .models import count_parameters
 from .recipe import AmpRecipe
-from .stats import PairedDifference
+from .stats import PairedDifference, fixed_cost
 from .timing import Comparison
 
 # The three ways of training the capstone compares, one per training dtype of ``ac.precisions``
@@ -133,26 +133,28 @@ def scaling_sentence(
 ) -> str:
     """What a step's time does when the batch grows ``factor`` times, read from two timings.
 
-    With time = fixed + per_sample x batch, a growth below sqrt(factor) means the fixed part was
-    over sqrt(factor) / (sqrt(factor) + 1) of the small batch's step (74% for 8x); a growth above
-    it means the per-sample part is over that share of the large batch's step.
+    The two timings split the step as time = fixed + per_sample x batch (``stats.fixed_cost``).
+    The sentence gives the fixed part's share of each step, and says which part holds most of the
+    small batch's step, the one the modes are compared at.
     """
     growth = large_s / small_s
-    if growth < math.sqrt(factor):
-        cost = (
-            "launching its kernels: the step is launch-bound"
-            if device_type == "cuda"
-            else "the framework's and Python's overhead per operation"
-        )
-        return (
-            f"{model}: {factor}x the batch took {growth:.2f}x the time. Most of the step does not "
-            f"grow with the work: it is a fixed cost per step ({cost}), so faster arithmetic "
-            "cannot shorten it much."
-        )
-    return (
-        f"{model}: {factor}x the batch took {growth:.2f}x the time: the step's time grows with "
-        "the work, and at the larger batch most of it is work that grows with the batch."
+    fixed = fixed_cost(small_s, large_s, factor)
+    cost = (
+        "launching its kernels: the step is launch-bound"
+        if device_type == "cuda"
+        else "the framework's and Python's overhead per operation"
     )
+    said = f"{model}: {factor}x the batch took {growth:.2f}x the time."
+    if fixed == 0.0:
+        return f"{said} No fixed cost shows: the step's time grows with the work."
+    split = (
+        f" Split as a fixed cost per step plus work per image, the fixed cost ({cost}) is "
+        f"{fixed / small_s:.0%} of the small batch's step and {fixed / large_s:.0%} of the large "
+        "one's"
+    )
+    if fixed / small_s > 0.5:
+        return f"{said}{split}: at the small batch faster arithmetic cannot shorten it much."
+    return f"{said}{split}: even at the small batch most of the step is work that grows with it."
 
 
 def speed_sentence(mode: str, speed: Comparison) -> str:

@@ -69,5 +69,8 @@ def trace_step(module, inputs, *, recipe: AmpRecipe) -> tuple[list[TracedOp], li
 
 
 def recomputed_ops(backward_rows: list[TracedOp]) -> list[TracedOp]:
-    """The rows of a backward trace that recompute forward ops (empty without checkpointing)."""
+    """The rows of a backward trace that only a forward runs (empty without checkpointing): the
+    recompute's norms, attention, biased matmuls and activations. Its other ops (an ``mm`` whose
+    bias is added apart, casts, views) are ops a backward runs too: a trace cannot tell them
+    apart."""
     return [row for row in backward_rows if row.op in FORWARD_ONLY_OPS]

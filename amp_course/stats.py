@@ -1,5 +1,6 @@
 """Statistics for comparing runs over seeds: Student-t quantiles, confidence intervals, and the
-paired comparison of two modes trained from the same seeds."""
+paired comparison of two modes trained from the same seeds; and the split of a step's time into a
+fixed cost and a cost per item."""
 
 from __future__ import annotations
 
@@ -142,3 +143,10 @@ def paired_difference(reference, candidate, confidence: float = 0.95) -> PairedD
     differences = tuple(c - r for r, c in zip(reference, candidate, strict=True))
     mean, half = t_interval(differences, confidence)
     return PairedDifference(differences, mean, half, confidence)
+
+
+def fixed_cost(small_s: float, large_s: float, factor: float) -> float:
+    """The fixed part of a step timed at a batch (``small_s``) and at ``factor`` times it
+    (``large_s``), read as time = fixed + per_item x batch: (factor x small - large) / (factor - 1),
+    kept within [0, small_s] (two noisy timings can put the line's ends outside it)."""
+    return min(max((factor * small_s - large_s) / (factor - 1), 0.0), small_s)

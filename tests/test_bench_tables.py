@@ -73,3 +73,26 @@ def test_the_report_and_the_ladder_tables_are_specs_of_the_one_renderer():
     assert graphs.memory_note == rung.memory_note  # a graph rung's memory is never shown
     ladder = ladder_report.format_table([ROWS[0], graphs]).splitlines()
     assert ladder[2].endswith(tables.NOT_MEASURED) and len(ladder[2]) == len(ladder[1])
+
+
+def test_the_matmul_panel_names_dashed_peaks_only_where_it_draws_them():
+    import matplotlib.pyplot as plt
+
+    from amp_course.bench import report
+
+    def matmul(size, **peak):
+        flops = 2.0 * size**3
+        return Row(
+            "matmul", Variant.parse("fp32"), size=size, median_s=1e-3, flops_per_step=flops, **peak
+        )
+
+    titles = []
+    for peak in ({}, {"dense_peak_tflops": 60.0}):  # a CPU's rows, then a GPU's
+        fig, ax = plt.subplots()
+        report._matmul_panel(ax, [matmul(64, **peak), matmul(128, **peak)])
+        titles.append((ax.get_title(), len(ax.get_lines())))
+        plt.close(fig)
+    assert titles == [
+        ("matmul throughput", 1),
+        ("matmul throughput (dashed: published peak)", 2),
+    ]

@@ -90,7 +90,16 @@ def test_plan_shortens_runs_on_a_slow_device_and_says_so():
 def test_scaling_sentence_follows_the_timings():
     assert "launch-bound" in capstone.scaling_sentence("m", 0.010, 0.012, 8, "cuda")
     assert "overhead" in capstone.scaling_sentence("m", 0.010, 0.012, 8, "cpu")
-    assert "grows with the work" in capstone.scaling_sentence("m", 0.010, 0.070, 8, "cuda")
+    # The lesson's own CPU run: 8.24 ms at batch 8, 24.2 ms at 64, over sqrt(8) times the time
+    # and yet mostly fixed cost at the batch the modes are compared at.
+    cpu = capstone.scaling_sentence("m", 8.24e-3, 24.2e-3, 8, "cpu")
+    assert "72% of the small batch's step and 25% of the large one's" in cpu
+    assert "cannot shorten it much" in cpu
+    mostly_work = capstone.scaling_sentence("m", 0.010, 0.070, 8, "cuda")
+    assert (
+        "14% of the small batch's step" in mostly_work and "most of the step is work" in mostly_work
+    )
+    assert "No fixed cost shows" in capstone.scaling_sentence("m", 0.010, 0.085, 8, "cuda")
 
 
 def _runs(*seconds):

@@ -9,7 +9,7 @@ lists, and the table a lesson displays). Everything public is re-exported here, 
 ``ac.autocast_trace.trace_op_dtypes`` is the name a notebook uses.
 """
 
-from .compare import compare_with_lists, expected_dtype, summarise, summary_markdown
+from .compare import VIEW_OPS, compare_with_lists, expected_dtype, summarise, summary_markdown
 from .docs_page import DOCS_PAGE_OPS, DOCS_URL, PAGE_NAME_TO_ATEN, docs_page_gaps, docs_page_stale
 from .op_lists import ATEN_TO_DOCUMENTED, AUTOCAST_OPS, POLICIES, autocast_policy
 from .recorder import DtypeRecorder, TracedOp, trace_op_dtypes
@@ -24,6 +24,7 @@ __all__ = [
     "POLICIES",
     "DtypeRecorder",
     "TracedOp",
+    "VIEW_OPS",
     "autocast_keys",
     "autocast_policy",
     "compare_with_lists",

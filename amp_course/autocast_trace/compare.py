@@ -55,11 +55,9 @@ def compare_with_lists(rows, device_type: str, autocast_dtype: torch.dtype) -> l
     return problems
 
 
-def summarise(
-    rows, device_type: str, autocast_dtype: torch.dtype, include_views: bool = False
-) -> list[dict]:
-    """Table rows for display: op, listed name and list, input/output dtypes, expected dtype."""
-    views = {
+# Ops that only view, alias or copy a tensor: a summary leaves them out unless asked.
+VIEW_OPS = frozenset(
+    {
         "view",
         "t",
         "transpose",
@@ -75,13 +73,20 @@ def summarise(
         "split",
         "alias",
     }
+)
+
+
+def summarise(
+    rows, device_type: str, autocast_dtype: torch.dtype, include_views: bool = False
+) -> list[dict]:
+    """Table rows for display: op, listed name and list, input/output dtypes, expected dtype."""
 
     def short(dtype):
         return str(dtype).replace("torch.", "")
 
     table = []
     for row in rows:
-        if not include_views and row.op in views:
+        if not include_views and row.op in VIEW_OPS:
             continue
         want = expected_dtype(row, device_type, autocast_dtype)
         listed = autocast_policy(row.documented_name, device_type) or "unlisted"
