@@ -146,11 +146,18 @@ def _proc_flags() -> frozenset[str]:
 
 
 def usable_flags() -> frozenset[str]:
-    """This CPU's flags less the native-path flags that oneDNN's cap keeps torch from using."""
+    """This CPU's flags less those torch is kept from using: the native-path flags above
+    oneDNN's cap, and ``avx512f`` where ATen's kernels dispatch at AVX2 or below (its
+    ``ATEN_CPU_CAPABILITY``, as a rehearsal sets)."""
+    import torch
+
+    found = flags()
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT"):
+        found = found - {"avx512f"}
     cap = onednn_cap()
     if cap not in ONEDNN_CAPS:
-        return flags()
-    return flags() - (_CAPPED - ONEDNN_CAPS[cap])
+        return found
+    return found - (_CAPPED - ONEDNN_CAPS[cap])
 
 
 @lru_cache(maxsize=1)

@@ -50,6 +50,15 @@ def test_a_onednn_cap_turns_off_the_native_paths_above_it(fake_cpu, monkeypatch,
     assert cpu.has_native("bf16", frozenset({"avx512_bf16"}))
 
 
+def test_avx512f_is_unused_where_aten_dispatches_at_avx2(fake_cpu, monkeypatch):
+    """Lesson 05 prints which vector units torch uses: under ATEN_CPU_CAPABILITY=avx2 (a
+    rehearsal, read when torch starts) the AVX-512 units are there but unused."""
+    fake_cpu("avx2 avx512f")
+    for capability, usable in (("AVX512", {"avx2", "avx512f"}), ("AVX2", {"avx2"})):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
+        assert cpu.usable_flags() == usable
+
+
 def test_the_older_name_of_the_cap_counts_too(fake_cpu, monkeypatch):
     fake_cpu("avx2 avx512_bf16")
     monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")

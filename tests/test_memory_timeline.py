@@ -78,6 +78,9 @@ def test_account_timeline_tells_the_same_story():
         {"parameters": 400, "optimizer state": 800, "gradients": 0, "activations": 3000},
     )
     assert "not measured" in account.source
+    # Autocast's weight copies are their own band, beside the activations, not inside them.
+    amp = timeline.account_timeline(400, 800, 3000, 400, weight_copy_bytes=200)
+    assert amp.peak()[1]["activations"] == 3000 and amp.peak()[1]["weight copies"] == 200
 
 
 def test_plot_marks_the_phases(traced):

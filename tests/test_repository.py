@@ -64,6 +64,9 @@ def test_a_labs_fixes_wait_behind_a_folded_heading(path):
         section.append(cell.source)
     text = "\n".join(section)
     assert re.search(r"^### Summary$", text, re.M) and re.search(r"^### .*pitfalls", text, re.M)
+    # JupyterLab's button under the folded heading names how many cells it hides.
+    hidden = f"{len(section)} cell{'s' if len(section) > 1 else ''} hidden"
+    assert f'click "{hidden}"' in after.source, (path.name, hidden)
     before = "\n".join(c.source for c in cells[: last_check + 1] if c.cell_type == "markdown")
     assert "Summary" not in before and "pitfalls" not in before.lower(), path.name
 

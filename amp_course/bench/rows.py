@@ -206,8 +206,8 @@ def load(report: dict | str | Path, workload: str) -> list[Row]:
 
 def matmul_peaks(rows: list[Row]) -> dict[str, float]:
     """The course's one matmul peak: per precision, the best TFLOP/s among the square matmuls a
-    run timed, here its ``matmul`` rows (a ladder run without them, and the roofline, time one
-    size with ``flops.measure_matmul_flops``)."""
+    run timed, here its ``matmul`` rows, each ``a @ b`` (a ladder run without them, and the
+    roofline, time one size with ``flops.measure_matmul_flops``, the best of its layouts)."""
     peaks: dict[str, float] = {}
     for row in rows:
         if row.workload == "matmul" and row.achieved_tflops is not None:

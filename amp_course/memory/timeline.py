@@ -27,6 +27,7 @@ COLOURS = {
     "optimizer state": "tab:green",
     "gradients": "tab:red",
     "activations": "tab:orange",
+    "weight copies": "tab:purple",
     "temporaries": "tab:gray",
     "other": "tab:olive",
 }
@@ -54,13 +55,18 @@ class MemoryTimeline:
 
 
 def account_timeline(
-    parameter_bytes: int, optimizer_state_bytes: int, activation_bytes: int, gradient_bytes: int
+    parameter_bytes: int,
+    optimizer_state_bytes: int,
+    activation_bytes: int,
+    gradient_bytes: int,
+    weight_copy_bytes: int = 0,
 ) -> MemoryTimeline:
     """The step's memory at its phase boundaries from an account (any device, nothing measured).
 
-    In a warmed-up step with ``zero_grad(set_to_none=True)``: the forward adds the activations,
-    the backward frees them as it creates the gradients, the optimizer updates in place, and
-    zero_grad frees the gradients. Temporaries (workspaces, intermediate results) are not counted.
+    In a warmed-up step with ``zero_grad(set_to_none=True)``: the forward adds the activations
+    (and autocast's 16-bit weight copies, saved for backward with them), the backward frees them
+    as it creates the gradients, the optimizer updates in place, and zero_grad frees the
+    gradients. Temporaries (workspaces, intermediate results) are not counted.
     """
     points = {
         "parameters": [parameter_bytes] * 5,
@@ -68,6 +74,8 @@ def account_timeline(
         "gradients": [0, 0, gradient_bytes, gradient_bytes, 0],
         "activations": [0, activation_bytes, 0, 0, 0],
     }
+    if weight_copy_bytes:
+        points["weight copies"] = [0, weight_copy_bytes, 0, 0, 0]
     return MemoryTimeline(
         x=[0, 1, 2, 3, 4],
         bytes=points,
