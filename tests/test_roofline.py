@@ -144,3 +144,22 @@ def test_each_dtype_has_its_own_ridge_and_unknown_variants_have_no_roofline():
     assert h100.regime(1.0, "fp32") == "memory-bound" and h100.regime(25, "fp32") == "compute-bound"
     assert roofline.published("NVIDIA H100 NVL") is None
     assert roofline.published("NVIDIA GH200 480GB") is None
+
+
+def test_the_matmul_roof_is_the_best_of_a_steps_layouts(monkeypatch):
+    """A roof is a ceiling: where a CPU emulates bf16, a @ b ran at a sixth of a Linear's x @ W.T,
+    so the measured peak takes the best of the layouts a training step's matmuls use."""
+    from amp_course import flops, timing
+
+    a, b = torch.randn(3, 3), torch.randn(3, 3)
+    layouts = {name: mm(a, b) for name, mm in flops.LAYOUTS.items()}
+    assert torch.equal(layouts["a @ b"], a @ b) and torch.equal(layouts["a @ b.T"], a @ b.T)
+    assert torch.equal(layouts["a.T @ b"], a.T @ b)
+    medians = iter([3e-3, 1e-3, 2e-3])  # the second layout is the fastest
+
+    def measure(fn, **_):
+        fn()
+        return type("Timed", (), {"median": next(medians)})()
+
+    monkeypatch.setattr(timing, "measure", measure)
+    assert flops.measure_matmul_flops("cpu", "fp32", 64) == 2 * 64**3 / 1e-3
