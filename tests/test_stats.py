@@ -110,3 +110,13 @@ def test_bad_input_is_explained():
         stats.two_sample_half_width([0.9], [0.9, 0.91])
     with pytest.raises(ValueError, match="one value per seed"):
         stats.paired_difference([0.9, 0.91], [0.9])
+
+
+def test_fixed_cost_splits_two_timings_along_a_line():
+    """time = fixed + per_item x batch: 8.24 ms at a batch and 24.2 ms at 8x it leave 5.96 ms
+    fixed; noise that puts the line's ends outside [0, small] is clamped; 1x is refused."""
+    assert stats.fixed_cost(8.24e-3, 24.2e-3, 8) == pytest.approx(5.96e-3, abs=1e-5)
+    assert stats.fixed_cost(0.010, 0.085, 8) == 0.0  # grew more than 8x: no fixed cost shows
+    assert stats.fixed_cost(0.010, 0.009, 8) == 0.010  # shrank: all of the small step is fixed
+    with pytest.raises(ValueError, match="more than 1x"):
+        stats.fixed_cost(0.010, 0.010, 1)
