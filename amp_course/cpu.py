@@ -54,6 +54,8 @@ ONEDNN_CAPS: dict[str, frozenset[str]] = {
     "AVX512_CORE_AMX_FP16": frozenset({_BF16, _FP16, _AMX}),
     "AVX10_1_512_AMX_FP16": frozenset({_BF16, _FP16, _AMX}),
 }
+# The oneDNN caps below AVX-512: under one of them (and ATen's AVX2) no kernel uses avx512f.
+_AVX2_OR_BELOW = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"})
 # The flags whose use a oneDNN cap governs: every native-path flag of the table of precisions.
 _CAPPED = frozenset().union(*(p.cpu_flags for p in precisions.PRECISIONS.values()))
 
@@ -147,14 +149,18 @@ def _proc_flags() -> frozenset[str]:
 
 def usable_flags() -> frozenset[str]:
     """This CPU's flags less those torch is kept from using: the native-path flags above
-    oneDNN's cap, and ``avx512f`` where ATen's kernels dispatch at AVX2 or below (its
-    ``ATEN_CPU_CAPABILITY``, as a rehearsal sets)."""
+    oneDNN's cap, and ``avx512f`` where both ATen's kernels (``ATEN_CPU_CAPABILITY``) and oneDNN
+    are capped at AVX2 or below, as a rehearsal sets them."""
     import torch
 
     found = flags()
-    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT"):
-        found = found - {"avx512f"}
     cap = onednn_cap()
+    below_avx512 = cap in _AVX2_OR_BELOW and torch.backends.cpu.get_cpu_capability() in (
+        "AVX2",
+        "DEFAULT",
+    )
+    if below_avx512:
+        found = found - {"avx512f"}
     if cap not in ONEDNN_CAPS:
         return found
     return found - (_CAPPED - ONEDNN_CAPS[cap])

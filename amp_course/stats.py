@@ -148,7 +148,7 @@ def paired_difference(reference, candidate, confidence: float = 0.95) -> PairedD
 def fixed_cost(small_s: float, large_s: float, factor: float) -> float:
     """The fixed part of a step timed at a batch (``small_s``) and at ``factor`` times it
     (``large_s``), read as time = fixed + per_item x batch: (factor x small - large) / (factor - 1),
-    kept within [0, small_s] (two noisy timings can put the line's ends outside it)."""
+    kept within [0, the shorter step] (two noisy timings can put the line's ends outside it)."""
     if factor <= 1:
         raise ValueError(f"the larger batch must be more than 1x the smaller, got {factor}x.")
-    return min(max((factor * small_s - large_s) / (factor - 1), 0.0), small_s)
+    return min(max((factor * small_s - large_s) / (factor - 1), 0.0), small_s, large_s)

@@ -54,9 +54,19 @@ def test_avx512f_is_unused_where_aten_dispatches_at_avx2(fake_cpu, monkeypatch):
     """Lesson 05 prints which vector units torch uses: under ATEN_CPU_CAPABILITY=avx2 (a
     rehearsal, read when torch starts) the AVX-512 units are there but unused."""
     fake_cpu("avx2 avx512f")
-    for capability, usable in (("AVX512", {"avx2", "avx512f"}), ("AVX2", {"avx2"})):
+    cases = (  # ATen's capability, oneDNN's cap, what torch may use
+        ("AVX512", "AVX2", {"avx2", "avx512f"}),
+        ("AVX2", None, {"avx2", "avx512f"}),  # oneDNN alone still runs AVX-512 kernels
+        ("AVX2", "AVX2", {"avx2"}),
+    )
+    for capability, cap, usable in cases:
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
-        assert cpu.usable_flags() == usable
+        if cap is None:
+            for name in cpu.ONEDNN_CAP_VARIABLES:
+                monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert cpu.usable_flags() == usable, (capability, cap)
 
 
 def test_the_older_name_of_the_cap_counts_too(fake_cpu, monkeypatch):

@@ -117,6 +117,6 @@ def test_fixed_cost_splits_two_timings_along_a_line():
     fixed; noise that puts the line's ends outside [0, small] is clamped; 1x is refused."""
     assert stats.fixed_cost(8.24e-3, 24.2e-3, 8) == pytest.approx(5.96e-3, abs=1e-5)
     assert stats.fixed_cost(0.010, 0.085, 8) == 0.0  # grew more than 8x: no fixed cost shows
-    assert stats.fixed_cost(0.010, 0.009, 8) == 0.010  # shrank: all of the small step is fixed
+    assert stats.fixed_cost(0.010, 0.009, 8) == 0.009  # shrank: all of the shorter step is fixed
     with pytest.raises(ValueError, match="more than 1x"):
         stats.fixed_cost(0.010, 0.010, 1)
