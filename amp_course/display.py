@@ -1,5 +1,6 @@
-"""What the front end running this kernel can show: whether ipywidgets render here; and how an
-exception is shown in one line (a learner's, in a check; a timed function's, in a report).
+"""What the front end running this kernel can show: whether ipywidgets render here; a progress
+bar, where one is wanted; and how an exception is shown in one line (a learner's, in a check; a
+timed function's, in a report).
 
 The quizzes and the bit inspector ask it, and fall back to text (or HTML with a text rendering)
 where widgets would show nothing. The exercise checks and the lab kit that runs a lab's code both
@@ -52,3 +53,14 @@ def error_line(error: BaseException) -> str:
     characters); an exception with no message gives its type alone."""
     first = (str(error).splitlines() or [""])[0]
     return f"{type(error).__name__}: {first[:200]}"
+
+
+def progress(iterable=None, **kwargs):
+    """A tqdm progress bar (``tqdm.auto``: a widget in Jupyter), off where ``AMP_COURSE_PROGRESS``
+    is 0. The course's executor sets that: a bar is for a live run, and an executed copy would
+    keep only its first frame, "0%", as the text a viewer without widgets shows. tqdm's own
+    ``TQDM_DISABLE`` does not reach the notebook bar, which passes ``disable`` itself."""
+    from tqdm.auto import tqdm
+
+    off = os.environ.get(env_vars.PROGRESS, "").strip() == "0"
+    return tqdm(iterable, **{**kwargs, "disable": kwargs.get("disable", False) or off})

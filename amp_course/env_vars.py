@@ -24,6 +24,7 @@ FAKE_CPU_FLAGS = "AMP_COURSE_FAKE_CPU_FLAGS"
 FAKE_TIMES = "AMP_COURSE_FAKE_TIMES"
 AUTOGRADER_ROOT = "AMP_COURSE_AUTOGRADER_ROOT"
 AUTOGRADER_PYTHON = "AMP_COURSE_AUTOGRADER_PYTHON"
+PROGRESS = "AMP_COURSE_PROGRESS"
 
 MEANINGS = {
     SMOKE: "1/true: smoke mode (tiny sizes, the MNIST subset); 0/false: full; unset: a CPU's smoke",
@@ -38,6 +39,7 @@ MEANINGS = {
     SOURCE: "the repository the Colab setup cell clones (default: the course's GitHub)",
     FAKE_CPU_FLAGS: "tests: CPU flags that replace /proc/cpuinfo's (ac.device.cpu_flags)",
     FAKE_TIMES: "tests: seconds per call for named measurements (ac.timing.measure)",
+    PROGRESS: "0: no progress bars (the course's executor: a saved copy keeps a bar's first frame)",
     AUTOGRADER_ROOT: "Gradescope's run_autograder: where /autograder is (tests: a temporary one)",
     AUTOGRADER_PYTHON: "Gradescope's run_autograder: the Python that grades (default: its venv's)",
 }

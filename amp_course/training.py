@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
+from . import display
 from .recipe import AmpRecipe
 
 
@@ -144,7 +144,7 @@ def train_epoch(
     model.train()
     optimizer.zero_grad(set_to_none=True)
     total = len(loader) if max_batches is None else min(len(loader), max_batches)
-    bar = tqdm(total=total, desc=desc, disable=not progress, leave=False)
+    bar = display.progress(total=total, desc=desc, disable=not progress, leave=False)
     start = time.perf_counter()
     for index, (inputs, targets) in enumerate(loader):
         if index >= total:

@@ -32,6 +32,9 @@ def test_papermill_smoke(path, executed_lesson):
     if any("matplotlib" in c.source for c in code):
         figures = [o for o in outputs if "image/png" in o.get("data", {})]
         assert figures, f"{path.name} imports matplotlib but showed no figure"
+    # No progress bar: a saved copy would keep its first frame, "0%", as the text viewers show.
+    bars = [o for o in outputs if "it/s]" in str(o.get("data", {}).get("text/plain", ""))]
+    assert not bars, bars[:1]
     if path.stem[:2] in CORE:  # nothing that looks like a failure: notes go in the header line
         stderr = [printed(c, streams=("stderr",)) for c in code if printed(c, streams=("stderr",))]
         assert not stderr, stderr

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ... import env_vars
 from ...paths import NOTEBOOKS, ROOT
 from ..executed import stamp
 
@@ -135,7 +136,9 @@ def run_lesson(
 
     path, out = Path(path), Path(out)
     _register_engine()
-    with tempfile.TemporaryDirectory() as tmp, figures_inline():
+    # Progress bars are for a live run: a copy would keep only their first frame ("0%").
+    no_bars = environment(**{env_vars.PROGRESS: "0"})
+    with tempfile.TemporaryDirectory() as tmp, figures_inline(), no_bars:
         papermill.execute_notebook(
             str(prepare(path, tmp, solved=solved)),
             str(out),
