@@ -151,16 +151,12 @@ def usable_flags() -> frozenset[str]:
     """This CPU's flags less those torch is kept from using: the native-path flags above
     oneDNN's cap, and ``avx512f`` where both ATen's kernels (``ATEN_CPU_CAPABILITY``) and oneDNN
     are capped at AVX2 or below, as a rehearsal sets them."""
-    import torch
+    found, cap = flags(), onednn_cap()
+    if cap in _AVX2_OR_BELOW:  # and ATen's own cap, which torch read when it started
+        import torch  # only here: the command line reads this module without torch
 
-    found = flags()
-    cap = onednn_cap()
-    below_avx512 = cap in _AVX2_OR_BELOW and torch.backends.cpu.get_cpu_capability() in (
-        "AVX2",
-        "DEFAULT",
-    )
-    if below_avx512:
-        found = found - {"avx512f"}
+        if torch.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT"):
+            found = found - {"avx512f"}
     if cap not in ONEDNN_CAPS:
         return found
     return found - (_CAPPED - ONEDNN_CAPS[cap])
