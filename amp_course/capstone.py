@@ -192,8 +192,9 @@ def paired_verdict(name: str, paired: PairedDifference, margin: float, unit: str
     if paired.within(margin):
         zero = "includes 0" if paired.includes_zero else "excludes 0"
         return (
-            f"{interval}: it {zero} and lies inside +-{margin:g}{unit}, so any difference is "
-            "smaller than the margin: the same accuracy for every purpose that margin describes."
+            f"{interval}: it {zero} and lies inside +-{margin:g}{unit}, so at these settings "
+            "any difference is smaller than the margin: equivalent, for the purpose that margin "
+            "describes."
         )
     if paired.includes_zero:
         return (
