@@ -260,10 +260,20 @@ def images_then_one_more(num_params, activation, batch, gpu_gib, amp):
     return batch // images + 1 if images >= 1 else None
 
 
+def search_short_of_the_batch(num_params, activation, batch, gpu_gib, amp):
+    """Tries 1 to batch - 1 GPUs: never one image per GPU, so None where that is the answer."""
+    static, usable = (16 + 2 * amp) * num_params, 0.9 * gpu_gib * GIB
+    return next(
+        (g for g in range(1, batch) if static + -(-batch // g) * activation <= usable), None
+    )
+
+
 # Seed 0 is the learner's check cell; the others stand for the grader's secret seed. A wrong
 # answer the check cell passes would pass in the notebook and then fail at grading.
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 12345])
-@pytest.mark.parametrize("wrong", [images_then_one_more, zero_instead_of_none])
+@pytest.mark.parametrize(
+    "wrong", [images_then_one_more, zero_instead_of_none, search_short_of_the_batch]
+)
 def test_an_answer_wrong_for_some_jobs_fails_at_every_seed(wrong, seed):
     with pytest.raises(ExerciseFailed, match="returned"):
         lesson.compare(lesson.observe(wrong, seed), lesson.observe(solutions.gpus_for, seed), seed)

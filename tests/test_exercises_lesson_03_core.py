@@ -105,7 +105,14 @@ class _TorchKernel(ScalerCore):
         return found  # a tensor flag
 
 
-@pytest.mark.parametrize("right", [_Divides, _Float32Tensor, _TorchKernel])
+class _IntFlag(ScalerCore):
+    """The flag as 0 or 1, which the scaler reads as False or True."""
+
+    def unscale_grads(self, grads):
+        return int(super().unscale_grads(grads))
+
+
+@pytest.mark.parametrize("right", [_Divides, _Float32Tensor, _TorchKernel, _IntFlag])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_right_cores_written_differently_pass(right, seed):
     assert exercises.verdict(NAME, right, seed) == ("passed", "")
@@ -142,7 +149,12 @@ def _fp32(x: float) -> float:
     return torch.tensor(x, dtype=torch.float32).item()
 
 
-def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False):
+class _StringFlag(ScalerCore):
+    def unscale_grads(self, grads):
+        return str(super().unscale_grads(grads))
+
+
+def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False, clamp=False):
     """A core whose update rounds to float32 as GradScaler does, with its rule changed."""
 
     class Core(ScalerCore):
@@ -154,6 +166,8 @@ def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False):
             self.good_steps += 1
             if grow_when(self.good_steps, self.growth_interval):
                 grown = _fp32(self.scale_value * self.growth_factor)
+                if clamp:  # float32's largest number where growth would overflow
+                    grown = min(grown, torch.finfo(torch.float32).max)
                 if not guard or grown <= torch.finfo(torch.float32).max:
                     self.scale_value = grown
                 if grow_when is not _every_interval:
@@ -180,6 +194,12 @@ WRONG = [
     ("growth one step late", _update(lambda n, i: n > i), "gives a scale of"),
     ("the count never restarts", _update(_every_interval), "and a growth tracker of 0"),
     ("growth to inf", _update(lambda n, i: n == i, guard=False), "gives a scale of inf"),
+    (
+        "growth clamped to float32's largest number",
+        _update(lambda n, i: n == i, clamp=True),
+        "scale(1.5) gives inf (its scale_value, 3.4028234663852886e+38, times 1.5 overflows",
+    ),
+    ("a flag that is a string", _StringFlag, "returned 'False', not a bool; PyTorch's"),
     ("an overflow counted as clean", _update(lambda n, i: n == i, grow_on_inf=True), "inf]"),
 ]
 # Words that would name a fix; a message says what differs from PyTorch's.

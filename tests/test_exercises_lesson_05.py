@@ -303,38 +303,61 @@ def _median_of_every_call(fn, device, warmup=3, iters=10, pick=statistics.median
     return pick(seconds)
 
 
+def _median_without_sync_after_warmup(fn, device, warmup=3, iters=10):
+    """Each timed call synchronised, but the first clock reading comes with the warm-up's work
+    still queued: one slow sample, which the median hides."""
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        timing.synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def _defaults_hard_coded(fn, device, warmup=3, iters=10):
+    """The signature's defaults, 3 and 10, written into the loops: the arguments ignored."""
+    return _timer()(fn, device)
+
+
 def _divided_by_one_more(fn, device, warmup=3, iters=10):
     return _timer()(fn, device, warmup, iters) * iters / (iters + 1)
 
 
 READ = "Your timer read the clock first after "
 WRONG_TIMERS = {
-    "no synchronize": (_no_sync, READ + r"3 calls, with 92 ms .*last after 13 calls, with 132 ms"),
-    "per call, no synchronize": (_per_call_without_sync, r"last after 13 calls, with 40 ms"),
-    "warm-up timed": (_no_warmup, READ + r"0 calls, with 0 ms .*last after 13 calls, with 0 ms"),
+    "no synchronize": (_no_sync, READ + r"4 calls, with 96 ms .*last after 12 calls, with 128 ms"),
+    "per call, no synchronize": (_per_call_without_sync, r"last after 12 calls, with 32 ms"),
+    "warm-up timed": (_no_warmup, READ + r"0 calls, with 0 ms .*last after 12 calls, with 0 ms"),
     "synchronised, then warm-up timed": (
         _synchronised_then_all_timed,
-        r"says 13\.2 ms per step.*" + READ + r"0 calls, with 0 ms of work queued, last after 13",
+        r"says 16 ms per step.*" + READ + r"0 calls, with 0 ms of work queued, last after 12",
     ),
-    "no synchronize after the warm-up": (_no_sync_after_warmup, READ + "3 calls, with 92 ms"),
+    "no synchronize after the warm-up": (_no_sync_after_warmup, READ + "4 calls, with 96 ms"),
     "divided by iters + 1": (
         _divided_by_one_more,
-        r"says 3\.636 ms .*first after 3 calls, with 0 ms .*last after 13 calls, with 0 ms",
+        r"says 3\.556 ms .*first after 4 calls, with 0 ms .*last after 12 calls, with 0 ms",
     ),
     "median of every call": (
         _median_of_every_call,
-        READ + r"0 calls, with 0 ms of work queued: during the 3 warm-up calls, which the "
-        r"reference runs untimed \(it reads the clock first after them, then times 10 calls\)\.$",
+        READ + r"0 calls, with 0 ms of work queued: during the 4 warm-up calls, which the "
+        r"reference runs untimed \(it reads the clock first after them, then times 8 calls\)\.$",
     ),
     "minimum of every call": (
         functools.partial(_median_of_every_call, pick=min),
-        "during the 3 warm-up calls",
+        "during the 4 warm-up calls",
     ),
-    "no warm-up": (_warmup_never_run, "called the step 10 times; the reference calls it 13"),
-    "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "called the step 12 times"),
-    "the total": (_no_divide, r"exactly iters = 10 times the step time\.$"),
+    "no warm-up": (_warmup_never_run, "called the step 8 times; the reference calls it 12"),
+    "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "called the step 10 times"),
+    "the total": (_no_divide, r"exactly iters = 8 times the step time\.$"),
     "CPU time": (_timer("process_time"), r"none of the wall clocks .*default_timer\)\.$"),
     "milliseconds": (_timer(scale=1e3), "exactly the step time in milliseconds"),
+    "median, the warm-up's work queued at the first reading": (
+        _median_without_sync_after_warmup,
+        READ + r"4 calls, with 96 ms of work queued \(the 4 warm-up calls' work\); the reference",
+    ),
     "nanoseconds": (_timer("perf_counter_ns"), "exactly the step time in nanoseconds"),
 }
 # Words that would name the fix instead of saying what differs.
@@ -350,6 +373,29 @@ def test_timer_wrong_answers_fail_saying_what_differs(wrong, message):
     assert not ADVICE.search(str(failure.value)), failure.value
     for seed in SEEDS[1:]:  # and at the grader's seeds
         assert exercises.verdict("05.timer", wrong, seed)[0] == "failed", seed
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a real driver records the events")
+def test_a_timer_on_cuda_events_is_told_what_the_check_stands_in_for():
+    def events(fn, device, warmup=3, iters=10):
+        for _ in range(warmup):
+            fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        torch.cuda.synchronize(device)
+        return start.elapsed_time(end) / 1e3 / iters
+
+    with pytest.raises(ExerciseFailed, match=r"not for CUDA events or streams: 'What the check"):
+        exercises.check("05.timer", events)
+
+
+def test_a_timer_that_ignores_its_arguments_fails_in_the_notebook():
+    """Seed 0, the notebook's check, asks for other counts than the signature's defaults."""
+    with pytest.raises(ExerciseFailed, match=READ + r"3 calls, .*during the 4 warm-up calls"):
+        exercises.check("05.timer", _defaults_hard_coded)
 
 
 # ---- Will it fit? -----------------------------------------------------------------------------

@@ -262,6 +262,22 @@ class InputsCastOnly(torch.nn.Module):
         return self.inner(*map(fp32, args), **{k: fp32(v) for k, v in kwargs.items()})
 
 
+class Bf16Region(torch.nn.Module):
+    """A region in bf16 autocast: finite (bf16 has fp32's range), but not the fp32 region asked."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args, **kwargs):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.inner(*args, **kwargs)
+
+
+def bf16_region(model, images):
+    return _wrap(model, _first(model, images).name.removesuffix(".0"), Bf16Region)
+
+
 def inputs_cast_only(model, images):
     return _wrap(model, _first(model, images).name.removesuffix(".0"), InputsCastOnly)
 
@@ -299,6 +315,11 @@ STILL = r"the forward pass under fp16 autocast still gives inf or NaN, first in 
             r"self_attention in float32, which the smallest region .* does not\.$",
         ),
         (to_bf16, "the parameters of the model you returned are bfloat16; the reference's are"),
+        (
+            bf16_region,
+            r"attention: encoder\.layers\.encoder_layer_1\.self_attention ran in bfloat16; in the "
+            r"reference's region it runs in float32\.$",
+        ),
         (lambda model, images: None, "you returned None; the reference returns the model"),
     ],
 )

@@ -215,11 +215,11 @@ def enabled_for_bf16_too(strategy, amp_dtype, device):
     [
         (
             plain_everywhere,
-            r"\('fsdp1', torch.float16, device\): the scaler is a torch.amp.GradScaler \(not a "
+            r"\('fsdp1', torch.float16, 'cpu'\): the scaler is a torch.amp.GradScaler \(not a "
             r"sharded one\); the reference's is a ShardedGradScaler\.$",
         ),
         (sharded_everywhere, r"\('ddp', torch.float16, .*the reference's is a torch.amp.Grad"),
-        (enabled_for_bf16_too, "bfloat16, device.: the scaler is enabled; the reference's is dis"),
+        (enabled_for_bf16_too, "bfloat16, 'cpu'.: the scaler is enabled; the reference's is dis"),
         (
             lambda strategy, amp_dtype, device: None,
             r"returned a NoneType; the reference returns a torch.amp.GradScaler \(not a sharded "
@@ -230,3 +230,15 @@ def enabled_for_bf16_too(strategy, amp_dtype, device):
 def test_scaler_for_mistakes_fail_and_say_why(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(SCALER_FOR, wrong)
+
+
+def test_scaler_for_given_a_device_name_in_the_notebook_too():
+    """The text allows a torch.device or its name: the notebook's check passes both, so an answer
+    that reads ``device.type`` fails there, not first at grading."""
+
+    def device_type_read(strategy, amp_dtype, device):
+        return exercises.solution(SCALER_FOR)(strategy, amp_dtype, torch.device(device.type))
+
+    for seed in (0, 1):
+        status, message = exercises.verdict(SCALER_FOR, device_type_read, seed)
+        assert status == "failed" and "'cpu') raised AttributeError: 'str' object" in message

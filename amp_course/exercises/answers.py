@@ -182,7 +182,12 @@ def compare_params(mine, ref, what, rtol=1e-5, atol=1e-7) -> None:
         raise ExerciseFailed(f"{what}: {len(mine)} parameter tensors, expected {len(ref)}.")
     for index, (a, b) in enumerate(zip(mine, ref, strict=True)):
         if not torch.isfinite(a).all():
-            raise ExerciseFailed(f"parameter tensor {index} holds inf/NaN after training.")
+            finite = (
+                "the reference's is finite"
+                if torch.isfinite(b).all()
+                else "so does the reference's"
+            )
+            raise ExerciseFailed(f"{what}: tensor {index} holds inf/NaN ({finite}).")
         if a.shape != b.shape or not torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol):
             off = (a.to(b.dtype) - b).abs().max().item() if a.shape == b.shape else float("inf")
             raise ExerciseFailed(

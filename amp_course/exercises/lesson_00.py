@@ -28,6 +28,9 @@ SEED0_CASES = [
     (600_000_000, 200 * MIB, 200, 16, True),
     # 9 images of 100 MiB fit in 921.6 MiB and 45 = 5 x 9: 5 GPUs, where batch // 9 + 1 says 6.
     (0, 100 * MIB, 45, 1, False),
+    # 338 MiB of room beside the state holds one image of 288 MiB, not two: one image per GPU,
+    # 71 GPUs for 71 images (a search that stops short of the global batch says None).
+    (461_000_000, 288 * MIB, 71, 8, False),
 ]
 
 
@@ -82,9 +85,14 @@ def _cases(seed: int) -> list[tuple]:
     num_params, activation, gpu_gib = pick(0, 300) * 1_000_000, pick(50, 320) * MIB, 24
     images = int((USABLE * gpu_gib * GIB - _static(num_params, False)) // activation)
     divides = (num_params, activation, images * pick(2, 8), gpu_gib, False)
+    # Room beside the state for one image and not two: one image per GPU, as many GPUs as images.
+    num_params = pick(0, 1000) * 1_000_000
+    room = USABLE * 24 * GIB - _static(num_params, False)
+    activation = int(room * pick(51, 99) / 100) // MIB * MIB
+    one_each = (num_params, activation, pick(20, 500), 24, False)
     # The static state alone overflows a GPU: no count of GPUs fits (None, not 0).
     overflows = (pick(3000, 5000) * 1_000_000, pick(20, 320) * MIB, 2 ** pick(9, 12), 40, True)
-    return cases + rounding + [divides, overflows]
+    return cases + rounding + [divides, one_each, overflows]
 
 
 def _plain(value):
@@ -148,6 +156,8 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
         said = f"{where} returned {result!r}, expected {expected}"
         if expected is None:
             raise ExerciseFailed(f"{said}: even with one image per GPU, {_account(*case, batch)}.")
+        if result is None:
+            raise ExerciseFailed(f"{said}: {_account(*case, expected)}.")
         if not isinstance(result, int) or result < 1:
             raise ExerciseFailed(f"{said}, a whole number of GPUs.")
         if result < expected:

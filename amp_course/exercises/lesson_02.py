@@ -63,8 +63,9 @@ CUDA_HINTS = {
 }
 
 
-def _predictions(expressions: dict, hints: dict, device: str):
-    """observe and compare for a dict of dtype predictions, one per expression."""
+def _predictions(expressions: dict, hints: dict, device: str, autocast_dtype: torch.dtype):
+    """observe and compare for a dict of dtype predictions, one per expression, made under
+    ``torch.autocast(device, dtype=autocast_dtype)``."""
 
     def observe(predictions, seed: int) -> dict:
         """Each prediction as a dtype's name (None where still None).
@@ -104,15 +105,30 @@ def _predictions(expressions: dict, hints: dict, device: str):
         if missing:
             raise ExerciseFailed(f"no prediction yet for: {', '.join(missing)}.")
         wrong = [text for text, dtype in actual.items() if predicted[text] != dtype]
+        # Every 16-bit prediction in the other 16-bit format: the setting was misread, not the
+        # lists, and the setting is no answer to hide. (One stray beside right ones says nothing.)
+        other = {torch.float16: torch.bfloat16, torch.bfloat16: torch.float16}[autocast_dtype]
+        strays = [text for text in wrong if predicted[text] == str(other)]
+        if str(autocast_dtype) in predicted.values():
+            strays = []
         if wrong:
             raise ExerciseFailed(
                 f"{len(wrong)} of {len(actual)} wrong under {device} autocast: "
                 + "; ".join(f"{text} ({hints[text]})" for text in wrong)
                 + "."
+                + (
+                    f" {len(strays)} of them you predicted {other}; the lower precision of this "
+                    f"autocast, torch.autocast({device.lower()!r}, dtype={autocast_dtype}), is "
+                    f"{autocast_dtype}."
+                    if strays
+                    else ""
+                )
             )
 
     return observe, compare
 
 
-register("02.predict_dtypes", *_predictions(EXPRESSIONS, HINTS, "CPU"))
-register("02.predict_cuda_dtypes", *_predictions(CUDA_EXPRESSIONS, CUDA_HINTS, "CUDA"))
+register("02.predict_dtypes", *_predictions(EXPRESSIONS, HINTS, "CPU", torch.bfloat16))
+register(
+    "02.predict_cuda_dtypes", *_predictions(CUDA_EXPRESSIONS, CUDA_HINTS, "CUDA", torch.float16)
+)

@@ -153,10 +153,12 @@ def _scaler_cases(seed: int) -> list[tuple[str, str]]:
 def observe_scalers(fn, seed: int) -> dict:
     """Ask ``fn(strategy, amp_dtype, device)`` for each pair's scaler, on the CPU; describe it."""
     rows = []
-    for strategy, name in _scaler_cases(seed):
-        device = torch.device("cpu") if seed % 2 == 0 else "cpu"  # a torch.device or its name
+    for index, (strategy, name) in enumerate(_scaler_cases(seed)):
+        # A torch.device or its name, both at every seed (the notebook's check included).
+        device = torch.device("cpu") if (index + seed) % 2 == 0 else "cpu"
         scaler, error, warned = call_noting_warnings(fn, strategy, DTYPES[name], device)
-        row = {"strategy": strategy, "dtype": name, "error": error and error[:300]}
+        row = {"strategy": strategy, "dtype": name, "given": repr(device)}
+        row["error"] = error and error[:300]
         if not error:
             row["kind"] = _scaler_kind(scaler)
             if row["kind"] in KINDS:
@@ -168,7 +170,7 @@ def observe_scalers(fn, seed: int) -> dict:
 def compare_scalers(mine: dict, reference: dict, seed: int) -> None:
     for got, want in zip(mine["rows"], reference["rows"], strict=True):
         strategy, name = want["strategy"], want["dtype"]
-        where = f"scaler_for({strategy!r}, {DTYPES[name]}, device)"
+        where = f"scaler_for({strategy!r}, {DTYPES[name]}, {want['given']})"
         if got["error"]:
             raise ExerciseFailed(f"{where} raised {got['error']}.")
         if got["kind"] not in KINDS:

@@ -16,7 +16,7 @@ CASES = [
     (2.0**16, 2.0, 0.5, 3, (2, 7), 12, "the defaults' factors, growth_interval=3"),
     (1000.0, 1.5, 0.3, 3, (2, 7), 12, "factors that are not powers of two"),
     (2.0**16, 1.1, 0.9, 2, (2, 7), 12, "factors float32 cannot hold exactly"),
-    (2.0**126, 2.0, 0.5, 2, (3,), 8, "a scale near float32's largest value"),
+    (2.0**126, 2.0, 0.5, 2, (3,), 8, "a scale that reaches float32's largest power of two"),
     (2.0**16, 2.0, 0.5, 1, (0, 1, 4), 7, "growth_interval=1"),
     (8.0, 4.0, 0.25, 4, (), 9, "no overflow at all"),
 ]

@@ -5,6 +5,8 @@ update, ``torch._amp_foreach_non_finite_check_and_unscale_`` for unscaling."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import ExerciseFailed, call_answer, fail_on_error
@@ -113,6 +115,8 @@ def observe_core(core_class, seed: int) -> dict:
             found, error = call_answer(core.unscale_grads, grads)
         if isinstance(found, torch.Tensor) and found.numel() == 1:
             found = bool(found)  # a tensor flag, as GradScaler keeps its own
+        elif type(found) is int and found in (0, 1):
+            found = bool(found)  # 0 or 1 means what False or True means to the scaler
         unscaled.append(
             {
                 "case": case,
@@ -165,8 +169,11 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                 f"[{given}]:"
             )
             if scale is None or not _close(scale, want) or count != tracker:
+                gives = f"a scale of {scale!r}"
+                if scale == math.inf and held is not None and math.isfinite(held):
+                    gives = f"inf (its scale_value, {held!r}, times {LOSS} overflows float32)"
                 raise ExerciseFailed(
-                    f"{after} scale({LOSS}) gives a scale of {scale!r} and good_steps is "
+                    f"{after} scale({LOSS}) gives {gives} and good_steps is "
                     f"{count!r}; PyTorch's update (torch._amp_update_scale_, what "
                     f"GradScaler.update runs) gives {want!r} and a growth tracker of {tracker}."
                 )
@@ -183,8 +190,10 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
         fail_on_error(run["error"], what)
         theirs = run["torch"]
         if run["found_inf"] is not theirs["found_inf"]:
+            found = run["found_inf"]  # a bool, or the repr of anything else
+            returned = f"{found}" if isinstance(found, bool) else f"{found}, not a bool"
             raise ExerciseFailed(
-                f"{what} returned {run['found_inf']!r}; PyTorch's unscaling finds "
+                f"{what} returned {returned}; PyTorch's unscaling finds "
                 f"inf/NaN: {theirs['found_inf']}."
             )
         got = torch.tensor([v for g in run["grads"] for v in torch.tensor(g).flatten().tolist()])

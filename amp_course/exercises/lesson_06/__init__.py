@@ -156,6 +156,13 @@ def compare_overflow(mine, reference, seed: int) -> None:
                 f"reference's is finite. Linear, convolution and attention modules of yours that "
                 f"ran in float32: {ran}."
             )
+        other = {n: d for n, d in got["other_dtypes"].items() if n in want["fp32_modules"]}
+        if other:
+            raise ExerciseFailed(
+                f"For {where}: "
+                + ", ".join(f"{name} ran in {dtype}" for name, dtype in other.items())
+                + "; in the reference's region it runs in float32."
+            )
         extra = sorted(set(got["fp32_modules"]) - set(want["fp32_modules"]))
         if extra:
             raise ExerciseFailed(

@@ -115,17 +115,21 @@ def _judge_fix(fixed: nn.Module, images, reference, weights: dict) -> dict:
         same = (n for n, w in weights.items() if w.shape == weight.shape and torch.equal(w, weight))
         return next(same, name)
 
-    fp32 = {
-        planted_name(r.name)
+    # What each computing module returned that is not autocast's fp16: float32 where a region
+    # turned autocast off, and anything else (a bf16 autocast region) named as such.
+    ran = {
+        planted_name(r.name): str(r.dtype).removeprefix("torch.")
         for r in watch.ranges
         if _computes(modules[r.name]) and r.dtype != torch.float16
     }
+    fp32 = {name for name, dtype in ran.items() if dtype == "float32"}
     finite = first is None and bool(torch.isfinite(logits).all())
     return {
         "first_nonfinite": first.name if first else None,
         "first_dtype": str(first.dtype).removeprefix("torch.") if first else None,
         "finite": finite,
         "fp32_modules": sorted(fp32),
+        "other_dtypes": {name: dtype for name, dtype in sorted(ran.items()) if name not in fp32},
         "param_dtypes": dtypes,
         "max_diff": (logits.float() - reference).abs().max().item() if finite else None,
     }
