@@ -8,6 +8,7 @@ import re
 import statistics
 
 import pytest
+import torch
 
 from amp_course import exercises, stats
 from amp_course.exercises import ExerciseFailed
@@ -104,6 +105,18 @@ def _mistakes(values, confidence):
         mean + t * s / math.sqrt(n),
         t * s / math.sqrt(n),
     ]
+
+
+def test_a_bound_computed_in_float32_passes():
+    """torch.tensor's default dtype: right, a few float32 steps from the float64 reference."""
+
+    def in_float32(values, confidence):
+        a = torch.tensor(values)
+        t = stats.t_quantile(confidence, a.numel() - 1)
+        return (a.mean() - t * a.std() / math.sqrt(a.numel())).item()
+
+    for seed in (0, 3, 4, 5, 6, 12345):
+        assert exercises.verdict(NAME, in_float32, seed) == ("passed", ""), seed
 
 
 def test_the_mistakes_are_told_apart_at_every_seed():

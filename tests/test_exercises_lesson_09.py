@@ -121,6 +121,26 @@ def test_checkpoint_every_rejects(wrong, words):
             exercises.check("09.checkpoint_every", wrong)
 
 
+def _stops_one_block_early(model, k):  # range(0, depth - 1, k): the last block never wrapped
+    return _wrap(model, range(0, len(encoder_blocks(model)) - 1, k))
+
+
+def _every_k_plus_one(model, k):  # "every k-th" read as k blocks skipped between
+    return _wrap(model, range(0, len(encoder_blocks(model)), k + 1))
+
+
+def _first_block_only(model, k):
+    return _wrap(model, [0])
+
+
+@pytest.mark.parametrize("wrong", [_stops_one_block_early, _every_k_plus_one, _first_block_only])
+def test_checkpoint_every_miscounts_fail_in_the_notebook_and_at_grading(wrong):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in (0, 1, 2, 3, 12345):
+            assert exercises.verdict("09.checkpoint_every", wrong, seed)[0] == "failed", seed
+
+
 def _by_index(model, k):  # another correct style: a range with step k over the blocks
     return _wrap(model, range(0, len(encoder_blocks(model)), k))
 
@@ -226,6 +246,29 @@ def _in_float64(x, fp8_dtype, history):  # another correct style: the scale as a
 def test_to_float8_rejects(wrong, words):
     with pytest.raises(ExerciseFailed, match=re.escape(words)):
         exercises.check("09.to_float8", wrong)
+
+
+def _scaled_in_place(x, fp8_dtype, history):
+    """Right values, but the caller's high-precision x overwritten on the way."""
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = fp8_max / torch.tensor(max(history)).clamp(min=1e-12)
+    x.mul_(scale).clamp_(-fp8_max, fp8_max)
+    return x.to(fp8_dtype), scale
+
+
+def _rows_in_place(x, fp8_dtype):
+    fp8_max = torch.finfo(fp8_dtype).max
+    scales = fp8_max / x.abs().amax(1, keepdim=True).clamp(min=1e-12)
+    x.mul_(scales).clamp_(-fp8_max, fp8_max)
+    return x.to(fp8_dtype), scales
+
+
+@pytest.mark.parametrize(
+    "name, wrong", [("09.to_float8", _scaled_in_place), ("09.to_float8_rowwise", _rows_in_place)]
+)
+def test_a_cast_that_overwrites_its_input_fails(name, wrong):
+    with pytest.raises(ExerciseFailed, match=r"the x your code was given changed during the call"):
+        exercises.check(name, wrong)
 
 
 def test_to_float8_accepts_another_style():

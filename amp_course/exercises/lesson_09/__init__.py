@@ -21,7 +21,11 @@ from .fp8 import (
 # ---- 09.checkpoint_every: checkpoint every k-th encoder block ------------------------------------
 
 # (encoder blocks, k) of the learner's check cell: none is the lesson's "every second block".
-CHECKPOINT_CASES = [(5, 3), (6, 4), (2, 3)]
+# In (7, 3) the last block is a multiple of k: blocks 0, 3 and 6, where a loop that stops one
+# block early (range(0, depth - 1, k)) or counts every k + 1 misses one.
+CHECKPOINT_CASES = [(5, 3), (6, 4), (2, 3), (7, 3)]
+# One of these joins each grader seed's drawn cases, for the same reason.
+LAST_BLOCK_CASES = [(7, 3), (5, 2), (7, 2), (9, 4)]
 REENTRANT_NODE = "CheckpointFunctionBackward"  # the reentrant checkpoint's autograd.Function
 
 
@@ -29,7 +33,8 @@ def observe_checkpoint_every(fn, seed: int) -> list[dict]:
     """Tiny ViTs (CHECKPOINT_CASES at seed 0): what fn's model recomputes, keeps and computes."""
     generator = torch.Generator().manual_seed(seed)
     drawn = torch.randint(1, 7, (3, 2), generator=generator).tolist()
-    cases = CHECKPOINT_CASES if seed == 0 else drawn
+    last = LAST_BLOCK_CASES[int(torch.randint(len(LAST_BLOCK_CASES), (1,), generator=generator))]
+    cases = CHECKPOINT_CASES if seed == 0 else [*drawn, last]
     return [_observe_checkpointing(fn, d, k, seed + i) for i, (d, k) in enumerate(cases)]
 
 

@@ -44,9 +44,11 @@ def observe_to_float8(fn, seed: int) -> dict:
     observed = {}
     for name, (x, history, fp8_dtype) in fp8_cases(seed).items():
         try:
-            quantized, scale = fn(x.clone(), fp8_dtype, list(history))
+            given = x.clone()
+            quantized, scale = fn(given, fp8_dtype, list(history))
             scale = torch.as_tensor(scale, dtype=torch.float32).detach()
             observed[name] = {
+                "changed": _changed(given, x),
                 "dtype": str(quantized.dtype),
                 "scale": float(scale),
                 "roundtrip": quantized.float() / scale,
@@ -60,9 +62,21 @@ def observe_to_float8(fn, seed: int) -> dict:
     return observed
 
 
+def _changed(given: torch.Tensor, x: torch.Tensor) -> float | None:
+    """The largest change the answer made to the tensor it was given (None: none)."""
+    if given.shape != x.shape or given.dtype != x.dtype:
+        return math.inf
+    return None if torch.equal(given, x) else float((given - x).abs().max())
+
+
 def _fail_on_error_or_dtype(name: str, got: dict, ref: dict) -> None:
     if "error" in got:
         raise ExerciseFailed(f"for {name} your code raised {got['error']}")
+    if got["changed"] is not None:
+        raise ExerciseFailed(
+            f"for {name} the x your code was given changed during the call (by up to "
+            f"{got['changed']:.3g}); the reference leaves the caller's tensor as it was."
+        )
     if got["dtype"] != ref["dtype"]:
         raise ExerciseFailed(
             f"for {name} you returned {got['dtype']}; the reference returns the requested "
@@ -141,10 +155,12 @@ def observe_to_float8_rowwise(fn, seed: int) -> dict:
     observed = {}
     for name, (x, fp8_dtype) in rowwise_inputs(seed).items():
         try:
-            quantized, scales = fn(x.clone(), fp8_dtype)
+            argument = x.clone()
+            quantized, scales = fn(argument, fp8_dtype)
             given = str(scales.dtype) if isinstance(scales, torch.Tensor) else type(scales).__name__
             scales = torch.as_tensor(scales, dtype=torch.float32).detach()
             entry = {
+                "changed": _changed(argument, x),
                 "dtype": str(quantized.dtype),
                 "scales_dtype": given,
                 "max": torch.finfo(fp8_dtype).max,
