@@ -32,7 +32,10 @@ def test_every_lab_has_a_broken_version_and_a_blank():
 
 
 # Words naming a lab's fix, which its text before the blank must not use (it gives the symptom).
-FIX_WORDS = {"labs.fully_masked_rows": r"zero weights?|weights? of (0|zero)|nan_to_num"}
+FIX_WORDS = {
+    "labs.fully_masked_rows": r"zero weights?|weights? of (0|zero)|nan_to_num",
+    "labs.masked_fill_fp16": r"finfo|lowest value|-65504",
+}
 
 
 @pytest.mark.parametrize("name", sorted(FIX_WORDS))
@@ -67,7 +70,7 @@ def test_symptoms_show_on_this_cpu():
     masked = lab.run_masked(broken["labs.masked_fill_fp16"])
     assert [case for case, seen in masked.items() if seen["error"]] == [
         "fp16 autocast",
-        "fp16 autocast, scores near -12000",
+        lab.MASKED_ABOVE,
     ]
     history = lab.train_padded(broken["labs.fully_masked_rows"])
     assert not any(step["stepped"] for step in history)
@@ -129,6 +132,17 @@ def _parity_head_stepped_directly(scaler, optimizer, index, has_aux):
     if index == 0:
         scaler.step(optimizer)
     elif has_aux:
+        optimizer.step()
+
+
+def _parity_head_stepped_on_scaled_gradients(scaler, optimizer, index, has_aux):
+    """The parity head stepped outside the scaler, where its gradients exist and are finite: the
+    right steps, but on gradients still times the scale, which Adam's weights nearly hide."""
+    if index == 0:
+        scaler.step(optimizer)
+        return
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
+    if all(g is not None and g.isfinite().all() for g in grads):
         optimizer.step()
 
 
@@ -200,6 +214,12 @@ WRONG = {
             "after batch 5 (with parity labels, corrupt), the trunk and digit head's optimizer "
             "had taken 5 steps and the parity head's 3 steps; in the reference 5 and 2.",
         ),
+        (
+            "the parity head stepped outside the scaler where its gradients are finite",
+            _multitask(step=_parity_head_stepped_on_scaled_gradients),
+            "the parity head's Adam first moments (exp_avg: the running mean of the gradients its "
+            "steps used): tensor 0 is off by up to",
+        ),
     ],
     "labs.masked_fill_fp16": [
         (
@@ -211,8 +231,16 @@ WRONG = {
         (
             "-1e4",
             _attention(lambda scores, q: -1e4),
-            "In the case 'fp16 autocast, scores near -12000', query [0, 0, 0] gives its masked "
-            "keys a weight of 1 in all",
+            f"In the case '{lab.MASKED_ABOVE}', query [0, 0, 0] gives its masked keys a weight "
+            "of 1 in all",
+        ),
+        (
+            "a penalty added to the masked keys' scores",
+            lambda q, k, v, keep: (
+                (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5 - 100 * ~keep).softmax(-1) @ v
+            ),
+            f"In the case '{lab.MASKED_ABOVE}', query [0, 0, 0] gives its masked keys a weight "
+            "of 1 in all",
         ),
         (
             "attention in fp32, autocast off",

@@ -173,9 +173,13 @@ register("labs.setup_context_autocast", run_mm, compare_mm)
 # update against the reference's, in units of the learning rate. Adam moves a value by about lr a
 # step whatever its gradient's size, so right fixes (fp32, or autocast in bf16 or fp16) move most
 # values within half a step of the reference; where a gradient is near zero its sign can differ
-# under rounding, and such values land a step or more away. Over 4 seeds, at most 13% of any
-# parameter's values are more than half a step off for right fixes; twice or Adam's default
-# learning rate, gradients never cleared, or a layer left out of the optimizer put 50% or more off.
+# under rounding, and such values land a step or more away. The learning rate is a fine-tuning
+# one (ADAM_LR, 2e-5): below half bf16's spacing at most of the first layer's weights and near
+# fp16's, so weights kept in bf16 or fp16 lose or distort their updates. Over 30 seeds, bf16
+# autocast puts at most 6% of a parameter's values more than half a step off (fp32 weights, or
+# fp16 for serving with half fp16's spacing allowed on top); twice or Adam's default learning
+# rate, gradients never cleared, weights kept in bf16 or fp16, or a layer left out of the
+# optimizer put far more than the 25% allowed off (tests/test_exercises_lesson_labs_modern.py).
 ADAM_STEP_TOLERANCE = 0.5  # in units of the learning rate
 ADAM_OFF_SHARE = 0.25  # the share of a parameter's values allowed beyond it
 
@@ -215,20 +219,37 @@ def compare_adam(mine: dict, reference: dict, seed: int) -> None:
             )
 
     far = ADAM_STEP_TOLERANCE * ADAM_LR
-    for name, got, want, start in zip(
-        mine["names"], mine["params"], reference["params"], reference["initial"], strict=True
+    for name, got, want, start, dtype in zip(
+        mine["names"],
+        mine["params"],
+        reference["params"],
+        reference["initial"],
+        mine["dtypes"],
+        strict=True,
     ):
         gap = (got - want).abs()  # the difference of the two updates: both start at `start`
-        off = gap > far
+        # Weights returned in fp16 for serving are rounded once more: half fp16's spacing at each
+        # value (6e-5 from 0.125 up, beyond half of this learning rate) is allowed on top.
+        rounding = _half_fp16_spacing(want) if dtype == "float16" else torch.zeros_like(want)
+        off = gap > far + rounding
         if off.float().mean().item() > ADAM_OFF_SHARE:
             index = tuple(int(i) for i in torch.unravel_index(gap.argmax(), got.shape))
+            allowed = " plus half fp16's spacing there" if dtype == "float16" else ""
             raise ExerciseFailed(
                 f"{after}, {int(off.sum())} of the {got.numel()} values of {name} end more than "
-                f"{far:g} (half the learning rate) from the reference's; the check allows "
+                f"{far:g} (half the learning rate){allowed} from the reference's; the check allows "
                 f"{ADAM_OFF_SHARE:.0%} of them. The largest difference: {name} at "
                 f"{_where(index)} started at {start[index].item():.5g} and ends at "
                 f"{got[index].item():.5g} in yours, {want[index].item():.5g} in the reference's."
             )
+
+
+def _half_fp16_spacing(values: torch.Tensor) -> torch.Tensor:
+    """Half the gap between neighbouring fp16 numbers at each of ``values``: at most the rounding
+    of a cast to fp16 (10 mantissa bits; subnormals are 2^-24 apart)."""
+    _, exponent = torch.frexp(values.float())  # |v| in [2^(e-1), 2^e): spacing 2^(e-1-10)
+    exponent = torch.where(values == 0, -24, (exponent - 11).clamp(min=-24))
+    return torch.exp2(exponent.float()) / 2
 
 
 register("labs.adam_fp16_eps", run_adam, compare_adam)

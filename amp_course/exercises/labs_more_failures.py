@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..labs.more_failures import run_masked, run_multitask, run_padded
+from ..labs.more_failures import MASKED_ABOVE, run_masked, run_multitask, run_padded
 from ..labs.rotary import run_rope
 from ..precisions import name_of
 from . import ExerciseFailed, fail_on_error, register
@@ -104,6 +104,13 @@ def compare_multitask(mine: dict, reference: dict, seed: int) -> None:
                 f"after {_batch(reference, index)} the scale is {got[0]:g}; the reference's "
                 f"{want[0]:g}."
             )
+    compare_params(
+        mine["aux_moments"],
+        reference["aux_moments"],
+        "the parity head's Adam first moments (exp_avg: the running mean of the gradients its "
+        "steps used)",
+        rtol=1e-3,
+    )
     compare_params(mine["main"], reference["main"], "the trunk and digit head's weights")
     compare_params(mine["aux"], reference["aux"], "the parity head's weights")
 
@@ -116,6 +123,7 @@ CASE_DTYPES = {
     "fp16 autocast": torch.float16,
     "bf16 autocast": torch.bfloat16,
     "fp32": torch.float32,
+    MASKED_ABOVE: torch.float16,
     "fp16 autocast, scores near -12000": torch.float16,
     "fp32, keys drawn at random": torch.float32,
 }

@@ -125,6 +125,13 @@ def run_multitask(train, seed: int = 0) -> dict:
     main = itertools.chain(model.trunk.parameters(), model.head.parameters())
     observed["main"] = [p.detach().clone() for p in main]
     observed["aux"] = [p.detach().clone() for p in model.aux.parameters()]
+    # Adam's running mean of the gradients it stepped on: scaled gradients show here, where
+    # Adam's near scale-invariant steps hide them in the weights.
+    state = optimizers[1].state
+    observed["aux_moments"] = [
+        state[p]["exp_avg"].clone() if "exp_avg" in state[p] else torch.zeros_like(p)
+        for p in model.aux.parameters()
+    ]
     return observed
 
 
@@ -139,23 +146,31 @@ def _near_minus_12000(q, k):
 
 def masked_inputs(seed: int, large: bool = False):
     """q, k, v (fp32, [batch, heads, length, dim]) and ``keep`` (True: the query may attend to the
-    key), for right-padded sequences: every query has at least one key. ``large`` gives scores
-    near -12000, in fp16's range, as a query pointing away from every key gives."""
+    key), for right-padded sequences: every query has at least one key. ``large`` gives the kept
+    keys scores near -12000, in fp16's range, as a query pointing away from them gives, and the
+    masked keys scores near 0, far above: a mask must hold whatever the masked keys score, so a
+    penalty added to their scores, or a fill value above the kept scores, lets them through."""
     generator = seeded(seed)
     length = 6 if seed == 0 else int(torch.randint(4, 10, (), generator=generator))
     shape = (2, 2, length, 16)
     q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
-    if large:
-        q, k = _near_minus_12000(q, k)
     lengths = torch.randint(1, length, (2,), generator=generator)
     keep = (torch.arange(length) < lengths[:, None])[:, None, None, :]
+    if large:
+        q, far = _near_minus_12000(q, k)
+        k = torch.where(keep.transpose(-1, -2), far, 0.01 * k)  # masked keys: scores near 0
     return q, k, v, keep
 
 
+# Lab 2's case whose masked keys score far above its kept ones.
+MASKED_ABOVE = "fp16 autocast, kept keys' scores near -12000, masked keys' near 0"
+
+
 def run_masked(fn, seed: int = 0) -> dict:
-    """``fn(q, k, v, keep)`` in each autocast case, and on fp16 scores near -12000: its output, and
-    the weight it gives the masked keys (its output for values 1 at masked keys, 0 elsewhere)."""
-    cases = {**AUTOCAST_CASES, "fp16 autocast, scores near -12000": torch.float16}
+    """``fn(q, k, v, keep)`` in each autocast case, and on fp16 scores near -12000 with the masked
+    keys' near 0: its output, and the weight it gives the masked keys (its output for values 1 at
+    masked keys, 0 elsewhere)."""
+    cases = {**AUTOCAST_CASES, MASKED_ABOVE: torch.float16}
     observed = {}
     for case, dtype in cases.items():
         q, k, v, keep = masked_inputs(seed, large="-12000" in case)
