@@ -3,6 +3,7 @@ fails; the bug hunts' checks reject the usual wrong fixes and accept correct one
 differently."""
 
 import math
+import re
 
 import conftest
 import pytest
@@ -480,3 +481,18 @@ def test_a_finite_loss_taken_for_a_step_fails_at_every_seed(seed):
         "labs.scheduler_skip", _scheduler_stepped_on_a_finite_loss, seed
     )
     assert status == "failed" and message.startswith("the final learning rate is"), message
+
+
+def test_the_clipping_lab_shows_the_symptom_without_unscaling():
+    """Lab 1's text and the cells before its blank show a norm and weights that barely move; the
+    call that fixes it, unscale_, is the learner's to find."""
+    cells, inside = [], False
+    for cell in conftest.notebook("labs_bug_hunts").cells:
+        heading = re.search(r"^## Lab \d+\.", cell.source, re.M)
+        if cell.cell_type == "markdown" and heading:
+            inside = heading.group() == "## Lab 1."
+        if cell.get("metadata", {}).get("exercise", {}).get("name") == "labs.clip_after_unscale":
+            break
+        if inside:
+            cells.append(cell.source)
+    assert cells and not [source for source in cells if "unscale" in source]

@@ -243,6 +243,50 @@ def _pool_out_of_order(fn, items):
     return solutions.map_in_workers(fn, items)[::-1]
 
 
+def _pool_as_a_generator(fn, items):
+    """A generator: its body, which reads the caller's state, runs only when the results are
+    iterated, after the caller's autocast region has ended in the check."""
+    enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+    def run(item):
+        with torch.autocast("cpu", dtype=dtype, enabled=enabled):
+            return fn(item)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield from pool.map(run, items)
+
+
+def _custom_fwd_around_the_kernel(name, kernel):
+    """The kernel cast by custom_fwd where autocast is on: right when called from Python, but the
+    op has no autocast kernel, so compiled code's calls reach it in fp32."""
+    cast = torch.amp.custom_fwd(kernel, device_type="cpu", cast_inputs=torch.bfloat16)
+    return torch.library.custom_op(name, cast, mutates_args=())
+
+
+def _lossy_input_kept(block, x):
+    """Keeps only the block's input, but cast to the autocast dtype: half the bytes, rounded."""
+    recipe_dtype = torch.get_autocast_dtype("cpu")
+    enabled = torch.is_autocast_enabled("cpu")
+
+    class Recompute(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x.to(recipe_dtype) if enabled else x)
+            with torch.no_grad():
+                return block(x)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (saved,) = ctx.saved_tensors
+            x = saved.to(torch.float32).detach().requires_grad_()
+            with torch.enable_grad(), torch.autocast("cpu", dtype=recipe_dtype, enabled=enabled):
+                output = block(x)
+            torch.autograd.backward(output, grad_output)
+            return x.grad
+
+    return Recompute.apply(x)
+
+
 WRONG = {
     "labs.checkpoint_autocast": [
         (_no_checkpoint, "nothing was recomputed in backward"),
@@ -253,6 +297,11 @@ WRONG = {
             "the recompute in backward in ['torch.bfloat16'].",
         ),
         (_always_bf16, "Under fp16 autocast, the forward ran the block's Linear layers in"),
+        (
+            _lossy_input_kept,
+            "Under bf16 autocast, the forward kept 512 bytes for backward, the reference 1024 (the "
+            "block's input only, as it was given).",
+        ),
     ],
     "labs.custom_op_autocast": [
         (_rule_for_cuda_only, "inside torch.autocast the kernel received inputs in"),
@@ -261,6 +310,11 @@ WRONG = {
             _cast_in_a_python_wrapper,
             "inside torch.autocast, the kernel received inputs in [['torch.float32', "
             "'torch.float32', 'torch.float32']]; the reference's received",
+        ),
+        (
+            _custom_fwd_around_the_kernel,
+            "has no kernel for the AutocastCPU dispatch key (torch._C._dispatch_has_kernel_for_"
+            "dispatch_key); the reference's has one",
         ),
     ],
     "labs.bf16_loss_sum": [
@@ -277,6 +331,7 @@ WRONG = {
     ],
     "labs.autocast_pool": [
         (_pool_with_bf16, "called under fp16 autocast, result 0 is bf16, the reference's fp16."),
+        (_pool_as_a_generator, "called under bf16 autocast, result 0 is fp32, the reference's"),
         (_pool_reading_the_state_in_the_worker, "under bf16 autocast, result 0 is fp32"),
         (_pool_like_parallel_apply, "under fp16 autocast, bf16 (the reference's fp16)"),
         (_pool_always_on, "called outside autocast, result 0 is bf16, the reference's fp32."),
@@ -438,19 +493,7 @@ def _pool_with_a_partial(fn, items):
         return [result for _, result in sorted(done, key=lambda pair: pair[0])]
 
 
-def _pool_as_a_generator(fn, items):
-    """Right, written differently: a generator, run when the check lists its results."""
-    enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
-
-    def run(item):
-        with torch.autocast("cpu", dtype=dtype, enabled=enabled):
-            return fn(item)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        yield from pool.map(run, items)
-
-
-@pytest.mark.parametrize("answer", [_pool_with_futures, _pool_with_a_partial, _pool_as_a_generator])
+@pytest.mark.parametrize("answer", [_pool_with_futures, _pool_with_a_partial])
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_pool_right_answers_written_differently_pass(answer, seed):
     assert exercises.verdict("labs.autocast_pool", answer, seed) == ("passed", "")

@@ -131,6 +131,12 @@ def run_fused_op(fn, seed: int = 0) -> dict:
             with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE, enabled=enabled):
                 out = callable_op(x, weight, bias)
             observed[label] = {"received": list(received), "output": out}
+        # A kernel for autocast's dispatch key: where the dispatcher casts for the op, whoever
+        # calls it (a Python wrapper that casts, or custom_fwd around the kernel, has none, and
+        # under torch.compile its kernel received fp32 again).
+        observed["autocast_kernel"] = torch._C._dispatch_has_kernel_for_dispatch_key(
+            name, "AutocastCPU"
+        )
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         observed["error"] = error_text(error)
     return observed

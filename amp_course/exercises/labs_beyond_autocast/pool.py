@@ -38,10 +38,10 @@ def observe_pool(fn, seed: int) -> dict:
             pooled.append(_in_a_pool(threading.current_thread()))
             return block(x)
 
-        try:  # a lazy result (a generator) runs inside the caller's state too
+        try:  # read after the caller's region has ended, as a caller may use what came back
             with torch.autocast(DEVICE_TYPE, dtype=dtype, enabled=enabled):
                 returned = fn(work, items)
-                results = list(returned) if hasattr(type(returned), "__iter__") else None
+            results = list(returned) if hasattr(type(returned), "__iter__") else None
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             observed["error"] = f"called {case}, map_in_workers raised {error_text(error)}"
             return observed
