@@ -200,6 +200,20 @@ def _on_a_loaded_machine(fn, device, warmup=3, iters=10):
     return _timer()(slow, device, warmup, iters)
 
 
+def _median_as_a_tensor(fn, device, warmup=3, iters=10):
+    """Each call timed between synchronisations; the median returned as a 0-dim tensor."""
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(iters):
+        timing.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        timing.synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return torch.tensor(seconds, dtype=torch.float64).median()
+
+
 RIGHT_TIMERS = {
     "time.perf_counter": _timer(),
     "from time import perf_counter": _imported_clock,
@@ -214,6 +228,7 @@ RIGHT_TIMERS = {
     "per call": _per_call,
     "torch.utils.benchmark.Timer": _torch_benchmark,
     "on a loaded machine": _on_a_loaded_machine,
+    "the median as a 0-dim tensor": _median_as_a_tensor,
 }
 
 

@@ -278,6 +278,35 @@ def bf16_region(model, images):
     return _wrap(model, _first(model, images).name.removesuffix(".0"), Bf16Region)
 
 
+def rescaled_weights(model, images):
+    """No region: the overflowing layer's weights divided by 4 and the next multiplied by 4."""
+    name = _first(model, images).name
+    with torch.no_grad():
+        if name.endswith("self_attention"):
+            attention = model.get_submodule(name)
+            values = slice(2 * attention.embed_dim, None)
+            attention.in_proj_weight[values] /= 4
+            attention.in_proj_bias[values] /= 4
+            attention.out_proj.weight *= 4
+        else:
+            mlp = model.get_submodule(name.rpartition(".")[0])
+            mlp[0].weight /= 4
+            mlp[0].bias /= 4
+            mlp[3].weight *= 4
+    return model
+
+
+def clamped_mlp_output(model, images):
+    """The MLP's overflow clamped to fp16's range by a hook (the attention fixed rightly)."""
+    name = _first(model, images).name
+    if name.endswith("self_attention"):
+        return wrap_both_linears(model, images)
+    model.get_submodule(name).register_forward_hook(
+        lambda module, args, output: output.clamp(-65504, 65504)
+    )
+    return model
+
+
 def inputs_cast_only(model, images):
     return _wrap(model, _first(model, images).name.removesuffix(".0"), InputsCastOnly)
 
@@ -316,9 +345,19 @@ STILL = r"the forward pass under fp16 autocast still gives inf or NaN, first in 
         ),
         (to_bf16, "the parameters of the model you returned are bfloat16; the reference's are"),
         (
+            rescaled_weights,
+            r"attention the weights of encoder\.layers\.encoder_layer_1\.self_attention, "
+            r".*out_proj in the model you returned differ from the model's you were given",
+        ),
+        (
+            clamped_mlp_output,
+            r"mlp: encoder\.layers\.encoder_layer_3\.mlp\.0 ran in float16, .*mlp\.3 ran in "
+            r"float16; in the reference's region each runs in float32\.$",
+        ),
+        (
             bf16_region,
             r"attention: encoder\.layers\.encoder_layer_1\.self_attention ran in bfloat16; in the "
-            r"reference's region it runs in float32\.$",
+            r"reference's region each runs in float32\.$",
         ),
         (lambda model, images: None, "you returned None; the reference returns the model"),
     ],
@@ -326,3 +365,9 @@ STILL = r"the forward pass under fp16 autocast still gives inf or NaN, first in 
 def test_fix_overflow_mistakes_are_diagnosed(wrong, message):
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(FIX, wrong)
+
+
+@pytest.mark.parametrize("wrong", [rescaled_weights, clamped_mlp_output, bf16_region])
+def test_fixes_without_an_fp32_region_fail_at_every_seed(wrong):
+    for seed in (1, 2, 3, 12345):
+        assert exercises.verdict(FIX, wrong, seed)[0] == "failed", seed

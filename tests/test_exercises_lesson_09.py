@@ -121,6 +121,33 @@ def test_checkpoint_every_rejects(wrong, words):
             exercises.check("09.checkpoint_every", wrong)
 
 
+class _Fp32Checkpoint(torch.nn.Module):
+    """A block checkpointed with autocast turned off: recompute and forward agree, in fp32."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            return torch.utils.checkpoint.checkpoint(self.block, x.float(), use_reentrant=False)
+
+
+def _checkpointed_in_fp32(model, k):
+    return _wrap(model, range(0, len(encoder_blocks(model)), k), _Fp32Checkpoint)
+
+
+def test_checkpoint_every_in_fp32_is_told_which_block_ran_in_which_dtype():
+    with pytest.raises(
+        ExerciseFailed,
+        match=re.escape(
+            "block 0's first MLP layer returned torch.float32 in the forward; the reference's "
+            "torch.bfloat16"
+        ),
+    ):
+        exercises.check("09.checkpoint_every", _checkpointed_in_fp32)
+
+
 def _stops_one_block_early(model, k):  # range(0, depth - 1, k): the last block never wrapped
     return _wrap(model, range(0, len(encoder_blocks(model)) - 1, k))
 

@@ -299,8 +299,7 @@ WRONG = {
         (_always_bf16, "Under fp16 autocast, the forward ran the block's Linear layers in"),
         (
             _lossy_input_kept,
-            "Under bf16 autocast, the forward kept 512 bytes for backward, the reference 1024 (the "
-            "block's input only, as it was given).",
+            "Under bf16 autocast, the forward kept 512 bytes in autograd's saved tensors",
         ),
     ],
     "labs.custom_op_autocast": [

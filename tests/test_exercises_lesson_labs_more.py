@@ -146,6 +146,27 @@ def _parity_head_stepped_on_scaled_gradients(scaler, optimizer, index, has_aux):
         optimizer.step()
 
 
+def _parity_head_unscaled_then_stepped(scaler, optimizer, index, has_aux):
+    """unscale_ and a plain optimizer.step(): the inf check is the scaler's step, left out."""
+    if index == 0:
+        scaler.step(optimizer)
+    elif has_aux:
+        scaler.unscale_(optimizer)
+        optimizer.step()
+
+
+def _parity_gradients_never_cleared(model, optimizers, scaler, batches):
+    """Only the first optimizer's gradients cleared: the parity head's keep a corrupt one's inf."""
+    main, parity = optimizers
+    for images, labels, has_aux in batches:
+        main.zero_grad(set_to_none=True)
+        scaler.scale(lab.multitask_loss(model, images, labels, has_aux)).backward()
+        scaler.step(main)
+        if has_aux:
+            scaler.step(parity)
+        scaler.update()
+
+
 def _attention(fill, scale=True, autocast_off=False, clean_output=None):
     def attention(q, k, v, keep):
         with torch.autocast("cpu", enabled=False) if autocast_off else contextlib.nullcontext():
@@ -219,6 +240,18 @@ WRONG = {
             _multitask(step=_parity_head_stepped_on_scaled_gradients),
             "the parity head's Adam first moments (exp_avg: the running mean of the gradients its "
             "steps used): tensor 0 is off by up to",
+        ),
+        (
+            "the parity head unscaled, then stepped without the scaler",
+            _multitask(step=_parity_head_unscaled_then_stepped),
+            "after batch 5 (with parity labels, corrupt), the trunk and digit head's optimizer "
+            "had taken 5 steps and the parity head's 3 steps; in the reference 5 and 2.",
+        ),
+        (
+            "the parity head's gradients never cleared",
+            _parity_gradients_never_cleared,
+            "after batch 6 (with parity labels), the trunk and digit head's optimizer had taken 6 "
+            "steps and the parity head's 2 steps; in the reference 6 and 3.",
         ),
     ],
     "labs.masked_fill_fp16": [

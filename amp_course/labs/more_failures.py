@@ -90,9 +90,17 @@ def multitask_plan(seed: int = 0) -> tuple[tuple[bool, ...], tuple[int, ...]]:
         return AUX_LABELS, CORRUPT
     generator = seeded(seed)
     has_aux = [bool(b) for b in torch.randint(0, 2, (NUM_BATCHES,), generator=generator)]
-    with_labels, without = torch.randperm(NUM_BATCHES, generator=generator)[:2].tolist()
-    has_aux[with_labels], has_aux[without] = True, False  # both kinds of batch, somewhere
-    corrupt = int(torch.randint(1, NUM_BATCHES, (), generator=generator))
+    corrupt = int(torch.randint(1, NUM_BATCHES - 1, (), generator=generator))
+    later = int(torch.randint(corrupt + 1, NUM_BATCHES, (), generator=generator))
+    # The corrupt batch carries parity labels, as the notebook's does: its inf reaches the parity
+    # head, so a parity step outside the scaler's inf check shows. A later batch carries them
+    # too: a parity head whose gradients are never cleared keeps that inf and skips its step
+    # there (before it, gradients left over were unscaled once more, too small to show). And
+    # one batch carries none.
+    others = [index for index in range(NUM_BATCHES) if index not in (corrupt, later)]
+    without = others[int(torch.randint(len(others), (), generator=generator))]
+    has_aux[corrupt] = has_aux[later] = True
+    has_aux[without] = False
     return tuple(has_aux), (corrupt,)
 
 
@@ -155,6 +163,8 @@ def masked_inputs(seed: int, large: bool = False):
     shape = (2, 2, length, 16)
     q, k, v = (torch.randn(shape, generator=generator) for _ in range(3))
     lengths = torch.randint(1, length, (2,), generator=generator)
+    if int(lengths.max()) < 2:  # a query with two keys or more: an output that the scores move
+        lengths[0] = 2
     keep = (torch.arange(length) < lengths[:, None])[:, None, None, :]
     if large:
         q, far = _near_minus_12000(q, k)

@@ -63,8 +63,10 @@ def _compare_checkpointed_case(mine: dict, reference: dict, label: str) -> None:
     # here, where every block starts with a Linear that rounds its input anyway, not elsewhere.
     if mine["saved_bytes"] != reference["saved_bytes"]:
         raise ExerciseFailed(
-            f"{label} the forward kept {mine['saved_bytes']} bytes for backward, the reference "
-            f"{reference['saved_bytes']} (the block's input only, as it was given)."
+            f"{label} the forward kept {mine['saved_bytes']} bytes in autograd's saved tensors "
+            "(ctx.save_for_backward, or what the ops it recorded keep; a tensor set as an "
+            f"attribute of ctx is not among them), the reference {reference['saved_bytes']} (the "
+            "block's input only, as it was given)."
         )
     got, want = mine["output"], reference["output"]
     if got.dtype != want.dtype or not torch.equal(got, want):

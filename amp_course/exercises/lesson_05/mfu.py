@@ -34,7 +34,10 @@ def mfu_cases(seed: int) -> list[tuple[float, float, float]]:
 
 
 def as_number(got) -> float | None:
-    """``got`` as a float if it is a real number (not a bool), else None."""
+    """``got`` as a float if it is a real number (not a bool) or a 0-dim floating tensor (what
+    ``torch.tensor(times).median()`` gives), else None."""
+    if isinstance(got, torch.Tensor) and got.dim() == 0 and got.is_floating_point():
+        return float(got)
     return float(got) if isinstance(got, (int, float)) and not isinstance(got, bool) else None
 
 

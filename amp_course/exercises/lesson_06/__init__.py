@@ -156,12 +156,22 @@ def compare_overflow(mine, reference, seed: int) -> None:
                 f"reference's is finite. Linear, convolution and attention modules of yours that "
                 f"ran in float32: {ran}."
             )
+        if got["changed_weights"]:
+            raise ExerciseFailed(
+                f"For {where} the weights of {', '.join(got['changed_weights'])} in the model you "
+                "returned differ from the model's you were given; the reference's are the same."
+            )
         other = {n: d for n, d in got["other_dtypes"].items() if n in want["fp32_modules"]}
+        other |= {
+            n: "float16"
+            for n in want["fp32_modules"]
+            if n not in got["fp32_modules"] and n not in got["other_dtypes"]
+        }
         if other:
             raise ExerciseFailed(
                 f"For {where}: "
                 + ", ".join(f"{name} ran in {dtype}" for name, dtype in other.items())
-                + "; in the reference's region it runs in float32."
+                + "; in the reference's region each runs in float32."
             )
         extra = sorted(set(got["fp32_modules"]) - set(want["fp32_modules"]))
         if extra:

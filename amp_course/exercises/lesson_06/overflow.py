@@ -123,8 +123,19 @@ def _judge_fix(fixed: nn.Module, images, reference, weights: dict) -> dict:
         if _computes(modules[r.name]) and r.dtype != torch.float16
     }
     fp32 = {name for name, dtype in ran.items() if dtype == "float32"}
+    # Weights that match none of the planted model's: a fix that rescaled weights, not a region.
+    planted = list(weights.values())
+    changed = sorted(
+        name
+        for name, module in modules.items()
+        if _computes(module)
+        and not any(
+            w.shape == _weight(module).shape and torch.equal(w, _weight(module)) for w in planted
+        )
+    )
     finite = first is None and bool(torch.isfinite(logits).all())
     return {
+        "changed_weights": changed,
         "first_nonfinite": first.name if first else None,
         "first_dtype": str(first.dtype).removeprefix("torch.") if first else None,
         "finite": finite,

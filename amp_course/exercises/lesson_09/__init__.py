@@ -46,7 +46,8 @@ def _observe_checkpointing(fn, depth: int, k: int, seed: int) -> dict:
     images = torch.randn(4, 1, 28, 28, generator=generator)
     labels = torch.randint(0, 10, (4,), generator=generator)
     blocks = list(encoder_blocks(model))
-    params = list(model.parameters())
+    named = list(model.named_parameters())  # named as given, before any wrapping
+    names, params = [n for n, _ in named], [p for _, p in named]
     calls = [[] for _ in blocks]  # per forward of each block: its first MLP layer's output dtype
     for index, block in enumerate(blocks):
         block.mlp[0].register_forward_hook(
@@ -70,6 +71,7 @@ def _observe_checkpointing(fn, depth: int, k: int, seed: int) -> dict:
     observed["activation_bytes"] = activations.activations
     observed["calls"] = calls
     observed["grads"] = [None if p.grad is None else p.grad.clone() for p in params]
+    observed["param_names"] = list(names)
     return observed
 
 
@@ -117,20 +119,32 @@ def _compare_checkpointing(mine: dict, reference: dict, where: str) -> None:
                 f"{where} block {index} ran in {forward} in the forward but was recomputed in "
                 f"{recompute}: the recompute lost the forward's autocast state."
             )
+    for index, (calls, wanted_calls) in enumerate(
+        zip(mine["calls"], reference["calls"], strict=True)
+    ):
+        if calls[:1] != wanted_calls[:1]:
+            raise ExerciseFailed(
+                f"{where} block {index}'s first MLP layer returned "
+                f"{calls[0] if calls else 'nothing'} in the forward; the reference's "
+                f"{wanted_calls[0]} (the forward under bf16 autocast)."
+            )
     if mine["activation_bytes"] != reference["activation_bytes"]:
         raise ExerciseFailed(
             f"{where} the forward kept {mine['activation_bytes']} bytes for backward, the "
             f"reference {reference['activation_bytes']}."
         )
+    names = reference["param_names"]
     for index, (a, b) in enumerate(zip(mine["grads"], reference["grads"], strict=True)):
         if a is None:
             raise ExerciseFailed(
-                f"{where} parameter {index} of the model the check passed got no gradient; the "
-                "reference changes that model in place and returns it."
+                f"{where} parameter {index} ({names[index]}) of the model the check passed got no "
+                "gradient; the reference changes that model in place and returns it."
             )
         if not torch.allclose(a, b, rtol=1e-3, atol=1e-5):
             raise ExerciseFailed(
-                f"{where} the gradient of parameter {index} differs from the reference."
+                f"{where} the gradient of {names[index]} (parameter {index}) differs from the "
+                f"reference's by up to {(a - b).abs().max().item():.3g} (largest there "
+                f"{b.abs().max().item():.3g}; tolerance 1e-5 + 1e-3 x |value|)."
             )
 
 
