@@ -149,6 +149,23 @@ def _fp32(x: float) -> float:
     return torch.tensor(x, dtype=torch.float32).item()
 
 
+class _ListItemsReplaced(ScalerCore):
+    """Divides into new tensors put back in the list: the tensors handed in keep the scale."""
+
+    def unscale_grads(self, grads):
+        found = any(not torch.isfinite(g).all().item() for g in grads)
+        for index, g in enumerate(grads):
+            grads[index] = g / self.scale_value
+        return found
+
+
+class _Fp16Scale(ScalerCore):
+    """The scale multiplied in as an fp16 tensor: 65536 is inf there."""
+
+    def scale(self, loss):
+        return loss * torch.tensor(self.scale_value, dtype=torch.float16)
+
+
 class _StringFlag(ScalerCore):
     def unscale_grads(self, grads):
         return str(super().unscale_grads(grads))
@@ -197,9 +214,16 @@ WRONG = [
     (
         "growth clamped to float32's largest number",
         _update(lambda n, i: n == i, clamp=True),
-        "scale(1.5) gives inf (its scale_value, 3.4028234663852886e+38, times 1.5 overflows",
+        "scale(1.5) gives inf; its scale_value is 3.4028234663852886e+38, and "
+        "3.4028234663852886e+38 x 1.5 is inf in float32",
     ),
     ("a flag that is a string", _StringFlag, "returned 'False', not a bool; PyTorch's"),
+    ("new tensors in the list", _ListItemsReplaced, "in the tensors handed in) is 401.638 after"),
+    (
+        "the scale in fp16",
+        _Fp16Scale,
+        "scale(1.5) gives inf; its scale_value is 65536.0, and 65536.0 x 1.5 is 98304.0 in float32",
+    ),
     ("an overflow counted as clean", _update(lambda n, i: n == i, grow_on_inf=True), "inf]"),
 ]
 # Words that would name a fix; a message says what differs from PyTorch's.

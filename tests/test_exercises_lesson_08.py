@@ -7,6 +7,7 @@ import math
 import re
 import statistics
 
+import numpy
 import pytest
 import torch
 
@@ -115,8 +116,18 @@ def test_a_bound_computed_in_float32_passes():
         t = stats.t_quantile(confidence, a.numel() - 1)
         return (a.mean() - t * a.std() / math.sqrt(a.numel())).item()
 
-    for seed in (0, 3, 4, 5, 6, 12345):
-        assert exercises.verdict(NAME, in_float32, seed) == ("passed", ""), seed
+    def numpy_float32(values, confidence):  # a numpy scalar, not a Python float
+        a = numpy.asarray(values, dtype=numpy.float32)
+        t = numpy.float32(stats.t_quantile(confidence, len(a) - 1))
+        return a.mean() - t * a.std(ddof=1) / numpy.float32(math.sqrt(len(a)))
+
+    def tensor_result(values, confidence):  # a 0-dim tensor, .item() left out
+        a = torch.tensor(values, dtype=torch.float64)
+        return a.mean() - stats.t_quantile(confidence, a.numel() - 1) * a.std() / a.numel() ** 0.5
+
+    for right in (in_float32, numpy_float32, tensor_result):
+        for seed in (0, 3, 4, 5, 6, 12345):
+            assert exercises.verdict(NAME, right, seed) == ("passed", ""), (right, seed)
 
 
 def test_the_mistakes_are_told_apart_at_every_seed():

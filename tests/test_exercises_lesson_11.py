@@ -355,3 +355,13 @@ def test_a_byte_count_off_by_a_little_shows_the_difference():
 def test_wrong_answers_name_the_call_they_failed_on():
     with pytest.raises(ExerciseFailed, match=r"mx_roundtrip\(x, 3, 2, 32\) for MXFP6 E3M2"):
         exercises.check("11.mx_roundtrip", _mx(log2="ceil"))
+
+
+def test_an_mx_roundtrip_that_overwrites_its_input_fails():
+    def scaled_in_place(x, exponent_bits, mantissa_bits, block_size):
+        out = solutions.mx_roundtrip(x.clone(), exponent_bits, mantissa_bits, block_size)
+        x.mul_(2)  # the caller's tensor, changed on the way
+        return out
+
+    with pytest.raises(ExerciseFailed, match=r"the x your code was given changed during the call"):
+        exercises.check("11.mx_roundtrip", scaled_in_place)

@@ -6,9 +6,12 @@ kernel, and ``judge`` turns a ``compare`` into a status, for a check cell and th
 
 from __future__ import annotations
 
+import math
+import numbers
 import textwrap
 import warnings
 
+import numpy
 import torch
 
 from ..display import error_text  # noqa: F401 - the exercises use it from here too
@@ -146,6 +149,33 @@ def scaler_built(got: dict, want: dict) -> str | None:
             f"the scaler is {state[got['enabled']]}; the reference's is {state[want['enabled']]}."
         )
     return None
+
+
+def as_number(got) -> float | None:
+    """``got`` as a float if it is a real number (not a bool): a Python or numpy number, or a
+    0-dim floating tensor (what ``torch.tensor(values).median()`` gives); else None."""
+    if isinstance(got, torch.Tensor):
+        return float(got) if got.dim() == 0 and got.is_floating_point() else None
+    if isinstance(got, numbers.Real) and not isinstance(got, (bool, numpy.bool_)):
+        return float(got)
+    return None
+
+
+def input_changed(given: torch.Tensor, original: torch.Tensor) -> float | None:
+    """The largest change an answer made to the tensor it was given, a copy of ``original``
+    (None: none; inf: its shape or dtype changed)."""
+    if given.shape != original.shape or given.dtype != original.dtype:
+        return math.inf
+    return None if torch.equal(given, original) else float((given - original).abs().max())
+
+
+def fail_on_input_changed(changed: float | None, where: str) -> None:
+    """Raise the verdict for an answer that changed the tensor it was given (``input_changed``)."""
+    if changed is not None:
+        raise ExerciseFailed(
+            f"{where} the x your code was given changed during the call (by up to "
+            f"{changed:.3g}); the reference leaves the caller's tensor as it was."
+        )
 
 
 def fail_on_error(error: str | None, call: str) -> None:

@@ -10,6 +10,7 @@ import torch
 
 from ..stats import t_quantile
 from . import ExerciseFailed, register
+from .answers import as_number
 
 # The cases a learner's check cell (seed 0) runs: (accuracies over seeds, confidence).
 SEED0_CASES = [
@@ -44,9 +45,8 @@ def observe(fn, seed: int) -> dict:
         row = {"values": list(values), "confidence": confidence, "result": None, "error": None}
         try:
             result = fn(list(values), confidence)
-            if isinstance(result, (int, float)) and not isinstance(result, bool):
-                row["result"] = float(result)
-            else:
+            row["result"] = as_number(result)
+            if row["result"] is None:
                 row["error"] = f"returned {result!r}, not one number"
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             row["error"] = f"raised {type(error).__name__}: {error}"

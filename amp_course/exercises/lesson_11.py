@@ -15,6 +15,7 @@ import torch
 
 from .. import gpus
 from . import ExerciseFailed, call_answer, fail_on_error, register
+from .answers import fail_on_input_changed, input_changed
 
 # ---- 11.mx_roundtrip ---------------------------------------------------------------------------
 # Layouts with no inf or NaN (every code a number), as OCP's FP6 and FP4: (exponent, mantissa) bits.
@@ -88,8 +89,10 @@ def observe_mx(fn, seed: int) -> list[dict]:
     results = []
     for case in cases:
         e, m, block = case["layout"]
-        got, error = call_answer(fn, case["x"].clone(), e, m, block)
+        given = case["x"].clone()
+        got, error = call_answer(fn, given, e, m, block)
         record = {**case, "error": error, "got": None, "returned": None, "dtype": None}
+        record["changed"] = input_changed(given, case["x"])
         if error is None:
             try:
                 record["dtype"] = _kind(got)
@@ -116,6 +119,7 @@ def compare_mx(mine, reference, seed: int) -> None:
         e, m, block = want["layout"]
         call = f"mx_roundtrip(x, {e}, {m}, {block}) for {want['name']}"
         fail_on_error(got["error"], call)
+        fail_on_input_changed(got["changed"], f"{call}:")
         x, expected = want["x"], want["got"]
         if got["got"] is None or tuple(got["got"].shape) != tuple(x.shape):
             shape = None if got["got"] is None else tuple(got["got"].shape)

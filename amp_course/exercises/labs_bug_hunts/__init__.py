@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from ...labs.bug_hunts import (
     ACCUMULATION_MAX_NORM,
     ACCUMULATION_STEPS,
     MAX_NORM,
     NUM_BATCHES,
     SCHEDULER_WARNING,
+    lab_model,
     poisoned_for,
     resume_point,
     resumed_run,
@@ -54,7 +57,7 @@ def _times(count: int) -> str:
     return f"{count} time" if count == 1 else f"{count} times"
 
 
-def compare_run(mine, ref, seed: int = 0) -> None:
+def compare_run(mine, ref, seed: int) -> None:
     """Raise ExerciseFailed naming the first thing in ``mine`` that differs from the reference."""
     if mine["error"]:
         if mine["error"].startswith("NotImplementedError"):
@@ -72,7 +75,21 @@ def compare_run(mine, ref, seed: int = 0) -> None:
         raise ExerciseFailed(
             f"the final learning rate is {mine['lrs'][0]:.6g}, expected {ref['lrs'][0]:.6g}."
         )
-    compare_params(mine["params"], ref["params"], "parameters differ from the reference fix")
+    try:
+        compare_params(mine["params"], ref["params"], "parameters differ from the reference fix")
+    except ExerciseFailed as failure:  # how far each run moved: too little, or too far
+        start = [p.detach() for p in lab_model(seed).parameters()]
+        raise ExerciseFailed(
+            f"{failure} Your weights moved {_moved(mine['params'], start):.4g} from where they "
+            f"started (the norm of the change over every tensor), the reference's "
+            f"{_moved(ref['params'], start):.4g}."
+        ) from None
+
+
+def _moved(params, start) -> float:
+    """The norm of the change from ``start`` over every tensor together."""
+    changes = [(a.float() - b.float()).flatten() for a, b in zip(params, start, strict=True)]
+    return float(torch.cat(changes).norm())
 
 
 # ---- Lab 1: clipping before unscaling ------------------------------------------------------------
@@ -105,7 +122,7 @@ def observe_accumulation(fn, seed: int) -> dict:
 def compare_accumulation(mine, reference, seed: int) -> None:
     """Name the first difference in the steps the loop took and the size of their gradients."""
     if mine["error"]:
-        compare_run(mine, reference)  # says it crashed, or is not done
+        compare_run(mine, reference, seed)  # says it crashed, or is not done
     got, want = mine["unclipped_norms"], reference["unclipped_norms"]
     groups = -(-NUM_BATCHES // ACCUMULATION_STEPS)
     last = NUM_BATCHES - (groups - 1) * ACCUMULATION_STEPS  # batches in the last group
@@ -131,7 +148,7 @@ def compare_accumulation(mine, reference, seed: int) -> None:
             f"{ratio:.3g}x the reference's {w:.4g}, the norm of the mean of the group's "
             "micro-batch gradients."
         )
-    compare_run(mine, reference)
+    compare_run(mine, reference, seed)
 
 
 register("labs.accumulation", observe_accumulation, compare_accumulation)

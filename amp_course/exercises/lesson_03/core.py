@@ -110,9 +110,11 @@ def observe_core(core_class, seed: int) -> dict:
     for case in UNSCALE_CASES:
         core, error = call_answer(core_class, UNSCALE_SCALE, 2.0, 0.5, 2000)
         grads = _grads(case, seed)
+        given = list(grads)  # the tensors handed in: the list itself may be changed
         found = None
         if error is None:
             found, error = call_answer(core.unscale_grads, grads)
+        grads = given
         if isinstance(found, torch.Tensor) and found.numel() == 1:
             found = bool(found)  # a tensor flag, as GradScaler keeps its own
         elif type(found) is int and found in (0, 1):
@@ -171,7 +173,10 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
             if scale is None or not _close(scale, want) or count != tracker:
                 gives = f"a scale of {scale!r}"
                 if scale == math.inf and held is not None and math.isfinite(held):
-                    gives = f"inf (its scale_value, {held!r}, times {LOSS} overflows float32)"
+                    product = _float32(held * LOSS)  # what the loss times scale_value is
+                    gives = f"inf; its scale_value is {held!r}, and {held!r} x {LOSS} is " + (
+                        "inf in float32" if math.isinf(product) else f"{product!r} in float32"
+                    )
                 raise ExerciseFailed(
                     f"{after} scale({LOSS}) gives {gives} and good_steps is "
                     f"{count!r}; PyTorch's update (torch._amp_update_scale_, what "
@@ -204,7 +209,8 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
         if not same.all():
             index = int((~same).nonzero()[0])
             raise ExerciseFailed(
-                f"{what}: gradient value {index} (in order, tensor after tensor) is "
+                f"{what}: gradient value {index} (in order, tensor after tensor, in the tensors "
+                f"handed in) is "
                 f"{got[index].item():.7g} after it; PyTorch's unscaling leaves "
                 f"{want[index].item():.7g}."
             )

@@ -13,7 +13,8 @@ import torch
 from ...memory import gpus_needed
 from ...timing import SimulatedQueue
 from .. import Answer, ExerciseFailed, call_answer, fail_on_error, register
-from .mfu import as_number, compare_estimate, compare_mfu, observe_estimate, observe_mfu
+from ..answers import as_number
+from .mfu import compare_estimate, compare_mfu, observe_estimate, observe_mfu
 
 register("05.mfu", observe_mfu, compare_mfu)
 register("05.mfu_estimate", observe_estimate, compare_estimate)

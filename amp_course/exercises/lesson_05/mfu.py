@@ -10,6 +10,7 @@ import torch
 
 from ... import gpus
 from .. import ExerciseFailed, call_answer, fail_on_error
+from ..answers import as_number
 
 
 # ---- MFU from a step's FLOPs: the grading tests' toy lesson (tests/fixtures/grading) grades it;
@@ -31,14 +32,6 @@ def mfu_cases(seed: int) -> list[tuple[float, float, float]]:
     generator = torch.Generator().manual_seed(seed)
     draws = torch.rand(6, 3, generator=generator, dtype=torch.float64).tolist()
     return [(10 ** (9 + 5 * f), 10 ** (2 * s - 2), 10 ** (3 * p)) for f, s, p in draws]
-
-
-def as_number(got) -> float | None:
-    """``got`` as a float if it is a real number (not a bool) or a 0-dim floating tensor (what
-    ``torch.tensor(times).median()`` gives), else None."""
-    if isinstance(got, torch.Tensor) and got.dim() == 0 and got.is_floating_point():
-        return float(got)
-    return float(got) if isinstance(got, (int, float)) and not isinstance(got, bool) else None
 
 
 def _observe_numbers(fn, cases) -> list[dict]:

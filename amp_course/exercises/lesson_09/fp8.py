@@ -8,7 +8,7 @@ import math
 import torch
 
 from .. import ExerciseFailed
-from ..answers import error_text
+from ..answers import error_text, fail_on_input_changed, input_changed
 
 AMAX_EPS = 1e-12  # torchao's floor for amax, so an all-zero tensor gets a finite FP8 scale
 
@@ -48,7 +48,7 @@ def observe_to_float8(fn, seed: int) -> dict:
             quantized, scale = fn(given, fp8_dtype, list(history))
             scale = torch.as_tensor(scale, dtype=torch.float32).detach()
             observed[name] = {
-                "changed": _changed(given, x),
+                "changed": input_changed(given, x),
                 "dtype": str(quantized.dtype),
                 "scale": float(scale),
                 "roundtrip": quantized.float() / scale,
@@ -62,21 +62,10 @@ def observe_to_float8(fn, seed: int) -> dict:
     return observed
 
 
-def _changed(given: torch.Tensor, x: torch.Tensor) -> float | None:
-    """The largest change the answer made to the tensor it was given (None: none)."""
-    if given.shape != x.shape or given.dtype != x.dtype:
-        return math.inf
-    return None if torch.equal(given, x) else float((given - x).abs().max())
-
-
 def _fail_on_error_or_dtype(name: str, got: dict, ref: dict) -> None:
     if "error" in got:
         raise ExerciseFailed(f"for {name} your code raised {got['error']}")
-    if got["changed"] is not None:
-        raise ExerciseFailed(
-            f"for {name} the x your code was given changed during the call (by up to "
-            f"{got['changed']:.3g}); the reference leaves the caller's tensor as it was."
-        )
+    fail_on_input_changed(got["changed"], f"for {name}")
     if got["dtype"] != ref["dtype"]:
         raise ExerciseFailed(
             f"for {name} you returned {got['dtype']}; the reference returns the requested "
@@ -160,7 +149,7 @@ def observe_to_float8_rowwise(fn, seed: int) -> dict:
             given = str(scales.dtype) if isinstance(scales, torch.Tensor) else type(scales).__name__
             scales = torch.as_tensor(scales, dtype=torch.float32).detach()
             entry = {
-                "changed": _changed(argument, x),
+                "changed": input_changed(argument, x),
                 "dtype": str(quantized.dtype),
                 "scales_dtype": given,
                 "max": torch.finfo(fp8_dtype).max,
