@@ -242,3 +242,12 @@ def test_scaler_for_given_a_device_name_in_the_notebook_too():
     for seed in (0, 1):
         status, message = exercises.verdict(SCALER_FOR, device_type_read, seed)
         assert status == "failed" and "'cpu') raised AttributeError: 'str' object" in message
+
+
+def test_every_grader_seed_asks_for_every_dtype():
+    """The text says the check asks for all three dtypes: a scaler enabled for bf16 fails
+    wherever bf16 is asked, so every seed asks."""
+    from amp_course.exercises import lesson_07
+
+    for seed in range(40):
+        assert set(lesson_07._order(seed)) == set(lesson_07.DTYPES), seed

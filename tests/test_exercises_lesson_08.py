@@ -244,3 +244,31 @@ def test_seeds_inputs_vary_with_the_seed_and_stay_unambiguous():
         cases = lesson._seeds_cases(seed)
         assert cases != lesson.SEEDS_CASES
         assert all(lesson._unambiguous(*case) for case in cases)
+
+
+def _seeds_rule(spread_of=statistics.stdev, degrees=lambda n: n - 1, cast=int):
+    """seeds_needed by a linear search, with the spread and the degrees of freedom given."""
+
+    def seeds_needed(reference, candidate, margin, confidence=0.95):
+        spread = spread_of([c - r for r, c in zip(reference, candidate, strict=True)])
+        n = 2
+        while stats.t_quantile(0.5 + confidence / 2, degrees(n)) * spread / math.sqrt(n) > margin:
+            n += 1
+        return cast(n)
+
+    return seeds_needed
+
+
+def test_seeds_needed_right_as_a_numpy_integer_passes():
+    for seed in (0, 1, 2, 3, 12345):
+        assert exercises.verdict(SEEDS, _seeds_rule(cast=numpy.int64), seed) == ("passed", "")
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [_seeds_rule(spread_of=statistics.pstdev), _seeds_rule(degrees=lambda n: n)],
+    ids=["population standard deviation", "n degrees of freedom"],
+)
+def test_seeds_needed_slips_fail_at_every_seed(wrong):
+    for seed in range(40):
+        assert exercises.verdict(SEEDS, wrong, seed)[0] == "failed", seed

@@ -161,6 +161,25 @@ def as_number(got) -> float | None:
     return None
 
 
+def as_whole(got) -> int | None:
+    """``got`` as an int if it is an integer (not a bool): a Python or numpy integer, or a 0-dim
+    integer tensor; else None (a float, even 48.0, stays a float to be named as such)."""
+    if isinstance(got, torch.Tensor):
+        integral = got.dim() == 0 and not got.is_floating_point() and got.dtype != torch.bool
+        return int(got) if integral else None
+    if isinstance(got, numbers.Integral) and not isinstance(got, (bool, numpy.bool_)):
+        return int(got)
+    return None
+
+
+def apart(got: float, want: float) -> str:
+    """'G, expected W' with 6 significant digits, more where 6 would print them alike."""
+    digits = 6
+    while f"{got:.{digits}g}" == f"{want:.{digits}g}" and digits < 17:
+        digits += 1
+    return f"{got:.{digits}g}, expected {want:.{digits}g}"
+
+
 def input_changed(given: torch.Tensor, original: torch.Tensor) -> float | None:
     """The largest change an answer made to the tensor it was given, a copy of ``original``
     (None: none; inf: its shape or dtype changed)."""

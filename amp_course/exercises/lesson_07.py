@@ -18,7 +18,9 @@ def _order(seed: int) -> list[str]:
         return SEED0_ORDER
     generator = torch.Generator().manual_seed(seed)
     names = list(DTYPES)
-    return [names[int(i)] for i in torch.randint(0, len(names), (6,), generator=generator)]
+    every = [names[int(i)] for i in torch.randperm(len(names), generator=generator)]
+    more = [names[int(i)] for i in torch.randint(0, len(names), (3,), generator=generator)]
+    return every + more  # every dtype once, in an order of the seed's, then three drawn
 
 
 def _dtype(value) -> str | None:

@@ -10,7 +10,7 @@ import torch
 
 from ..stats import t_quantile
 from . import ExerciseFailed, register
-from .answers import as_number
+from .answers import apart, as_number, as_whole
 
 # The cases a learner's check cell (seed 0) runs: (accuracies over seeds, confidence).
 SEED0_CASES = [
@@ -67,19 +67,11 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
             continue
         n, mean, s = len(values), statistics.mean(values), statistics.stdev(values)
         raise ExerciseFailed(
-            f"{where} gave {_apart(bound, want_bound)}: the values' mean is "
+            f"{where} gave {apart(bound, want_bound)}: the values' mean is "
             f"{mean:.6g} and their sample standard deviation s {s:.4g}, with n = {n}; yours is "
             f"{_below(bound, mean, s / math.sqrt(n))}, the expected bound "
             f"{_below(want_bound, mean, s / math.sqrt(n))}."
         )
-
-
-def _apart(got: float, want: float) -> str:
-    """'gave G, expected W' with 6 significant digits, more where 6 would print them alike."""
-    digits = 6
-    while f"{got:.{digits}g}" == f"{want:.{digits}g}" and digits < 17:
-        digits += 1
-    return f"{got:.{digits}g}, expected {want:.{digits}g}"
 
 
 def _below(value: float, mean: float, error: float) -> str:
@@ -142,8 +134,8 @@ def _seeds_cases(seed: int):
     def uniform(low, high):
         return low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
 
-    cases = []
-    while len(cases) < 5:
+    cases, telling = [], None  # and one where the usual slips in the formula give other counts
+    while len(cases) < 4 or telling is None:
         n = int(torch.randint(3, 9, (1,), generator=generator))
         base = [uniform(0.95, 0.99) for _ in range(n)]
         shift, spread = uniform(-0.002, 0.002), uniform(0.0003, 0.003)
@@ -152,9 +144,27 @@ def _seeds_cases(seed: int):
         candidate = [round(b + shift + spread * e, 4) for b, e in zip(base, noise, strict=True)]
         margin = [0.001, 0.002, 0.003, 0.005][int(torch.randint(0, 4, (1,), generator=generator))]
         confidence = [0.9, 0.95, 0.99][int(torch.randint(0, 3, (1,), generator=generator))]
-        if _unambiguous(reference, candidate, margin, confidence):
-            cases.append((reference, candidate, margin, confidence))
-    return cases
+        if not _unambiguous(reference, candidate, margin, confidence):
+            continue
+        case = (reference, candidate, margin, confidence)
+        if telling is None and _slips_tell(*case):
+            telling = case
+        elif len(cases) < 4:
+            cases.append(case)
+    return [*cases, telling]
+
+
+def _slips_tell(reference, candidate, margin, confidence) -> bool:
+    """Whether a population standard deviation, and n instead of n - 1 degrees of freedom, each
+    give another count than the right rule for this pilot (for many pilots they give the same)."""
+    differences = [c - r for r, c in zip(reference, candidate, strict=True)]
+    sample, population = statistics.stdev(differences), statistics.pstdev(differences)
+    t = lambda df: t_quantile(0.5 + confidence / 2, df)  # noqa: E731
+    right = _fewest(sample, margin, lambda n: t(n - 1))
+    return (
+        _fewest(population, margin, lambda n: t(n - 1)) != right
+        and _fewest(sample, margin, t) != right
+    )
 
 
 def _unambiguous(reference, candidate, margin, confidence) -> bool:
@@ -184,9 +194,10 @@ def observe_seeds(fn, seed: int) -> dict:
         }
         try:
             result = fn(list(reference), list(candidate), margin, confidence)
-            row["type"] = type(result).__name__
-            if isinstance(result, (int, float)) and not isinstance(result, bool):
-                row["result"] = result if math.isfinite(result) else None
+            whole = as_whole(result)  # numpy integers and 0-dim integer tensors count as ints
+            number = whole if whole is not None else as_number(result)
+            row["type"] = "int" if whole is not None else type(result).__name__
+            row["result"] = number if number is not None and math.isfinite(number) else None
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             row["error"] = f"raised {type(error).__name__}: {error}"
         rows.append(row)

@@ -13,7 +13,7 @@ import torch
 from ...memory import gpus_needed
 from ...timing import SimulatedQueue
 from .. import Answer, ExerciseFailed, call_answer, fail_on_error, register
-from ..answers import as_number
+from ..answers import as_number, as_whole
 from .mfu import compare_estimate, compare_mfu, observe_estimate, observe_mfu
 
 register("05.mfu", observe_mfu, compare_mfu)
@@ -216,15 +216,27 @@ USABLE = inspect.signature(gpus_needed).parameters["usable_fraction"].default
 
 
 def fit_cases(seed: int) -> list[tuple]:
-    """Seed 0: FIT_CASES. Other seeds: five random models and GPUs."""
+    """Seed 0: FIT_CASES. Other seeds: five random models and GPUs, then, as in FIT_CASES, one
+    whose state alone overflows the GPU (batch 0) and one where AMP's 16-bit weight copies leave
+    less room than its smaller activations save (AMP fits fewer samples, here none)."""
     if seed == 0:
         return list(FIT_CASES)
     generator = torch.Generator().manual_seed(seed)
+    draws = torch.rand(26, generator=generator, dtype=torch.float64).tolist()
     cases = []
-    for _ in range(5):
-        n, a, r, m = torch.rand(4, generator=generator, dtype=torch.float64).tolist()
+    for n, a, r, m in zip(*[iter(draws[:20])] * 4, strict=True):
         memory = [15, 24, 40, 80][int(4 * m)] * GIB
         cases.append((int(10 ** (7 + 2.7 * n)), (0.01 + 2 * a) * GIB, 0.45 + 0.35 * r, memory))
+    m, over, t, a, r, _ = draws[20:]
+    memory = [15, 24, 40, 80][int(4 * m)] * GIB
+    usable = USABLE * memory
+    too_big = int(usable / STATE_BYTES * (1.1 + 0.5 * over))
+    cases.append((too_big, (0.01 + 2 * a) * GIB, 0.45 + 0.35 * r, memory))
+    # 16 + 2t bytes per parameter fill the usable memory: fp32 leaves 2t of them per parameter
+    # for activations, AMP's 2-byte copies leave 2t - 2 < 0.
+    copies_win = int(usable / (STATE_BYTES + 2 * (0.5 + 0.45 * t)))
+    room = usable - STATE_BYTES * copies_win
+    cases.append((copies_win, room * (0.2 + 0.7 * a), 0.45 + 0.35 * r, memory))
     return cases
 
 
@@ -239,15 +251,15 @@ def observe_fit(largest_batch, seed: int) -> list[dict]:
     for case in fit_cases(seed):
         for amp in (False, True):
             got, error = call_answer(largest_batch, *case, amp)
-            whole = isinstance(got, int) and not isinstance(got, bool)
-            number = whole or isinstance(got, float)
+            whole = as_whole(got)  # numpy integers and 0-dim integer tensors are whole too
+            number = whole if whole is not None else as_number(got)
             results.append(
                 {
                     "case": [*case, amp],
                     "error": error,
-                    "result": got if number else None,
-                    "whole": whole,
-                    "returned": None if number else repr(got)[:80],
+                    "result": number,
+                    "whole": whole is not None,
+                    "returned": None if number is not None else repr(got)[:80],
                 }
             )
     return results
