@@ -338,7 +338,7 @@ MESSAGES = [
         lambda m, o, s: {"model": m.state_dict(), "optimizer": o.state_dict(), "scaler": s},
         r"failed: TypeError: the checkpoint holds a GradScaler object at checkpoint\['scaler'\]; "
         r"torch.load\(..., weights_only=True\), which the lab loads it with, reads only tensors, "
-        r"numbers, strings and dicts, lists and tuples of them\.$",
+        r"Python numbers and strings, and dicts, lists and tuples of them\.$",
     ),
     ("labs.scheduler_skip", "broken", "lr_scheduler.step"),
     (
@@ -496,3 +496,22 @@ def test_the_clipping_lab_shows_the_symptom_without_unscaling():
         if inside:
             cells.append(cell.source)
     assert cells and not [source for source in cells if "unscale" in source]
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [(torch.__version__, "a TorchVersion object at checkpoint['v']"), (0.5, None)],
+)
+def test_a_checkpoint_entry_weights_only_refuses_is_named(extra, named):
+    """torch.__version__ is a str subclass and numpy's float64 a float subclass: weights_only
+    loading refuses both, and the message names the entry instead of torch's raw error."""
+    import numpy
+
+    def save(model, optimizer, scaler):
+        checkpoint = fixes.save_checkpoint(model, optimizer, scaler)
+        checkpoint["v"] = extra if named else numpy.float64(extra)
+        return checkpoint
+
+    status, message = exercises.verdict("labs.resume", save, 0)
+    assert status == "failed"
+    assert (named or "a float64 object at checkpoint['v']") in message

@@ -1135,3 +1135,22 @@ def test_the_summary_and_pitfalls_give_symptoms_not_fixes():
     )
     for text in cells:
         assert not fixes.search(text), fixes.search(text)
+
+
+def _fp8_by_division(x, dtype=torch.float8_e4m3fn):
+    """Right, written as x / amax * 448 with a where for zeros: its products land exactly on
+    e4m3 ties where the reference's fp32 scale, rounded, tips them (bf16 amax 6.5 at 12345)."""
+    amax = x.abs().max().float()
+    safe = torch.where(amax == 0, torch.ones_like(amax), amax)
+    return (x.float() / safe * 448).clamp(-448, 448).to(dtype), 448 / safe
+
+
+def _fp8_in_float64(x, dtype=torch.float8_e4m3fn):
+    amax = x.abs().max().double().clamp(min=1e-12)
+    return (x.double() * (448 / amax)).clamp(-448, 448).to(dtype), (448 / amax).float()
+
+
+@pytest.mark.parametrize("right", [_fp8_by_division, _fp8_in_float64])
+def test_fp8_casts_written_otherwise_pass_at_the_seeds_with_exact_ties(right):
+    for seed in (0, 35, 37, 12345):
+        assert exercises.verdict("labs.fp8_zero_scale", right, seed) == ("passed", ""), seed

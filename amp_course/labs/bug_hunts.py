@@ -224,8 +224,8 @@ def resumed_run(save, seed: int = 0):
     if objects:  # say so before torch.load refuses them in words about its own options
         raise TypeError(
             f"the checkpoint holds {objects}; torch.load(..., weights_only=True), which the lab "
-            "loads it with, reads only tensors, numbers, strings and dicts, lists and tuples of "
-            "them."
+            "loads it with, reads only tensors, Python numbers and strings, and dicts, lists and "
+            "tuples of them."
         )
     torch.save(checkpoint, buffer)
     buffer.seek(0)
@@ -251,8 +251,10 @@ def _objects_in(value, where: str = "checkpoint") -> str:
         found = (_objects_in(item, f"{where}[{key!r}]") for key, item in value.items())
     elif isinstance(value, (list, tuple)):
         found = (_objects_in(item, f"{where}[{i}]") for i, item in enumerate(value))
-    elif value is None or isinstance(value, (bool, int, float, str, torch.Tensor, torch.dtype)):
+    elif value is None or isinstance(value, (torch.Tensor, torch.dtype)):
         return ""
+    elif type(value) in (bool, int, float, str):  # exactly: torch.__version__ (a str subclass)
+        return ""  # and numpy scalars (float subclasses) are refused by weights_only loading
     else:
         kind = "GradScaler" if isinstance(value, torch.amp.GradScaler) else type(value).__name__
         return f"a {kind} object at {where}"
