@@ -108,9 +108,8 @@ def _predictions(expressions: dict, hints: dict, device: str, autocast_dtype: to
         # Every 16-bit prediction in the other 16-bit format: the setting was misread, not the
         # lists, and the setting is no answer to hide. (One stray beside right ones says nothing.)
         other = {torch.float16: torch.bfloat16, torch.bfloat16: torch.float16}[autocast_dtype]
-        strays = [text for text in wrong if predicted[text] == str(other)]
-        if str(autocast_dtype) in predicted.values():
-            strays = []
+        misread = str(autocast_dtype) not in predicted.values()
+        strays = [text for text in wrong if misread and predicted[text] == str(other)]
         if wrong:
             raise ExerciseFailed(
                 f"{len(wrong)} of {len(actual)} wrong under {device} autocast: "

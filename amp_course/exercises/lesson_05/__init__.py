@@ -222,12 +222,12 @@ def fit_cases(seed: int) -> list[tuple]:
     if seed == 0:
         return list(FIT_CASES)
     generator = torch.Generator().manual_seed(seed)
-    draws = torch.rand(26, generator=generator, dtype=torch.float64).tolist()
+    draws = torch.rand(25, generator=generator, dtype=torch.float64).tolist()
     cases = []
     for n, a, r, m in zip(*[iter(draws[:20])] * 4, strict=True):
         memory = [15, 24, 40, 80][int(4 * m)] * GIB
         cases.append((int(10 ** (7 + 2.7 * n)), (0.01 + 2 * a) * GIB, 0.45 + 0.35 * r, memory))
-    m, over, t, a, r, _ = draws[20:]
+    m, over, t, a, r = draws[20:]
     memory = [15, 24, 40, 80][int(4 * m)] * GIB
     usable = USABLE * memory
     too_big = int(usable / STATE_BYTES * (1.1 + 0.5 * over))

@@ -109,11 +109,15 @@ def _judge_fix(fixed: nn.Module, images, reference, weights: dict) -> dict:
     first = watch.first_nonfinite
     modules = dict(fixed.named_modules())
 
-    def planted_name(name: str) -> str:
-        """The module's name in the model as planted (a wrapper adds a level to the name)."""
+    def planted(name: str) -> str | None:
+        """The module's name in the model as planted (a wrapper adds a level to the name), found
+        by its weight; None where no planted weight equals it."""
         weight = _weight(modules[name])
         same = (n for n, w in weights.items() if w.shape == weight.shape and torch.equal(w, weight))
-        return next(same, name)
+        return next(same, None)
+
+    def planted_name(name: str) -> str:
+        return planted(name) or name
 
     # What each computing module returned that is not autocast's fp16: float32 where a region
     # turned autocast off, and anything else (a bf16 autocast region) named as such.
@@ -124,15 +128,7 @@ def _judge_fix(fixed: nn.Module, images, reference, weights: dict) -> dict:
     }
     fp32 = {name for name, dtype in ran.items() if dtype == "float32"}
     # Weights that match none of the planted model's: a fix that rescaled weights, not a region.
-    planted = list(weights.values())
-    changed = sorted(
-        name
-        for name, module in modules.items()
-        if _computes(module)
-        and not any(
-            w.shape == _weight(module).shape and torch.equal(w, _weight(module)) for w in planted
-        )
-    )
+    changed = sorted(n for n, m in modules.items() if _computes(m) and planted(n) is None)
     finite = first is None and bool(torch.isfinite(logits).all())
     return {
         "changed_weights": changed,
