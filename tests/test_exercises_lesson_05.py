@@ -341,32 +341,52 @@ def _divided_by_one_more(fn, device, warmup=3, iters=10):
     return _timer()(fn, device, warmup, iters) * iters / (iters + 1)
 
 
+def _iters_hard_coded(fn, device, warmup=3, iters=10):
+    """The warm-up asked for, then the default 10 timed calls whatever ``iters`` says."""
+    return _timer()(fn, device, warmup, 10)
+
+
+def _blocked_autorange(fn, device, warmup=3, iters=10):
+    """torch.utils.benchmark choosing its own number of calls: ``iters`` ignored."""
+    for _ in range(warmup):
+        fn()
+    return benchmark.Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.1).median
+
+
 READ = "Your timer read the clock first after "
 WRONG_TIMERS = {
-    "no synchronize": (_no_sync, READ + r"4 calls, with 96 ms .*last after 12 calls, with 128 ms"),
-    "per call, no synchronize": (_per_call_without_sync, r"last after 12 calls, with 32 ms"),
-    "warm-up timed": (_no_warmup, READ + r"0 calls, with 0 ms .*last after 12 calls, with 0 ms"),
+    "no synchronize": (_no_sync, READ + r"4 calls, with 96 ms .*last after 16 calls, with 144 ms"),
+    "per call, no synchronize": (_per_call_without_sync, r"last after 16 calls, with 48 ms"),
+    "warm-up timed": (_no_warmup, READ + r"0 calls, with 0 ms .*last after 16 calls, with 0 ms"),
     "synchronised, then warm-up timed": (
         _synchronised_then_all_timed,
-        r"says 16 ms per step.*" + READ + r"0 calls, with 0 ms of work queued, last after 12",
+        r"says 12 ms per step.*" + READ + r"0 calls, with 0 ms of work queued, last after 16",
     ),
     "no synchronize after the warm-up": (_no_sync_after_warmup, READ + "4 calls, with 96 ms"),
     "divided by iters + 1": (
         _divided_by_one_more,
-        r"says 3\.556 ms .*first after 4 calls, with 0 ms .*last after 12 calls, with 0 ms",
+        r"says 3\.692 ms .*first after 4 calls, with 0 ms .*last after 16 calls, with 0 ms",
     ),
     "median of every call": (
         _median_of_every_call,
         READ + r"0 calls, with 0 ms of work queued: during the 4 warm-up calls, which the "
-        r"reference runs untimed \(it reads the clock first after them, then times 8 calls\)\.$",
+        r"reference runs untimed \(it reads the clock first after them, then times 12 calls\)\.$",
     ),
     "minimum of every call": (
         functools.partial(_median_of_every_call, pick=min),
         "during the 4 warm-up calls",
     ),
-    "no warm-up": (_warmup_never_run, "called the step 8 times; the reference calls it 12"),
-    "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "called the step 10 times"),
-    "the total": (_no_divide, r"exactly iters = 8 times the step time\.$"),
+    "no warm-up": (_warmup_never_run, "called the step 12 times; the reference calls it 16"),
+    "benchmark.Timer's warm-up only": (_torch_benchmark_without_warmup, "called the step 14 times"),
+    "iters ignored": (
+        _iters_hard_coded,
+        r"iters=12 your timer called the step 14 times; the reference",
+    ),
+    "far more calls": (
+        _blocked_autorange,
+        r"called the step \d+ times; the reference calls it 16 ",
+    ),
+    "the total": (_no_divide, r"exactly iters = 12 times the step time\.$"),
     "CPU time": (_timer("process_time"), r"none of the wall clocks .*default_timer\)\.$"),
     "milliseconds": (_timer(scale=1e3), "exactly the step time in milliseconds"),
     "median, the warm-up's work queued at the first reading": (
@@ -409,7 +429,9 @@ def test_a_timer_on_cuda_events_is_told_what_the_check_stands_in_for():
 
 def test_a_timer_that_ignores_its_arguments_fails_in_the_notebook():
     """Seed 0, the notebook's check, asks for other counts than the signature's defaults."""
-    with pytest.raises(ExerciseFailed, match=READ + r"3 calls, .*during the 4 warm-up calls"):
+    with pytest.raises(
+        ExerciseFailed, match=r"called the step 13 times; the reference calls it 16"
+    ):
         exercises.check("05.timer", _defaults_hard_coded)
 
 
