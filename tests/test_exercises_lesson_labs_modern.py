@@ -738,6 +738,16 @@ def test_no_fp8_message_gives_the_scale_of_a_zero_tensor_away(seed):
         assert not any(f"{floor_scale:.{n}g}" in message for n in range(2, 8)), message
 
 
+def test_a_product_formed_in_bf16_fails_at_every_grader_seed():
+    """Some amaxes make every bf16 product exact (7.0: a scale of 64); the lab's bf16 activations
+    never have one, so a 16-bit product is told apart at every seed (it passed 24 of 200)."""
+    for seed in range(200):
+        status, message = exercises.verdict(
+            "labs.fp8_zero_scale", _fp8_product_in_input_dtype, seed
+        )
+        assert status == "failed" and "For activations (bf16)" in message, (seed, message)
+
+
 def test_a_compiled_function_is_checked_eagerly():
     """A learner who compiles the broken function gets the eager error, not a pass."""
     compiled = torch.compile(broken_versions()["labs.compiled_dtype_mix"])

@@ -15,6 +15,7 @@ from ..labs.modern_stack import (
     ADAM_LR,
     ADAM_STEPS,
     FP8,
+    fp8_roundings,
     run_adam,
     run_class_means,
     run_ema,
@@ -285,12 +286,7 @@ def _rounded_once(got: dict, what: str) -> None:
     so where a product lies within a few fp32 roundings of a tie either neighbour is allowed."""
     scale = torch.tensor(got["scale"], dtype=torch.float32)
     product = got["input"] * scale  # in fp32, as the reference forms it
-    once = product.clamp(-FP8_MAX, FP8_MAX).to(FP8).float()
-    exact = got["input"].double() * scale.double()
-    window = [
-        (exact * (1 + side * TIE_WINDOW)).clamp(-FP8_MAX, FP8_MAX).to(FP8).float()
-        for side in (-1, 1)
-    ]
+    once, *window = fp8_roundings(got["input"], scale)
     values = got["values"]
     differ = (values != once) & (values != window[0]) & (values != window[1])
     if int(differ.sum()) > 1:
@@ -302,9 +298,6 @@ def _rounded_once(got: dict, what: str) -> None:
             f"the input is {value:.9g}, times your scale {product[index].item():.9g}, which rounds "
             f"to {once[index].item():.4g}; your value is {values[index].item():.4g}."
         )
-
-
-TIE_WINDOW = 4e-7  # relative: about 3 fp32 roundings, far inside bf16's 2^-9
 
 
 def compare_fp8(mine: dict, reference: dict, seed: int) -> None:

@@ -291,12 +291,42 @@ def fp8_tensors(seed: int = 0) -> dict[str, torch.Tensor]:
     # Gradients as small as the lab names (about 1e-9) at every seed, the notebook's check's too:
     # an amax floored at a "small" epsilon such as float32's eps (1.2e-7) fails them all alike.
     small = 1e-9 if seed == 0 else 10 ** -float(torch.randint(8, 10, (), generator=generator))
+    activations = 3 * torch.randn(shape, generator=generator)
+    bf16 = (2 * torch.randn(shape, generator=generator)).bfloat16()
+    while _rounded_twice(bf16) < 3:
+        bf16 = (2 * torch.randn(shape, generator=generator)).bfloat16()
     return {
-        "activations (fp32)": 3 * torch.randn(shape, generator=generator),
-        "activations (bf16)": (2 * torch.randn(shape, generator=generator)).bfloat16(),
+        "activations (fp32)": activations,
+        "activations (bf16)": bf16,
         "small gradients": small * torch.randn(shape, generator=generator),
         "an all-zero gradient": torch.zeros(shape),
     }
+
+
+# Relative: about 3 fp32 roundings, far inside bf16's 2^-9. A product this close to a float8 tie
+# may round to either neighbour, depending on how an fp32 product was written (x / amax * 448).
+TIE_WINDOW = 4e-7
+
+
+def fp8_roundings(x: torch.Tensor, scale: torch.Tensor) -> list[torch.Tensor]:
+    """The float8 values (as fp32) of ``x * scale`` formed in fp32 and rounded once, and of the
+    exact product moved by the tie window either way: a right answer's values are one of these."""
+    top = torch.finfo(FP8).max
+    once = (x.float() * scale).clamp(-top, top).to(FP8).float()
+    exact = x.double() * scale.double()
+    return [once] + [
+        (exact * (1 + side * TIE_WINDOW)).clamp(-top, top).to(FP8).float() for side in (-1, 1)
+    ]
+
+
+def _rounded_twice(x: torch.Tensor) -> int:
+    """How many of bf16 ``x``'s float8 values a product formed in bf16 (x * an fp32 0-dim scale
+    stays bf16) rounds to none of the right ones. Some amaxes leave none (7.0 makes the scale 64,
+    and every product exact), and then no check could tell the two apart."""
+    top = torch.finfo(FP8).max
+    scale = top / x.abs().max().float()
+    twice = (x * scale).clamp(-top, top).to(FP8).float()
+    return int(torch.stack([twice != right for right in fp8_roundings(x, scale)]).all(0).sum())
 
 
 def run_fp8(fn, seed: int = 0) -> dict:
