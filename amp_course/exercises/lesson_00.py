@@ -10,6 +10,7 @@ import torch
 
 from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed, training_memory
 from . import ExerciseFailed, call_answer, fail_on_error, register
+from .answers import as_number, as_whole
 
 MIB, GIB = 2**20, 2**30
 # The headroom rule of ac.memory.gpus_needed, which lessons 00 and 05 follow: keep 10% of every
@@ -97,15 +98,12 @@ def _cases(seed: int) -> list[tuple]:
 
 def _plain(value):
     """A learner's return value as plain data: an int (8.0 counts as 8), a float, None, or repr."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, (float, torch.Tensor)) or type(value).__module__ == "numpy":
-        try:
-            number = float(value)
-        except (TypeError, ValueError, RuntimeError):
-            return repr(value)
+    whole, number = as_whole(value), as_number(value)
+    if whole is not None:
+        return whole
+    if number is not None:
         return int(number) if number.is_integer() else number
-    return repr(value)
+    return None if value is None else repr(value)
 
 
 def observe(fn, seed: int) -> dict:
