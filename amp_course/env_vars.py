@@ -47,7 +47,12 @@ MEANINGS = {
 
 def flag(name: str) -> bool | None:
     """The variable ``name`` as a yes/no: True for 1/true/yes, False for 0/false/no, else None."""
-    value = os.environ.get(name, "").strip().lower()
+    return yes_no(os.environ.get(name, ""))
+
+
+def yes_no(text: str) -> bool | None:
+    """``text`` as a yes/no, in any case: True for 1/true/yes, False for 0/false/no, else None."""
+    value = text.strip().lower()
     if value in ("1", "true", "yes"):
         return True
     return False if value in ("0", "false", "no") else None

@@ -107,10 +107,29 @@ class LessonSettings:
 def resolve_smoke(smoke: bool | None, device: torch.device) -> bool:
     """The course's one smoke rule: ``smoke`` when given, else ``env_vars.SMOKE`` when set, else
     smoke on any device but a GPU. The lesson's settings, ``ac.data`` and the CLI all ask it."""
+    if isinstance(smoke, str):  # papermill -p SMOKE false passes the text 'false'
+        said = env_vars.yes_no(smoke)
+        if said is None:
+            raise ValueError(
+                f"SMOKE={smoke!r}: use True (tiny sizes), False (full sizes) or None (smoke "
+                "on any device but a GPU)."
+            )
+        return said
     if smoke is not None:
         return bool(smoke)
     forced = env_vars.flag(SMOKE_ENV)
     return (device.type != "cuda") if forced is None else forced
+
+
+def _whole_seed(seed) -> int:
+    """``seed`` as an int: a whole number, or text that spells one (papermill -p SEED 7)."""
+    try:
+        whole = int(seed)
+    except (TypeError, ValueError):
+        whole = None
+    if isinstance(seed, bool) or whole is None or (not isinstance(seed, str) and whole != seed):
+        raise ValueError(f"SEED={seed!r}: the seed must be a whole number, such as 0.")
+    return whole
 
 
 def seed_everything(seed: int) -> None:
@@ -178,7 +197,7 @@ def start(
     settings = LessonSettings(
         smoke=resolve_smoke(smoke, torch_device),
         recipe=AmpRecipe(torch_device, chosen),
-        seed=int(seed),
+        seed=_whole_seed(seed),
         hardware=describe_hardware(torch_device),
         tf32=tf32_enabled() if on_gpu else None,
         emulated=profile,

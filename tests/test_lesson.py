@@ -13,6 +13,28 @@ def test_smoke_resolution(monkeypatch):
     assert lesson.resolve_smoke(None, torch.device("cuda")) is True
 
 
+@pytest.mark.parametrize(
+    "text, smoke", [("false", False), ("False", False), ("0", False), ("yes", True)]
+)
+def test_smoke_given_as_text_means_what_it_says(text, smoke):
+    """`papermill -p SMOKE false` hands the lesson the text 'false' (papermill turns only 'False'
+    into a bool); it must not count as a true value and run in smoke mode."""
+    assert lesson.resolve_smoke(text, torch.device("cuda")) is smoke
+
+
+@pytest.mark.parametrize(
+    "setting", [{"smoke": "maybe"}, {"seed": "x"}, {"seed": 1.5}, {"seed": None}]
+)
+def test_a_smoke_or_seed_that_means_nothing_is_named(setting):
+    ((name, value),) = setting.items()
+    with pytest.raises(ValueError, match=f"^{name.upper()}={value!r}: "):
+        lesson.start(device="cpu", verbose=False, **setting)
+
+
+def test_a_seed_given_as_text_seeds_as_its_number():
+    assert lesson.start(device="cpu", seed="7", verbose=False).seed == 7
+
+
 def test_start_seeds_and_reports(capsys):
     settings = lesson.start(smoke=True, device="cpu", seed=3, autocast_dtype="bf16")
     first = torch.rand(1)
