@@ -148,8 +148,10 @@ def compare_timer(mine, reference, seed: int) -> None:
         )
     fail_on_error(error, "time_steps(step, 'cuda', ...)")
     step_s, warmup, iters = reference["step_s"], reference["warmup"], reference["iters"]
-    # torch.utils.benchmark's Timer.timeit makes 2 untimed calls of its own before the timed ones.
-    if not warmup + iters <= mine["calls"] <= warmup + iters + 2:
+    # More calls pass: torch.utils.benchmark's Timer.timeit makes 2 of its own, and a timer may
+    # repeat its measurement. iters is above the default 10 at every seed, so a timer that times
+    # 10 calls whatever it is asked makes too few.
+    if mine["calls"] < warmup + iters:
         raise ExerciseFailed(
             f"With warmup={warmup} and iters={iters} your timer called the step {mine['calls']} "
             f"times; the reference calls it {warmup + iters} times ({warmup} untimed, {iters} "
