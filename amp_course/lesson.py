@@ -150,6 +150,11 @@ def _choose(device: str, autocast_dtype: str):
     if str(autocast_dtype).lower() == "auto":
         return torch_device, profile, pick_precision(torch_device)
     chosen = precisions.get(autocast_dtype)
+    if not chosen.autocast:  # every lesson compares AMP with fp32: AMP_DTYPE fp32 has no AMP
+        raise ValueError(
+            f"AMP_DTYPE={autocast_dtype!r} turns autocast off, and the lesson compares AMP with "
+            "fp32: use 'auto', 'bf16' or 'fp16'."
+        )
     if (
         profile is not None
         and chosen is precisions.BF16

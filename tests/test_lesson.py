@@ -31,6 +31,14 @@ def test_a_smoke_or_seed_that_means_nothing_is_named(setting):
         lesson.start(device="cpu", verbose=False, **setting)
 
 
+@pytest.mark.parametrize("name", ["fp32", "float32", "tf32"])
+def test_an_amp_dtype_without_autocast_is_refused_by_name(name):
+    """Lesson 05 set to AMP_DTYPE='fp32' ran until its two recipes, both 'fp32', fell into one
+    dict entry ('not enough values to unpack')."""
+    with pytest.raises(ValueError, match=f"^AMP_DTYPE='{name}' turns autocast off"):
+        lesson.start(device="cpu", autocast_dtype=name, verbose=False)
+
+
 def test_a_seed_given_as_text_seeds_as_its_number():
     assert lesson.start(device="cpu", seed="7", verbose=False).seed == 7
 
