@@ -55,7 +55,8 @@ def choose_batch(
     """
     device = torch.device(device)
     if device.type != "cuda":
-        return memory.BatchChoice(wanted, f"BATCH_SIZE={wanted} (a CPU: no GPU memory to fit).")
+        # The batch itself, not BATCH_SIZE=: smoke mode asks for its own, not the setting's.
+        return memory.BatchChoice(wanted, f"batch {wanted} (a CPU: no GPU memory to fit).")
     with torch.device("meta"):
         num_params = count_parameters(build())
     fixed = memory.training_memory(num_params, activation_bytes=0).total

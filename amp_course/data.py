@@ -283,6 +283,11 @@ def mnist_loaders(
         return TensorDataset(*(t[index] for t in dataset.tensors))
 
     train = cut(data.train, num_train, "training")
+    if len(train) < batch_size:  # the loader drops a partial batch: not one step would run
+        raise ValueError(
+            f"{len(train)} training digits make no whole batch of {batch_size}: use more digits "
+            "(num_train) or a smaller batch size."
+        )
     test = cut(data.test, num_test, "test")
     train_loader = DataLoader(
         train, batch_size=batch_size, shuffle=True, generator=generator, drop_last=True

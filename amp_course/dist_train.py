@@ -206,6 +206,11 @@ def run(args: argparse.Namespace, rank: int, world_size: int, device: torch.devi
 
     # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
     loader = shard_loader(load_mnist().train, args, rank, world_size)
+    if args.steps > len(loader):  # next() would end in a bare StopIteration
+        raise ValueError(
+            f"{args.steps} steps need {args.steps} batches on each of {world_size} ranks; a "
+            f"rank's share of the digits here holds {len(loader)}: fewer steps, or more digits"
+        )
     losses, skipped = [], 0
     batches = iter(loader)
     for _ in range(args.steps):

@@ -121,6 +121,13 @@ def resolve_smoke(smoke: bool | None, device: torch.device) -> bool:
     return (device.type != "cuda") if forced is None else forced
 
 
+def require(ok: bool, setting: str, value, need: str) -> None:
+    """Refuse a lesson's parameter that the lesson cannot run with, naming it and what it needs
+    (``SETTING=value: need``), before any cell spends time on it."""
+    if not ok:
+        raise ValueError(f"{setting}={value!r}: {need}")
+
+
 def _whole_seed(seed) -> int:
     """``seed`` as an int: a whole number, or text that spells one (papermill -p SEED 7)."""
     try:

@@ -49,6 +49,7 @@ def build_small():
 def test_batch_on_a_cpu_is_the_one_asked_for():
     choice = capstone.choose_batch(build_small, 48, "cpu")
     assert choice.batch_size == 48 and "CPU" in choice.reason
+    assert "BATCH_SIZE" not in choice.reason  # smoke mode's batch is not the learner's setting
 
 
 @pytest.mark.parametrize("available, expected", [(40 * GIB, 512), (4 * GIB, 344)])

@@ -81,6 +81,13 @@ def test_loaders_cut_and_batch():
     assert len(train.dataset) == 256 and len(test.dataset) == 64
 
 
+def test_fewer_digits_than_one_batch_are_refused_before_a_run_of_no_steps():
+    """The train loader drops a partial batch: lesson 00 with NUM_TRAIN=100 and batches of 128
+    printed '0 steps per run', then OneCycleLR refused total_steps=0."""
+    with pytest.raises(ValueError, match="^100 training digits make no whole batch of 128"):
+        data.mnist_loaders(128, num_train=100)
+
+
 def test_synthetic_images_are_imagenet_shaped_and_seeded():
     x1, y1 = data.synthetic_images(4, seed=1)
     x2, y2 = data.synthetic_images(4, seed=1)

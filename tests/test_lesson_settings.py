@@ -1,0 +1,59 @@
+"""A learner who changes a lesson's parameters to a value the lesson cannot run with is told so by
+the setting's name in the lesson's first cell (``ac.lesson.require``), before any cell spends time
+on it: each of these once ended in a bare AssertionError, an IndexError or a ZeroDivisionError
+cells later, or ran with a setting silently meaning something else."""
+
+import pytest
+from conftest import run_tagged
+
+import amp_course as ac
+
+REFUSED = [  # (lesson, setting, value, what the message says it needs)
+    ("00_scenario", "GLOBAL_BATCH", 4, "splits it evenly over 8 GPUs"),
+    ("00_scenario", "GLOBAL_BATCH", 100, "use a multiple of 8"),
+    ("00_scenario", "AMP_SMOKE_STEPS", 0, "at least 1 step"),
+    ("01_number_formats", "SUM_LENGTH", 1000, "5,000 or more"),
+    ("03_grad_scaler", "INJECT_INF_AT", 50, "one of the run's steps, 0 to 49"),
+    ("03_grad_scaler", "INJECT_INF_AT", None, "one of the run's steps"),
+    ("03_grad_scaler", "NUM_STEPS", 3, "the scheduler demo needs 4 steps"),
+    ("04_training_loops", "ACCUMULATION_STEPS", 3, "splits BATCH_SIZE=64 into that many equal"),
+    ("06_debugging_nan", "PLANT_LAYER", 4, "the tiny ViT has layers 0 to 3"),
+    ("08_capstone", "NUM_SEEDS", 1, "2 or more"),
+    ("08_capstone", "EPOCHS", 0, "more than 0"),
+    ("08_capstone", "IMAGE_SIZE", 28, "a multiple of 16"),
+    ("08_capstone", "NUM_LAYERS", 24, "1 to ViT-B/16's 12"),
+    ("11_below_bf16", "HIDDEN", 200, "a multiple of 32"),
+    ("11_below_bf16", "AMAX_HISTORY", 0, "1 step or more"),
+]
+
+
+def _settings(lesson: str, **changed) -> dict:
+    """The lesson's parameters with ``changed`` on top, then its settings cell, on the CPU."""
+    namespace = run_tagged(lesson, "parameters", namespace={"ac": ac})
+    namespace.update(SMOKE=True, DEVICE="cpu", **changed)
+    return run_tagged(lesson, "settings", namespace=namespace)
+
+
+@pytest.mark.parametrize(
+    "lesson, setting, value, needs", REFUSED, ids=[f"{r[0][:2]}-{r[1]}={r[2]}" for r in REFUSED]
+)
+def test_a_setting_the_lesson_cannot_run_with_is_named_in_its_first_cell(
+    lesson, setting, value, needs
+):
+    with pytest.raises(ValueError, match=rf"^{setting}={value!r}: .*{needs}"):
+        _settings(lesson, **{setting: value})
+
+
+def test_lesson_03_runs_fp16_whatever_amp_dtype_says(capsys):
+    """Its demos are fp16's with a GradScaler: the header said 'bf16' while fp16 ran."""
+    settings = _settings("03_grad_scaler", AMP_DTYPE="bf16")["settings"]
+    printed = capsys.readouterr().out
+    assert settings.precision is ac.precisions.FP16 and "AMP dtype: fp16" in printed
+    assert "AMP_DTYPE='bf16': this lesson runs fp16 whatever it says" in printed
+
+
+def test_lesson_11_says_when_its_digits_hold_fewer_steps_than_asked(capsys):
+    assert _settings("11_below_bf16", BATCH_SIZE=256)["train_steps"] == 15
+    assert "40 steps asked; the 4000 training digits hold 15 batches of 256" in (
+        capsys.readouterr().out
+    )
