@@ -109,11 +109,8 @@ def resolve_smoke(smoke: bool | None, device: torch.device) -> bool:
     smoke on any device but a GPU. The lesson's settings, ``ac.data`` and the CLI all ask it."""
     if isinstance(smoke, str):  # papermill -p SMOKE false passes the text 'false'
         said = env_vars.yes_no(smoke)
-        if said is None:
-            raise ValueError(
-                f"SMOKE={smoke!r}: use True (tiny sizes), False (full sizes) or None (smoke "
-                "on any device but a GPU)."
-            )
+        need = "True (tiny sizes), False (full sizes) or None (smoke on any device but a GPU)"
+        require(said is not None, "SMOKE", smoke, need)
         return said
     if smoke is not None:
         return bool(smoke)
@@ -134,8 +131,8 @@ def _whole_seed(seed) -> int:
         whole = int(seed)
     except (TypeError, ValueError):
         whole = None
-    if isinstance(seed, bool) or whole is None or (not isinstance(seed, str) and whole != seed):
-        raise ValueError(f"SEED={seed!r}: the seed must be a whole number, such as 0.")
+    ok = not isinstance(seed, bool) and whole is not None
+    require(ok and (isinstance(seed, str) or whole == seed), "SEED", seed, "a whole number")
     return whole
 
 
@@ -157,11 +154,9 @@ def _choose(device: str, autocast_dtype: str):
     if str(autocast_dtype).lower() == "auto":
         return torch_device, profile, pick_precision(torch_device)
     chosen = precisions.get(autocast_dtype)
-    if not chosen.autocast:  # every lesson compares AMP with fp32: AMP_DTYPE fp32 has no AMP
-        raise ValueError(
-            f"AMP_DTYPE={autocast_dtype!r} turns autocast off, and the lesson compares AMP with "
-            "fp32: use 'auto', 'bf16' or 'fp16'."
-        )
+    # Every lesson compares AMP with fp32: an AMP_DTYPE of fp32 leaves nothing to compare.
+    need = "'auto', 'bf16' or 'fp16' (it turns autocast off, and the lesson compares AMP with fp32)"
+    require(chosen.autocast, "AMP_DTYPE", autocast_dtype, need)
     if (
         profile is not None
         and chosen is precisions.BF16

@@ -35,7 +35,9 @@ def test_a_smoke_or_seed_that_means_nothing_is_named(setting):
 def test_an_amp_dtype_without_autocast_is_refused_by_name(name):
     """Lesson 05 set to AMP_DTYPE='fp32' ran until its two recipes, both 'fp32', fell into one
     dict entry ('not enough values to unpack')."""
-    with pytest.raises(ValueError, match=f"^AMP_DTYPE='{name}' turns autocast off"):
+    with pytest.raises(
+        ValueError, match=f"^AMP_DTYPE='{name}': 'auto', 'bf16' or 'fp16' \\(it turns autocast off"
+    ):
         lesson.start(device="cpu", autocast_dtype=name, verbose=False)
 
 
