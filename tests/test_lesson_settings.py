@@ -11,6 +11,7 @@ import amp_course as ac
 REFUSED = [  # (lesson, setting, value, what the message says it needs)
     ("00_scenario", "GLOBAL_BATCH", 4, "splits it evenly over 8 GPUs"),
     ("00_scenario", "GLOBAL_BATCH", 100, "use a multiple of 8"),
+    ("00_scenario", "GLOBAL_BATCH", None, "use a multiple of 8"),  # lesson 07 takes None
     ("00_scenario", "AMP_SMOKE_STEPS", 0, "at least 1 step"),
     ("01_number_formats", "SUM_LENGTH", 1000, "5,000 or more"),
     ("03_grad_scaler", "INJECT_INF_AT", 50, "one of the run's steps, 0 to 49"),
