@@ -94,8 +94,8 @@ def mnist_batches(num_batches: int, batch_size: int = 32, seed: int = 0, data=No
     needed = num_batches * batch_size
     if needed > len(labels):
         raise ValueError(
-            f"{num_batches} batches of {batch_size} need {needed} digits; "
-            f"the training set has {len(labels)}."
+            f"{num_batches} batches of {batch_size} need {needed} training digits; there are "
+            f"{len(labels)} here ({data.source}): fewer steps or a smaller batch."
         )
     index = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))[:needed]
     return [(images[i], labels[i]) for i in index.split(batch_size)]
