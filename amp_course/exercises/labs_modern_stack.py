@@ -15,6 +15,7 @@ from ..labs.modern_stack import (
     ADAM_LR,
     ADAM_STEPS,
     FP8,
+    FP8_MAX,
     fp8_roundings,
     run_adam,
     run_class_means,
@@ -257,7 +258,6 @@ register("labs.adam_fp16_eps", run_adam, compare_adam)
 
 
 # ---- Lab 6: a float8 scale and an all-zero tensor -----------------------------------------------
-FP8_MAX = torch.finfo(FP8).max
 FP8_SMALLEST = 2.0**-9  # e4m3's smallest subnormal
 SCALE_RTOL = 1e-3
 
@@ -285,17 +285,17 @@ def _rounded_once(got: dict, what: str) -> None:
     significant bits (bf16 activations with an amax like 6.5) put many products exactly on ties,
     so where a product lies within a few fp32 roundings of a tie either neighbour is allowed."""
     scale = torch.tensor(got["scale"], dtype=torch.float32)
-    product = got["input"] * scale  # in fp32, as the reference forms it
     once, *window = fp8_roundings(got["input"], scale)
     values = got["values"]
     differ = (values != once) & (values != window[0]) & (values != window[1])
     if int(differ.sum()) > 1:
         index = tuple(int(i) for i in differ.nonzero()[0])
         value = got["input"][index].item()
+        product = got["input"][index] * scale  # in fp32, as the reference forms it
         raise ExerciseFailed(
             f"{what} {int(differ.sum())} of your {differ.numel()} float8 values are not the input "
             f"times your scale ({scale.item():.9g}) in fp32, rounded to float8: at {_where(index)} "
-            f"the input is {value:.9g}, times your scale {product[index].item():.9g}, which rounds "
+            f"the input is {value:.9g}, times your scale {product.item():.9g}, which rounds "
             f"to {once[index].item():.4g}; your value is {values[index].item():.4g}."
         )
 

@@ -282,6 +282,7 @@ def run_adam(train, seed: int = 0) -> dict:
 
 # ---- Lab 6: a float8 scale and an all-zero tensor -----------------------------------------------
 FP8 = torch.float8_e4m3fn
+FP8_MAX = torch.finfo(FP8).max  # e4m3's largest value, where a recipe's scale puts the amax
 
 
 def fp8_tensors(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -311,11 +312,11 @@ TIE_WINDOW = 4e-7
 def fp8_roundings(x: torch.Tensor, scale: torch.Tensor) -> list[torch.Tensor]:
     """The float8 values (as fp32) of ``x * scale`` formed in fp32 and rounded once, and of the
     exact product moved by the tie window either way: a right answer's values are one of these."""
-    top = torch.finfo(FP8).max
-    once = (x.float() * scale).clamp(-top, top).to(FP8).float()
+    once = (x.float() * scale).clamp(-FP8_MAX, FP8_MAX).to(FP8).float()
     exact = x.double() * scale.double()
     return [once] + [
-        (exact * (1 + side * TIE_WINDOW)).clamp(-top, top).to(FP8).float() for side in (-1, 1)
+        (exact * (1 + side * TIE_WINDOW)).clamp(-FP8_MAX, FP8_MAX).to(FP8).float()
+        for side in (-1, 1)
     ]
 
 
@@ -323,9 +324,8 @@ def _rounded_twice(x: torch.Tensor) -> int:
     """How many of bf16 ``x``'s float8 values a product formed in bf16 (x * an fp32 0-dim scale
     stays bf16) rounds to none of the right ones. Some amaxes leave none (7.0 makes the scale 64,
     and every product exact), and then no check could tell the two apart."""
-    top = torch.finfo(FP8).max
-    scale = top / x.abs().max().float()
-    twice = (x * scale).clamp(-top, top).to(FP8).float()
+    scale = FP8_MAX / x.abs().max().float()
+    twice = (x * scale).clamp(-FP8_MAX, FP8_MAX).to(FP8).float()
     return int(torch.stack([twice != right for right in fp8_roundings(x, scale)]).all(0).sum())
 
 
