@@ -198,19 +198,19 @@ def train(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace, rank: int, world_size: int, device: torch.device) -> dict:
     """Train as ``args`` says in the process group this rank has joined; its report (also written
     to ``args.out``, with rank 0's full parameters)."""
+    # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
+    loader = shard_loader(load_mnist().train, args, rank, world_size)
+    if args.steps > len(loader):  # next() would end in a bare StopIteration, after the build
+        raise ValueError(
+            f"{args.steps} steps need {args.steps} batches on each of {world_size} ranks; a "
+            f"rank's share of the digits here holds {len(loader)}: fewer steps, or more digits"
+        )
     seed_everything(args.seed)  # the same seed everywhere: every rank starts from equal weights
     recipe = AmpRecipe(device, args.precision)
     model = wrap_model(build_vit("tiny").to(device), args.strategy, recipe)
     optimizer = make_optimizer(args, model)
     scaler = make_scaler(args.strategy, recipe)
 
-    # Each rank reads its own interleaved shard: rank r takes samples r, r + W, r + 2W, ...
-    loader = shard_loader(load_mnist().train, args, rank, world_size)
-    if args.steps > len(loader):  # next() would end in a bare StopIteration
-        raise ValueError(
-            f"{args.steps} steps need {args.steps} batches on each of {world_size} ranks; a "
-            f"rank's share of the digits here holds {len(loader)}: fewer steps, or more digits"
-        )
     losses, skipped = [], 0
     batches = iter(loader)
     for _ in range(args.steps):

@@ -130,3 +130,14 @@ def test_bad_arguments_are_refused():
         dist_train.parse_args(["--steps", "0"])
     with pytest.raises(ValueError):
         dist_train.parse_args(["--dtype", "fp12"])
+
+
+def test_more_steps_than_a_ranks_batches_are_refused_before_the_model_is_built(monkeypatch):
+    """It said only StopIteration, after building the model and joining DDP; the refusal comes
+    first, so no process group is needed to see it (wrapping the model would need one)."""
+    monkeypatch.setattr(dist_train, "wrap_model", lambda *a: pytest.fail("the model was built"))
+    digits = len(dist_train.load_mnist().train)
+    per_rank = digits // 2 // 32  # two ranks, 32 digits a batch, the last short batch dropped
+    args = dist_train.parse_args(["--steps", str(per_rank + 1)])
+    with pytest.raises(ValueError, match=rf"^{per_rank + 1} steps need .* holds {per_rank}: "):
+        dist_train.run(args, 0, 2, torch.device("cpu"))
