@@ -5,6 +5,7 @@ cells later, or ran with a setting silently meaning something else."""
 
 import pytest
 from conftest import run_tagged
+from cuda_double import FakeGpu
 
 import amp_course as ac
 
@@ -31,7 +32,7 @@ REFUSED = [  # (lesson, setting, value, what the message says it needs)
 def _settings(lesson: str, **changed) -> dict:
     """The lesson's parameters with ``changed`` on top, then its settings cell, on the CPU."""
     namespace = run_tagged(lesson, "parameters", namespace={"ac": ac})
-    namespace.update(SMOKE=True, DEVICE="cpu", **changed)
+    namespace.update({"SMOKE": True, "DEVICE": "cpu", **changed})
     return run_tagged(lesson, "settings", namespace=namespace)
 
 
@@ -61,3 +62,17 @@ def test_lesson_11_says_when_its_digits_hold_fewer_steps_than_asked(capsys):
     assert "40 steps asked; the 4000 training digits hold 15 batches of 256" in (
         capsys.readouterr().out
     )
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_lesson_07_launches_one_process_per_gpu_and_says_when_that_is_fewer(
+    monkeypatch, capsys, gpus
+):
+    """On a GPU machine with fewer GPUs than NUM_PROCESSES the lesson launched the processes
+    asked for, and NCCL cannot put two ranks on one GPU."""
+    FakeGpu(monkeypatch, count=gpus)
+    assert _settings("07_multi_gpu", DEVICE="cuda")["processes"] == gpus
+    printed = capsys.readouterr().out
+    note = "NUM_PROCESSES=2: this machine has 1 GPU, one process each"
+    assert (note in printed) == (gpus == 1)
+    assert f"{gpus} process{'es' if gpus > 1 else ''} over NCCL" in printed
