@@ -113,6 +113,9 @@ _reentrant_without_autocast_dtype = _recompute_in(
 )
 _enabled_flag_only = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", enabled=enabled))
 _always_bf16 = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
+# Passed every seed while the check ran under autocast only: without it, the recompute runs in
+# bf16 (the default dtype the forward read) where the forward ran fp32.
+_dtype_only = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=dtype))
 _replays_the_state = _recompute_in(
     lambda enabled, dtype: torch.autocast("cpu", dtype=dtype, enabled=enabled)
 )
@@ -169,6 +172,15 @@ def _bf16_model(model, batches):
     model.to(torch.bfloat16)
     with ThreadPoolExecutor(max_workers=2) as pool:
         return list(pool.map(lambda batch: model(batch.bfloat16()), batches))
+
+
+def _bf16_model_and_back(model, batches):
+    """The weights cast back to fp32 afterwards: their dtype is right, their values rounded to
+    bf16 (it passed every seed while the check compared the dtypes only)."""
+    try:
+        return _bf16_model(model, batches)
+    finally:
+        model.float()
 
 
 def _fp16_in_workers(model, batches):
@@ -309,6 +321,11 @@ WRONG = {
         ),
         (_always_bf16, "Under fp16 autocast, the forward ran the block's Linear layers in"),
         (
+            _dtype_only,
+            "Without autocast, the forward ran the block's Linear layers in ['torch.float32'], "
+            "the recompute in backward in ['torch.bfloat16'].",
+        ),
+        (
             _lossy_input_kept,
             "Under bf16 autocast, the forward kept 512 bytes in autograd's saved tensors",
         ),
@@ -336,6 +353,11 @@ WRONG = {
     "labs.thread_autocast": [
         (_in_the_calling_thread, "ran in the calling thread"),
         (_bf16_model, "weights are now ['torch.bfloat16'], the reference's ['torch.float32']"),
+        (
+            _bf16_model_and_back,
+            "the model's weights changed value during your function: 0.weight, 0.bias, "
+            "2.weight, 2.bias differ from what they were by up to",
+        ),
         (_fp16_in_workers, "is torch.float16, the reference's torch.bfloat16"),
         (_workers_out_of_order, "differs from the reference's output 0 by up to"),
     ],

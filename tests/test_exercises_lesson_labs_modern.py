@@ -141,6 +141,12 @@ def _means_without_clamp(features, labels, num_classes):
     return sums / torch.bincount(labels, minlength=num_classes)[:, None]
 
 
+def _counts_without_minlength(features, labels, num_classes):
+    """bincount stops at the largest label: one count short when the last class has no row."""
+    sums = torch.zeros(num_classes, features.shape[1]).index_add_(0, labels, features.float())
+    return sums / torch.bincount(labels).clamp(min=1)[:, None]
+
+
 def _sums_left_low(features, labels, num_classes):
     sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype)
     return sums.index_add_(0, labels, features)
@@ -168,11 +174,18 @@ def _matmul_precision_level_where_it_answers():
     return {"matmul": high, "conv": C.conv.fp32_precision == "tf32"}
 
 
-# An answer that takes an error for TF32 on (or off), or reads the level a legacy setter left,
-# met only some drawn cases: every seed now holds the cases that show them.
+def _none_is_tf32():
+    """The new API's leaves, with "none" (unset, or the legacy cuDNN switch turned off) read as
+    TF32 on, for convolutions."""
+    return {"matmul": M.fp32_precision == "tf32", "conv": C.conv.fp32_precision != "ieee"}
+
+
+# An answer that takes an error for TF32 on (or off), reads the level a legacy setter left, or
+# takes "none" for on, met only some drawn cases: every seed now holds the cases that show them.
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize(
-    "wrong", [_legacy_or_false, _legacy_or_true, _matmul_precision_level_where_it_answers]
+    "wrong",
+    [_legacy_or_false, _legacy_or_true, _matmul_precision_level_where_it_answers, _none_is_tf32],
 )
 def test_tf32_reads_that_catch_errors_fail_at_every_seed(wrong, seed):
     assert exercises.verdict("labs.tf32_api_mix", wrong, seed)[0] == "failed"
@@ -453,6 +466,12 @@ WRONG = {
             "a one-hot matmul",
             _means(_one_hot_matmul),
             "In the case 'fp16 autocast' (features fp16), the tensor of class means differs",
+        ),
+        (
+            "counts without minlength",  # passed 183 grader seeds of 200, which drew the last
+            _counts_without_minlength,  # class a row
+            "In the case 'fp16 autocast' (features fp16), your function, run eagerly, raised "
+            "RuntimeError: The size of tensor a (10) must match the size of tensor b (9)",
         ),
         (
             "counts not clamped",

@@ -176,7 +176,8 @@ def lab_losses(seed: int) -> list[torch.Tensor]:
 # ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
 def run_in_workers(fn, seed: int = 0) -> dict:
     """Call ``fn(model, batches)``; record the outputs, how many forwards ran in the calling
-    thread, and the model's parameter dtypes afterwards."""
+    thread, and the model's parameter dtypes afterwards and which of them changed value (by how
+    much, at most), counting a round trip through 16 bits."""
     generator = seeded(seed)
     count = 4 if seed == 0 else int(torch.randint(2, 7, (), generator=generator))
     model = lab_block(seed)
@@ -199,6 +200,7 @@ def run_in_workers(fn, seed: int = 0) -> dict:
             time.sleep(0.03 * (count - index))
 
     model.register_forward_pre_hook(note_thread_and_wait)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
     observed = {"error": None, "count": count}
     try:
         outputs = list(fn(model, batches))
@@ -208,4 +210,9 @@ def run_in_workers(fn, seed: int = 0) -> dict:
     observed["outputs"] = [o.detach() for o in outputs]
     observed["in_caller_thread"] = sum(t == caller for t in threads)
     observed["param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
+    observed["param_changes"] = {
+        name: (p.detach().double() - before[name].double()).abs().max().item()
+        for name, p in model.named_parameters()
+        if p.shape == before[name].shape and not torch.equal(p.detach().double(), before[name])
+    }
     return observed

@@ -83,11 +83,13 @@ def tf32_cases(seed: int = 0) -> tuple[tuple[str, ...], ...]:
     # TF32 on, and off, through the new API alone (where a legacy read raises: an answer that
     # takes an error for either answer meets the other), a legacy setting the new API then
     # overrides (what get_float32_matmul_precision still reports), and the global setting against
-    # a leaf, whatever else the seed draws.
+    # a leaf, whatever else the seed draws. The legacy cuDNN switch turned off leaves the conv
+    # flag reading "none", TF32 off: an answer that takes "none" for on met it at some seeds only.
     cases = [
         (),
         ('torch.backends.cuda.matmul.fp32_precision = "tf32"',),
         ('torch.backends.cudnn.conv.fp32_precision = "ieee"',),
+        ("torch.backends.cudnn.allow_tf32 = False",),
         TF32_CASES[6],
         *GLOBAL_AND_LEAF,
     ]

@@ -28,10 +28,12 @@ from .pool import compare_pool, observe_pool
 
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
 # bf16 is CPU autocast's default dtype: the fp16 case tells a recompute that re-enters autocast in
-# the default dtype (or always in bf16) from one that replays the forward's.
+# the default dtype (or always in bf16) from one that replays the forward's; the case without
+# autocast, one that replays the dtype but not whether autocast was on (it passed every seed).
 CHECKPOINT_CASES = {
-    "bf16 autocast": AmpRecipe(DEVICE_TYPE, "bf16"),
-    "fp16 autocast": AmpRecipe(DEVICE_TYPE, "fp16"),
+    "Under bf16 autocast": AmpRecipe(DEVICE_TYPE, "bf16"),
+    "Under fp16 autocast": AmpRecipe(DEVICE_TYPE, "fp16"),
+    "Without autocast": AmpRecipe(DEVICE_TYPE, "fp32"),
 }
 
 
@@ -41,7 +43,7 @@ def observe_checkpointed(fn, seed: int) -> dict:
 
 def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:
     for case, want in reference.items():
-        _compare_checkpointed_case(mine[case], want, f"Under {case},")
+        _compare_checkpointed_case(mine[case], want, f"{case},")
 
 
 def _compare_checkpointed_case(mine: dict, reference: dict, label: str) -> None:
@@ -185,6 +187,13 @@ def compare_workers(mine: dict, reference: dict, seed: int) -> None:
         raise ExerciseFailed(
             f"the model's weights are now {mine['param_dtypes']}, the reference's "
             f"{reference['param_dtypes']}."
+        )
+    changed = mine["param_changes"]
+    if changed != reference["param_changes"]:
+        raise ExerciseFailed(
+            f"the model's weights changed value during your function: {', '.join(changed)} "
+            f"differ from what they were by up to {max(changed.values()):.3g}; the reference "
+            "leaves every weight as it was."
         )
     if len(mine["outputs"]) != len(reference["outputs"]):
         raise ExerciseFailed(
