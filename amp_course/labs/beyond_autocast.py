@@ -173,6 +173,18 @@ def lab_losses(seed: int) -> list[torch.Tensor]:
     return [value.to(torch.bfloat16) for value in noisy.clamp(min=0.01)]
 
 
+PLATEAU = 1 + 2**-7  # the bf16 number above 1: a sum of three is a tie that bf16 rounds
+
+
+def plateau_losses(seed: int) -> list[torch.Tensor]:
+    """The losses of a run that has settled: every one PLATEAU, as a 0-dim bf16 tensor. A sum
+    kept in bf16 rounds the same way at every few additions here, whatever its length, where
+    ``lab_losses``' noise can cancel its roundings (a bf16 sum reset every 10 steps passed a
+    third of the drawn seeds)."""
+    steps = 2000 if seed == 0 else int(torch.randint(1000, 3000, (), generator=seeded(seed)))
+    return [torch.tensor(PLATEAU, dtype=torch.bfloat16) for _ in range(steps)]
+
+
 # ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
 def run_in_workers(fn, seed: int = 0) -> dict:
     """Call ``fn(model, batches)``; record the outputs, how many forwards ran in the calling
