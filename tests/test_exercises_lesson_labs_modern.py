@@ -767,6 +767,28 @@ def test_a_product_formed_in_bf16_fails_at_every_grader_seed():
         assert status == "failed" and "For activations (bf16)" in message, (seed, message)
 
 
+def _fp8_scale_rounded_to_the_input_dtype(x, dtype=torch.float8_e4m3fn):
+    """The scale computed in bf16 for a bf16 input, then cast to fp32: off by up to 2^-8."""
+    top = torch.finfo(dtype).max
+    scale = (top / x.abs().max().clamp(min=1e-12)).float()
+    return (x.float() * scale).clamp(-top, top).to(dtype), scale
+
+
+# Each passed some grader seeds: a floor of 1e-8 where the seed drew gradients ten times larger
+# than the lab names (92 of 200), the rounded scale where its rounding fell within 1e-3 (63).
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (_fp8(floor=lambda amax: amax.clamp(min=1e-8)), "For small gradients"),
+        (_fp8_scale_rounded_to_the_input_dtype, "For activations (bf16)"),
+    ],
+)
+def test_a_scale_off_where_the_lab_says_fails_at_every_seed(wrong, says):
+    for seed in range(30):
+        status, message = exercises.verdict("labs.fp8_zero_scale", wrong, seed)
+        assert status == "failed" and says in message and "your scale is" in message, seed
+
+
 def test_a_compiled_function_is_checked_eagerly():
     """A learner who compiles the broken function gets the eager error, not a pass."""
     compiled = torch.compile(broken_versions()["labs.compiled_dtype_mix"])
