@@ -193,6 +193,20 @@ def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False, clamp=F
     return Core
 
 
+def _rounded_at(kind):
+    """A core that rounds its scale to float32 at a growth only, or at a backoff only."""
+
+    class Core(ScalerCore):
+        def update(self, found_inf):
+            previous = self.scale_value
+            super().update(found_inf)
+            if self.scale_value != previous and (self.scale_value > previous) != (kind == "growth"):
+                factor = self.growth_factor if self.scale_value > previous else self.backoff_factor
+                self.scale_value = previous * factor  # this kind left in Python's float64
+
+    return Core
+
+
 def _every_interval(count, interval):
     return count % interval == 0  # grows on time, but the count never restarts
 
@@ -225,9 +239,19 @@ WRONG = [
         "scale(1.5) gives inf; its scale_value is 65536.0, and 65536.0 x 1.5 is 98304.0 in float32",
     ),
     ("an overflow counted as clean", _update(lambda n, i: n == i, grow_on_inf=True), "inf]"),
+    # Seed 0's backoffs (from 1000: 1100 x 0.3) were float32 numbers, so rounding at a growth
+    # only passed there, and at a backoff only passed 25 grader seeds of 200.
+    ("rounded at a growth only", _rounded_at("growth"), "which is not a float32 number"),
+    ("rounded at a backoff only", _rounded_at("backoff"), "which is not a float32 number"),
 ]
 # Words that would name a fix; a message says what differs from PyTorch's.
 GUESSES = re.compile(r"should|forgot|instead|you need|try |reset|restart|isfinite|guard", re.I)
+
+
+@pytest.mark.parametrize("seed", range(1, 41))
+def test_a_scale_rounded_at_one_kind_of_update_only_fails_at_every_seed(seed):
+    for kind in ("growth", "backoff"):
+        assert exercises.verdict(NAME, _rounded_at(kind), seed)[0] == "failed", kind
 
 
 @pytest.mark.parametrize("label, wrong, says", WRONG, ids=[label for label, *_ in WRONG])

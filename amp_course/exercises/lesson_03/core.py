@@ -15,13 +15,14 @@ from .. import ExerciseFailed, call_answer, fail_on_error
 F, T = False, True
 CORE_CASES = [
     (2.0**16, 2.0, 0.5, 3, (F, F, F, F, T, F, F, F, F, F, T, F), "the defaults' factors"),
-    (1000.0, 1.1, 0.3, 2, (F, F, F, T, T, F, F, F, F, F), "factors that are not powers of two"),
+    (2.0**16, 1.1, 0.3, 2, (F, F, F, T, T, F, F, F, F, F), "factors that are not powers of two"),
     (2.0**127, 2.0, 0.5, 1, (F, F, T, F, F), "a scale at float32's largest power of two"),
 ]
 FACTORS = [(2.0, 0.5), (1.5, 0.3), (3.0, 0.7), (4.0, 0.25), (1.1, 0.9)]  # growth, backoff
 # Factors whose products are not float32 numbers (the second run's): a scale kept unrounded
-# between updates then differs from GradScaler's float32 one.
-UNEVEN = [(1.5, 0.3), (3.0, 0.7), (1.1, 0.9)]
+# between updates then differs from GradScaler's float32 one. None is a short binary fraction
+# (1.5 times a scale is often exact), so a growth rounds as a backoff does.
+UNEVEN = [(1.1, 0.3), (1.3, 0.7), (1.1, 0.9)]
 LOSS = 1.5  # the loss scale() is given: not a power of two
 
 
@@ -36,17 +37,44 @@ def core_cases(seed: int) -> list[tuple]:
         growth, backoff = factors[int(torch.randint(len(factors), (), generator=generator))]
         interval = int(torch.randint(1 + (index == 0), 5, (), generator=generator))
         steps = int(torch.randint(8, 16, (), generator=generator))
+        init = float(2 ** int(torch.randint(4, 20, (), generator=generator)))
         flags = [bool(b) for b in (torch.rand(steps, generator=generator) < 0.25).tolist()]
         if index == 0:  # an overflow after a clean step: the growth count must restart there
             flags[:2] = [False, True]
-        else:  # and an overflow, so the uneven backoff factor is applied
-            flags[int(torch.randint(steps, (), generator=generator))] = True
-        flags = tuple(flags)
-        init = float(2 ** int(torch.randint(4, 20, (), generator=generator)))
+        else:  # overflows, so the uneven backoff factor is applied, then a growth; drawn
+            # until float32 rounds a product of each kind (a scale rounded after one kind only
+            # passed 25 seeds of 200)
+            drawn_flags = flags
+            for _ in range(50):  # once or twice, in practice
+                backoffs = int(torch.randint(1, 4, (), generator=generator))
+                at = int(torch.randint(steps - interval - backoffs + 1, (), generator=generator))
+                flags = [*drawn_flags]
+                flags[at : at + backoffs + interval] = [True] * backoffs + [False] * interval
+                if _rounds_both(init, growth, backoff, interval, flags):
+                    break
         drawn.append(
-            (init, growth, backoff, interval, flags, f"a run with growth_interval={interval}")
+            (
+                init,
+                growth,
+                backoff,
+                interval,
+                tuple(flags),
+                f"a run with growth_interval={interval}",
+            )
         )
     return [*drawn, CORE_CASES[-1]]
+
+
+def _rounds_both(init, growth, backoff, interval, flags) -> bool:
+    """Whether GradScaler's float32 scale differs from the exact product at a growth and at a
+    backoff of this run (where a scale kept in Python floats would differ from it)."""
+    after = [scale for scale, _ in torch_updates(init, growth, backoff, interval, flags)]
+    rounded = {
+        growth if scale > previous else backoff
+        for previous, scale in zip([init, *after[:-1]], after, strict=True)
+        if scale != previous and scale != previous * (growth if scale > previous else backoff)
+    }
+    return rounded == {growth, backoff}
 
 
 def torch_updates(init, growth, backoff, interval, flags) -> list[tuple[float, int]]:
