@@ -288,3 +288,38 @@ def test_largest_batch_rounded_to_nearest_fails_at_every_seed(seed):
             lesson.observe_batch(solutions.largest_batch, seed),
             seed,
         )
+
+
+def _halved_under_amp(num_params, activation, batch, gpu_gib, amp):
+    """Autocast's activations counted at half their bytes: the case gives them as they are."""
+    return counting()(num_params, activation // 2 if amp else activation, batch, gpu_gib, amp)
+
+
+def _four_byte_copies(num_params, activation, batch, gpu_gib, amp):
+    return counting(bytes_per_param=16 + 2 * amp, copies=True)(
+        num_params, activation, batch, gpu_gib, amp
+    )
+
+
+# Each passed some grader seeds (up to 17 of 200) where no drawn case had autocast's copies, or a
+# byte count of the optimizer, decide the answer; every seed now draws such cases.
+SLIPS = {
+    "00.gpus_for": [counting(copies=False), _four_byte_copies, _halved_under_amp],
+    "00.largest_batch": [
+        batch_with(lambda optimizer, amp: right(optimizer, amp) - 4 * (optimizer == "adamw")),
+        batch_with(
+            lambda optimizer, amp: right(optimizer, amp) + 4 * (optimizer == "sgd_momentum")
+        ),
+        batch_with(lambda optimizer, amp: right(optimizer, amp) + 2 * amp),
+        batch_with(right, usable=1 / 1.1),
+        batch_with(right, rounding=round),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "name, wrong", [(name, wrong) for name, slips in SLIPS.items() for wrong in slips]
+)
+def test_a_slip_in_one_byte_count_or_rule_fails_at_every_seed(name, wrong):
+    for seed in range(41):
+        assert exercises.verdict(name, wrong, seed)[0] == "failed", seed

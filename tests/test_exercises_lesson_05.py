@@ -432,6 +432,18 @@ def test_a_timer_on_cuda_events_is_told_what_the_check_stands_in_for():
         exercises.check("05.timer", events)
 
 
+def _warmup_hard_coded(fn, device, warmup=3, iters=10):
+    """The default 3 warm-up calls whatever ``warmup`` says, then the timed calls asked for."""
+    return _timer()(fn, device, 3, iters)
+
+
+@pytest.mark.parametrize("wrong", [_warmup_hard_coded, _iters_hard_coded, _defaults_hard_coded])
+def test_a_timer_that_ignores_an_argument_fails_at_every_grader_seed(wrong):
+    """The grader's warm-up counts were 3 at a third of its seeds, the signature's default."""
+    for seed in range(1, 41):
+        assert exercises.verdict("05.timer", wrong, seed)[0] == "failed", seed
+
+
 def test_a_timer_that_ignores_its_arguments_fails_in_the_notebook():
     """Seed 0, the notebook's check, asks for other counts than the signature's defaults."""
     with pytest.raises(
@@ -504,3 +516,16 @@ def test_largest_batch_wrong_answers_fail_saying_what_differs(wrong, message):
     with pytest.raises(ExerciseFailed, match=message) as failure:
         exercises.check("05.largest_batch", wrong)
     assert "you " not in str(failure.value)
+
+
+def _headroom_on_the_need(num_params, fp32_bytes, ratio, memory, amp):
+    """need x 1.1 <= memory: a tenth of the need on top of it, not a tenth of the memory free."""
+    return _batch(usable=1 / 1.1)(num_params, fp32_bytes, ratio, memory, amp)
+
+
+# Each passed a few grader seeds of 200 (up to 7) where no case made it count; every seed now
+# draws one where each does.
+@pytest.mark.parametrize("wrong", [_batch(copies=4), _headroom_on_the_need, _batch(floor=round)])
+def test_largest_batch_slips_fail_at_every_seed(wrong):
+    for seed in range(41):
+        assert exercises.verdict("05.largest_batch", wrong, seed)[0] == "failed", seed
