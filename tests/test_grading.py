@@ -488,7 +488,7 @@ def test_wrong_answers_get_zero_with_the_checkers_reasons(run):
     got = _points(run["rows"], "bob")  # planted conftest.py, pytest.py and amp_course too
     assert all(v[0] == 0 for v in got.values())
     assert got["06.choose_dtype"][2] == "failed" and "you chose" in got["06.choose_dtype"][3]
-    assert "not a percentage" in got["05.mfu"][3]
+    assert "100 times it" in got["05.mfu"][3]
     assert got["quiz:pi"][2] == "wrong"
 
 
@@ -635,7 +635,7 @@ def test_feedback_file_per_student(run):
     )
     bob = (folder / "bob.md").read_text()
     assert "# Feedback for bob" in bob and "## 99_toy (0 of 6)" in bob
-    assert "| quiz:pi | 0 / 1 | wrong |" in bob and "not a percentage" in bob
+    assert "| quiz:pi | 0 / 1 | wrong |" in bob and "100 times it" in bob
 
 
 # Without a sandbox the course's own switch, the grading flag, is in the learner's reach: each
