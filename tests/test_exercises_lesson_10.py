@@ -145,7 +145,7 @@ def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
         ("10.matmul_intensity", lambda *case: "high", "returned 'high'; the reference returns a"),
         ("10.wave_efficiency", _tiles_only, "1,024 tile slots: not a whole number of waves of 108"),
         ("10.wave_efficiency", _floor_tiles, "792 tile slots: 6 waves of 132"),
-        ("10.wave_efficiency", _tile_sides_swapped, "16, 1100, 3000, 128, 256, 40) returned"),
+        ("10.wave_efficiency", _tile_sides_swapped, "16, 1100, 3000, 256, 128, 40) returned"),
         ("10.wave_efficiency", _floor_waves, "972 tile slots: 9 waves of 108"),
         ("10.wave_efficiency", _waves_per_matrix, "101,376 tile slots: 768 waves of 132"),
         ("10.wave_efficiency", _one_matrix_useful, "38,809 useful elements: one matrix"),
@@ -358,3 +358,25 @@ def _conv_per_output_element(batch, c_in, c_out, size, kernel, itemsize):
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_conv_right_answers_written_differently_pass(answer, seed):
     assert exercises.verdict("10.conv_intensity", answer, seed)[0] == "passed"
+
+
+def _waves_of_own_tiles_when_few(batch, m, n, tile_m, tile_n, sms):
+    """A launch of fewer tiles than SMs charged for its own tiles, not for a whole wave."""
+    tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    slots = tiles if tiles < sms else math.ceil(tiles / sms) * sms
+    return batch * m * n / (slots * tile_m * tile_n)
+
+
+def _smaller_tile_along_m(batch, m, n, tile_m, tile_n, sms):
+    """The tile's shorter side laid along m: right wherever tile_m <= tile_n."""
+    tile_m, tile_n = sorted((tile_m, tile_n))
+    tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    return batch * m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
+
+
+# The first passed 977 grader seeds of 1000, which drew no launch of fewer tiles than SMs; the
+# second every seed, which drew tile_m = 64 always, never above tile_n.
+@pytest.mark.parametrize("wrong", [_waves_of_own_tiles_when_few, _smaller_tile_along_m])
+def test_wave_slips_fail_at_every_seed(wrong):
+    for seed in range(41):
+        assert exercises.verdict("10.wave_efficiency", wrong, seed)[0] == "failed", seed

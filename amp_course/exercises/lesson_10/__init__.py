@@ -89,29 +89,36 @@ WAVE_CASES = [  # (batch, m, n, tile_m, tile_n, sms)
     (1, 4096, 4096, 128, 128, SMS["A100 40GB"]),  # one matrix on an A100's 108 SMs
     (64 * 12, 197, 197, 128, 128, SMS["H100 SXM"]),  # ViT-B/16's attention scores, batch 64
     (1, 4104, 4104, 128, 128, SMS["H100 PCIe"]),  # an H100 PCIe's 114 SMs
-    # A T4's 40 SMs, tiles taller than wide: 9 x 12 tiles a matrix, 5 x 24 with the two swapped.
-    (16, 1100, 3000, 128, 256, SMS["T4"]),
+    # A T4's 40 SMs, tiles taller than wide: 5 x 24 tiles a matrix, 9 x 12 with the two swapped
+    # (or with the shorter side laid along m).
+    (16, 1100, 3000, 256, 128, SMS["T4"]),
     (3, 100, 100, 128, 128, 4),  # three tiles, mostly padding, in one wave
     (1, 256, 256, 64, 64, 4),  # 16 whole tiles in 4 whole waves
 ]
 
 
 def wave_cases(seed: int) -> list[tuple]:
+    """Seed 0: WAVE_CASES. Other seeds: six drawn sizes, their tiles taller than wide in three
+    (tile_m was 64 in every drawn case, never above tile_n), and as in WAVE_CASES a launch of
+    fewer tiles than SMs (an answer charging such a launch for its own tiles only passed 977
+    seeds of 1000 without one)."""
     if seed == 0:
         return list(WAVE_CASES)
-    sizes = draw(seed, 18, 1, 9000)
+    sizes = draw(seed, 21, 1, 9000)
     tiles = (64, 128, 256)
-    return [
+    drawn = [
         (
             1 + sizes[i] % 32,
             sizes[i + 1],
             sizes[i + 2],
-            tiles[i % 3],
-            tiles[(i // 3) % 3],
-            (*(SMS[m] for m in ("A100 40GB", "H100 SXM", "T4", "H100 PCIe")), 80, 58)[i // 3],
+            tiles[j % 3],
+            tiles[(j + 1 + j // 3) % 3],  # (64, 128), (128, 256), (256, 64), (64, 256), ...
+            (*(SMS[m] for m in ("A100 40GB", "H100 SXM", "T4", "H100 PCIe")), 80, 58)[j],
         )
-        for i in range(0, 18, 3)
+        for j, i in enumerate(range(0, 18, 3))
     ]
+    few = (1 + sizes[18] % 3, 1 + sizes[19] % 400, 1 + sizes[20] % 400, 128, 128, SMS["H100 SXM"])
+    return [*drawn, few]
 
 
 def _explain_waves(case, got: float) -> str:
