@@ -272,3 +272,20 @@ def test_seeds_needed_right_as_a_numpy_integer_passes():
 def test_seeds_needed_slips_fail_at_every_seed(wrong):
     for seed in range(40):
         assert exercises.verdict(SEEDS, wrong, seed)[0] == "failed", seed
+
+
+# Each passed some grader seeds (62 and 33 of 1000) where no case told it from the right rule:
+# every seed now draws a case for each of the usual slips.
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        planner(paired_spread, right_t, divisor=lambda n: math.sqrt(n - 1)),
+        lambda r, c, m, conf=0.95: planner(paired_spread, right_t, first=len(r))(r, c, m, conf),
+        planner(lambda r, c: statistics.pstdev(b - a for a, b in zip(r, c, strict=True)), right_t),
+        planner(paired_spread, lambda c, n: stats.t_quantile(0.5 + c / 2, n)),
+    ],
+    ids=["sqrt(n - 1)", "from the pilot's size", "population spread", "n degrees"],
+)
+def test_seeds_slips_fail_at_every_seed(wrong):
+    for seed in range(41):
+        assert exercises.verdict(SEEDS, wrong, seed)[0] == "failed", seed

@@ -134,8 +134,15 @@ def _seeds_cases(seed: int):
     def uniform(low, high):
         return low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
 
-    cases, telling = [], None  # and one where the usual slips in the formula give other counts
-    while len(cases) < 4 or telling is None:
+    # And a case each that the usual slips get wrong (for many pilots they give the right count):
+    # a population standard deviation with n degrees of freedom (these two tell apart in one
+    # case), a standard error over sqrt(n - 1) (it passed 62 grader seeds of 1000 where no case
+    # told it apart), and a search started at the pilot's size (33 of 1000), which a count below
+    # the pilot's seeds tells.
+    cases, telling = [], {"population and n": _slips_tell, "sqrt(n - 1)": _minus_one_tells}
+    telling["the pilot's size"] = lambda *case: _fewest_seeds(*case) < len(case[0])
+    found = {}
+    while len(cases) < 4 or len(found) < len(telling):
         n = int(torch.randint(3, 9, (1,), generator=generator))
         base = [uniform(0.95, 0.99) for _ in range(n)]
         shift, spread = uniform(-0.002, 0.002), uniform(0.0003, 0.003)
@@ -147,24 +154,40 @@ def _seeds_cases(seed: int):
         if not _unambiguous(reference, candidate, margin, confidence):
             continue
         case = (reference, candidate, margin, confidence)
-        if telling is None and _slips_tell(*case):
-            telling = case
+        slip = next((s for s, tells in telling.items() if s not in found and tells(*case)), None)
+        if slip is not None:
+            found[slip] = case
         elif len(cases) < 4:
             cases.append(case)
-    return [*cases, telling]
+    return [*cases, *(found[slip] for slip in telling)]
+
+
+def _differences(reference, candidate) -> list[float]:
+    return [c - r for r, c in zip(reference, candidate, strict=True)]
+
+
+def _fewest_seeds(reference, candidate, margin, confidence, divisor=math.sqrt) -> int:
+    """The right count (the reference's rule), or with another divisor of the spread."""
+    t = lambda n: t_quantile(0.5 + confidence / 2, n - 1)  # noqa: E731
+    return _fewest(statistics.stdev(_differences(reference, candidate)), margin, t, divisor)
 
 
 def _slips_tell(reference, candidate, margin, confidence) -> bool:
     """Whether a population standard deviation, and n instead of n - 1 degrees of freedom, each
-    give another count than the right rule for this pilot (for many pilots they give the same)."""
-    differences = [c - r for r, c in zip(reference, candidate, strict=True)]
+    give another count than the right rule for this pilot."""
+    differences = _differences(reference, candidate)
     sample, population = statistics.stdev(differences), statistics.pstdev(differences)
     t = lambda df: t_quantile(0.5 + confidence / 2, df)  # noqa: E731
-    right = _fewest(sample, margin, lambda n: t(n - 1))
+    right = _fewest_seeds(reference, candidate, margin, confidence)
     return (
         _fewest(population, margin, lambda n: t(n - 1)) != right
         and _fewest(sample, margin, t) != right
     )
+
+
+def _minus_one_tells(*case) -> bool:
+    """Whether a standard error over sqrt(n - 1) gives another count than the right rule."""
+    return _fewest_seeds(*case, divisor=lambda n: math.sqrt(n - 1)) != _fewest_seeds(*case)
 
 
 def _unambiguous(reference, candidate, margin, confidence) -> bool:
