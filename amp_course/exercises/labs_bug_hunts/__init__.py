@@ -57,8 +57,9 @@ def _times(count: int) -> str:
     return f"{count} time" if count == 1 else f"{count} times"
 
 
-def compare_run(mine, ref, seed: int) -> None:
-    """Raise ExerciseFailed naming the first thing in ``mine`` that differs from the reference."""
+def compare_run(mine, ref, seed: int, rtol: float = 1e-5, atol: float = 1e-7) -> None:
+    """Raise ExerciseFailed naming the first thing in ``mine`` that differs from the reference
+    (the weights within ``rtol`` and ``atol``)."""
     if mine["error"]:
         if mine["error"].startswith("NotImplementedError"):
             raise ExerciseNotDone("your loop still raises NotImplementedError.")
@@ -76,7 +77,8 @@ def compare_run(mine, ref, seed: int) -> None:
             f"the final learning rate is {mine['lrs'][0]:.6g}, expected {ref['lrs'][0]:.6g}."
         )
     try:
-        compare_params(mine["params"], ref["params"], "parameters differ from the reference fix")
+        what = "parameters differ from the reference fix"
+        compare_params(mine["params"], ref["params"], what, rtol, atol)
     except ExerciseFailed as failure:  # how far each run moved: too little, or too far
         start = [p.detach() for p in lab_model(seed).parameters()]
         raise ExerciseFailed(
@@ -93,8 +95,19 @@ def _moved(params, start) -> float:
 
 
 # ---- Lab 1: clipping before unscaling ------------------------------------------------------------
+# Clipping written another way (by hand after unscale_, or clip_grad_norm_ at max_norm times the
+# scale before it) rounds differently, and nine fp16 steps carry that up to 6e-4 of a weight
+# (it failed 29 seeds of 100 at 1e-5); the clipping the lab is about moves the weights 3.5 to
+# 50 times as far as they should.
+CLIP_RTOL, CLIP_ATOL = 1e-2, 1e-4
+
+
+def compare_clipped(mine, ref, seed: int) -> None:
+    compare_run(mine, ref, seed, CLIP_RTOL, CLIP_ATOL)
+
+
 register(
-    "labs.clip_after_unscale", lambda fn, seed: observe_run(fn, seed, (MAX_NORM,)), compare_run
+    "labs.clip_after_unscale", lambda fn, seed: observe_run(fn, seed, (MAX_NORM,)), compare_clipped
 )
 
 # ---- Lab 2: accumulation with one unscale_ and one update() per optimizer step -------------------
