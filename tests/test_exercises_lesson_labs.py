@@ -547,3 +547,36 @@ def _clip_scaled_gradients_at_a_scaled_norm(model, optimizer, scaler, batches, m
 def test_clipping_written_otherwise_passes_at_every_seed(right):
     for seed in range(12):
         assert exercises.verdict("labs.clip_after_unscale", right, seed) == ("passed", ""), seed
+
+
+def _scheduler_when_the_scale_held(model, optimizer, scheduler, scaler, batches):
+    """A step counted as skipped wherever the scale did not hold: growths are steps too."""
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(lab.forward_loss(model, images, labels)).backward()
+        before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if scaler.get_scale() == before:
+            scheduler.step()
+
+
+def _scheduler_when_the_loss_is_finite(model, optimizer, scheduler, scaler, batches):
+    for images, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss = lab.forward_loss(model, images, labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        if torch.isfinite(loss):
+            scheduler.step()
+
+
+# They passed 72 and 14 grader seeds of 300: where the scale never grew, and where the brightened
+# batch's step ran (its gradients times a scale an earlier backoff had lowered fit fp16).
+@pytest.mark.parametrize(
+    "wrong", [_scheduler_when_the_scale_held, _scheduler_when_the_loss_is_finite]
+)
+def test_scheduler_skips_told_by_the_scale_or_the_loss_fail_at_every_seed(wrong):
+    for seed in range(25):
+        assert exercises.verdict("labs.scheduler_skip", wrong, seed)[0] == "failed", seed

@@ -79,7 +79,9 @@ def lab_batches(poisoned=POISONED, seed: int = 0, bright=()):
         if index in poisoned:
             images = images * 1e6  # a corrupt batch: fp16 activations overflow to inf
         elif index in bright:
-            images = images * 10  # a finite loss near 5; times the scale, gradients past fp16's
+            # A finite loss; times any scale the labs reach, gradients past fp16's (at x10 some
+            # seeds' steps ran after an earlier backoff had lowered the scale)
+            images = images * 100
         batches.append((images.clone(), labels.clone()))
     return batches
 

@@ -15,6 +15,7 @@ from ...labs.bug_hunts import (
     ACCUMULATION_STEPS,
     MAX_NORM,
     NUM_BATCHES,
+    SCALER_KWARGS,
     SCHEDULER_WARNING,
     lab_model,
     poisoned_for,
@@ -172,8 +173,21 @@ def observe_scheduled(fn, seed: int) -> dict:
     """The loop's Outcome, with one clean batch brightened besides the corrupt ones: its loss is
     finite and its step skipped, so a loop that reads the loss to tell a skip is seen."""
     poisoned = poisoned_for(seed)
-    bright = min(set(range(2, NUM_BATCHES)) - set(poisoned))
-    return run(fn, (), poisoned, True, seed, bright=(bright,)).plain()
+    return run(fn, (), poisoned, True, seed, bright=(_bright_batch(seed, poisoned),)).plain()
+
+
+def _bright_batch(seed: int, poisoned: tuple[int, ...]) -> int:
+    """The first clean batch from the third on that leaves three clean steps in a row somewhere,
+    so that the scale grows once (growth_interval is 3): a loop that takes an unchanged scale for
+    a skip passed the seeds where it never grew (72 of 300)."""
+    candidates = sorted(set(range(2, NUM_BATCHES)) - set(poisoned))
+    interval = SCALER_KWARGS["growth_interval"]
+    for bright in candidates:
+        skipped = {*poisoned, bright}
+        clean = "".join("x" if index in skipped else "." for index in range(NUM_BATCHES))
+        if "." * interval in clean:
+            return bright
+    return candidates[0]
 
 
 register("labs.scheduler_skip", observe_scheduled, compare_run)
