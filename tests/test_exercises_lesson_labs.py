@@ -561,21 +561,10 @@ def _scheduler_when_the_scale_held(model, optimizer, scheduler, scaler, batches)
             scheduler.step()
 
 
-def _scheduler_when_the_loss_is_finite(model, optimizer, scheduler, scaler, batches):
-    for images, labels in batches:
-        optimizer.zero_grad(set_to_none=True)
-        loss = lab.forward_loss(model, images, labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        if torch.isfinite(loss):
-            scheduler.step()
-
-
 # They passed 72 and 14 grader seeds of 300: where the scale never grew, and where the brightened
 # batch's step ran (its gradients times a scale an earlier backoff had lowered fit fp16).
 @pytest.mark.parametrize(
-    "wrong", [_scheduler_when_the_scale_held, _scheduler_when_the_loss_is_finite]
+    "wrong", [_scheduler_when_the_scale_held, _scheduler_stepped_on_a_finite_loss]
 )
 def test_scheduler_skips_told_by_the_scale_or_the_loss_fail_at_every_seed(wrong):
     for seed in range(25):
