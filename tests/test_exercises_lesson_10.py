@@ -380,3 +380,15 @@ def _smaller_tile_along_m(batch, m, n, tile_m, tile_n, sms):
 def test_wave_slips_fail_at_every_seed(wrong):
     for seed in range(41):
         assert exercises.verdict("10.wave_efficiency", wrong, seed)[0] == "failed", seed
+
+
+def _conv_flops_over_one_side(batch, c_in, c_out, size, kernel, itemsize):
+    """The FLOPs with size for size**2: a slip of FLOPs, not of bytes."""
+    elements = batch * c_in * size**2 + c_out * c_in * kernel**2 + batch * c_out * size**2
+    return 2 * batch * c_out * size * c_in * kernel**2 / (itemsize * elements)
+
+
+def test_a_flop_slip_is_not_told_as_a_tensor_counted_many_times():
+    """It said 'the weight counted 310492 times', sending the learner to the bytes."""
+    message = exercises.verdict("10.conv_intensity", _conv_flops_over_one_side, 0)[1]
+    assert message.endswith("FLOPs: 1/28 of the reference's.") and "counted" not in message
