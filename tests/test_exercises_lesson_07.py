@@ -93,7 +93,7 @@ def scaler_never_on(amp_dtype, device):
         (
             fsdp1_scaler,
             r"fsdp_precision\(torch.float16, device\): the scaler is a ShardedGradScaler; the "
-            r"reference's is a torch.amp.GradScaler \(not a sharded one\)\.$",
+            r"reference's is a torch.amp.GradScaler \(not a sharded one\), enabled\.$",
         ),
         (reduce_in_low_precision, "reduced in bf16, the reference's in fp32"),
         (no_cast, "gather the weights, and the layers compute, in fp32; the reference's in bf16"),
@@ -251,3 +251,18 @@ def test_every_grader_seed_asks_for_every_dtype():
 
     for seed in range(40):
         assert set(lesson_07._order(seed)) == set(lesson_07.DTYPES), seed
+
+
+def test_no_scaler_where_the_reference_has_a_disabled_one_is_told_it_is_disabled():
+    """The message named the reference's GradScaler only, as if bf16 wanted one enabled."""
+    reference = exercises.solution("07.fsdp_precision")
+
+    def none_for_bf16(dtype, device):
+        policy, scaler = reference(dtype, device)
+        return policy, (scaler if dtype == torch.float16 else None)
+
+    message = exercises.verdict("07.fsdp_precision", none_for_bf16, 0)[1]
+    assert message.endswith(
+        "the scaler is a NoneType; the reference's is a torch.amp.GradScaler "
+        "(not a sharded one), disabled."
+    )

@@ -129,9 +129,10 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
         if differs:
             raise ExerciseFailed(f"{where}: {differs}")
         if kind != want_kind and (kind not in KINDS or want["scaler"]["enabled"]):
+            state = "enabled" if want["scaler"]["enabled"] else "disabled"
             raise ExerciseFailed(
                 f"{where}: the scaler is {KINDS.get(kind, f'a {kind}')}; the reference's is "
-                f"{KINDS[want_kind]}."
+                f"{KINDS[want_kind]}, {state}."
             )
 
 
