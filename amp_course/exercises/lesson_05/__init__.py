@@ -259,7 +259,7 @@ def _slips_decide(generator) -> tuple:
         slipped = (usable - amp_fixed - COPY_BYTES * case[0]) / amp_sample  # 4-byte copies
         headroom = (case[3] / 1.1 - fixed) / per_sample
         if (
-            amp_right >= 1
+            min(right, amp_right) >= 1  # where the reference's clamp at 0 hides none of them
             and math.floor(slipped) != math.floor(amp_right)
             and math.floor(headroom) != math.floor(right)
             and round(right) != math.floor(right)
