@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import timeit
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -303,10 +304,20 @@ class SimulatedQueue:
             "torch.cuda.is_available": lambda: True,
             "torch.accelerator.is_available": lambda: True,
         }
+        defaults = {}
         if self.virtual:
             patches |= {f"time.{name}": clock for name, clock in self.clocks().items()}
             patches["timeit.default_timer"] = self._read_clock
+            # timeit.timeit, repeat and Timer took timeit.default_timer as a default argument when
+            # the module loaded: the real clock, which only saw the launches, unless replaced.
+            for function in (timeit.timeit, timeit.repeat, timeit.Timer.__init__):
+                defaults[function] = tuple(
+                    self._read_clock if d is timeit.default_timer else d
+                    for d in function.__defaults__
+                )
         with contextlib.ExitStack() as stack:
             for target, replacement in patches.items():
                 stack.enter_context(mock.patch(target, replacement))
+            for function, replaced in defaults.items():
+                stack.enter_context(mock.patch.object(function, "__defaults__", replaced))
             yield self
