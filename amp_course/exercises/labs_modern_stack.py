@@ -295,7 +295,7 @@ def _rounded_once(got: dict, what: str) -> None:
     once, *window = fp8_roundings(got["input"], scale)
     values = got["values"]
     differ = (values != once) & (values != window[0]) & (values != window[1])
-    if int(differ.sum()) > 1:
+    if differ.any():  # a single value rounded twice is one too many
         index = tuple(int(i) for i in differ.nonzero()[0])
         value = got["input"][index].item()
         product = got["input"][index] * scale  # in fp32, as the reference forms it
