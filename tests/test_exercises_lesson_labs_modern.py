@@ -789,7 +789,7 @@ def _fp8_product_rounded_through_fp16(x, dtype=torch.float8_e4m3fn):
     [
         (_fp8(floor=lambda amax: amax.clamp(min=1e-8)), "For small gradients"),
         (_fp8_scale_rounded_to_the_input_dtype, "For activations (bf16)"),
-        (_fp8_product_rounded_through_fp16, "are not the input times your scale"),
+        (_fp8_product_rounded_through_fp16, "not the input times your scale"),
     ],
 )
 def test_a_scale_off_where_the_lab_says_fails_at_every_seed(wrong, says):

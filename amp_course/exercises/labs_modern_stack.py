@@ -299,8 +299,10 @@ def _rounded_once(got: dict, what: str) -> None:
         index = tuple(int(i) for i in differ.nonzero()[0])
         value = got["input"][index].item()
         product = got["input"][index] * scale  # in fp32, as the reference forms it
+        count = int(differ.sum())
         raise ExerciseFailed(
-            f"{what} {int(differ.sum())} of your {differ.numel()} float8 values are not the input "
+            f"{what} {count} of your {differ.numel()} float8 values {'is' if count == 1 else 'are'}"
+            " not the input "
             f"times your scale ({scale.item():.9g}) in fp32, rounded to float8: at {_where(index)} "
             f"the input is {value:.9g}, times your scale {product.item():.9g}, which rounds "
             f"to {once[index].item():.4g}; your value is {values[index].item():.4g}."
