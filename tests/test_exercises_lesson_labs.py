@@ -51,6 +51,21 @@ def test_every_lab_has_a_broken_version_and_a_blank(lesson):
 
 
 @pytest.mark.parametrize(
+    "lesson", ["labs_beyond_autocast", "labs_more_failures", "labs_modern_stack"]
+)
+def test_each_cause_follows_its_check(lesson):
+    """Each lab's text gives its symptom; the mechanism and its cited reports sit right after its
+    check cell, so a learner reads why once the check passes."""
+    cells = conftest.notebook(lesson).cells
+    names = [c.metadata["lab"]["name"] for c in tagged(lesson, "broken")]
+    for name in names:
+        at = next(i for i, c in enumerate(cells) if f'check("{name}"' in c.source)
+        assert cells[at + 1].source.startswith(
+            "**Why it broke** (read it once your check passes)"
+        ), name
+
+
+@pytest.mark.parametrize(
     "lesson, name", [(lesson, name) for lesson, (labs, _) in NOTEBOOKS.items() for name in labs]
 )
 def test_broken_version_from_the_notebook_fails(lesson, name):

@@ -53,12 +53,19 @@ def test_a_labs_fixes_wait_behind_a_folded_heading(path):
     JupyterLab, "After you have fixed the labs", not straight under the last check."""
     cells = nbformat.read(path, as_version=4).cells
     last_check = max(i for i, cell in enumerate(cells) if "check" in cell.metadata.get("tags", []))
-    after = cells[last_check + 1]
+    at = last_check + 1
+    # The last lab's cause may follow its check, as every lab's does: one "Why it broke" cell
+    # and the code cells that show it.
+    if cells[at].source.startswith("**Why it broke**"):
+        at += 1
+        while cells[at].cell_type == "code":
+            at += 1
+    after = cells[at]
     assert after.cell_type == "markdown", path.name
     assert after.source.startswith("## After you have fixed the labs\n"), path.name
     assert after.metadata.get("jp-MarkdownHeadingCollapsed") is True, path.name
     section = []  # the section's cells: up to the next heading of its level
-    for cell in cells[last_check + 2 :]:
+    for cell in cells[at + 1 :]:
         if cell.cell_type == "markdown" and re.match(r"#{1,2} ", cell.source):
             break
         section.append(cell.source)
@@ -67,7 +74,7 @@ def test_a_labs_fixes_wait_behind_a_folded_heading(path):
     # JupyterLab's button under the folded heading names how many cells it hides.
     hidden = f"{len(section)} cell{'s' if len(section) > 1 else ''} hidden"
     assert f'click "{hidden}"' in after.source, (path.name, hidden)
-    before = "\n".join(c.source for c in cells[: last_check + 1] if c.cell_type == "markdown")
+    before = "\n".join(c.source for c in cells[:at] if c.cell_type == "markdown")
     assert "Summary" not in before and "pitfalls" not in before.lower(), path.name
 
 
