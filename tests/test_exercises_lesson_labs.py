@@ -51,7 +51,7 @@ def test_every_lab_has_a_broken_version_and_a_blank(lesson):
 
 
 @pytest.mark.parametrize(
-    "lesson", ["labs_beyond_autocast", "labs_more_failures", "labs_modern_stack"]
+    "lesson", ["labs_bug_hunts", "labs_beyond_autocast", "labs_more_failures", "labs_modern_stack"]
 )
 def test_each_cause_follows_its_check(lesson):
     """Each lab's text gives its symptom; the mechanism and its cited reports sit right after its
@@ -496,6 +496,25 @@ def test_a_finite_loss_taken_for_a_step_fails_at_every_seed(seed):
         "labs.scheduler_skip", _scheduler_stepped_on_a_finite_loss, seed
     )
     assert status == "failed" and message.startswith("the final learning rate is"), message
+
+
+# Words of each bug hunt's cause or fix, and the reports that name them: they come after its check.
+FIX_WORDS = {
+    "labs.clip_after_unscale": r"unscale|true units|Pytorch-UNet|#468",
+    "labs.accumulation": r"once per (?:optimizer|group)|complete only|#641|#23935",
+    "labs.bf16_scaler": r"exponent range|underflow|enabled=|only makes sense|#1036|#127176",
+    "labs.scheduler_skip": r"counts its own|stepped on all|only where the scaler|post-hook|"
+    r"#44511|#67590",
+    "labs.resume": r"init_scale|growth tracker|state_dict\(\) holds|load_state_dict|#11663",
+    "labs.half_model": r"gradients are fp16|refuses to unscale|fp32 weights|\.half\(\) made|#74739",
+    "labs.extra_step": r"itself|left from|leftover|second update|Applio|#860",
+}
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_bug_hunt_text_gives_the_symptom_not_the_fix(name):
+    said = re.findall(FIX_WORDS[name], conftest.lab_text("labs_bug_hunts", name), flags=re.I)
+    assert not said, said
 
 
 def test_the_clipping_lab_shows_the_symptom_without_unscaling():
