@@ -496,6 +496,10 @@ def test_a_finite_loss_taken_for_a_step_fails_at_every_seed(seed):
         "labs.scheduler_skip", _scheduler_stepped_on_a_finite_loss, seed
     )
     assert status == "failed" and message.startswith("the final learning rate is"), message
+    # The check's batches are not the notebook's: it says how many updates they gave, and how
+    # many of the schedule's steps the learner's rate reflects.
+    found = re.search(r"the optimizer stepped (\d+) times, .*; yours is where (\d+) steps", message)
+    assert found and int(found[2]) > int(found[1]), message
 
 
 # Words of each bug hunt's cause or fix, and the reports that name them: they come after its check.

@@ -13,9 +13,11 @@ import torch
 from ...labs.bug_hunts import (
     ACCUMULATION_MAX_NORM,
     ACCUMULATION_STEPS,
+    LR,
     MAX_NORM,
     NUM_BATCHES,
     SCALER_KWARGS,
+    SCHEDULER_GAMMA,
     SCHEDULER_WARNING,
     lab_model,
     poisoned_for,
@@ -54,6 +56,22 @@ def _first_update_that_differs(mine, ref) -> str | None:
     return None
 
 
+def _learning_rate_differs(mine, ref) -> str:
+    """The final learning rates, each as the number of the schedule's steps that reach it: the
+    check's batches are not the notebook's, so the notebook's figure is not the check's."""
+    said = f"the final learning rate is {mine['lrs'][0]:.6g}, expected {ref['lrs'][0]:.6g}"
+    updates = ref["steps_at_update"][-1] if ref["steps_at_update"] else 0
+    said += (
+        f": on the check's batches the optimizer stepped {_times(updates)}, and "
+        f"{LR} x {SCHEDULER_GAMMA}^{updates} = {LR * SCHEDULER_GAMMA**updates:.6g}"
+    )
+    taken = math.log(mine["lrs"][0] / LR) / math.log(SCHEDULER_GAMMA) if mine["lrs"][0] > 0 else -1
+    if taken >= 0 and abs(taken - round(taken)) < 1e-6:
+        steps = round(taken)
+        said += f"; yours is where {steps} step{'s' if steps != 1 else ''} of the schedule lead"
+    return said + "."
+
+
 def _times(count: int) -> str:
     return f"{count} time" if count == 1 else f"{count} times"
 
@@ -74,9 +92,7 @@ def compare_run(mine, ref, seed: int, rtol: float = 1e-5, atol: float = 1e-7) ->
     if differs:
         raise ExerciseFailed(f"{differs}.")
     if mine["lrs"] != ref["lrs"]:
-        raise ExerciseFailed(
-            f"the final learning rate is {mine['lrs'][0]:.6g}, expected {ref['lrs'][0]:.6g}."
-        )
+        raise ExerciseFailed(_learning_rate_differs(mine, ref))
     try:
         what = "parameters differ from the reference fix"
         compare_params(mine["params"], ref["params"], what, rtol, atol)
