@@ -607,3 +607,14 @@ def _scheduler_when_the_scale_held(model, optimizer, scheduler, scaler, batches)
 def test_scheduler_skips_told_by_the_scale_or_the_loss_fail_at_every_seed(wrong):
     for seed in range(25):
         assert exercises.verdict("labs.scheduler_skip", wrong, seed)[0] == "failed", seed
+
+
+def test_a_scaler_entry_without_its_keys_is_told_what_load_checkpoint_reads():
+    def save(model, optimizer, scaler):
+        checkpoint = fixes.save_checkpoint(model, optimizer, scaler)
+        checkpoint["scaler"] = {"scale": scaler.get_scale()}  # the scale alone
+        return checkpoint
+
+    status, message = exercises.verdict("labs.resume", save, 0)
+    assert status == "failed" and "KeyError: 'growth_factor'" in message, message
+    assert "reads the keys that object's state_dict() returns" in message, message

@@ -232,7 +232,14 @@ def compare_resume(mine, reference, seed: int) -> None:
     if mine["error"] and mine["error"].startswith("NotImplementedError"):
         raise ExerciseNotDone("save_checkpoint still raises NotImplementedError.")
     if mine["error"]:
-        raise ExerciseFailed(f"saving or loading your checkpoint failed: {mine['error']}")
+        how = (
+            " (lab.load_checkpoint passes checkpoint['model'], and checkpoint['optimizer'] and "
+            "checkpoint['scaler'] where they are present, to each object's load_state_dict, which "
+            "reads the keys that object's state_dict() returns)."
+            if mine["error"].startswith("KeyError")
+            else ""
+        )
+        raise ExerciseFailed(f"saving or loading your checkpoint failed: {mine['error']}{how}")
     at = f"after loading your checkpoint (saved after {resume_point(seed)} steps)"
     if mine["differs"]["scaler"]:
         fields = ", ".join(
