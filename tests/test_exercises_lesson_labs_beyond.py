@@ -17,22 +17,6 @@ from amp_course.exercises import labs_beyond_autocast as checks
 from amp_course.exercises.solutions import labs_beyond_autocast as solutions
 from amp_course.labs import beyond_autocast as lab
 
-# Words naming a lab's cause or fix, which its text before the blank must not use: it gives the
-# symptom, and each lab's "Why it broke", after its check, gives the cause.
-FIX_WORDS = {
-    "labs.checkpoint_autocast": r"re-?enter|autocast's state|per region|is_autocast_enabled",
-    "labs.custom_op_autocast": r"register_autocast|no list|custom_fwd|145588",
-    "labs.bf16_loss_sum": r"spacing|stops? growing|\bfp32\b|float32|\.item\(\)|4096",
-    "labs.thread_autocast": r"thread-local|per thread|belongs to the thread|parallel_apply|invoked",
-}
-
-
-@pytest.mark.parametrize("name", sorted(FIX_WORDS))
-def test_lab_text_gives_the_symptom_not_the_fix(name):
-    text = conftest.lab_text("labs_beyond_autocast", name)
-    said = re.findall(FIX_WORDS[name], text, flags=re.IGNORECASE)
-    assert not said, said
-
 
 def test_symptoms_show_on_this_cpu():
     broken = conftest.broken_versions("labs_beyond_autocast")

@@ -31,25 +31,6 @@ def test_every_lab_has_a_broken_version_and_a_blank():
     assert blanks == LABS
 
 
-# Words naming a lab's cause or fix, which its text before the blank must not use: it gives the
-# symptom, and each lab's "Why it broke", after its check, the cause and the reports.
-FIX_WORDS = {
-    "labs.no_inf_checks": r"nothing to record|records whether|get no gradients|assign=True|"
-    r"Module\.to|nerfstudio|deep_pipe|accelerate#328",
-    "labs.masked_fill_fp16": r"finfo|lowest value|65504|exponent range|cannot hold|apex#1052",
-    "labs.fully_masked_rows": r"zero weights?|weights? of (0|zero)|nan_to_num|0/0|whole row|"
-    r"103749|133882|_safe_softmax|like an overflow",
-    "labs.rope_bf16": r"lower-precision list|significant bits|spacing|float64|enabled=False|"
-    r"29285|13920",
-}
-
-
-@pytest.mark.parametrize("name", sorted(FIX_WORDS))
-def test_lab_text_gives_the_symptom_not_the_fix(name):
-    said = re.findall(FIX_WORDS[name], conftest.lab_text(LESSON, name), flags=re.IGNORECASE)
-    assert not said, said
-
-
 BROKEN_SAYS = {
     "labs.no_inf_checks": "on batch 1 (without parity labels), after 1 update() call, your loop "
     "raised AssertionError: No inf checks were recorded for this optimizer.",
