@@ -57,6 +57,37 @@ def test_check_accepts_a_correct_answer_written_differently(toy_exercise):
     assert exercises.check(toy_exercise, lambda x: x + x)
 
 
+def test_a_labs_check_cell_also_runs_a_drawn_case_and_says_whose_inputs_failed(toy_exercise):
+    """A lab's seed 0 is the case its notebook shows: an answer fitted to that case passes a
+    lesson's check cell (seed 0 alone) but not a lab's, whose message says the inputs were the
+    check's own."""
+    fitted = {0: 0, 1: 2, -3: -6}  # right on seed 0's inputs (0, 1, -3) alone
+
+    def answer(x):
+        return fitted.get(x, x)
+
+    assert exercises.check(toy_exercise, answer)
+    lab = "labs.toy_double"
+    exercises.register(lab, _observe_double, _compare_double)
+    sys.modules[f"{exercises.SOLUTIONS_PACKAGE}.{__name__}"].SOLUTIONS[lab] = lambda x: 2 * x
+    try:
+        assert exercises.check_seeds(lab) == (0, exercises.LAB_DRAWN_SEED)
+        assert exercises.verdict(lab, answer, 0) == ("passed", "")
+        with pytest.raises(ExerciseFailed) as failure:
+            exercises.check(lab, answer)
+        assert str(failure.value).startswith(
+            f"{lab}: on the check's own inputs, not the notebook's: double(-1) returned -1"
+        ), failure.value
+        assert exercises.check(lab, lambda x: x + x)  # a right answer passes both cases
+        with pytest.raises(ExerciseFailed) as failure:  # wrong on the notebook's case: no prefix
+            exercises.check(lab, lambda x: x)
+        assert str(failure.value).startswith(f"{lab}: double(1) returned 1"), failure.value
+    finally:
+        exercises._REGISTRY.pop(lab)
+        exercises._LAST_STATUS.pop(lab, None)
+        exercises._reference_text.cache_clear()
+
+
 def test_check_rejects_wrong_answer_in_plain_words(toy_exercise):
     with pytest.raises(ExerciseFailed, match=r"double\(1\) returned 1, expected 2") as failure:
         exercises.check(toy_exercise, lambda x: x)
@@ -231,11 +262,13 @@ def test_every_exercise_has_observe_compare_and_a_hidden_reference(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_passes_at_every_seed_and_inputs_vary_with_it(name):
-    """The reference passes at seed 0 and at the grader's seeds, where seed-0 results differ."""
-    for seed in (0, SECRET_SEEDS[0]):
+    """The reference passes at the check cell's seeds (a lab's drawn case too) and at the grader's,
+    and each seed's inputs give other results."""
+    seeds = (*exercises.check_seeds(name), SECRET_SEEDS[0])
+    for seed in seeds:
         assert exercises.verdict(name, exercises.solution(name), seed) == ("passed", ""), seed
-    observed = {exercises._reference_text(name, seed) for seed in (0, SECRET_SEEDS[0])}
-    assert len(observed) == (1 if name.startswith("02.predict") else 2)
+    observed = {exercises._reference_text(name, seed) for seed in seeds}
+    assert len(observed) == (1 if name.startswith("02.predict") else len(seeds))
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -27,7 +27,8 @@ LABS = [
     "labs.adam_fp16_eps",
     "labs.fp8_zero_scale",
 ]
-SEEDS = (0, 12345, 987654321)  # the notebook's and the grader's (tests/test_exercises.py)
+# The notebook's, the check cell's drawn case and the grader's (tests/test_exercises.py).
+SEEDS = (0, exercises.LAB_DRAWN_SEED, 12345, 987654321)
 M, C = torch.backends.cuda.matmul, torch.backends.cudnn
 
 
@@ -433,6 +434,12 @@ FAR = "(half the learning rate) from the reference's"  # the Adam lab's words
 WRONG = {
     "labs.compiled_dtype_mix": [
         (
+            "nothing returned",
+            lambda features, labels, num_classes: None,
+            "In the case 'fp16 autocast' (features fp16), the tensor of class means is None, not "
+            "a tensor; the reference's is a tensor of shape",
+        ),
+        (
             "counts held in the features' dtype",
             _counts_in_features_dtype,
             "In the case 'bf16 autocast' (features bf16), the tensor of class means differs",
@@ -680,6 +687,12 @@ WRONG = {
             _fp8(floor=lambda amax: amax.clamp(min=1.0)),
             "For small gradients (amax 3.73e-09), your scale is 448; the reference's 1.203e+11, "
             "which takes the amax to 448, float8's largest value. Yours takes it to 1.669e-06",
+        ),
+        (
+            "the float8 tensor returned without its scale",
+            lambda x: _fp8(floor=lambda amax: amax.clamp(min=1e-12))(x)[0],
+            "For activations (fp32) (amax 12.3), your function returned a Tensor; the reference "
+            "returns a pair (float8 tensor, scale).",
         ),
         (
             "an epsilon of 1e-4",

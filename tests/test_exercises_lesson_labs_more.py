@@ -18,7 +18,8 @@ from amp_course.labs import more_failures as lab
 
 LESSON = "labs_more_failures"
 LABS = ["labs.no_inf_checks", "labs.masked_fill_fp16", "labs.fully_masked_rows", "labs.rope_bf16"]
-SEEDS = (0, 12345, 987654321)  # the notebook's and the grader's (tests/test_exercises.py)
+# The notebook's, the check cell's drawn case and the grader's (tests/test_exercises.py).
+SEEDS = (0, exercises.LAB_DRAWN_SEED, 12345, 987654321)
 
 
 def broken_versions():
@@ -449,6 +450,26 @@ def test_observations_vary_with_the_seed():
     assert len({lab.masked_inputs(seed)[0].shape for seed in range(8)}) > 1
     assert len({lab.padded_inputs(seed)[0].shape for seed in range(8)}) > 1
     assert len({lab.rope_cases(seed)["fp32"][4][0].item() for seed in range(4)}) > 1
+
+
+def test_a_fix_fitted_to_the_notebooks_batches_fails_in_the_notebook():
+    """Stepping the parity head except on the batches the notebook printed without parity labels
+    passes on the notebook's batches; the check cell's drawn case rejects it there, not first the
+    grader (a test learner's fix)."""
+    without_parity = [i for i, aux in enumerate(lab.multitask_plan(0)[0]) if not aux]
+
+    def train(model, optimizers, scaler, batches):
+        for index, (images, labels, has_aux) in enumerate(batches):
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            scaler.scale(lab.multitask_loss(model, images, labels, has_aux)).backward()
+            for optimizer in optimizers[:1] if index in without_parity else optimizers:
+                scaler.step(optimizer)
+            scaler.update()
+
+    assert exercises.verdict("labs.no_inf_checks", train, 0) == ("passed", "")
+    with pytest.raises(ExerciseFailed, match="on the check's own inputs, not the notebook's: "):
+        exercises.check("labs.no_inf_checks", train)
 
 
 # ---- the quiz's keys, checked against torch ------------------------------------------------------

@@ -13,9 +13,10 @@ that matters; the reference solution. An exercise module, named after its notebo
 its checks have parts of their own, as ``lesson_05/`` with ``mfu.py``), defines observe and compare
 and calls ``register``; the reference lives in the module of the same name in
 ``solutions/`` (a ``SOLUTIONS`` dict), which the grading sandbox hides. A check cell computes
-``compare(observe(answer, 0), observe(solution, 0), 0)`` in the learner's kernel; the grader
-does the same with a secret seed, observing the answer in the sandbox and the reference in its own
-process (``amp_course.tooling.grading``), so no verdict is ever decided by the learner's code.
+``compare(observe(answer, 0), observe(solution, 0), 0)`` in the learner's kernel (a lab's, then
+the same at ``LAB_DRAWN_SEED``: see ``check_seeds``); the grader does the same with a secret
+seed, observing the answer in the sandbox and the reference in its own process
+(``amp_course.tooling.grading``), so no verdict is ever decided by the learner's code.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class Exercise:
     points: float = 1
     module: str = ""  # the exercise module; its reference is solutions/<same name>.py
 
+
+# A lab's seed 0 is its notebook's own case: the lab's kit draws other batches, sizes, masks and
+# positions from any other seed, as from the grader's secret one. A lab's check cell runs one such
+# drawn case after the notebook's, so that a fix fitted to the batches the notebook printed fails
+# in the notebook, not first at grading.
+LAB_DRAWN_SEED = 1
 
 _REGISTRY: dict[str, Exercise] = {}
 _LAST_STATUS: dict[str, str] = {}  # name -> "passed" | "failed" | "not done", in this process
@@ -170,10 +177,15 @@ def check(name: str, answer: object) -> Verdict | None:
     """
     item = get(name)
     try:
-        status, message = verdict(name, answer)
+        for seed in check_seeds(name):
+            status, message = verdict(name, answer, seed)
+            if status != "passed":
+                break
     except SolutionUnavailable:
         print(f"{name}: checked by the grader, outside this notebook.")
         return None
+    if status == "failed" and seed != 0:
+        message = f"on the check's own inputs, not the notebook's: {message}"
     _LAST_STATUS[name] = status
     if status == "passed":
         print(f"✓ {name}: correct ({item.points:g} point{'s' if item.points != 1 else ''})")
@@ -184,11 +196,17 @@ def check(name: str, answer: object) -> Verdict | None:
     raise ExerciseFailed(f"{name}: {message}")
 
 
+def check_seeds(name: str) -> tuple[int, ...]:
+    """The seeds a check cell runs, in order: 0, and for a lab's exercise ("labs.") then
+    ``LAB_DRAWN_SEED`` too (its seed 0 is the case its notebook shows)."""
+    return (0, LAB_DRAWN_SEED) if name.startswith("labs.") else (0,)
+
+
 def verdict(name: str, answer, seed: int = 0) -> tuple[str, str]:
     """(status, message) for ``answer`` at ``seed``, all in this process.
 
-    What a check cell decides (seed 0), and what the grader decides for another seed, without a
-    sandbox: for the course's tests and for trying an exercise's checker.
+    What a check cell decides at each of ``check_seeds``, and what the grader decides for another
+    seed, without a sandbox: for the course's tests and for trying an exercise's checker.
     """
     item = get(name)
     reference = reference_observation(name, seed)

@@ -313,6 +313,11 @@ def compare_fp8(mine: dict, reference: dict, seed: int) -> None:
     for name, want in reference.items():
         got, what = mine[name], f"For {name} (amax {want['input'].abs().max().item():.3g}),"
         fail_on_error(got["error"], f"{what} your function")
+        if got.get("returned"):
+            raise ExerciseFailed(
+                f"{what} your function returned {got['returned']}; the reference returns a "
+                "pair (float8 tensor, scale)."
+            )
         if got["dtype"] != str(FP8):
             raise ExerciseFailed(f"{what} your values are {got['dtype']}; the reference's {FP8}.")
         _tensor_like(got["values"], want["values"], f"{what} your float8 values (as fp32)")

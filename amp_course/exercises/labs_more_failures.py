@@ -53,9 +53,16 @@ def _compare_values(got, want, dtype, what: str, where=None) -> None:
 
 
 def _tensor_like(got, want, what: str) -> None:
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        raise ExerciseFailed(f"{what} has shape {shape}; the reference's {tuple(want.shape)}.")
+    if not isinstance(got, torch.Tensor):
+        kind = "None" if got is None else f"a {type(got).__name__}"
+        raise ExerciseFailed(
+            f"{what} is {kind}, not a tensor; the reference's is a tensor of shape "
+            f"{tuple(want.shape)}."
+        )
+    if got.shape != want.shape:
+        raise ExerciseFailed(
+            f"{what} has shape {tuple(got.shape)}; the reference's {tuple(want.shape)}."
+        )
     if got.dtype != want.dtype:
         raise ExerciseFailed(
             f"{what} is {name_of(got.dtype)}, the reference's {name_of(want.dtype)}."

@@ -347,10 +347,10 @@ def run_fp8(fn, seed: int = 0) -> dict:
     observed = {}
     for name, x in fp8_tensors(seed).items():
         got, error = _attempt(fn, x.clone())
-        record = {"error": error, "input": x.float()}
+        record = {"error": error, "input": x.float(), "returned": None}
         if error is None:
             if not isinstance(got, (tuple, list)) or len(got) != 2:
-                record["error"] = f"returned {type(got).__name__}, not (float8 tensor, scale)"
+                record["returned"] = "None" if got is None else f"a {type(got).__name__}"
             else:
                 values, scale = got
                 record["dtype"] = str(getattr(values, "dtype", type(values).__name__))
