@@ -118,8 +118,9 @@ def compare_ema(mine: dict, reference: dict, seed: int) -> None:
         if (g["scheduler_steps"], g["ema_count"]) != (w["scheduler_steps"], w["ema_count"]):
             raise ExerciseFailed(
                 f"{where}, the scheduler had stepped {_times(g['scheduler_steps'])} and the EMA "
-                f"had averaged {_times(g['ema_count'])}, the optimizer {_times(g['steps'])}; in "
-                f"the reference {_times(w['scheduler_steps'])} and {_times(w['ema_count'])}."
+                f"had averaged {_times(g['ema_count'])}; in the reference the scheduler "
+                f"{_times(w['scheduler_steps'])} and the EMA {_times(w['ema_count'])} (the "
+                f"optimizer had stepped {_times(g['steps'])} in both)."
             )
         if abs(g["lr"] - w["lr"]) > 1e-9 * w["lr"]:
             raise ExerciseFailed(

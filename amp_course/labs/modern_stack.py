@@ -133,19 +133,36 @@ class FetchedBatches(list):
 
 
 class RecordingBatches(FetchedBatches):
-    """The batches a loop goes through, noting after each batch (when the next one is fetched,
-    and at the end) the optimizer's steps, the learning rate and the EMA's count."""
+    """The batches a loop goes through, noting after each batch the optimizer's steps, the
+    learning rate and the EMA's count: when the loop fetches the next batch, or, for a loop that
+    fetches batches before it trains on them (``list(batches)``), when the model's forward starts
+    on the next one; and at the end."""
 
-    def __init__(self, batches, optimizer, scheduler, ema):
+    def __init__(self, batches, model, optimizer, scheduler, ema):
         super().__init__(batches)
         self.records, self.steps = [], 0
         self.optimizer, self.scheduler, self.ema = optimizer, scheduler, ema
         optimizer.register_step_post_hook(lambda *_: setattr(self, "steps", self.steps + 1))
+        # The EMA's copy of the model was made before this hook, so only the model's forwards count.
+        self.forwards, self.forwards_at_fetch, self.ahead = 0, 0, False
+        model.register_forward_pre_hook(self._forward)
 
-    def __getitem__(self, index: int):
-        while len(self.records) < index:  # the batches before this one are done
-            self._record()
+    def __getitem__(self, index):
+        if not self.ahead:
+            # A slice, or no forward since the last fetch: the loop fetches batches ahead.
+            idle = index != 0 and self.forwards == self.forwards_at_fetch
+            if not isinstance(index, int) or idle:
+                self.ahead = True
+            else:
+                while len(self.records) < index:  # the batches before this one are done
+                    self._record()
+            self.forwards_at_fetch = self.forwards
         return super().__getitem__(index)
+
+    def _forward(self, module, args) -> None:
+        self.forwards += 1
+        while self.ahead and len(self.records) < self.forwards - 1:  # the last batch is done
+            self._record()
 
     def finish(self) -> None:
         """The record after the last batch the loop fetched."""
@@ -168,7 +185,7 @@ def run_ema(train, seed: int = 0) -> dict:
     the optimizer's steps, the scheduler's, the learning rate and the EMA's count, and the scale
     after each update(); at the end the model's and the EMA's weights, and the warnings raised."""
     model, optimizer, scheduler, ema, scaler = ema_setup(seed)
-    batches = RecordingBatches(digit_batches(seed), optimizer, scheduler, ema)
+    batches = RecordingBatches(digit_batches(seed), model, optimizer, scheduler, ema)
     scales, update = [], scaler.update
 
     def recorded_update(new_scale=None):
