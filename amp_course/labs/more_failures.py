@@ -175,7 +175,7 @@ def masked_inputs(seed: int, large: bool = False):
 
 
 # Lab 2's case whose masked keys score far above its kept ones.
-MASKED_ABOVE = "fp16 autocast, kept keys' scores near -12000, masked keys' near 0"
+MASKED_ABOVE = "fp16 autocast, scores near -12000 for kept keys and near 0 for masked ones"
 
 
 def run_masked(fn, seed: int = 0) -> dict:
