@@ -109,13 +109,18 @@ def any_change_is_an_overflow(scales, init, growth, backoff, interval):
             r"good_steps=4; GradScaler's _growth_tracker ends at 1: it last went back to 0 at "
             r"step 10 \(the scale grew, 32768 -> 65536\)",
         ),
-        (any_change_is_an_overflow, r"but at step 5 the scale did not drop \(32768 -> 65536\)\.$"),
+        (
+            any_change_is_an_overflow,
+            r"but at step 5 the scale did not drop \(32768\.0 -> 65536\.0\)\.$",
+        ),
         (lambda *args: ([], 0), "at step 2 the scale dropped"),
         (
             replayed_in_python_floats,
-            r"for factors float32 cannot hold exactly \(log: 65536, 72089.6016, .*\) you name "
+            # The call and the log exactly, so that the learner can rerun it.
+            r"^03\.read_scale_log: read_scale_log\(log, 65536, 1\.1, 0\.9, 2\) with log = "
+            r"\[65536\.0, 72089\.6015625, .*\] \(factors float32 cannot hold exactly\) names "
             r"overflow steps \[1, 2, 4, 6, 7, 9, 11\], but at step 1 the scale did not drop "
-            r"\(65536 -> 72089.6016\)\.$",
+            r"\(65536\.0 -> 72089\.6015625\)\.$",
         ),
         (lambda *args: 3, "returned 3; the reference returns a pair"),
     ],

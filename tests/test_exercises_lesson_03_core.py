@@ -166,6 +166,24 @@ class _Fp16Scale(ScalerCore):
         return loss * torch.tensor(self.scale_value, dtype=torch.float16)
 
 
+class _ScaledAsFloat(ScalerCore):
+    """A number, which backward() cannot be called on (a test learner's; the lesson's next cell
+    then raised AttributeError)."""
+
+    def scale(self, loss):
+        return loss.item() * self.scale_value
+
+
+class _ScaledInPlace(ScalerCore):
+    def scale(self, loss):
+        return loss.mul_(self.scale_value)
+
+
+class _ScaledDetached(ScalerCore):
+    def scale(self, loss):
+        return torch.tensor(loss.item() * self.scale_value)
+
+
 class _StringFlag(ScalerCore):
     def unscale_grads(self, grads):
         return str(super().unscale_grads(grads))
@@ -215,29 +233,48 @@ WRONG = [
     ("no inf check", _NoInfCheck, "returned False; PyTorch's unscaling finds inf/NaN: True"),
     ("the first tensor only", _FirstTensorOnly, "on an inf in the second tensor returned False"),
     ("multiplied by the scale", _MultipliesByTheScale, "PyTorch's unscaling leaves"),
-    ("the loss left unscaled", _LossUnscaled, "scale(1.5) gives a scale of 1.0"),
+    (
+        "the loss left unscaled",
+        _LossUnscaled,
+        "scale_value is 65536.0, as PyTorch's update gives, but scale(1.5) returns 1.5; 65536.0 x "
+        "1.5 is 98304.0 in float32.",
+    ),
     ("the scale never rounded to float32", _Float64Scale, "which is not a float32 number"),
     (
         "the count not restarted on an overflow",
         _update(lambda n, i: n == i, reset_on_inf=False),
         "a growth tracker of 0",
     ),
-    ("growth one step late", _update(lambda n, i: n > i), "gives a scale of"),
+    ("growth one step late", _update(lambda n, i: n > i), "and good_steps is 3; PyTorch's update"),
     ("the count never restarts", _update(_every_interval), "and a growth tracker of 0"),
-    ("growth to inf", _update(lambda n, i: n == i, guard=False), "gives a scale of inf"),
+    ("growth to inf", _update(lambda n, i: n == i, guard=False), "scale_value is inf and"),
     (
         "growth clamped to float32's largest number",
         _update(lambda n, i: n == i, clamp=True),
-        "scale(1.5) gives inf; its scale_value is 3.4028234663852886e+38, and "
-        "3.4028234663852886e+38 x 1.5 is inf in float32",
+        "scale_value is 3.4028234663852886e+38 and good_steps is 0; PyTorch's update "
+        "(torch._amp_update_scale_, what GradScaler.update runs) gives a scale of "
+        "1.7014118346046923e+38",
     ),
     ("a flag that is a string", _StringFlag, "returned 'False', not a bool; PyTorch's"),
     ("new tensors in the list", _ListItemsReplaced, "in the tensors handed in) is 401.638 after"),
     (
         "the scale in fp16",
         _Fp16Scale,
-        "scale(1.5) gives inf; its scale_value is 65536.0, and 65536.0 x 1.5 is 98304.0 in float32",
+        "scale_value is 65536.0, as PyTorch's update gives, but scale(1.5) returns inf; 65536.0 x "
+        "1.5 is 98304.0 in float32.",
     ),
+    (
+        "the loss scaled as a Python float",
+        _ScaledAsFloat,
+        "scale(loss) returns a float, not a tensor; GradScaler.scale returns the loss times the "
+        "scale as a new tensor in the loss's graph",
+    ),
+    (
+        "the loss scaled in place",
+        _ScaledInPlace,
+        "scale(loss) changes the loss handed in, 1.5 before the call, to 98304.0;",
+    ),
+    ("the loss scaled off the graph", _ScaledDetached, "outside the loss's graph (no grad_fn)"),
     ("an overflow counted as clean", _update(lambda n, i: n == i, grow_on_inf=True), "inf]"),
     # Seed 0's backoffs (from 1000: 1100 x 0.3) were float32 numbers, so rounding at a growth
     # only passed there, and at a backoff only passed 25 grader seeds of 200.

@@ -13,7 +13,7 @@ from .core import compare_core, observe_core
 
 # (init_scale, growth_factor, backoff_factor, growth_interval, overflow steps, steps, what)
 CASES = [
-    (2.0**16, 2.0, 0.5, 3, (2, 7), 12, "the defaults' factors, growth_interval=3"),
+    (2.0**16, 2.0, 0.5, 3, (2, 7), 12, "the defaults' factors"),
     (1000.0, 1.5, 0.3, 3, (2, 7), 12, "factors that are not powers of two"),
     (2.0**16, 1.1, 0.9, 2, (2, 7), 12, "factors float32 cannot hold exactly"),
     (2.0**126, 2.0, 0.5, 2, (3,), 8, "a scale that reaches float32's largest power of two"),
@@ -168,20 +168,20 @@ def compare(mine, reference, seed: int) -> None:
                 "(overflow_steps, good_steps): a list of step numbers and an int."
             )
         (found, good), (overflows, want_good) = got["result"], want["result"]
-        shown = ", ".join(f"{s:.9g}" for s in log)  # 9 digits tell float32 values apart
+        # The call and its log exactly (each float32 scale's shortest repr), so it can be rerun.
+        rerun = f"{call} with log = [{', '.join(repr(s) for s in log)}] ({what})"
         if found != overflows:
             step = min(set(found) ^ set(overflows))
             before = init if step == 0 else log[step - 1]
             verb = "dropped" if step in overflows else "did not drop"
             raise ExerciseFailed(
-                f"for {what} (log: {shown}) you name overflow steps {found}, but at step {step} "
-                f"the scale {verb} ({before:.9g} -> {log[step]:.9g})."
+                f"{rerun} names overflow steps {found}, but at step {step} the scale {verb} "
+                f"({before!r} -> {log[step]!r})."
             )
         if good != want_good:
             raise ExerciseFailed(
-                f"for {what} (growth_interval={interval}; log: {shown}) you end with "
-                f"good_steps={good}; GradScaler's _growth_tracker ends at {want_good}: "
-                f"{_last_restart(log, want['trackers'], init, growth)}."
+                f"{rerun} ends with good_steps={good}; GradScaler's _growth_tracker ends at "
+                f"{want_good}: {_last_restart(log, want['trackers'], init, growth)}."
             )
 
 

@@ -116,20 +116,25 @@ def observe_core(core_class, seed: int) -> dict:
     updates = []
     for init, growth, backoff, interval, flags, what in core_cases(seed):
         core, error = call_answer(core_class, init, growth, backoff, interval)
-        seen = []
+        seen, problem = [], None
         for flag in flags if error is None else ():
             _, error = call_answer(core.update, flag)
             if error is not None:
                 break
-            scaled, error = call_answer(core.scale, torch.tensor(LOSS))
+            loss = torch.tensor(1.0, requires_grad=True) * LOSS  # in a graph, as a step's loss
+            scaled, error = call_answer(core.scale, loss)
             if error is not None:
                 break
-            value = float(scaled) / LOSS if isinstance(scaled, (torch.Tensor, float)) else None
-            seen.append((value, getattr(core, "good_steps", None), _held(core)))
+            problem = problem or _scale_problem(scaled, loss)
+            raw = float(scaled.detach()) if isinstance(scaled, torch.Tensor) else None
+            raw = float(scaled) if isinstance(scaled, float) else raw
+            value = raw / LOSS if raw is not None else None
+            seen.append((value, getattr(core, "good_steps", None), _held(core), raw))
         updates.append(
             {
                 "case": [init, growth, backoff, interval, list(flags), what],
                 "error": error,
+                "scale_problem": problem,
                 "seen": seen,
                 "torch": torch_updates(init, growth, backoff, interval, flags),
             }
@@ -157,6 +162,19 @@ def observe_core(core_class, seed: int) -> dict:
             }
         )
     return {"updates": updates, "unscaled": unscaled}
+
+
+def _scale_problem(scaled, loss: torch.Tensor) -> str | None:
+    """What ``scale(loss)`` does that GradScaler.scale does not (None: nothing): a training step
+    calls backward() on what it returns, and uses the loss after it."""
+    now = loss.detach().item()
+    if now != LOSS:
+        return f"changes the loss handed in, {LOSS} before the call, to {now!r}"
+    if not isinstance(scaled, torch.Tensor):
+        return f"returns {'None' if scaled is None else 'a ' + type(scaled).__name__}, not a tensor"
+    if scaled.grad_fn is None:
+        return "returns a tensor outside the loss's graph (no grad_fn)"
+    return None
 
 
 def _held(core) -> float | None:
@@ -190,7 +208,13 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
         init, growth, backoff, interval, flags, what = run["case"]
         made = f"ScalerCore({init:g}, {growth:g}, {backoff:g}, {interval})"
         fail_on_error(run["error"], f"{made} ({what}), or its update() or scale(),")
-        for step, ((scale, count, held), (want, tracker)) in enumerate(
+        if run.get("scale_problem"):
+            raise ExerciseFailed(
+                f"{made} ({what}): scale(loss) {run['scale_problem']}; GradScaler.scale returns "
+                "the loss times the scale as a new tensor in the loss's graph, so that backward() "
+                "on it reaches the weights, and leaves the loss as it is."
+            )
+        for step, ((scale, count, held, raw), (want, tracker)) in enumerate(
             zip(run["seen"], run["torch"], strict=True)
         ):
             given = ", ".join("inf" if f else "finite" for f in flags[: step + 1])
@@ -199,16 +223,21 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                 f"[{given}]:"
             )
             if scale is None or not _close(scale, want) or count != tracker:
-                gives = f"a scale of {scale!r}"
-                if scale == math.inf and held is not None and math.isfinite(held):
-                    product = _float32(held * LOSS)  # what the loss times scale_value is
-                    gives = f"inf; its scale_value is {held!r}, and {held!r} x {LOSS} is " + (
-                        "inf in float32" if math.isinf(product) else f"{product!r} in float32"
+                if held is not None and _close(held, want) and count == tracker:
+                    # The update is PyTorch's; what scale() returns is not the loss times it.
+                    product = _float32(held * LOSS)
+                    raise ExerciseFailed(
+                        f"{after} scale_value is {held!r}, as PyTorch's update gives, but "
+                        f"scale({LOSS}) returns {'no number' if raw is None else repr(raw)}; "
+                        f"{held!r} x {LOSS} is "
+                        + ("inf" if math.isinf(product) else repr(product))
+                        + " in float32."
                     )
+                mine = f"scale_value is {held!r}" if held is not None else "it has no scale_value"
                 raise ExerciseFailed(
-                    f"{after} scale({LOSS}) gives {gives} and good_steps is "
-                    f"{count!r}; PyTorch's update (torch._amp_update_scale_, what "
-                    f"GradScaler.update runs) gives {want!r} and a growth tracker of {tracker}."
+                    f"{after} {mine} and good_steps is {count!r}; PyTorch's update "
+                    "(torch._amp_update_scale_, what GradScaler.update runs) gives a scale of "
+                    f"{want!r} and a growth tracker of {tracker}."
                 )
             # Within one rounding of PyTorch's, but between two float32 numbers: GradScaler's
             # scale is a float32 tensor, so after a factor that is not a power of two it differs.
@@ -237,8 +266,8 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
         if not same.all():
             index = int((~same).nonzero()[0])
             raise ExerciseFailed(
-                f"{what}: gradient value {index} (in order, tensor after tensor, in the tensors "
-                f"handed in) is "
+                f"{what}: element {index} of the gradients (in order, tensor after tensor, in "
+                f"the tensors handed in) is "
                 f"{got[index].item():.7g} after it; PyTorch's unscaling leaves "
                 f"{want[index].item():.7g}."
             )
