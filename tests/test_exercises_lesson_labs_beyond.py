@@ -129,6 +129,15 @@ def _bf16_mean(losses):
     return torch.stack(losses).mean().item()  # reduced in fp32 inside, rounded to bf16 at the end
 
 
+def _bf16_sum_of_shares(losses):
+    """Each loss divided by the count, summed in bf16: the sum stalls at a power of two (0.25),
+    whose one significant bit says nothing of bf16's precision (a test learner's answer)."""
+    total = torch.zeros((), dtype=torch.bfloat16)
+    for loss in losses:
+        total += loss / len(losses)
+    return total.item()
+
+
 def _bf16_sum_logged_every(steps):
     """A bf16 running sum added to a Python float and reset every ``steps`` losses, as a trainer
     that resets its on-device loss at each logging step keeps it."""
@@ -347,6 +356,10 @@ WRONG = {
         (_fp32_mean_rounded_to_bf16, "yours has 8 significant bits"),
         (_bf16_mean, "yours has 8 significant bits"),
         (_tensor_result, "return a Python float"),
+        (
+            _bf16_sum_of_shares,
+            "yours is 0.250000, 0.82 off relative to it (the check allows 1e-05).",
+        ),
     ],
     "labs.thread_autocast": [
         (_in_the_calling_thread, "ran in the calling thread"),
@@ -566,3 +579,17 @@ def test_outputs_out_of_order_fail_at_every_run(seed):
     for _ in range(3):
         status, message = exercises.verdict("labs.thread_autocast", _outputs_as_completed, seed)
         assert status == "failed" and "it equals the reference's output" in message, message
+
+
+def test_a_sum_flushed_every_4_losses_passes_the_fixed_case_and_fails_the_drawn_one():
+    """bf16 chunks of 4 flushed to a Python float stay within the check's tolerance on the fixed
+    3000 losses; the check cell's drawn case refuses them, saying whose inputs they were, its
+    sentence going on in lower case after that prefix (a test learner's answer)."""
+    flushed = _bf16_sum_logged_every(4)
+    assert exercises.verdict("labs.bf16_loss_sum", flushed, 0) == ("passed", "")
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check("labs.bf16_loss_sum", flushed)
+    assert str(failure.value).startswith(
+        "labs.bf16_loss_sum: on the check's own inputs, not the notebook's: on a long run's "
+        "losses, over "
+    ), failure.value

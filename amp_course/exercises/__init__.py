@@ -185,6 +185,9 @@ def check(name: str, answer: object) -> Verdict | None:
         print(f"{name}: checked by the grader, outside this notebook.")
         return None
     if status == "failed" and seed != 0:
+        first, _, rest = message.partition(" ")
+        if first.istitle() and rest:  # "On a long run's ...", not a name such as "GradScaler"
+            message = f"{first.lower()} {rest}"
         message = f"on the check's own inputs, not the notebook's: {message}"
     _LAST_STATUS[name] = status
     if status == "passed":

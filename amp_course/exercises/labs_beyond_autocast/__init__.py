@@ -181,7 +181,7 @@ def _representable(value: float) -> str:
     while odd % 2 == 0:
         odd //= 2
     bits = odd.bit_length()
-    if bits > 11:
+    if bits > 11 or bits == 1:  # a power of two: its one bit says nothing of the sum's precision
         return ""
     return f"; yours has {bits} significant bits (bfloat16 keeps 8, float16 11, float32 24)"
 
