@@ -61,8 +61,9 @@ def test_wrong_answers_fail(wrong):
 def test_equal_weights_fail_on_unequal_micro_batches_saying_what_differs():
     message = (
         r"with micro-batches of 7, 5, 4 digits, the returned norm is 3\.93322; the true "
-        r"\(unscaled\) gradient norm of the mean loss over all their digits is 3\.6526\. With the "
-        r"equal micro-batches before them, it matched\.$"
+        r"\(unscaled\) gradient norm of the mean loss over all their digits is 3\.6526; yours is "
+        r"1\.077 times that \(the check allows a relative 1e-4; its GradScaler starts at "
+        r"init_scale=8\)\. With the equal micro-batches before them, it matched\.$"
     )
     with pytest.raises(ExerciseFailed, match=message):
         exercises.check(NAME, answer(by_count))
@@ -112,3 +113,59 @@ def test_one_concatenated_batch_is_told_how_the_reference_step_was_made():
 
 def test_a_correct_answer_written_differently_passes():
     assert exercises.check(NAME, answer(summed_over_all_digits))
+
+
+def _by_share(model, images, labels, micro_batches):
+    """Each micro-batch's mean loss times its share of the digits: the right weighting."""
+    total = sum(len(y) for _, y in micro_batches)
+    return forward_loss(model, images, labels) * len(labels) / total
+
+
+def _norm_zeroed_when_not_finite(model, optimizer, scaler, micro_batches, max_norm):
+    norm = answer(_by_share)(model, optimizer, scaler, micro_batches, max_norm)
+    return norm if torch.isfinite(norm) else torch.zeros(())
+
+
+def _norm_in_fp16(model, optimizer, scaler, micro_batches, max_norm):
+    return answer(_by_share)(model, optimizer, scaler, micro_batches, max_norm).half()
+
+
+def _updated_to_its_own_scale(model, optimizer, scaler, micro_batches, max_norm):
+    """update(scaler.get_scale()): one update() per call, which never backs off."""
+    optimizer.zero_grad()
+    for images, labels in micro_batches:
+        scaler.scale(_by_share(model, images, labels, micro_batches)).backward()
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update(scaler.get_scale())
+    return norm
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        # A test learner's answers: the messages give the facts to tell each apart.
+        (
+            clip_before_unscale,
+            "the returned norm is 29.2205; the true (unscaled) gradient norm of the mean loss "
+            "over all their digits is 3.65256; yours is 8 times that (the check allows a relative "
+            "1e-4; its GradScaler starts at init_scale=8)",
+        ),
+        (
+            _norm_zeroed_when_not_finite,
+            "with micro-batches whose gradients overflow, the returned norm is 0; the unscaled "
+            "gradients hold inf or NaN, and clip_grad_norm_ returns ",
+        ),
+        (_norm_in_fp16, "the returned norm (a torch.float16 tensor) is "),
+        (
+            _updated_to_its_own_scale,
+            "the scale after your step is 8; after the reference's, 4 (the check's",
+        ),
+    ],
+)
+def test_near_misses_are_told_by_what_differs(wrong, says):
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check(NAME, wrong)
+    assert says in str(failure.value), failure.value
+    assert exercises.check(NAME, answer(_by_share))  # the right weighting passes

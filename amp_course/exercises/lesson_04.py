@@ -50,12 +50,21 @@ INIT_SCALE = 8.0
 
 
 def _after(norm, error, model, scaler) -> dict:
+    # A tensor norm in a dtype other than clip_grad_norm_'s float32 is named in a message.
+    kind = f"a {norm.dtype} tensor" if isinstance(norm, torch.Tensor) else None
+    kind = None if kind == f"a {torch.float32} tensor" else kind
     try:
         norm = None if norm is None else float(norm)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RuntimeError):
         norm = repr(norm)[:80]
     params = [p.detach().clone() for p in model.parameters()]
-    return {"error": error, "norm": norm, "scale": scaler.get_scale(), "params": params}
+    return {
+        "error": error,
+        "norm": norm,
+        "kind": kind,
+        "scale": scaler.get_scale(),
+        "params": params,
+    }
 
 
 def observe(accumulate_and_clip, seed: int) -> list[dict]:
@@ -90,18 +99,27 @@ def compare(mine, reference, seed: int) -> None:
                 raise ExerciseFailed("return the gradient norm that clip_grad_norm_ gives you.")
             if not isinstance(got["norm"], float):
                 raise ExerciseFailed(f"return the norm as a number or tensor; got {got['norm']}.")
+            returned = f"the returned norm{f' ({k})' if (k := got.get('kind')) else ''}"
             if math.isfinite(want["norm"]) and not math.isclose(
                 got["norm"], want["norm"], rel_tol=1e-4
             ):
+                ratio = got["norm"] / want["norm"] if want["norm"] else math.inf
                 raise ExerciseFailed(
-                    f"with {what}{when}, the returned norm is {got['norm']:.6g}; the true "
+                    f"with {what}{when}, {returned} is {got['norm']:.6g}; the true "
                     f"(unscaled) gradient norm of the mean loss over all their digits is "
-                    f"{want['norm']:.6g}.{passed}"
+                    f"{want['norm']:.6g}; yours is {ratio:.4g} times that (the check allows a "
+                    f"relative 1e-4; its GradScaler starts at init_scale={INIT_SCALE:g}).{passed}"
+                )
+            if not math.isfinite(want["norm"]) and math.isfinite(got["norm"]):
+                raise ExerciseFailed(
+                    f"with {what}{when}, {returned} is {got['norm']:.6g}; the unscaled gradients "
+                    f"hold inf or NaN, and clip_grad_norm_ returns {want['norm']} for them."
                 )
             if got["scale"] != want["scale"]:
                 raise ExerciseFailed(
-                    f"with {what}{when}, the scale after your step is {got['scale']:g}, "
-                    f"expected {want['scale']:g}: one scaler.step and one update() per call."
+                    f"with {what}{when}, the scale after your step is {got['scale']:g}; after "
+                    f"the reference's, {want['scale']:g} (the check's GradScaler starts at "
+                    f"init_scale={INIT_SCALE:g})."
                 )
             compare_params(
                 got["params"],
