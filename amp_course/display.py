@@ -48,6 +48,12 @@ def error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:500]
 
 
+def kind_of(value) -> str:
+    """How a message names what the learner's code gave where another kind was asked for: "None",
+    or "a float", "a Tensor"..."""
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 def error_line(error: BaseException) -> str:
     """An exception as one line of a table or report: its type and its message's first line (200
     characters); an exception with no message gives its type alone."""

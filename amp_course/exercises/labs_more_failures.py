@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from ..display import kind_of
 from ..labs.more_failures import MASKED_ABOVE, run_masked, run_multitask, run_padded
 from ..labs.rotary import run_rope
 from ..precisions import name_of
@@ -54,9 +55,8 @@ def _compare_values(got, want, dtype, what: str, where=None) -> None:
 
 def _tensor_like(got, want, what: str) -> None:
     if not isinstance(got, torch.Tensor):
-        kind = "None" if got is None else f"a {type(got).__name__}"
         raise ExerciseFailed(
-            f"{what} is {kind}, not a tensor; the reference's is a tensor of shape "
+            f"{what} is {kind_of(got)}, not a tensor; the reference's is a tensor of shape "
             f"{tuple(want.shape)}."
         )
     if got.shape != want.shape:

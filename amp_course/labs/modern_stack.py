@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from .. import scaling
 from ..autocast_trace.recorder import DtypeRecorder
 from ..data import load_mnist
-from ..display import error_text
+from ..display import error_text, kind_of
 from .more_failures import AUTOCAST_CASES, DEVICE_TYPE, autocast, seeded
 from .tf32_flags import TF32_CASES, TF32_SETTERS, reset_tf32, run_tf32, tf32_cases  # noqa: F401
 
@@ -367,7 +367,7 @@ def run_fp8(fn, seed: int = 0) -> dict:
         record = {"error": error, "input": x.float(), "returned": None}
         if error is None:
             if not isinstance(got, (tuple, list)) or len(got) != 2:
-                record["returned"] = "None" if got is None else f"a {type(got).__name__}"
+                record["returned"] = kind_of(got)
             else:
                 values, scale = got
                 record["dtype"] = str(getattr(values, "dtype", type(values).__name__))

@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from ...display import kind_of
 from .. import ExerciseFailed, call_answer, fail_on_error
 
 # (init_scale, growth_factor, backoff_factor, growth_interval, found_inf after each step, what)
@@ -171,7 +172,7 @@ def _scale_problem(scaled, loss: torch.Tensor) -> str | None:
     if now != LOSS:
         return f"changes the loss handed in, {LOSS} before the call, to {now!r}"
     if not isinstance(scaled, torch.Tensor):
-        return f"returns {'None' if scaled is None else 'a ' + type(scaled).__name__}, not a tensor"
+        return f"returns {kind_of(scaled)}, not a tensor"
     if scaled.grad_fn is None:
         return "returns a tensor outside the loss's graph (no grad_fn)"
     return None
