@@ -51,8 +51,8 @@ INIT_SCALE = 8.0
 
 def _after(norm, error, model, scaler) -> dict:
     # A tensor norm in a dtype other than clip_grad_norm_'s float32 is named in a message.
-    kind = f"a {norm.dtype} tensor" if isinstance(norm, torch.Tensor) else None
-    kind = None if kind == f"a {torch.float32} tensor" else kind
+    tensor = isinstance(norm, torch.Tensor) and norm.dtype != torch.float32
+    kind = f"a {norm.dtype} tensor" if tensor else None
     try:
         norm = None if norm is None else float(norm)
     except (TypeError, ValueError, RuntimeError):

@@ -127,10 +127,10 @@ def observe_core(core_class, seed: int) -> dict:
             if error is not None:
                 break
             problem = problem or _scale_problem(scaled, loss)
-            raw = float(scaled.detach()) if isinstance(scaled, torch.Tensor) else None
-            raw = float(scaled) if isinstance(scaled, float) else raw
-            value = raw / LOSS if raw is not None else None
-            seen.append((value, getattr(core, "good_steps", None), _held(core), raw))
+            if isinstance(scaled, torch.Tensor):
+                scaled = scaled.detach()
+            raw = float(scaled) if isinstance(scaled, (torch.Tensor, float)) else None
+            seen.append((raw, getattr(core, "good_steps", None), _held(core)))
         updates.append(
             {
                 "case": [init, growth, backoff, interval, list(flags), what],
@@ -215,9 +215,10 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                 "the loss times the scale as a new tensor in the loss's graph, so that backward() "
                 "on it reaches the weights, and leaves the loss as it is."
             )
-        for step, ((scale, count, held, raw), (want, tracker)) in enumerate(
+        for step, ((raw, count, held), (want, tracker)) in enumerate(
             zip(run["seen"], run["torch"], strict=True)
         ):
+            scale = None if raw is None else raw / LOSS  # the scale scale(LOSS) applied
             given = ", ".join("inf" if f else "finite" for f in flags[: step + 1])
             after = (
                 f"{made} ({what}), after {step + 1} update() call(s), found_inf for the steps: "
