@@ -88,7 +88,7 @@ class Gpu:
     model: str  # the course's name for it: "H100 SXM"
     device_name: str  # what torch.cuda.get_device_name calls such a card
     capability: Capability
-    memory_gb: int  # NVIDIA's figure
+    memory_gb: int  # NVIDIA's figure (80 for "80GB"), which the course's memory counts take as GiB
     bandwidth_tbs: float  # memory to the SMs, TB/s
     # Dense, per precision name; absent where the card has no tensor cores for it or the course
     # has no sourced figure (the H100 PCIe's FP8).

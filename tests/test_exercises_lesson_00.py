@@ -71,10 +71,15 @@ def test_a_right_answer_written_differently_passes():
             r"1_500_000_000 parameters under autocast",
         ),
         (counting(usable=1.0), r"returned 17, expected 23.*more than the 21.600 GiB usable"),
-        (counting(gib_bytes=1e9), r"returned 30, expected 23: fewer GPUs fit, on 23 GPUs"),
-        (one_too_many, r"returned 24, expected 23: fewer GPUs fit.*within the 21.600 GiB usable"),
+        (counting(gib_bytes=1e9), r"returned 30, expected 23: fewer GPUs suffice; on 23 GPUs"),
+        (
+            one_too_many,
+            r"returned 24, expected 23: fewer GPUs suffice.*within the 21.600 GiB usable",
+        ),
         (zero_instead_of_none, r"expected None: even with one image per GPU.*usable .*\)\.$"),
         (lambda *case: 23.5, "returned 23.5, expected 23, a whole number of GPUs."),
+        (lambda *case: "23", r"returned '23' \(a str\), expected 23, a whole number of GPUs\.$"),
+        (lambda *case: True, r"returned True \(a bool\), expected 23, a whole number of GPUs\.$"),
         (lambda *case: 1 / 0, "raised ZeroDivisionError"),
     ],
 )
@@ -130,7 +135,9 @@ def test_inputs_vary_with_the_seed():
 def test_observations_are_plain_data():
     observed = lesson.observe(lambda *case: 8.0, 0)
     assert {row["result"] for row in observed["rows"]} == {8}  # 8.0 counts as 8
-    assert lesson.observe(lambda *case: "eight", 0)["rows"][0]["result"] == "'eight'"
+    assert lesson.observe(lambda *case: "eight", 0)["rows"][0]["result"] == {
+        "shown": "'eight' (a str)"
+    }
 
 
 # 00.largest_batch: the batch one GPU holds, for optimizers the lesson did not count.
@@ -188,7 +195,7 @@ USABLE_24 = r"the 21.600 GiB usable \(90% of 24 GiB\)"
     [
         (  # AdamW's state whatever the optimizer
             batch_with(lambda opt, amp: 16 + 2 * amp),
-            r"'sgd_momentum', amp=True\) returned 225, expected 257: more images fit, with 257 "
+            r"'sgd_momentum', amp=True\) returned 225, expected 257: more images fit; with 257 "
             rf"image\(s\) the GPU holds {STATE_500M} and 257 x 60.0 MiB = 15.059 GiB of "
             rf"activations, 21.578 GiB in all: within {USABLE_24}\.$",
         ),
@@ -213,7 +220,7 @@ USABLE_24 = r"the 21.600 GiB usable \(90% of 24 GiB\)"
         ),
         (  # a GiB of 10**9 bytes
             batch_with(right, gib_bytes=1e9),
-            r"returned 160, expected 175: more images fit, with 175 image\(s\) .* 21.560 GiB in "
+            r"returned 160, expected 175: more images fit; with 175 image\(s\) .* 21.560 GiB in "
             "all: within",
         ),
         (  # rounded up
@@ -224,10 +231,11 @@ USABLE_24 = r"the 21.600 GiB usable \(90% of 24 GiB\)"
         (  # negative when nothing fits
             batch_with(right, clamp=False),
             r"\(2_500_000_000, 50 \* 2\*\*20, 40, 'adamw', amp=True\) returned -122, expected 0: "
-            r"not even one image fits, with 1 image\(s\) .* = 41.910 GiB of state .* more than "
+            r"not even one image fits; with 1 image\(s\) .* = 41.910 GiB of state .* more than "
             r"the 36.000 GiB usable \(90% of 40 GiB\)",
         ),
         (lambda *case: 2.5, "returned 2.5, expected 175: a batch is a whole number of images"),
+        (lambda *case: "175", r"returned '175' \(a str\), expected 175: a batch is a whole"),
         (lambda *case: {}["adamw"], "raised KeyError"),
     ],
 )

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -86,6 +88,30 @@ def test_wrong_answers_say_what_differs():
         exercises.check("01.bit_fields", hinted_formats_only)
     with pytest.raises(exercises.ExerciseFailed, match="three integers"):
         exercises.check("01.bit_fields", lambda v, d: 1.0)
+
+
+def unfloored_exponent(value, dtype):
+    # Takes the exponent from log2 without flooring it: 123.68 for 0.1, 127.0 for 1.0.
+    sign, exponent, mantissa = decompose_bits(value, dtype)
+    if value and math.isfinite(value) and exponent:
+        exponent += math.log2(abs(value)) - math.floor(math.log2(abs(value)))
+    return sign, exponent, mantissa
+
+
+def test_fields_that_are_not_whole_numbers_fail_and_whole_floats_pass():
+    """A fraction or a string is not a field; 127.0 or a torch integer is the number it holds."""
+    with pytest.raises(exercises.ExerciseFailed) as failure:
+        exercises.check("01.bit_fields", unfloored_exponent)
+    assert str(failure.value).startswith(
+        "01.bit_fields: decompose(0.1, torch.float32) returned (0, 123.6"
+    ) and str(failure.value).endswith("; return three integers (sign, exponent, mantissa).")
+    as_strings = lambda v, d: tuple(str(x) for x in decompose_bits(v, d))  # noqa: E731
+    with pytest.raises(exercises.ExerciseFailed, match=r"returned \('0', '127', '0'\); return"):
+        exercises.check("01.bit_fields", as_strings)
+    as_floats = lambda v, d: tuple(float(x) for x in decompose_bits(v, d))  # noqa: E731
+    as_tensors = lambda v, d: tuple(torch.tensor(x) for x in decompose_bits(v, d))  # noqa: E731
+    for right in (as_floats, as_tensors):
+        assert exercises.verdict("01.bit_fields", right, 0) == ("passed", "")
 
 
 def test_seed_zero_answers_replayed_fail_at_the_graders_seed():
@@ -181,6 +207,10 @@ def subnormal_exponent_minus_bias(bits, e, m):
             r"encode -2.0 \(sign bit 1, .*\): yours has the other sign\.$",
         ),
         (lambda bits, e, m: "one", "returned 'one'; the reference returns a number"),
+        (
+            lambda bits, e, m: str(exercises.solution(VALUE_OF)(bits, e, m)),
+            r"returned '1.0'; the reference returns a number\.$",
+        ),
     ],
 )
 def test_value_of_misreadings_fail_saying_what_differs(wrong, message):

@@ -104,7 +104,7 @@ def test_wrong_answers_fail(wrong):
 @pytest.mark.parametrize(
     "wrong, named",
     [
-        (cuda_thinking(), "torch.cumsum(a @ b, dim=0) (cumsum is on CUDA's float32 list"),
+        (cuda_thinking(), "torch.cumsum(a @ b, dim=0) (find cumsum on the CPU's lists)."),
         (every_float_is_cast(), "a.double() @ b.double() (matmul is on the lower-precision"),
         (fp16_input_kept(), "a @ b.half() (matmul is on the lower-precision list"),
     ],
@@ -135,6 +135,35 @@ def test_a_prediction_that_is_no_dtype_is_named_as_such():
 def test_a_missing_prediction_is_named():
     with pytest.raises(exercises.ExerciseFailed, match="no prediction yet for: F.conv1d"):
         exercises.check(CPU, {"torch.bmm(a[None], b[None])": torch.bfloat16})
+
+
+def test_keys_that_are_not_the_expressions_are_named():
+    """Keys retyped without their spaces are no predictions: the message names them, and does not
+    say the learner has not started."""
+    retyped = {key.replace(" ", ""): dtype for key, dtype in PREDICTIONS.items()}
+    with pytest.raises(exercises.ExerciseFailed) as failure:
+        exercises.check(CPU, retyped)
+    message = str(failure.value)
+    assert message.startswith("02.predict_dtypes: no prediction for: torch.bmm(a[None], b[None])")
+    assert (
+        "'torch.cumsum(a@b,dim=0)'" in message and "not among the exercise's expressions" in message
+    )
+    typo = {**PREDICTIONS, "torch.prod(a@b)": PREDICTIONS["torch.prod(a @ b)"]}
+    del typo["torch.prod(a @ b)"]
+    with pytest.raises(exercises.ExerciseFailed) as failure:
+        exercises.check(CPU, typo)
+    assert str(failure.value) == (
+        "02.predict_dtypes: no prediction for: torch.prod(a @ b). The dict's keys "
+        "'torch.prod(a@b)' are not among the exercise's expressions; each key is an expression "
+        "exactly as the exercise cell writes it."
+    )
+
+
+def test_a_class_given_for_a_dtype_is_named_as_a_class():
+    numpy = pytest.importorskip("numpy")
+    with pytest.raises(exercises.ExerciseFailed) as failure:
+        exercises.check(CPU, {**PREDICTIONS, "a @ b.half()": numpy.float32})
+    assert "a @ b.half() is the class numpy.float32." in str(failure.value)
 
 
 def cpu_thinking_on_cuda():

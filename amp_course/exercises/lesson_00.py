@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from ..display import kind_of
 from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed, training_memory
 from . import ExerciseFailed, call_answer, fail_on_error, register
 from .answers import as_number, as_whole
@@ -113,13 +114,19 @@ def _copies_decide(pick) -> tuple:
 
 
 def _plain(value):
-    """A learner's return value as plain data: an int (8.0 counts as 8), a float, None, or repr."""
+    """A learner's return value as plain data: an int (8.0 counts as 8), a float, None, or (any
+    other value) {"shown": how a message shows it}."""
     whole, number = as_whole(value), as_number(value)
     if whole is not None:
         return whole
     if number is not None:
         return int(number) if number.is_integer() else number
-    return None if value is None else repr(value)
+    return None if value is None else {"shown": f"{repr(value)[:60]} ({kind_of(value)})"}
+
+
+def _shown(result) -> str:
+    """A result as ``_plain`` recorded it, for a message: 23, 175.4, None, '23' (a str)."""
+    return result["shown"] if isinstance(result, dict) else repr(result)
 
 
 def observe(fn, seed: int) -> dict:
@@ -167,7 +174,7 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
         result, expected = got["result"], want["result"]
         if result == expected:
             continue
-        said = f"{where} returned {result!r}, expected {expected}"
+        said = f"{where} returned {_shown(result)}, expected {expected}"
         if expected is None:
             raise ExerciseFailed(f"{said}: even with one image per GPU, {_account(*case, batch)}.")
         if result is None:
@@ -176,7 +183,7 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
             raise ExerciseFailed(f"{said}, a whole number of GPUs.")
         if result < expected:
             raise ExerciseFailed(f"{said}: {_account(*case, result)}.")
-        raise ExerciseFailed(f"{said}: fewer GPUs fit, {_account(*case, expected)}.")
+        raise ExerciseFailed(f"{said}: fewer GPUs suffice; {_account(*case, expected)}.")
 
 
 register("00.gpus_for", observe, compare)
@@ -282,14 +289,14 @@ def compare_batch(mine: dict, reference: dict, seed: int) -> None:
         result, expected = got["result"], want["result"]
         if result == expected:
             continue
-        said = f"{where} returned {result!r}, expected {expected}"
+        said = f"{where} returned {_shown(result)}, expected {expected}"
         if not isinstance(result, int):
             raise ExerciseFailed(f"{said}: a batch is a whole number of images.")
         if expected == 0:  # the state alone, or with one image, is over the usable memory
-            raise ExerciseFailed(f"{said}: not even one image fits, {_batch_account(*case, 1)}.")
+            raise ExerciseFailed(f"{said}: not even one image fits; {_batch_account(*case, 1)}.")
         if result > expected:
             raise ExerciseFailed(f"{said}: {_batch_account(*case, result)}.")
-        raise ExerciseFailed(f"{said}: more images fit, {_batch_account(*case, expected)}.")
+        raise ExerciseFailed(f"{said}: more images fit; {_batch_account(*case, expected)}.")
 
 
 register("00.largest_batch", observe_batch, compare_batch)

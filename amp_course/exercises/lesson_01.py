@@ -4,6 +4,7 @@ IEEE-754-style layout (transfer to formats the lesson did not take apart)."""
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -42,6 +43,20 @@ def cases(seed: int) -> list[float]:
     return EDGES + [float(v) for v in values]
 
 
+def _whole(field) -> int:
+    """``field`` as an int if it is a whole number (an int, a numpy or torch integer, or a float
+    such as 127.0); ValueError for a fraction such as 127.9, TypeError for a string."""
+    if isinstance(field, (str, bytes)):
+        raise TypeError
+    try:
+        return operator.index(field)
+    except TypeError:
+        number = float(field)
+        if not number.is_integer():
+            raise ValueError from None
+        return int(number)
+
+
 def observe(decompose, seed: int) -> list[dict]:
     """``decompose(value, dtype)`` for every case and format: three ints, or what went wrong."""
     results = []
@@ -51,7 +66,7 @@ def observe(decompose, seed: int) -> list[dict]:
             record = {"value": value, "dtype": str(dtype), "error": error}
             if error is None:
                 try:
-                    record["fields"] = [int(x) for x in got]
+                    record["fields"] = [_whole(x) for x in got]
                     if len(record["fields"]) != 3:
                         raise ValueError
                 except (TypeError, ValueError):
@@ -123,6 +138,8 @@ def observe_values(value_of, seed: int) -> list[dict]:
         record = {"case": [bits, e, m], "error": error}
         if error is None:
             try:
+                if isinstance(got, (str, bytes)):  # float("nan") would take a string
+                    raise TypeError
                 record["value"] = float(got)
             except (TypeError, ValueError):
                 record["value"], record["returned"] = None, repr(got)[:80]

@@ -23,15 +23,13 @@ EXPRESSIONS = {
 HINTS = {
     "torch.bmm(a[None], b[None])": "find bmm on the CPU's lists",
     "F.conv1d(a[None], b[:, :, None])": "find conv1d on the CPU's lists",
-    "torch.cumsum(a @ b, dim=0)": "cumsum is on CUDA's float32 list; is it on the CPU's?",
+    "torch.cumsum(a @ b, dim=0)": "find cumsum on the CPU's lists",
     "torch.prod(a @ b)": "find prod on the CPU's lists",
     "F.l1_loss(a @ b, b)": "look for l1_loss on the CPU's lists",
-    "torch.stack([a @ b, a])": (
-        "stack is on the CPU's widest-input-type list: which input is wider?"
-    ),
+    "torch.stack([a @ b, a])": "find stack on the CPU's lists: what dtype is each input?",
     "a.double() @ b.double()": (
-        "matmul is on the lower-precision list, but which floating-point inputs does autocast "
-        "cast? (section 1 states the rule)"
+        "matmul is on the lower-precision list; section 1 says which floating-point inputs "
+        "autocast casts"
     ),
     "a @ b.half()": "matmul is on the lower-precision list: to what does it cast each input?",
 }
@@ -78,9 +76,12 @@ def _predictions(expressions: dict, hints: dict, device: str, autocast_dtype: to
         for text in expressions:
             value = predictions.get(text)
             names[text] = str(value) if isinstance(value, torch.dtype) else None
-            if value is not None and not isinstance(value, torch.dtype):
+            if isinstance(value, type):  # numpy.float32, float: a class, not a torch dtype
+                others[text] = f"the class {value.__module__}.{value.__qualname__}"
+            elif value is not None and not isinstance(value, torch.dtype):
                 others[text] = f"{repr(value)[:40]} (type {type(value).__name__})"
-        return {"predictions": names, "not_dtypes": others}
+        unknown = [repr(key)[:60] for key in predictions if key not in expressions]
+        return {"predictions": names, "not_dtypes": others, "unknown": unknown}
 
     def compare(mine, reference, seed: int) -> None:
         if "predictions" not in mine:
@@ -100,6 +101,13 @@ def _predictions(expressions: dict, hints: dict, device: str, autocast_dtype: to
                 + ". The reference's are torch dtypes (torch.<name>)."
             )
         missing = [text for text in actual if predicted.get(text) is None]
+        unknown = mine.get("unknown", [])
+        if missing and unknown:  # a key edited: say which keys are not the exercise's
+            raise ExerciseFailed(
+                f"no prediction for: {', '.join(missing)}. The dict's keys "
+                f"{', '.join(unknown)} are not among the exercise's expressions; each key is an "
+                "expression exactly as the exercise cell writes it."
+            )
         if len(missing) == len(actual):
             raise ExerciseNotDone("no predictions yet: replace each None with a torch dtype.")
         if missing:
