@@ -301,6 +301,66 @@ def test_a_cast_that_overwrites_its_input_fails(name, wrong):
 def test_to_float8_accepts_another_style():
     for seed in (0, 12345):
         assert exercises.verdict("09.to_float8", _in_float64, seed) == ("passed", ""), seed
+        assert exercises.verdict("09.to_float8", _divided, seed) == ("passed", ""), seed
+
+
+def _divided(x, fp8_dtype, history):  # right: x divided by the inverse scale
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = torch.tensor(fp8_max / max(*history, 1e-12))
+    return (x / (1 / scale)).clamp(-fp8_max, fp8_max).to(fp8_dtype), scale
+
+
+def _product_in_bf16(x, fp8_dtype, history):  # the right scale, x * scale taken in bf16
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = torch.tensor(fp8_max / max(*history, 1e-12))
+    product = x.bfloat16() * scale.bfloat16()
+    return product.clamp(-fp8_max, fp8_max).to(fp8_dtype), scale
+
+
+def _cast_at_another_scale(x, fp8_dtype, history):  # returns the right scale, casts at 0.1% more
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = fp8_max / max(*history, 1e-12)
+    return (x * (scale * 1.001)).clamp(-fp8_max, fp8_max).to(fp8_dtype), scale
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (
+            _product_in_bf16,
+            r"^09.to_float8: for activations near 1, a history like them \(e4m3\) x_fp8 differs "
+            r"from the reference's in 67 of 2048 elements, with the same scale: element \d+ of x "
+            r"is \S+, x \* scale in float32 is \S+, your x_fp8 holds \S+ there, the reference's "
+            r"\S+\.$",
+        ),
+        (_cast_at_another_scale, r"x_fp8 differs from the reference's in 23 of 2048 elements"),
+        (
+            lambda x, fp8_dtype, history: None,
+            r"your function returned None; the reference returns the pair \(x_fp8, scale\): a "
+            r"torch.float8_e4m3fn tensor shaped like x, \(64, 32\), then its scale\.$",
+        ),
+        (
+            lambda x, fp8_dtype, history: solutions.to_float8(x, fp8_dtype, history)[::-1],
+            r"your function returned the pair \(a Tensor of shape \(\), a Tensor of shape "
+            r"\(64, 32\)\); the reference returns the pair \(x_fp8, scale\)",
+        ),
+    ],
+)
+def test_a_cast_that_differs_or_a_result_that_is_no_pair_is_named(wrong, words):
+    """The FP8 values themselves are compared, at the reference's scale; a result that is not
+    (x_fp8, scale) is described, not reported as an error raised by the learner's code."""
+    with pytest.raises(ExerciseFailed, match=words) as failure:
+        exercises.check("09.to_float8", wrong)
+    assert "raised" not in str(failure.value)
+
+
+def test_a_rowwise_result_that_is_no_pair_is_named():
+    with pytest.raises(
+        ExerciseFailed,
+        match=r"returned None; the reference returns the pair "
+        r"\(x_fp8, scales\): .* then one per row\.$",
+    ):
+        exercises.check("09.to_float8_rowwise", lambda x, fp8_dtype: None)
 
 
 def test_the_clip_is_what_keeps_e5m2_finite():

@@ -7,10 +7,37 @@ import math
 
 import torch
 
+from ...display import kind_of
 from .. import ExerciseFailed
-from ..answers import error_text, fail_on_input_changed, input_changed
+from ..answers import call_answer, error_text, fail_on_input_changed, input_changed
 
 AMAX_EPS = 1e-12  # torchao's floor for amax, so an all-zero tensor gets a finite FP8 scale
+# Elements of a case (2,048) whose FP8 value may differ from the reference's at the same scale.
+# x * scale in float32, or x / (1 / scale), or in float64 then cast, gives the reference's values
+# exactly; a scale that is off by 1e-5 moves about one element across a rounding boundary; the
+# product taken in bf16, or at a scale 0.1% off, moves 10 to 130.
+VALUES_DIFFERING = 3
+
+
+def _not_a_pair(result, shape: torch.Size | None = None) -> str | None:
+    """What the learner's function returned, in words, unless it is a pair whose first item is a
+    tensor (of ``shape``, if given: x_fp8) and whose second is a tensor or a number (the scale or
+    scales)."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return kind_of(result) if not isinstance(result, (tuple, list)) else f"{len(result)} items"
+    described = [
+        f"a Tensor of shape {tuple(item.shape)}"
+        if isinstance(item, torch.Tensor)
+        else kind_of(item)
+        for item in result
+    ]
+    first, second = result
+    if not isinstance(first, torch.Tensor) or shape not in (None, first.shape):
+        return f"the pair ({', '.join(described)})"
+    if not isinstance(second, (torch.Tensor, float, int)):
+        return f"the pair ({', '.join(described)})"
+    return None
+
 
 # ---- 09.to_float8: delayed scaling, the scale from a history of amaxes (transfer) ---------------
 
@@ -43,28 +70,42 @@ def observe_to_float8(fn, seed: int) -> dict:
     """Run fn(x, fp8_dtype, amax_history) on each case; record its cast, scale and round trip."""
     observed = {}
     for name, (x, history, fp8_dtype) in fp8_cases(seed).items():
-        try:
-            given = x.clone()
-            quantized, scale = fn(given, fp8_dtype, list(history))
-            scale = torch.as_tensor(scale, dtype=torch.float32).detach()
-            observed[name] = {
-                "changed": input_changed(given, x),
-                "dtype": str(quantized.dtype),
-                "scale": float(scale),
-                "roundtrip": quantized.float() / scale,
-                "largest": float(quantized.float().abs().max()),
-                "x": x,
-                "history": list(history),
-                "max": torch.finfo(fp8_dtype).max,
-            }
-        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            observed[name] = {"error": error_text(error)}
+        given = x.clone()
+        result, error = call_answer(fn, given, fp8_dtype, list(history))
+        if error is not None:
+            observed[name] = {"error": error}
+            continue
+        returned = _not_a_pair(result, x.shape)
+        scale = torch.as_tensor(result[1], dtype=torch.float32) if returned is None else None
+        if scale is not None and scale.numel() != 1:
+            returned = f"a scale of shape {tuple(scale.shape)}"
+        if returned is not None:
+            observed[name] = {"returned": returned, "max": torch.finfo(fp8_dtype).max}
+            continue
+        quantized, scale = result[0].detach(), scale.detach().reshape(())
+        observed[name] = {
+            "changed": input_changed(given, x),
+            "dtype": str(quantized.dtype),
+            "scale": float(scale),
+            "values": quantized.float(),
+            "roundtrip": quantized.float() / scale,
+            "largest": float(quantized.float().abs().max()),
+            "x": x,
+            "history": list(history),
+            "max": torch.finfo(fp8_dtype).max,
+        }
     return observed
 
 
-def _fail_on_error_or_dtype(name: str, got: dict, ref: dict) -> None:
+def _fail_on_error_or_dtype(name: str, got: dict, ref: dict, scale: str) -> None:
     if "error" in got:
         raise ExerciseFailed(f"for {name} your code raised {got['error']}")
+    if "returned" in got:
+        raise ExerciseFailed(
+            f"for {name} your function returned {got['returned']}; the reference returns the "
+            f"pair (x_fp8, {scale}): a {ref['dtype']} tensor shaped like x, "
+            f"{tuple(ref['x'].shape)}, then {'its scale' if scale == 'scale' else 'one per row'}."
+        )
     fail_on_input_changed(got["changed"], f"for {name}")
     if got["dtype"] != ref["dtype"]:
         raise ExerciseFailed(
@@ -76,7 +117,7 @@ def _fail_on_error_or_dtype(name: str, got: dict, ref: dict) -> None:
 def compare_to_float8(mine: dict, reference: dict, seed: int) -> None:
     for name, ref in reference.items():
         got, x, fp8_max = mine[name], ref["x"], ref["max"]
-        _fail_on_error_or_dtype(name, got, ref)
+        _fail_on_error_or_dtype(name, got, ref, "scale")
         history = ", ".join(f"{h:.3g}" for h in ref["history"])
         if not abs(got["scale"] - ref["scale"]) <= 1e-5 * ref["scale"]:  # inf and NaN too
             raise ExerciseFailed(
@@ -97,6 +138,18 @@ def compare_to_float8(mine: dict, reference: dict, seed: int) -> None:
                 f"for {name} x_fp8.float() / scale is off from x by {mine_error:.3g} (relative), "
                 f"the reference's by {ref_error:.3g}, with the same scale; your largest |x_fp8| "
                 f"is {got['largest']:g}, the reference's {ref['largest']:g}."
+            )
+        differ = (got["values"] != ref["values"]).flatten().nonzero().flatten()
+        if len(differ) > VALUES_DIFFERING:
+            at = int(differ[0])
+            product = float(x.flatten()[at] * torch.tensor(ref["scale"], dtype=torch.float32))
+            value = float(x.flatten()[at])
+            raise ExerciseFailed(
+                f"for {name} x_fp8 differs from the reference's in {len(differ)} of {x.numel()} "
+                f"elements, with the same scale: element {at} of x is {value:.6g}, "
+                f"x * scale in float32 is {product:.6g}, your x_fp8 holds "
+                f"{float(got['values'].flatten()[at]):g} there, the reference's "
+                f"{float(ref['values'].flatten()[at]):g}."
             )
 
 
@@ -143,9 +196,14 @@ def observe_to_float8_rowwise(fn, seed: int) -> dict:
     """Run fn on each case; record the dtype, the scales and the round trip x_fp8 / scales."""
     observed = {}
     for name, (x, fp8_dtype) in rowwise_inputs(seed).items():
+        argument = x.clone()
+        result, error = call_answer(fn, argument, fp8_dtype)
+        returned = None if error else _not_a_pair(result)  # shapes: compare says what differs
+        if error or returned:
+            observed[name] = {"error": error} if error else {"returned": returned}
+            continue
         try:
-            argument = x.clone()
-            quantized, scales = fn(argument, fp8_dtype)
+            quantized, scales = result
             given = str(scales.dtype) if isinstance(scales, torch.Tensor) else type(scales).__name__
             scales = torch.as_tensor(scales, dtype=torch.float32).detach()
             entry = {
@@ -175,7 +233,7 @@ def compare_to_float8_rowwise(mine: dict, reference: dict, seed: int) -> None:
     for name, ref in reference.items():
         got, x = mine[name], ref["x"]
         rows, cols = x.shape
-        _fail_on_error_or_dtype(name, got, ref)
+        _fail_on_error_or_dtype(name, got, ref, "scales")
         shape = tuple(got["scales_shape"])
         if "roundtrip" not in got:
             raise ExerciseFailed(
