@@ -258,8 +258,8 @@ def _in_float64(x, fp8_dtype, history):  # another correct style: the scale as a
         (
             _no_clip,
             "grown past their history (e5m2) x_fp8 holds 50 inf or NaN values where the "
-            "reference's holds none: x * scale reaches 1.147e+05, and the largest finite "
-            "torch.float8_e5m2 is 57344.",
+            "reference's holds none; x * scale in float32 reaches 1.147e+05, and cast unclipped "
+            "to torch.float8_e5m2 (largest finite 57344) it holds 50 of them.",
         ),
         (_clip_at_448, "with the same scale; your largest |x_fp8| is 448, the reference's 57344"),
         (_no_floor, "an all-zero history (e5m2) your scale is inf"),
@@ -352,6 +352,26 @@ def test_a_cast_that_differs_or_a_result_that_is_no_pair_is_named(wrong, words):
     with pytest.raises(ExerciseFailed, match=words) as failure:
         exercises.check("09.to_float8", wrong)
     assert "raised" not in str(failure.value)
+
+
+def _product_in_fp16(x, fp8_dtype, history):  # clipped, but x * scale overflows fp16 first
+    if fp8_dtype != torch.float8_e5m2:
+        return solutions.to_float8(x, fp8_dtype, history)
+    fp8_max = torch.finfo(fp8_dtype).max
+    scale = torch.tensor(fp8_max / max(*history, 1e-12))
+    return (x.half() * scale.half()).clamp(-fp8_max, fp8_max).to(fp8_dtype), scale
+
+
+def test_infinities_beside_the_count_past_the_max_show_where_they_came_from():
+    """A clipped cast whose product overflowed fp16: the count of infinities and the count of
+    float32 products beyond the format's max differ, and the message gives both."""
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check("09.to_float8", _product_in_fp16)
+    assert "x_fp8 holds 57 inf or NaN values where the reference's holds none; x * scale " in (
+        str(failure.value)
+    ) and str(failure.value).endswith(
+        "to torch.float8_e5m2 (largest finite 57344) it holds 50 of them."
+    )
 
 
 def test_a_rowwise_result_that_is_no_pair_is_named():

@@ -127,10 +127,13 @@ def compare_to_float8(mine: dict, reference: dict, seed: int) -> None:
             )
         bad = int((~torch.isfinite(got["roundtrip"])).sum())
         if bad:
+            product = x * torch.tensor(ref["scale"], dtype=torch.float32)
+            overflow = int((~torch.isfinite(product.to(getattr(torch, ref["dtype"][6:])))).sum())
+            reaches = float(product.abs().max())
             raise ExerciseFailed(
-                f"for {name} x_fp8 holds {bad} inf or NaN values where the reference's holds none: "
-                f"x * scale reaches {float(x.abs().max()) * ref['scale']:.4g}, and the largest "
-                f"finite {ref['dtype']} is {fp8_max:g}."
+                f"for {name} x_fp8 holds {bad} inf or NaN values where the reference's holds none; "
+                f"x * scale in float32 reaches {reaches:.4g}, and cast unclipped "
+                f"to {ref['dtype']} (largest finite {fp8_max:g}) it holds {overflow} of them."
             )
         mine_error, ref_error = (float(_relative_errors(x, r)) for r in (got, ref))
         if mine_error > 1.05 * ref_error + 1e-6:
