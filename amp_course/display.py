@@ -54,6 +54,16 @@ def kind_of(value) -> str:
     return "None" if value is None else f"a {type(value).__name__}"
 
 
+def shown(value, width: int = 80) -> str:
+    """A value the learner's code gave, as a message shows it: "None", or its repr on one line
+    (cut at ``width`` characters with " ...") and its kind: "'23' (a str)"."""
+    if value is None:
+        return "None"
+    text = repr(value)
+    text = " ".join(text.split()) if "\n" in text else text  # a multi-line repr (a Measurement)
+    return f"{text if len(text) <= width else text[: width - 4] + ' ...'} ({kind_of(value)})"
+
+
 def error_line(error: BaseException) -> str:
     """An exception as one line of a table or report: its type and its message's first line (200
     characters); an exception with no message gives its type alone."""

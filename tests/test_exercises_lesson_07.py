@@ -92,25 +92,32 @@ def scaler_never_on(amp_dtype, device):
         ),
         (
             fsdp1_scaler,
-            r"fsdp_precision\(torch.float16, device\): the scaler is a ShardedGradScaler; the "
+            r"fsdp_precision\(torch.float16, device\(type='cpu'\)\): the scaler is a "
+            r"ShardedGradScaler; the "
             r"reference's is a torch.amp.GradScaler \(not a sharded one\), enabled\.$",
         ),
         (reduce_in_low_precision, "reduced in bf16, the reference's in fp32"),
         (no_cast, "gather the weights, and the layers compute, in fp32; the reference's in bf16"),
         (inputs_not_cast, "with cast_forward_inputs=False the root's fp32 inputs would reach"),
-        (scaler_always_on, "bfloat16, device.: the scaler is enabled; the reference's is disabled"),
-        (scaler_never_on, "float16, device.: the scaler is disabled; the reference's is enabled"),
+        (
+            scaler_always_on,
+            "bfloat16, device.type='cpu'..: the scaler is enabled; the reference's is disabled",
+        ),
+        (
+            scaler_never_on,
+            "float16, device.type='cpu'..: the scaler is disabled; the reference's is enabled",
+        ),
         (
             lambda dtype, device: solutions.fsdp_precision(dtype, device)[0],
             "the reference returns a pair \\(policy, scaler\\)",
         ),
         (
             lambda dtype, device: (None, _scaler(dtype, device)),
-            "the policy is a NoneType; the reference's is a torch.distributed.fsdp.Mixed",
+            "the policy is None; the reference's is a torch.distributed.fsdp.Mixed",
         ),
         (
             lambda dtype, device: (solutions.fsdp_precision(dtype, device)[0], None),
-            "the scaler is a NoneType; the reference's is a torch.amp.GradScaler",
+            "the scaler is None; the reference's is a torch.amp.GradScaler",
         ),
     ],
 )
@@ -176,7 +183,7 @@ def test_a_cuda_scaler_on_a_cpu_is_explained():
 
 
 def test_inputs_vary_with_the_seed():
-    answers = itertools.cycle([torch.bfloat16, torch.float16, torch.float32])
+    answers = itertools.cycle([torch.bfloat16, torch.float16, torch.float32, torch.float16])
 
     def by_call_order(amp_dtype, device):  # seed 0's answers in seed 0's order, whatever asked
         return solutions.fsdp_precision(next(answers), device)
@@ -222,7 +229,7 @@ def enabled_for_bf16_too(strategy, amp_dtype, device):
         (enabled_for_bf16_too, "bfloat16, 'cpu'.: the scaler is enabled; the reference's is dis"),
         (
             lambda strategy, amp_dtype, device: None,
-            r"returned a NoneType; the reference returns a torch.amp.GradScaler \(not a sharded "
+            r"returned None; the reference returns a torch.amp.GradScaler \(not a sharded "
             r"one\), enabled\.$",
         ),
     ],
@@ -263,6 +270,49 @@ def test_no_scaler_where_the_reference_has_a_disabled_one_is_told_it_is_disabled
 
     message = exercises.verdict("07.fsdp_precision", none_for_bf16, 0)[1]
     assert message.endswith(
-        "the scaler is a NoneType; the reference's is a torch.amp.GradScaler "
+        "the scaler is None; the reference's is a torch.amp.GradScaler "
         "(not a sharded one), disabled."
     )
+
+
+def test_a_device_written_into_the_answer_fails_on_the_cuda_cases():
+    """Every CPU case passes an answer that builds its scaler for "cpu" whatever it is given; the
+    CUDA cases (built on any machine, the scaler disabling itself without a GPU) tell it."""
+
+    def policy_on_cpu(amp_dtype, device):
+        return solutions.fsdp_precision(amp_dtype, torch.device("cpu"))
+
+    def scaler_on_cpu(strategy, amp_dtype, device):
+        return exercises.solution(SCALER_FOR)(strategy, amp_dtype, "cpu")
+
+    for name, answer, call in [
+        (NAME, policy_on_cpu, "fsdp_precision(torch.float16, device(type='cuda'))"),
+        (SCALER_FOR, scaler_on_cpu, "scaler_for('ddp', torch.float16, 'cuda')"),
+    ]:
+        for seed in (0, 3):
+            status, message = exercises.verdict(name, answer, seed)
+            assert status == "failed", (name, seed)
+            assert message == (
+                f"{call}: the scaler is built for device 'cpu'; the reference's for 'cuda'."
+            )
+
+
+def test_a_disabled_scaler_of_either_class_passes_as_the_text_says():
+    """A disabled scaler skips no step on any rank, so its class does not matter: FSDP1's usual
+    ``ShardedGradScaler(enabled=fp16)`` passes, and so does a plain one there."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    def sharded_when_disabled(strategy, amp_dtype, device):
+        device = torch.device(device).type
+        if amp_dtype != torch.float16:
+            return ShardedGradScaler(device=device, enabled=False)
+        return exercises.solution(SCALER_FOR)(strategy, amp_dtype, device)
+
+    def plain_when_disabled(strategy, amp_dtype, device):
+        if amp_dtype != torch.float16:
+            return torch.amp.GradScaler(torch.device(device).type, enabled=False)
+        return exercises.solution(SCALER_FOR)(strategy, amp_dtype, device)
+
+    for answer in (sharded_when_disabled, plain_when_disabled):
+        for seed in (0, 2):
+            assert exercises.verdict(SCALER_FOR, answer, seed)[0] == "passed", answer

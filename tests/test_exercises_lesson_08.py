@@ -81,8 +81,12 @@ BELOW = r"yours is {} below the mean, {} x s / sqrt\(n\), the expected bound 0.0
             r"standard deviation s 0.003493, with n = 5; yours is 0.9699 below the mean",
         ),
         (lambda v, c: min(v), r"gave 0.969, expected 0.96987: .* yours is 0.0042 below the mean"),
-        (lambda v, c: stats.t_interval(v, c), "not one number; the reference returns one number"),
-        (lambda v, c: v[7], "raised IndexError"),
+        (
+            lambda v, c: stats.t_interval(v, c),
+            r"returned \(0.9732, 0.00433\d+\) \(a tuple\); the reference returns one number\.$",
+        ),
+        (lambda v, c: v[7], r"0.95\) raised IndexError: list index out of range\.$"),
+        (lambda v, c: None, r"0.95\) returned None; the reference returns one number\.$"),
     ],
 )
 def test_wrong_answers_fail_saying_what_differs(wrong, message):
@@ -220,8 +224,11 @@ HALF = (
             HALF.format(3, "0.001077", 3, "wider than"),
         ),
         (planner(paired_spread, right_t, shift=-1), HALF.format(3, "0.001077", 3, "wider than")),
-        (planner(paired_spread, right_t, shift=1), HALF.format(5, "0.0005384", 5, "within")),
-        (lambda r, c, m, conf=0.95: 4.0, r"returned a float \(4.0\); the reference returns an int"),
+        (
+            planner(paired_spread, right_t, shift=1),
+            HALF.format(5, "0.0005384", 5, "within")[:-3] + r": n = 4 already fits\.$",
+        ),
+        (lambda r, c, m, conf=0.95: 4.0, r"returned 4.0 \(a float\); the reference returns an int"),
         (lambda r, c, m, conf=0.95: 1, r"none at n = 1 \(n - 1 = 0 degrees of freedom\)"),
         (lambda r, c, m, conf=0.95: r[5], "raised IndexError"),
     ],
@@ -289,3 +296,53 @@ def test_seeds_needed_slips_fail_at_every_seed(wrong):
 def test_seeds_slips_fail_at_every_seed(wrong):
     for seed in range(41):
         assert exercises.verdict(SEEDS, wrong, seed)[0] == "failed", seed
+
+
+def test_an_answer_that_does_not_return_is_stopped_and_said_so(monkeypatch):
+    """A search that steps n by one towards a margin a hundred times too small calls t_quantile
+    for every n, each costing time in proportion to n: it ran for over 15 minutes. The check
+    stops a call after CALL_LIMIT_S and does not run the cases after it."""
+    monkeypatch.setattr(lesson, "CALL_LIMIT_S", 0.5)
+    monkeypatch.setattr(lesson, "STOPPED", "was stopped after 0.5 s; the reference returns ...")
+    calls = []
+
+    def margin_in_percent(reference, candidate, margin, confidence=0.95):
+        calls.append(margin)
+        return planner(paired_spread, right_t)(reference, candidate, margin / 100, confidence)
+
+    status, message = exercises.verdict(SEEDS, margin_in_percent, 0)
+    assert status == "failed" and len(calls) == 1
+    assert message.endswith("0.001, 0.95) was stopped after 0.5 s; the reference returns ...")
+
+    def never_returns(values, confidence=0.95):
+        calls.append(values)
+        while True:
+            try:
+                values = [v for v in values]
+            except Exception:  # an answer's own except Exception does not swallow the stop
+                pass
+
+    assert exercises.verdict(NAME, never_returns, 0)[0] == "failed"
+    assert len(calls) == 2
+
+
+def test_a_count_far_past_the_search_limit_is_explained_quickly():
+    """t_quantile's time grows with its degrees of freedom: a count of a billion seeds is told
+    as a bound on its half-width, not computed."""
+    status, message = exercises.verdict(SEEDS, lambda r, c, m, conf=0.95: 10**9, 0)
+    assert status == "failed"
+    assert re.search(
+        r"half-width is below 8.499e-06 at n = 1000000000 \(within the margin\) and 0.0006899 "
+        r"at n = 4 \(within the margin\), for a margin of 0.001: n = 4 already fits\.$",
+        message,
+    ), message
+
+
+def test_the_lessons_text_states_the_checks_time_limit():
+    import nbformat
+    from conftest import ROOT
+
+    text = "\n".join(
+        cell.source for cell in nbformat.read(ROOT / "notebooks/08_capstone.ipynb", 4).cells
+    )
+    assert text.count(f"past {lesson.CALL_LIMIT_S:g} s") == 2

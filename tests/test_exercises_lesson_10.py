@@ -130,7 +130,12 @@ def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
 @pytest.mark.parametrize(
     "name, wrong, words",
     [
-        ("10.matmul_intensity", _macs, "1,907,539,968 FLOPs: half the reference's"),
+        (
+            "10.matmul_intensity",
+            _macs,
+            "1,907,539,968 FLOPs: half the reference's; or, at its FLOPs, 196,684,800 bytes, every "
+            "element at 4 bytes.",
+        ),
         (
             "10.matmul_intensity",
             _no_output,
@@ -142,7 +147,11 @@ def _one_matrix_useful(batch, m, n, tile_m, tile_n, sms):
         ("10.matmul_intensity", _elements, "49,171,200 bytes: every element at 1 byte."),
         ("10.matmul_intensity", _batch_in_flops_only, "one product's bytes, against the FLOPs"),
         ("10.matmul_intensity", _batch_in_bytes_only, "one product's FLOPs, against the bytes"),
-        ("10.matmul_intensity", lambda *case: "high", "returned 'high'; the reference returns a"),
+        (
+            "10.matmul_intensity",
+            lambda *case: "high",
+            "returned 'high' (a str); the reference returns a",
+        ),
         ("10.wave_efficiency", _tiles_only, "1,024 tile slots: not a whole number of waves of 108"),
         ("10.wave_efficiency", _floor_tiles, "792 tile slots: 6 waves of 132"),
         ("10.wave_efficiency", _tile_sides_swapped, "16, 1100, 3000, 256, 128, 40) returned"),
@@ -253,7 +262,8 @@ def _conv_with_bias(batch, c_in, c_out, size, kernel, itemsize):
 CONV_WRONG = [
     (
         _conv_macs,
-        "means 28,901,376 FLOPs: half the reference's (or, at its FLOPs, twice its bytes)",
+        "means 28,901,376 FLOPs: half the reference's; or, at its FLOPs, 26,495,232 bytes, every "
+        "element at 8 bytes.",
     ),
     (_conv_no_weight, "means 13,246,464 bytes: the reference's count without the weight."),
     (
@@ -270,7 +280,7 @@ CONV_WRONG = [
         "bytes); the reference's is 28 x 28.",
     ),
     (_conv_with_bias, "13,247,744 bytes, 128 more than the reference's (32 elements of 4 bytes)"),
-    (lambda *case: "high", "returned 'high'; the reference returns a number."),
+    (lambda *case: "high", "returned 'high' (a str); the reference returns a number."),
 ]
 
 

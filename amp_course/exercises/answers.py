@@ -6,9 +6,12 @@ kernel, and ``judge`` turns a ``compare`` into a status, for a check cell and th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+import signal
 import textwrap
+import threading
 import warnings
 
 import numpy
@@ -123,6 +126,35 @@ def call_noting_warnings(fn, *args, **kwargs) -> tuple[object, str | None, list[
         warnings.simplefilter("always")
         result, error = call_answer(fn, *args, **kwargs)
     return result, error, [" ".join(str(w.message).split())[:200] for w in caught]
+
+
+class AnswerStopped(BaseException):
+    """Raised inside the learner's call when it runs past a check's time limit: not an Exception,
+    so the answer's own ``except Exception`` does not swallow it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Stop the code inside with AnswerStopped after ``seconds``: a check whose answer never
+    returns would otherwise leave its cell busy with no word. The standard library's interval
+    timer does it in the kernel's own thread (the stdlib offers no call-with-timeout; a thread or
+    process around the call would lose the learner's globals). Without SIGALRM (Windows), off
+    the main thread, or where another timer is already set (pytest-timeout's), no limit."""
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise AnswerStopped(seconds)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def scaler_record(scaler, warned: list[str]) -> dict:

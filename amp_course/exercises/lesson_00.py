@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from ..display import kind_of
+from ..display import shown
 from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed, training_memory
 from . import ExerciseFailed, call_answer, fail_on_error, register
 from .answers import as_number, as_whole
@@ -121,7 +121,7 @@ def _plain(value):
         return whole
     if number is not None:
         return int(number) if number.is_integer() else number
-    return None if value is None else {"shown": f"{repr(value)[:60]} ({kind_of(value)})"}
+    return None if value is None else {"shown": shown(value, 60)}
 
 
 def _shown(result) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from .. import precisions
+from ..display import kind_of
 from . import ExerciseFailed, register
 from .answers import call_noting_warnings, scaler_built, scaler_record
 
@@ -35,10 +36,13 @@ def _scaler_kind(scaler) -> str:
 
     if isinstance(scaler, ShardedGradScaler):
         return "sharded"
-    return "plain" if isinstance(scaler, torch.amp.GradScaler) else type(scaler).__name__
+    return "plain" if isinstance(scaler, torch.amp.GradScaler) else kind_of(scaler)
 
 
 KINDS = {"sharded": "a ShardedGradScaler", "plain": "a torch.amp.GradScaler (not a sharded one)"}
+# Cases on a CUDA device, which a machine without one builds too (its scaler warns and disables
+# itself, the reference's alike): a device written into the answer ("cpu") shows there.
+CUDA_CASES = [("ddp", "fp16", "cuda"), ("fsdp1", "fp16", torch.device("cuda"))]
 
 
 def _describe(result, warned: list[str]) -> dict:
@@ -46,7 +50,7 @@ def _describe(result, warned: list[str]) -> dict:
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        return {"shape": type(result).__name__}
+        return {"shape": kind_of(result)}
     policy, scaler = result
     described = {"shape": "pair", "policy": None, "scaler": None}
     if isinstance(policy, MixedPrecisionPolicy):
@@ -57,7 +61,7 @@ def _describe(result, warned: list[str]) -> dict:
             "cast_forward_inputs": bool(policy.cast_forward_inputs),
         }
     else:
-        described["policy_type"] = type(policy).__name__
+        described["policy_type"] = kind_of(policy)
     described["scaler_kind"] = _scaler_kind(scaler)
     if isinstance(scaler, torch.amp.GradScaler):
         described["scaler"] = scaler_record(scaler, warned)
@@ -65,12 +69,14 @@ def _describe(result, warned: list[str]) -> dict:
 
 
 def observe(fn, seed: int) -> dict:
-    """Ask ``fn`` for the policy and scaler of each dtype of ``seed``, on the CPU."""
+    """Ask ``fn`` for the policy and scaler of each dtype of ``seed`` on the CPU, then of fp16 on a
+    CUDA device."""
     rows = []
-    for name in _order(seed):
-        result, error, warned = call_noting_warnings(fn, DTYPES[name], torch.device("cpu"))
+    devices = [torch.device("cpu")] * len(_order(seed)) + [torch.device("cuda")]
+    for name, device in zip([*_order(seed), "fp16"], devices, strict=True):
+        result, error, warned = call_noting_warnings(fn, DTYPES[name], device)
         row = {"error": error} if error else {**_describe(result, warned), "error": None}
-        rows.append({"dtype": name, **row})
+        rows.append({"dtype": name, "given": repr(device), **row})
     return {"rows": rows}
 
 
@@ -89,16 +95,16 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
     """Raise ExerciseFailed, in plain words, at the first dtype where ``mine`` differs."""
     for got, want in zip(mine["rows"], reference["rows"], strict=True):
         name = got["dtype"]
-        where = f"fsdp_precision({DTYPES[name]}, device)"
+        where = f"fsdp_precision({DTYPES[name]}, {got['given']})"
         if got["error"]:
             raise ExerciseFailed(f"{where} raised {got['error']}.")
         if got["shape"] != "pair":
             raise ExerciseFailed(
-                f"{where} returned a {got['shape']}; the reference returns a pair (policy, scaler)."
+                f"{where} returned {got['shape']}; the reference returns a pair (policy, scaler)."
             )
         if got["policy"] is None:
             raise ExerciseFailed(
-                f"{where}: the policy is a {got['policy_type']}; the reference's is a "
+                f"{where}: the policy is {got['policy_type']}; the reference's is a "
                 "torch.distributed.fsdp.MixedPrecisionPolicy."
             )
         gather, reduce, output = _effective(got["policy"])
@@ -131,7 +137,7 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
         if kind != want_kind and (kind not in KINDS or want["scaler"]["enabled"]):
             state = "enabled" if want["scaler"]["enabled"] else "disabled"
             raise ExerciseFailed(
-                f"{where}: the scaler is {KINDS.get(kind, f'a {kind}')}; the reference's is "
+                f"{where}: the scaler is {KINDS.get(kind, kind)}; the reference's is "
                 f"{KINDS[want_kind]}, {state}."
             )
 
@@ -143,22 +149,23 @@ register("07.fsdp_precision", observe, compare)
 STRATEGIES = ("ddp", "fsdp1", "fsdp2")
 
 
-def _scaler_cases(seed: int) -> list[tuple[str, str]]:
-    """(strategy, dtype name): every pair, in an order (and for seeds > 0 a repeat) set by seed."""
+def _scaler_cases(seed: int) -> list[tuple[str, str, torch.device | str]]:
+    """(strategy, dtype name, device): every pair on the CPU, in an order (and for seeds > 0 with
+    a repeat) set by seed, then the CUDA cases."""
     pairs = [(s, d) for s in STRATEGIES for d in DTYPES]
-    if seed == 0:
-        return pairs
-    generator = torch.Generator().manual_seed(seed)
-    order = torch.randperm(len(pairs), generator=generator).tolist()
-    return [pairs[i] for i in order] + [("fsdp1", "fp16")]
+    if seed > 0:
+        generator = torch.Generator().manual_seed(seed)
+        order = torch.randperm(len(pairs), generator=generator).tolist()
+        pairs = [pairs[i] for i in order] + [("fsdp1", "fp16")]
+    # A torch.device or its name, both at every seed (the notebook's check included).
+    cpu = [torch.device("cpu") if (i + seed) % 2 == 0 else "cpu" for i in range(len(pairs))]
+    return [(s, d, device) for (s, d), device in zip(pairs, cpu, strict=True)] + CUDA_CASES
 
 
 def observe_scalers(fn, seed: int) -> dict:
-    """Ask ``fn(strategy, amp_dtype, device)`` for each pair's scaler, on the CPU; describe it."""
+    """Ask ``fn(strategy, amp_dtype, device)`` for each case's scaler; describe it."""
     rows = []
-    for index, (strategy, name) in enumerate(_scaler_cases(seed)):
-        # A torch.device or its name, both at every seed (the notebook's check included).
-        device = torch.device("cpu") if (index + seed) % 2 == 0 else "cpu"
+    for strategy, name, device in _scaler_cases(seed):
         scaler, error, warned = call_noting_warnings(fn, strategy, DTYPES[name], device)
         row = {"strategy": strategy, "dtype": name, "given": repr(device)}
         row["error"] = error and error[:300]
@@ -178,7 +185,7 @@ def compare_scalers(mine: dict, reference: dict, seed: int) -> None:
             raise ExerciseFailed(f"{where} raised {got['error']}.")
         if got["kind"] not in KINDS:
             raise ExerciseFailed(
-                f"{where} returned a {got['kind']}; the reference returns "
+                f"{where} returned {got['kind']}; the reference returns "
                 f"{KINDS[want['kind']]}, {'enabled' if want['enabled'] else 'disabled'}."
             )
         differs = scaler_built(got, want)

@@ -10,6 +10,7 @@ import time
 
 import torch
 
+from ...display import shown
 from ...memory import gpus_needed
 from ...timing import SimulatedQueue
 from .. import Answer, ExerciseFailed, call_answer, fail_on_error, register
@@ -125,7 +126,7 @@ def observe_timer(time_steps, seed: int) -> dict:
         "readings": queue.readings[:1] + queue.readings[-1:],  # the first and the last
         "error": error,
         "seconds": number,
-        "returned": None if number is not None else repr(got)[:80],
+        "returned": None if number is not None else shown(got, 160),  # a Measurement, with its time
     }
 
 
@@ -286,7 +287,7 @@ def observe_fit(largest_batch, seed: int) -> list[dict]:
                     "error": error,
                     "result": number,
                     "whole": whole is not None,
-                    "returned": None if number is not None else repr(got)[:80],
+                    "returned": None if number is not None else shown(got),
                 }
             )
     return results
@@ -327,9 +328,14 @@ def compare_fit(mine, reference, seed: int) -> None:
         on_an_edge = abs(quotient - round(quotient)) < 1e-9 * max(1.0, abs(quotient))
         if result == expected or (on_an_edge and result in (round(quotient), expected)):
             continue  # a float rounding on the very edge of a whole batch goes either way
+        if result < 0:
+            raise ExerciseFailed(
+                f"{call} returned {result}, expected {expected}: a batch is never negative (where "
+                "not even one sample fits, the reference returns 0)."
+            )
         bigger = "a larger batch fits, " if result < expected and expected > 0 else ""
-        shown = _fit_account(case, max(result, expected))
-        raise ExerciseFailed(f"{call} returned {result}, expected {expected}: {bigger}{shown}.")
+        account = _fit_account(case, max(result, expected))
+        raise ExerciseFailed(f"{call} returned {result}, expected {expected}: {bigger}{account}.")
 
 
 register("05.largest_batch", observe_fit, compare_fit)

@@ -9,6 +9,7 @@ import math
 import torch
 
 from ... import gpus
+from ...display import shown
 from .. import ExerciseFailed, call_answer, fail_on_error
 from ..answers import as_number
 
@@ -40,7 +41,7 @@ def _observe_numbers(fn, cases) -> list[dict]:
     for case in cases:
         got, error = call_answer(fn, *case)
         number = as_number(got)
-        returned = None if number is not None else repr(got)[:80]
+        returned = None if number is not None else shown(got)
         results.append({"case": list(case), "error": error, "result": number, "returned": returned})
     return results
 
@@ -55,8 +56,8 @@ def compare_mfu(mine, reference, seed: int) -> None:
         fail_on_error(got["error"], f"mfu({flops:.4g}, {seconds:.4g}, {peak:.4g})")
         expected, result = want["result"], got["result"]
         if result is None or not math.isfinite(result):
-            shown = got["returned"] if result is None else result
-            raise ExerciseFailed(f"mfu{(flops, seconds, peak)} should be a number, got {shown}.")
+            said = got["returned"] if result is None else result
+            raise ExerciseFailed(f"mfu{(flops, seconds, peak)} should be a number, got {said}.")
         if not math.isclose(result, expected, rel_tol=1e-6):
             # What differs, by a factor the units make (100, 1e12) where it is one of them.
             times = next(
@@ -115,8 +116,8 @@ def compare_estimate(mine, reference, seed: int) -> None:
         fail_on_error(got["error"], call)
         result, expected = got["result"], want["result"]
         if result is None or not math.isfinite(result):
-            shown = got["returned"] if result is None else result
-            raise ExerciseFailed(f"{call} should return a number, got {shown}.")
+            said = got["returned"] if result is None else result
+            raise ExerciseFailed(f"{call} should return a number, got {said}.")
         if math.isclose(result, expected, rel_tol=1e-6):
             continue
         flops = expected * peak * 1e12 * step_ms / 1e3  # what the expected value counts per step

@@ -15,7 +15,13 @@ import math
 
 from ... import gpus
 from .. import register
-from .intensity import close, compare, draw, known_byte_count, observe, ratio_words
+from .intensity import HALF, close, compare, draw, known_byte_count, observe, ratio_words
+
+
+def _twice(total: int, itemsize: int) -> str:
+    """The other reading of half the intensity: twice the bytes, each element at twice its size."""
+    return f"{2 * total:,} bytes, every element at {2 * itemsize} bytes"
+
 
 # ---- 10.matmul_intensity: a batched matmul, its dtype given by name ----------------------------
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes per element of each dtype name
@@ -66,7 +72,7 @@ def _explain_matmul(case, got: float) -> str:
         return f"{said}: one product's bytes, against the FLOPs of all {batch}."
     said = f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs"
     if close(implied_flops, flops / 2):
-        return f"{said}: half the reference's (or, at its FLOPs, twice its bytes)."
+        return f"{said}: half the reference's; or, at its FLOPs, {_twice(total, size)}."
     if batch > 1 and close(implied_flops, flops / batch):
         return f"{said}: one product's FLOPs, against the bytes of all {batch}."
     return account
@@ -216,7 +222,7 @@ def _explain_conv(case, got: float) -> str:
     if ratio:
         return (
             f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs: {ratio}"
-            + (" (or, at its FLOPs, twice its bytes)." if ratio.startswith("half") else ".")
+            + (f"; or, at its FLOPs, {_twice(total, itemsize)}." if ratio == HALF else ".")
         )
     output_side = _output_side(case, got)
     if output_side:

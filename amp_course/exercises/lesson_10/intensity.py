@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from ...display import shown
 from .. import ExerciseFailed, call_answer, fail_on_error
 from ..answers import apart, as_number
 
@@ -27,7 +28,7 @@ def observe(fn, cases: list[tuple]) -> list[dict]:
                 "case": list(case),
                 "error": error,
                 "result": number,
-                "returned": None if number is not None else repr(got)[:80],
+                "returned": None if number is not None else shown(got),
             }
         )
     return results
@@ -76,6 +77,9 @@ def known_byte_count(parts: dict[str, int], implied_bytes: float, itemsize: int)
     return None
 
 
+HALF = "half the reference's"
+
+
 def ratio_words(value: float, reference: float) -> str | None:
     """``value`` against ``reference`` in words, where one is a whole multiple of the other."""
     larger, smaller = max(value, reference), min(value, reference)
@@ -84,4 +88,4 @@ def ratio_words(value: float, reference: float) -> str | None:
         return None
     if value > reference:
         return f"{whole} times the reference's"
-    return "half the reference's" if whole == 2 else f"1/{whole} of the reference's"
+    return HALF if whole == 2 else f"1/{whole} of the reference's"
