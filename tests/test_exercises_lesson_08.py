@@ -336,13 +336,3 @@ def test_a_count_far_past_the_search_limit_is_explained_quickly():
         r"at n = 4 \(within the margin\), for a margin of 0.001: n = 4 already fits\.$",
         message,
     ), message
-
-
-def test_the_lessons_text_states_the_checks_time_limit():
-    import nbformat
-    from conftest import ROOT
-
-    text = "\n".join(
-        cell.source for cell in nbformat.read(ROOT / "notebooks/08_capstone.ipynb", 4).cells
-    )
-    assert text.count(f"past {lesson.CALL_LIMIT_S:g} s") == 2
