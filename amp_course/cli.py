@@ -51,6 +51,10 @@ COMMANDS = {
     "smoke-bench": Command(
         "each lesson's smoke-mode time on this CPU (reports/smoke/)", f"{TOOLING}.runs.smoke:main"
     ),
+    "suite-bench": Command(
+        "the test suite's time on this CPU, or rehearsing another (reports/suite/)",
+        f"{TOOLING}.runs.suite:main",
+    ),
     "grading-bench": Command(
         "grading throughput: generated submissions, sandboxed, per --jobs (reports/grading/)",
         f"{TOOLING}.grading.throughput:main",

@@ -26,6 +26,7 @@ REPORTS = Path("reports")  # measured runs: the benchmark's default output folde
 GPU_REPORTS = REPORTS / "gpu"  # one folder per GPU run (reports/gpu/<device>/)
 SMOKE_REPORTS = REPORTS / "smoke"  # the CPU smoke benchmark of every lesson
 GRADING_REPORTS = REPORTS / "grading"  # the grading throughput benchmark
+SUITE_REPORTS = REPORTS / "suite"  # the test suite's time (make test's pytest)
 SITE = Path("site")  # the website's conf.py and _static/; its build goes to site/_build
 QUIZZES = Path("quizzes")  # published quizzes (their sources in quizzes/source/)
 DATA = Path("data")  # the shipped MNIST files

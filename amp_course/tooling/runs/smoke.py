@@ -20,9 +20,10 @@ import tempfile
 from pathlib import Path
 
 from ... import cpu
-from ...device import device_slug, machine_record
+from ...device import machine_record
 from ...paths import ROOT, SMOKE_REPORTS, lesson_notebooks
 from .. import machine_reports
+from .. import rehearse as rehearsing
 from . import cpu_step
 from .execute import environment, run_notebooks
 
@@ -95,14 +96,7 @@ def markdown(bench: dict) -> str:
         "with an empty torch.compile cache; each lesson's median and the range of its passes."
     )
     if rehearsal:
-        caps = ", ".join(f"`{k}={v}`" for k, v in rehearsal["caps"].items())
-        lines += [
-            "",
-            f"Rehearsal: {caps} in every lesson's kernel, so torch dispatches as on "
-            f"{rehearsal['kind']} and bf16 autocast is emulated. The caps change which kernels "
-            "run, not this machine's clock, caches or memory: a slower machine of that kind "
-            "takes longer.",
-        ]
+        lines += ["", rehearsing.paragraph(rehearsal, "every lesson's kernel")]
     lines += [
         "",
         "| lesson | seconds (median) | range | target met |",
@@ -144,9 +138,8 @@ def measure(
     env = cpu.rehearsal_environment(rehearse) if rehearse else {}
     record = machine_record("cpu")
     if rehearse:
-        rehearsal = cpu.REHEARSALS[rehearse]
-        record["rehearsal"] = {"key": rehearse, "kind": rehearsal.kind, "caps": rehearsal.caps}
-        record["cpu_capability"] = rehearsal.caps[cpu.ATEN_CAP_VARIABLE].upper()
+        record["rehearsal"] = rehearsing.record(rehearse)
+        record["cpu_capability"] = cpu.REHEARSALS[rehearse].caps[cpu.ATEN_CAP_VARIABLE].upper()
     notebooks = notebooks or lesson_notebooks()
     runs = []
     with tempfile.TemporaryDirectory() as tmp, environment(**env):
@@ -160,10 +153,7 @@ def measure(
     return report(runs, record, step=step)
 
 
-def name(bench: dict) -> str:
-    """The report's file name: the machine's, and the CPU kind it rehearsed if any."""
-    rehearsal = bench.get("rehearsal")
-    return device_slug(bench["device"]) + (f"-rehearsing-{rehearsal['key']}" if rehearsal else "")
+name = rehearsing.report_name
 
 
 def write(bench: dict, out: Path) -> list[Path]:
@@ -176,13 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / SMOKE_REPORTS)
     parser.add_argument("--notebooks", nargs="*", type=Path, default=None)
     parser.add_argument("--passes", type=int, default=PASSES, help="passes over the lessons")
-    parser.add_argument(
-        "--rehearse-cpu",
-        choices=sorted(cpu.REHEARSALS),
-        default=None,
-        help="run the lessons with the dispatch caps of another kind of CPU (ac.cpu): avx2, a "
-        "CPU without native bf16",
-    )
+    rehearsing.add_option(parser, "the lessons")
     args = parser.parse_args(argv)
     if args.passes < 1:
         parser.error("--passes must be 1 or more")

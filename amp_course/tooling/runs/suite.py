@@ -1,0 +1,181 @@
+"""How long the test suite takes on this machine: the benchmark behind the course's target of
+240 s of pytest for ``make test`` on a 2-core CPU without native bf16. The tests are not timed (a
+timed test would fail on a busy machine); this records.
+
+Run as ``make bench-suite`` or ``amp-course suite-bench``: the README's test command (pytest on
+every test, as ``make test`` runs it after the lint) ``--passes`` times. With ``--rehearse-cpu
+avx2`` the passes alternate between the rehearsal (``ac.cpu``'s caps, in every process the tests
+start) and this machine as it is, so a change in the machine's load touches both alike and the
+report gives the rehearsal's cost beside the native time measured with it. pytest's own duration
+of each pass is kept, its counts of passed and failed tests, and its slowest tests.
+``reports/suite/<device>.json`` and ``.md`` keep them with the machine they were measured on,
+``<device>-rehearsing-<kind>`` a rehearsal's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from ... import cpu
+from ...device import machine_record
+from ...paths import ROOT, SUITE_REPORTS
+from .. import machine_reports
+from .. import rehearse as rehearsing
+
+TARGET_S = 240.0  # make test's pytest, on a 2-core CPU without native bf16
+PASSES = 2
+SLOWEST = 10  # the slowest tests kept from each pass
+# pytest's last line, "2894 passed, 17 skipped, 4 warnings in 231.68s (0:03:51)" (between rows of
+# "=" without -q), and its --durations lines, "45.93s setup    tests/test_grading.py::test_...".
+SUMMARY = re.compile(
+    r"^(?:=+ )?(?P<counts>\d+ (?:passed|failed|skipped|errors?|deselected)\b.*?) "
+    r"in (?P<seconds>[\d.]+)s\b",
+    re.MULTILINE,
+)
+DURATION = re.compile(r"^(?P<seconds>[\d.]+)s (?P<when>setup|call|teardown)\s+(?P<test>\S+)")
+
+
+def command(workers: str = "logical") -> list[str]:
+    """The Makefile's test command (``make test`` after its lint), slowest tests listed."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-n",
+        workers,
+        "--dist",
+        "loadgroup",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--durations={SLOWEST}",
+    ]
+
+
+def parse(output: str) -> dict:
+    """One pass's pytest output as a record: its seconds, its counts, its slowest tests."""
+    summaries = list(SUMMARY.finditer(output))
+    if not summaries:
+        tail = output.strip().splitlines()[-1:] or ["no output"]
+        raise ValueError(f"pytest's output has no summary line; it ended: {tail[0][:200]}")
+    last = summaries[-1]
+    counts = {
+        word: int(number)
+        for number, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last["counts"])
+    }
+    slowest = [
+        {"seconds": float(m["seconds"]), "when": m["when"], "test": m["test"]}
+        for m in map(DURATION.match, output.splitlines())
+        if m
+    ][:SLOWEST]
+    return {"seconds": float(last["seconds"]), "counts": counts, "slowest": slowest}
+
+
+def run_pass(rehearse: str | None, workers: str = "logical") -> dict:
+    """One pass of the suite from the course's root, as the README's command runs it."""
+    env = {**os.environ, "AMP_COURSE_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    env.update(cpu.rehearsal_environment(rehearse) if rehearse else {})
+    done = subprocess.run(
+        command(workers), cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    record = parse(done.stdout + done.stderr)
+    return {**record, "kind": rehearse or "native", "returncode": done.returncode}
+
+
+def report(passes: list[dict], record: dict, target_s: float = TARGET_S) -> dict:
+    """The benchmark record: the machine, the target, every pass, and the median per kind."""
+    kinds = {}
+    for one in passes:
+        kinds.setdefault(one["kind"], []).append(one["seconds"])
+    medians = {kind: round(statistics.median(times), 1) for kind, times in kinds.items()}
+    timed = record.get("rehearsal", {}).get("key") or "native"
+    failed = [p for p in passes if p["returncode"] != 0]
+    return {
+        "cpu_count": os.cpu_count(),
+        **record,
+        "target_s": target_s,
+        "passes": passes,
+        "median_s": medians,
+        "met": not failed and medians[timed] <= target_s,
+    }
+
+
+def markdown(bench: dict) -> str:
+    """The record as text: the machine, what was run, each pass, the target met or not."""
+    rehearsal = bench.get("rehearsal")
+    timed = rehearsal["key"] if rehearsal else "native"
+    lines = [
+        f"# The test suite on {bench['device']}"
+        + (f", rehearsing {rehearsal['kind']}" if rehearsal else ""),
+        "",
+        f"{bench['cpu_count']} cores, torch {bench['versions']['torch']}, measured "
+        f"{bench['date']}. Target: {bench['target_s']:.0f} s or less of pytest for `make test` "
+        "on a 2-core CPU without native bf16. pytest's own duration of the whole suite, run as "
+        f"`{' '.join(['pytest', *command()[4:]])}` from the course's root"
+        + (
+            "; the passes alternate between the rehearsal and this machine as it is."
+            if rehearsal
+            else "."
+        ),
+    ]
+    if rehearsal:
+        lines += ["", rehearsing.paragraph(rehearsal, "every process the tests start")]
+    lines += [
+        "",
+        "| pass | kind | seconds | tests | exit code |",
+        "| ---: | --- | ---: | --- | ---: |",
+    ]
+    for index, one in enumerate(bench["passes"], 1):
+        counts = ", ".join(f"{n} {word}" for word, n in one["counts"].items())
+        lines.append(
+            f"| {index} | {one['kind']} | {one['seconds']:.1f} | {counts} | {one['returncode']} |"
+        )
+    medians = bench["median_s"]
+    said = ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in medians.items())
+    lines += [
+        "",
+        f"Median: {said}. Target met ({timed}): {'yes' if bench['met'] else '**no**'}.",
+        "",
+        f"The slowest tests of the last {timed} pass:",
+        "",
+    ]
+    last = [one for one in bench["passes"] if one["kind"] == timed][-1]
+    lines += [f"- {t['seconds']:.1f} s {t['when']} `{t['test']}`" for t in last["slowest"]]
+    return "\n".join(lines + [""])
+
+
+def measure(passes: int = PASSES, rehearse: str | None = None) -> dict:
+    """``passes`` passes of the suite (with ``rehearse``, each of them beside a native pass)."""
+    record = machine_record("cpu")
+    if rehearse:
+        record["rehearsal"] = rehearsing.record(rehearse)
+    kinds = [rehearse, None] if rehearse else [None]
+    runs = []
+    for index in range(passes):
+        for kind in kinds if index % 2 == 0 else kinds[::-1]:
+            runs.append(run_pass(kind))
+            print(f"pass {len(runs)}: {runs[-1]['kind']} {runs[-1]['seconds']:.1f} s", flush=True)
+    return report(runs, record)
+
+
+name = rehearsing.report_name
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="amp-course suite-bench", description=__doc__)
+    parser.add_argument("--out", type=Path, default=ROOT / SUITE_REPORTS)
+    parser.add_argument("--passes", type=int, default=PASSES, help="passes of each kind")
+    rehearsing.add_option(parser, "the suite, in passes alternating with this machine as it is,")
+    args = parser.parse_args(argv)
+    if args.passes < 1:
+        parser.error("--passes must be 1 or more")
+    bench = measure(args.passes, args.rehearse_cpu)
+    machine_reports.write(bench, markdown(bench), args.out, name=name(bench))
+    print(markdown(bench))
+    return 0 if bench["met"] else 1
