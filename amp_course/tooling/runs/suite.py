@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ... import cpu
+from ... import cpu, env_vars
 from ...device import machine_record
 from ...paths import ROOT, SUITE_REPORTS
 from .. import machine_reports
@@ -79,7 +79,7 @@ def parse(output: str) -> dict:
 
 def run_pass(rehearse: str | None, workers: str = "logical") -> dict:
     """One pass of the suite from the course's root, as the README's command runs it."""
-    env = {**os.environ, "AMP_COURSE_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    env = {**os.environ, env_vars.OFFLINE: "1", "MPLBACKEND": "Agg"}
     env.update(cpu.rehearsal_environment(rehearse) if rehearse else {})
     done = subprocess.run(
         command(workers), cwd=ROOT, env=env, capture_output=True, text=True, check=False
@@ -117,7 +117,7 @@ def markdown(bench: dict) -> str:
         f"{bench['cpu_count']} cores, torch {bench['versions']['torch']}, measured "
         f"{bench['date']}. Target: {bench['target_s']:.0f} s or less of pytest for `make test` "
         "on a 2-core CPU without native bf16. pytest's own duration of the whole suite, run as "
-        f"`{' '.join(['pytest', *command()[4:]])}` from the course's root"
+        f"`{' '.join(['pytest', *command()[3:]])}` from the course's root"
         + (
             "; the passes alternate between the rehearsal and this machine as it is."
             if rehearsal
