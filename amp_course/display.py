@@ -48,10 +48,16 @@ def error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:500]
 
 
+def with_article(noun: str) -> str:
+    """``noun`` after "a" or "an", as it is read aloud: "an int", "an ndarray", "a uint8"."""
+    spoken_vowel = noun[:1].lower() in "aeio" or noun.startswith("nd")
+    return f"{'an' if spoken_vowel else 'a'} {noun}"
+
+
 def kind_of(value) -> str:
     """How a message names what the learner's code gave where another kind was asked for: "None",
-    or "a float", "a Tensor"..."""
-    return "None" if value is None else f"a {type(value).__name__}"
+    or "a float", "an int", "a Tensor"..."""
+    return "None" if value is None else with_article(type(value).__name__)
 
 
 def shown(value, width: int = 80) -> str:

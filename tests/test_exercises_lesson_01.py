@@ -106,7 +106,8 @@ def test_fields_that_are_not_whole_numbers_fail_and_whole_floats_pass():
         "01.bit_fields: decompose(0.1, torch.float32) returned (0, 123.6"
     ) and str(failure.value).endswith("; return three integers (sign, exponent, mantissa).")
     as_strings = lambda v, d: tuple(str(x) for x in decompose_bits(v, d))  # noqa: E731
-    with pytest.raises(exercises.ExerciseFailed, match=r"returned \('0', '127', '0'\); return"):
+    strings = r"returned \('0', '127', '0'\) \(a tuple\); return"
+    with pytest.raises(exercises.ExerciseFailed, match=strings):
         exercises.check("01.bit_fields", as_strings)
     as_floats = lambda v, d: tuple(float(x) for x in decompose_bits(v, d))  # noqa: E731
     as_tensors = lambda v, d: tuple(torch.tensor(x) for x in decompose_bits(v, d))  # noqa: E731
@@ -206,10 +207,10 @@ def subnormal_exponent_minus_bias(bits, e, m):
             lambda bits, e, m: abs(exercises.solution(VALUE_OF)(bits, e, m)),
             r"encode -2.0 \(sign bit 1, .*\): yours has the other sign\.$",
         ),
-        (lambda bits, e, m: "one", "returned 'one'; the reference returns a number"),
+        (lambda bits, e, m: "one", r"returned 'one' \(a str\); the reference returns a number"),
         (
             lambda bits, e, m: str(exercises.solution(VALUE_OF)(bits, e, m)),
-            r"returned '1.0'; the reference returns a number\.$",
+            r"returned '1.0' \(a str\); the reference returns a number\.$",
         ),
     ],
 )

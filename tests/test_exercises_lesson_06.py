@@ -157,7 +157,7 @@ def majors_8_and_9(cc, cpu):  # the lesson's bf16 GPUs are 8.x and 9.x
             r"an AVX-512 CPU without bf16 instructions \(a CPU\): you chose torch.float32, the "
             r"reference torch.bfloat16. bf16 autocast measured 0\.80x .* no bf16 flags\.$",
         ),
-        (lambda cc, cpu: "bf16", "returned 'bf16'; the reference returns a torch dtype"),
+        (lambda cc, cpu: "bf16", r"returned 'bf16' \(a str\); the reference returns a torch dtype"),
     ],
 )
 def test_wrong_answers_fail(wrong, message):

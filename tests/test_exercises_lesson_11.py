@@ -177,7 +177,11 @@ def test_mx_correct_answers_in_several_styles_pass(answer):
         ),
         (
             lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).numpy(),
-            r"returned a ndarray; x is a float32 tensor",
+            r"returned an ndarray; x is a float32 tensor",
+        ),
+        (  # codes in 8 bits, the cast back left out
+            lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).to(torch.int8),
+            r"returned an int8 tensor; x is a float32 tensor",
         ),
     ],
 )
@@ -242,7 +246,7 @@ def test_gain_correct_answers_pass(answer):
         (_gain(combine=lambda a, b: a + b), r"your bf16 GEMM time"),
         (_gain(unit=1e9), r"your bf16 GEMM time .* \(yours / expected = 43"),
         (_gain(peak_only=True), r"your (FP8 GEMM|amax-and-cast) time"),
-        (lambda *a: 1.5, r"returned 1\.5; return three numbers in seconds"),
+        (lambda *a: 1.5, r"returned 1\.5 \(a float\); return three numbers in seconds"),
         (lambda *a: _gain()(*a)[:2], r"return three numbers"),
         (
             lambda *a: tuple(max(t, 2e-6) for t in _gain()(*a)),  # torchao's 2 us a kernel
@@ -250,7 +254,7 @@ def test_gain_correct_answers_pass(answer):
         ),
         (
             lambda *a: dict(zip(("bf16", "fp8", "cast"), _gain()(*a), strict=True)),
-            r"returned \{'bf16': [^;]{60,} \.\.\.; return three numbers in seconds",
+            r"returned \{'bf16': [^;]{60,} \.\.\. \(a dict\); return three numbers in seconds",
         ),
     ],
 )
@@ -316,7 +320,7 @@ def test_moment_correct_answers_pass(answer):
         (_moments(moments=1), r"'fp32'\) returned .* \(8 bytes per value\)"),
         (_moments(per_tensor_scale=True), r"'8bit'\) returned"),
         (_moments(bf16_bytes=4), r"'bf16'\) returned .* \(4 bytes per value\)"),
-        (lambda s, k: "many", r"returned 'many'; return a number of bytes"),
+        (lambda s, k: "many", r"returned 'many' \(a str\); return a number of bytes"),
     ],
 )
 def test_moment_wrong_answers_are_rejected_saying_what_differs(wrong, words):

@@ -8,6 +8,7 @@ import operator
 
 import torch
 
+from ..display import shown
 from . import ExerciseFailed, call_answer, fail_on_error, register
 
 # (exponent bits, mantissa bits) of the formats the exercise covers: the three the lesson's hints
@@ -70,7 +71,7 @@ def observe(decompose, seed: int) -> list[dict]:
                     if len(record["fields"]) != 3:
                         raise ValueError
                 except (TypeError, ValueError):
-                    record["fields"], record["returned"] = None, repr(got)[:80]
+                    record["fields"], record["returned"] = None, shown(got)
             results.append(record)
     return results
 
@@ -142,7 +143,7 @@ def observe_values(value_of, seed: int) -> list[dict]:
                     raise TypeError
                 record["value"] = float(got)
             except (TypeError, ValueError):
-                record["value"], record["returned"] = None, repr(got)[:80]
+                record["value"], record["returned"] = None, shown(got)
         results.append(record)
     return results
 

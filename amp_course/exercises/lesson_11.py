@@ -14,6 +14,7 @@ import math
 import torch
 
 from .. import gpus
+from ..display import kind_of, shown, with_article
 from . import ExerciseFailed, call_answer, fail_on_error, register
 from .answers import fail_on_input_changed, input_changed
 
@@ -98,16 +99,16 @@ def observe_mx(fn, seed: int) -> list[dict]:
                 record["dtype"] = _kind(got)
                 record["got"] = torch.as_tensor(got).detach().to(torch.float32).cpu()
             except (TypeError, ValueError, RuntimeError):
-                record["returned"] = repr(got)[:80]
+                record["returned"] = shown(got)
         results.append(record)
     return results
 
 
 def _kind(value) -> str:
-    """ "a float32 tensor", or what else ``value`` is ("a ndarray")."""
+    """ "a float32 tensor", "an int8 tensor", or what else ``value`` is ("an ndarray")."""
     if isinstance(value, torch.Tensor):
-        return f"a {str(value.dtype).removeprefix('torch.')} tensor"
-    return f"a {type(value).__name__}"
+        return with_article(f"{str(value.dtype).removeprefix('torch.')} tensor")
+    return kind_of(value)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -203,8 +204,7 @@ def observe_gain(fn, seed: int) -> list[dict]:
             except TypeError:  # not iterable
                 pass
         if error is None and record["times"] is None:
-            shown = repr(got)
-            record["returned"] = shown if len(shown) <= 80 else f"{shown[:76]} ..."
+            record["returned"] = shown(got)
         results.append(record)
     return results
 
@@ -281,7 +281,7 @@ def observe_moments(fn, seed: int) -> list[dict]:
                 "case": [list(shape), kind],
                 "error": error,
                 "bytes": number,
-                "returned": None if number is not None else repr(got)[:80],
+                "returned": None if number is not None else shown(got),
             }
         )
     return results

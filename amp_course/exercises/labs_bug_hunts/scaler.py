@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from ...display import kind_of
 from ...labs.bug_hunts import DEVICE, lab_batches, lab_model, poisoned_for, train_steps
 from .. import ExerciseFailed, call_answer, fail_on_error
 from ..answers import call_noting_warnings, compare_params, scaler_built, scaler_record
@@ -77,7 +78,7 @@ def observe_prepare(prepare, seed: int) -> dict:
         kinds = (
             ", ".join(type(item).__name__ for item in result) if isinstance(result, tuple) else ""
         )
-        returned = f"a tuple ({kinds})" if kinds else f"a {type(result).__name__}"
+        returned = f"a tuple ({kinds})" if kinds else kind_of(result)
         return {"error": error, "triple": False, "returned": returned}
     model, optimizer, scaler = result
     is_scaler = isinstance(scaler, torch.amp.GradScaler)

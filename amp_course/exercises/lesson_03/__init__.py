@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from ...display import shown
 from .. import ExerciseFailed, call_answer, fail_on_error, register
 from .core import compare_core, observe_core
 
@@ -132,7 +133,7 @@ def observe(read_scale_log, seed: int) -> list[dict]:
                 found, good = got
                 record["result"] = [sorted(int(s) for s in found), int(good)]
             except (TypeError, ValueError):
-                record["result"], record["returned"] = None, repr(got)[:80]
+                record["result"], record["returned"] = None, shown(got)
         results.append(record)
     return results
 

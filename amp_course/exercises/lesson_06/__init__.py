@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...display import shown
 from ...precisions import BF16
 from ...timing import Comparison
 from .. import ExerciseFailed, call_answer, fail_on_error, register
@@ -97,7 +98,7 @@ def observe(choose, seed: int) -> list[dict]:
                 "why": why,
                 "error": error,
                 "dtype": str(got) if isinstance(got, torch.dtype) else None,
-                "returned": None if isinstance(got, torch.dtype) else repr(got)[:80],
+                "returned": None if isinstance(got, torch.dtype) else shown(got),
             }
         )
     return results
