@@ -9,6 +9,9 @@ two seeds); that each check cell checks the blank above it is asked here without
 """
 
 import re
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 from conftest import NOTEBOOKS, has_tag, notebook, tagged
@@ -16,6 +19,7 @@ from conftest import NOTEBOOKS, has_tag, notebook, tagged
 from amp_course.tooling.executed import printed
 
 IDS = [p.stem for p in NOTEBOOKS]
+STARTED = time.time()  # before any lesson of this session runs (they run after collection)
 CHECK_CALL = re.compile(r"\bexercises\.check\(")
 
 
@@ -41,6 +45,20 @@ def test_papermill_smoke(path, executed_lesson):
 
 
 CORE = ("00", "01", "02", "03", "04")  # the lessons a newcomer starts with
+
+
+@pytest.mark.notebook
+@pytest.mark.executes_lessons
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if p.stem == "07_multi_gpu"], ids=["07_multi_gpu"]
+)
+def test_the_launches_leave_no_folder_in_the_temporary_directory(path, executed_lesson):
+    """Lesson 07's ranks write their reports into a folder per launch; a run of the lesson leaves
+    none of them in the learner's temporary directory."""
+    executed_lesson(path)
+    folders = [f for s in ("fsdp", "ddp") for f in Path(tempfile.gettempdir()).glob(f"amp-{s}-*")]
+    left = [str(f) for f in folders if f.stat().st_mtime >= STARTED]
+    assert not left, left
 
 
 @pytest.mark.notebook
