@@ -20,6 +20,28 @@ def test_unknown_optimizer():
         memory.training_memory(10, 0, optimizer="lion")
 
 
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        # A count typed as text made an account of repeated strings ('10101010' bytes).
+        (lambda: memory.training_memory("10", 0), "num_params must be a number, not '10' (a str)"),
+        (lambda: memory.training_memory(None, 0), "num_params must be a number, not None"),
+        (lambda: memory.training_memory(10, -1), "activation_bytes must be at least 0, not -1"),
+        (lambda: memory.training_memory(10, 0, optimizer=None), "Unknown optimizer None"),
+        (lambda: memory.gpus_needed(1, 1, "8", 80), "global_batch must be a whole number, not '8'"),
+        (lambda: memory.gpus_needed(1, 1, 8.0, 80), "global_batch must be a whole number, not 8.0"),
+        (lambda: memory.gpus_needed(1, 1, 0, 80), "global_batch must be at least 1, not 0"),
+        (lambda: memory.gpus_needed(1, 1, 8, None), "gpu_bytes must be a number, not None"),
+        (lambda: memory.gpus_needed(1, 1, 8, 80, 90), "usable_fraction must be in (0, 1], not 90"),
+        (lambda: memory.gpus_needed(1, float("nan"), 8, 80), "must be at least 0, not nan"),
+    ],
+)
+def test_an_account_of_what_is_not_a_count_says_which_argument(call, words):
+    with pytest.raises((TypeError, ValueError)) as raised:
+        call()
+    assert words in str(raised.value), raised.value
+
+
 def test_saved_bytes_of_a_linear_stack_match_hand_count():
     # Linear(64->128) saves its input; ReLU saves its output; Linear(128->10) saves its input.
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))

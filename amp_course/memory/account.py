@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from ..display import shown
 from ..recipe import AmpRecipe
 from . import fake_cuda
 
 # Bytes per parameter of optimizer state kept in fp32: Adam/AdamW keep two moments (m and v).
 OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd_momentum": 4, "adam": 8, "adamw": 8}
+
+
+def _amount(function: str, name: str, value, *, whole: bool = False, least: float = 0):
+    """``value`` when it is a real number (a whole one where ``whole``) of at least ``least``;
+    else an error naming the function, the argument and what was given ('10' as a str made the
+    account of a string repeated: '10101010' bytes)."""
+    kinds = numbers.Integral if whole else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "a whole number" if whole else "a number"
+        raise TypeError(f"{function}: {name} must be {kind}, not {shown(value)}.")
+    if not value >= least:  # NaN too
+        raise ValueError(f"{function}: {name} must be at least {least:g}, not {value}.")
+    return value
 
 
 @dataclass
@@ -94,7 +109,11 @@ def training_memory(
     per parameter with Adam); the activations saved for backward shrink, and autocast adds
     low-precision copies of the weights (``weight_copy_bytes``, 2 bytes per parameter).
     """
-    key = optimizer.lower()
+    names = ("num_params", "activation_bytes", "weight_copy_bytes", "param_bytes", "grad_bytes")
+    amounts = (num_params, activation_bytes, weight_copy_bytes, param_bytes, grad_bytes)
+    for name, value in zip(names, amounts, strict=True):
+        _amount("training_memory", name, value)
+    key = optimizer.lower() if isinstance(optimizer, str) else None
     if key not in OPTIMIZER_STATE_BYTES:
         raise ValueError(
             f"Unknown optimizer {optimizer!r}. Valid: {', '.join(OPTIMIZER_STATE_BYTES)}."
@@ -245,6 +264,16 @@ def gpus_needed(
     within ``usable_fraction`` of ``gpu_bytes``. Returns None when no count up to one sample per
     GPU fits.
     """
+    for name, value in [
+        ("static_bytes", static_bytes),
+        ("activation_bytes_per_sample", activation_bytes_per_sample),
+        ("sharded_bytes", sharded_bytes),
+        ("gpu_bytes", gpu_bytes),
+    ]:
+        _amount("gpus_needed", name, value)
+    _amount("gpus_needed", "global_batch", global_batch, whole=True, least=1)
+    if not 0 < _amount("gpus_needed", "usable_fraction", usable_fraction) <= 1:
+        raise ValueError(f"gpus_needed: usable_fraction must be in (0, 1], not {usable_fraction}.")
     usable = gpu_bytes * usable_fraction
     for gpus in range(1, global_batch + 1):
         per_gpu_batch = -(-global_batch // gpus)
