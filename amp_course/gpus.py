@@ -104,8 +104,24 @@ class Gpu:
         return has_tensor_cores(self.capability, fmt)
 
     def peak(self, precision: str) -> float | None:
-        """The dense peak in TFLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp8"...)."""
-        return self.peak_tflops.get(precision)
+        """The dense peak in TFLOP/s for ``precision`` ("fp32", "tf32", "bf16", "fp8"...); None
+        where this card has none in the table. A name no card's peak has is refused."""
+        return self.peak_tflops.get(require_peak_name(precision))
+
+
+# The names a row's peaks go by (a test holds every row to them).
+PEAK_NAMES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def require_peak_name(precision: str) -> str:
+    """``precision`` when a peak of the table may go by it; else an error naming the valid ones
+    (a typo, or "bfloat16", gave None: no peak known)."""
+    if precision not in PEAK_NAMES:
+        raise ValueError(
+            f"The course's table of GPUs has no peak named {precision!r}. Valid choices: "
+            f"{', '.join(PEAK_NAMES)}."
+        )
+    return precision
 
 
 def _words(text: str) -> frozenset[str]:
@@ -241,6 +257,7 @@ def lookup(device_name: str) -> Gpu | None:
 
 def peak_tflops(device_name: str, precision: str) -> float | None:
     """The published dense peak of this GPU for ``precision``; None when unknown (or a CPU)."""
+    require_peak_name(precision)  # on a CPU too: a name is refused wherever it runs
     gpu = lookup(device_name)
     return None if gpu is None else gpu.peak(precision)
 

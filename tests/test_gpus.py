@@ -27,6 +27,16 @@ def test_each_row_is_found_by_the_name_torch_gives_it_and_is_consistent(gpu):
     peaks = [gpu.peak(p) for p in ("fp32", "tf32", "fp16", "fp8") if gpu.peak(p)]
     assert peaks == sorted(peaks)  # each narrower format is faster
     assert gpu.peak("fp16") == gpu.peak("bf16") or gpu.peak("bf16") is None
+    assert set(gpu.peak_tflops) <= set(gpus.PEAK_NAMES)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "bf17", "FP16", "e4m3"])
+@pytest.mark.parametrize("device", ["NVIDIA H100 80GB HBM3", "CPU x86"])
+def test_a_peak_name_the_table_does_not_use_is_refused_not_unknown(name, device):
+    """A typo or another spelling gave None, which reads as "this card has no such peak"."""
+    with pytest.raises(ValueError, match=f"no peak named '{name}'. Valid choices: fp32, tf32"):
+        gpus.peak_tflops(device, name)
+    assert gpus.GPUS["A100 SXM4 80GB"].peak("fp8") is None  # a name of the table this card lacks
 
 
 @pytest.mark.parametrize(
