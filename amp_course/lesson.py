@@ -137,7 +137,9 @@ def _whole_seed(seed) -> int:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA)."""
+    """Seed Python, NumPy and torch (CPU and CUDA); a seed that is not a whole number is refused
+    as the lesson's SEED is (NumPy's own error named a cast rule)."""
+    seed = _whole_seed(seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

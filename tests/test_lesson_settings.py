@@ -76,3 +76,12 @@ def test_lesson_07_launches_one_process_per_gpu_and_says_when_that_is_fewer(
     note = "NUM_PROCESSES=2: this machine has 1 GPU, one process each"
     assert (note in printed) == (gpus == 1)
     assert f"{gpus} process{'es' if gpus > 1 else ''} over NCCL" in printed
+
+
+@pytest.mark.parametrize("seed", ["x", 1.5, None, True])
+def test_seeding_with_what_is_not_a_whole_number_names_the_seed(seed):
+    """seed_everything, which lessons and labs call with their SEED: NumPy's own error for 'x'
+    named a cast rule between dtypes."""
+    with pytest.raises(ValueError, match=rf"SEED={seed!r}: a whole number"):
+        ac.lesson.seed_everything(seed)
+    ac.lesson.seed_everything("7")  # as papermill -p SEED 7 passes it
