@@ -25,6 +25,8 @@ if ROOT != Path(__file__).resolve().parents[1]:
         "run `python -m pytest` from this checkout's root."
     )
 NOTEBOOKS = lesson_notebooks(ROOT)
+# Seeds a grader may draw (not the notebook's 0, nor a lab check cell's drawn 1).
+SECRET_SEEDS = (12345, 987654321)
 # A folded "Deeper" aside in a lesson's Markdown (tests/test_reading_time.py, test_glossary.py).
 DEEPER = re.compile(
     r"<details>\n<summary><b>Deeper:</b> [^\n]+</summary>\n\n.*?\n\n</details>", re.S

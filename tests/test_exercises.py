@@ -9,11 +9,10 @@ import types
 import nbformat
 import pytest
 import torch
+from conftest import SECRET_SEEDS
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed, answers, plain
-
-SECRET_SEEDS = (12345, 987654321)
 
 
 def _observe_double(fn, seed):

@@ -397,6 +397,8 @@ WRONG = {
 def test_wrong_fix_fails_with_a_reason(name, wrong, words):
     with pytest.raises(ExerciseFailed, match=re.escape(words)):
         exercises.check(name, wrong)
+    for seed in conftest.SECRET_SEEDS:  # and at seeds a grader may draw
+        assert exercises.verdict(name, wrong, seed)[0] == "failed", seed
 
 
 @pytest.mark.parametrize("seed", [0, 12345])
