@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import operator
 
 import pytest
 
@@ -19,7 +20,9 @@ def whole_job_over_one_gpu(num_params, activation, batch, gpu_gib, amp):
     return math.ceil(total / (0.9 * gpu_gib * GIB))
 
 
-def counting(bytes_per_param=16, copies=True, usable=0.9, gib_bytes=GIB, share=None):
+def counting(
+    bytes_per_param=16, copies=True, usable=0.9, gib_bytes=GIB, share=None, fits=operator.le
+):
     """A gpus_for answer that searches the fewest GPUs with its own accounting; ``share(batch,
     gpus)`` is the images one GPU holds (right: rounded up)."""
     share = share or (lambda batch, gpus: -(-batch // gpus))
@@ -27,7 +30,7 @@ def counting(bytes_per_param=16, copies=True, usable=0.9, gib_bytes=GIB, share=N
     def answer(num_params, activation, batch, gpu_gib, amp):
         state = (bytes_per_param + (2 if amp and copies else 0)) * num_params
         for gpus in range(1, batch + 1):
-            if state + activation * share(batch, gpus) <= usable * gpu_gib * gib_bytes:
+            if fits(state + activation * share(batch, gpus), usable * gpu_gib * gib_bytes):
                 return gpus
         return None
 
@@ -323,6 +326,26 @@ SLIPS = {
         batch_with(right, rounding=round),
     ],
 }
+
+
+# Every seed has a job that fills the usable memory to the byte at the right answer: "fits" read
+# as < rather than <= asks for a GPU more or an image fewer there (it passed every seed before).
+STRICT = {
+    NAME: (counting(fits=operator.lt), "72.000 GiB in all: within the 72.000 GiB usable"),
+    BATCH: (
+        batch_with(right, rounding=lambda images: math.ceil(images) - 1),
+        "36.000 GiB in all: within the 36.000 GiB usable",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", STRICT)
+def test_fitting_read_as_strictly_less_fails_at_every_seed(name):
+    wrong, full = STRICT[name]
+    status, message = exercises.verdict(name, wrong, 0)
+    assert status == "failed" and full in message, message  # the total equals the usable memory
+    for seed in (1, 2, 3, 12345, 987654321):
+        assert exercises.verdict(name, wrong, seed)[0] == "failed", seed
 
 
 @pytest.mark.parametrize(

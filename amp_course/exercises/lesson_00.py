@@ -33,6 +33,9 @@ SEED0_CASES = [
     # 338 MiB of room beside the state holds one image of 288 MiB, not two: one image per GPU,
     # 71 GPUs for 71 images (a search that stops short of the global batch says None).
     (461_000_000, 288 * MIB, 71, 8, False),
+    # 16 GPUs are full to the byte: 65.5 GiB of state and 8 images of 512 MiB make the 72 GiB
+    # usable (a test of fitting with < asks for more GPUs).
+    (4_563_402_752, 512 * MIB, 128, 80, False),
 ]
 
 
@@ -94,7 +97,22 @@ def _cases(seed: int) -> list[tuple]:
     one_each = (num_params, activation, pick(20, 500), 24, False)
     # The static state alone overflows a GPU: no count of GPUs fits (None, not 0).
     overflows = (pick(3000, 5000) * 1_000_000, pick(20, 320) * MIB, 2 ** pick(9, 12), 40, True)
-    return cases + rounding + [divides, one_each, overflows, _copies_decide(pick)]
+    amp = bool(pick(0, 1))  # GPUs full to the byte at the count: < for "fits" asks for more
+    num_params, activation, images, gpu_gib = _exactly_full(pick, 16, amp, 64)
+    full = (num_params, activation, images * pick(2, 64), gpu_gib, amp)
+    return cases + rounding + [divides, one_each, overflows, _copies_decide(pick), full]
+
+
+def _exactly_full(pick, per_param: int, amp: bool, most_images: int):
+    """(parameters, activation bytes per image, images, GiB) where the state of ``per_param``
+    bytes per parameter (2 more under ``amp``) and that many images fill the usable memory to the
+    byte (exact in floats at 40 and 80 GiB: 0.9 x GiB is whole), drawn until one does."""
+    per_param, gpu_gib = per_param + (2 if amp else 0), [40, 80][pick(0, 1)]
+    while True:
+        images, activation = pick(1, most_images), pick(10, 320) * MIB
+        state = round(USABLE * gpu_gib * GIB) - images * activation
+        if state > 0 and state % per_param == 0:
+            return state // per_param, activation, images, gpu_gib
 
 
 def _copies_decide(pick) -> tuple:
@@ -199,6 +217,7 @@ SEED0_BATCH_CASES = [
     (1_000_000_000, 150 * MIB, 40, "sgd", True),
     (2_500_000_000, 50 * MIB, 40, "adamw", True),  # the state alone overflows the GPU
     (100_000_000, 80 * MIB, 16, "sgd", False),  # room for 174.78 images: 174, not 175
+    (2**31, 128 * MIB, 40, "sgd_momentum", False),  # 24 GiB of state and 96 images fill 36 GiB
 ]
 
 
@@ -223,6 +242,11 @@ def _batch_cases(seed: int) -> list[tuple]:
         "headroom": lambda p, a, m: max(0, int((m / 1.1 - _state(p, "sgd", 0)) // a)),
         "round": lambda p, a, m: max(0, round((USABLE * m - _state(p, "sgd", 0)) / a)),
     }
+    optimizer, amp = OPTIMIZERS[pick(0, 2)], bool(pick(0, 1))  # full to the byte, as above
+    num_params, activation, _, gpu_gib = _exactly_full(
+        pick, 8 + OPTIMIZER_STATE_BYTES[optimizer], amp, 400
+    )
+    cases.append((num_params, activation, gpu_gib, optimizer, amp))
     for slip, slipped in slips.items():
         optimizer, copies = (slip if slip in OPTIMIZERS else "sgd"), 2 if slip == "amp" else 0
         while True:
