@@ -160,11 +160,20 @@ def _first_block_only(model, k):
     return _wrap(model, [0])
 
 
-@pytest.mark.parametrize("wrong", [_stops_one_block_early, _every_k_plus_one, _first_block_only])
+def _none_past_depth(model, k):  # block 0 left plain when k > depth
+    blocks = len(encoder_blocks(model))
+    return model if k > blocks else _wrap(model, range(0, blocks, k))
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [_stops_one_block_early, _every_k_plus_one, _first_block_only, _none_past_depth],
+)
 def test_checkpoint_every_miscounts_fail_in_the_notebook_and_at_grading(wrong):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for seed in (0, 1, 2, 3, 12345):
+        # 14, 17, 22 and 987654321 drew no k past the depth, and the last wrong answer passed
+        for seed in (0, 1, 2, 3, 12345, 14, 17, 22, 987654321):
             assert exercises.verdict("09.checkpoint_every", wrong, seed)[0] == "failed", seed
 
 
