@@ -225,6 +225,10 @@ def _history_mean(x, fp8_dtype, history):
     return solutions.to_float8(x, fp8_dtype, [sum(history) / len(history)])
 
 
+def _history_smallest(x, fp8_dtype, history):  # the smallest is the first entry at seed 0
+    return solutions.to_float8(x, fp8_dtype, [min(history)])
+
+
 def _no_clip(x, fp8_dtype, history):  # e5m2's cast overflows to inf where x grew past its history
     fp8_max = torch.finfo(fp8_dtype).max
     scale = fp8_max / max(max(history), 1e-12)
@@ -264,6 +268,11 @@ def _in_float64(x, fp8_dtype, history):  # another correct style: the scale as a
         (_most_recent, "yours maps 3.896 onto the format's max, the history's last entry."),
         (_history_mean, "your scale is 111.08, the reference's 99.2986 (the history [3.69"),
         (_history_mean, "yours maps 4.033 onto the format's max, the history's mean."),
+        (
+            _history_smallest,
+            "yours maps 3.691 onto the format's max, the history's first entry, the history's "
+            "smallest entry.",
+        ),
         (
             _no_clip,
             "grown past their history (e5m2) x_fp8 holds 50 inf or NaN values where the "

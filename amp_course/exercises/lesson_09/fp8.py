@@ -166,10 +166,12 @@ def _implied_amax(scale: float, fp8_max: float, x: torch.Tensor, history: list) 
         "x's own amax": float(x.abs().max()),
         "the history's last entry": history[-1] if history else None,
         "the history's first entry": history[0] if history else None,
+        "the history's smallest entry": min(history) if history else None,
         "the history's mean": sum(history) / len(history) if history else None,
     }
+    # Every name it matches: the smallest entry can also be the first (it was named first alone).
     same = [n for n, v in named.items() if v and math.isclose(implied, v, rel_tol=1e-5)]
-    return f": yours maps {implied:.4g} onto the format's max" + (f", {same[0]}" if same else "")
+    return f": yours maps {implied:.4g} onto the format's max" + "".join(f", {n}" for n in same)
 
 
 # ---- 09.to_float8_rowwise: one scale per row (transfer) ------------------------------------------
