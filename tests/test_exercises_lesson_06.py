@@ -36,6 +36,8 @@ EXPECTED = {
     "an AMD Zen 4 CPU (AVX512-BF16)": torch.float32,  # native bf16, measured slower
     "an AVX2 CPU": torch.float32,
     "another AMX CPU": torch.float32,  # 0.96x, within the noise
+    "an AMX CPU on a busy machine": torch.float32,  # 0.62x, yet within the noise
+    "a Zen 4 CPU, bf16 a little ahead": torch.bfloat16,  # 0.97x, outside the noise
     "an AVX-512 CPU without bf16 instructions": torch.bfloat16,  # no flags, measured faster
 }
 
@@ -104,6 +106,24 @@ def ratio_below_one(cc, cpu):  # ignores the spread
     if cc is None:
         return torch.bfloat16 if cpu.bf16.ratio < 1 else torch.float32
     return torch.bfloat16 if cc >= (8, 0) else torch.float16
+
+
+def ratio_below(threshold):
+    """A threshold on the ratio that ignores the spread (a test learner's 0.9 passed the notebook
+    and 7 grader seeds in 10)."""
+
+    def choose(cc, cpu):
+        if cc is None:
+            return torch.bfloat16 if cpu.bf16.ratio < threshold else torch.float32
+        return torch.bfloat16 if cc >= (8, 0) else torch.float16
+
+    return choose
+
+
+@pytest.mark.parametrize("threshold", [0.9, 0.95, 0.7])
+def test_a_threshold_on_the_ratio_fails_at_every_seed(threshold):
+    for seed in (0, 1, 2, 12345, 987654321):
+        assert exercises.verdict(NAME, ratio_below(threshold), seed)[0] == "failed", seed
 
 
 def named_gpus_only(cc, cpu):  # the lesson's examples as a table
