@@ -365,6 +365,13 @@ STILL = r"the forward pass under fp16 autocast still gives inf or NaN, first in 
             r"self_attention in float32, which the smallest region .* does not\.$",
         ),
         (to_bf16, "the parameters of the model you returned are bfloat16; the reference's are"),
+        (  # the error is the returned model's own, not the learner's function's (a test learner's)
+            lambda model, images: _wrap(
+                model, "encoder.layers.encoder_layer_1.self_attention.out_proj", ac.debug.Fp32Region
+            ),
+            r"attention the model you returned raised AttributeError: 'Fp32Region' object has no "
+            r"attribute 'weight' in its forward pass under fp16 autocast; the reference's runs\.$",
+        ),
         (
             rescaled_weights,
             r"attention the weights of encoder\.layers\.encoder_layer_1\.self_attention, "

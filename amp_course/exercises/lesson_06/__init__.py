@@ -148,6 +148,11 @@ def compare_overflow(mine, reference, seed: int) -> None:
             raise ExerciseFailed(
                 f"For {where} you returned {got['returned']}; the reference returns the model."
             )
+        if got.get("forward_error"):
+            raise ExerciseFailed(
+                f"For {where} the model you returned raised {got['forward_error']} in its forward "
+                "pass under fp16 autocast; the reference's runs."
+            )
         if got["param_dtypes"] != ["float32"]:
             raise ExerciseFailed(
                 f"For {where} the parameters of the model you returned are "

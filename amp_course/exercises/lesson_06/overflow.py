@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from ...debug import ActivationWatch, find_first_nonfinite
+from ...display import error_text, shown
 from ...models import build_vit
 from ...recipe import AmpRecipe
 from ...scaling import FP16_MAX
@@ -84,9 +85,12 @@ def _observe_one(fix_overflow, kind: str, layer: int, seed: int) -> dict:
     entry["culprit"] = culprit.name if culprit else None
     weights = {name: _weight(m).clone() for name, m in model.named_modules() if _computes(m)}
     fixed, entry["error"] = call_answer(fix_overflow, model, images)
-    entry["returned"] = None if isinstance(fixed, nn.Module) else repr(fixed)[:80]
+    entry["returned"] = None if isinstance(fixed, nn.Module) else shown(fixed)
     if entry["error"] is None and isinstance(fixed, nn.Module):
-        entry.update(_judge_fix(fixed, images, reference, weights))
+        try:
+            entry.update(_judge_fix(fixed, images, reference, weights))
+        except Exception as error:  # noqa: BLE001 - the returned model's own forward
+            entry["forward_error"] = error_text(error)
     return entry
 
 
