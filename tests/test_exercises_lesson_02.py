@@ -120,14 +120,14 @@ def test_messages_name_the_wrong_predictions_but_not_the_answers(wrong, named):
 def test_a_prediction_that_is_no_dtype_is_named_as_such():
     names = {**PREDICTIONS, "torch.prod(a @ b)": "float32", "a @ b.half()": torch.float32.itemsize}
     says = (
-        "2 of 8 predictions are not torch dtypes: torch.prod(a @ b) is 'float32' (type str); "
-        "a @ b.half() is 4 (type int). The reference's are torch dtypes (torch.<name>)."
+        "2 of 8 predictions are not torch dtypes: torch.prod(a @ b) is 'float32' (a str); "
+        "a @ b.half() is 4 (an int). The reference's are torch dtypes (torch.<name>)."
     )
     with pytest.raises(exercises.ExerciseFailed, match=re.escape(says)):
         exercises.check(CPU, names)
     with pytest.raises(
         exercises.ExerciseFailed,
-        match=r"1 of 8 predictions are not torch dtypes: a @ b is 'float16' \(type str\)\.",
+        match=r"1 of 8 predictions are not torch dtypes: a @ b is 'float16' \(a str\)\.",
     ):
         exercises.check("02.predict_cuda_dtypes", {**CUDA_PREDICTIONS, "a @ b": "float16"})
 

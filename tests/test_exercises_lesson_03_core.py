@@ -255,7 +255,7 @@ WRONG = [
         "(torch._amp_update_scale_, what GradScaler.update runs) gives a scale of "
         "1.7014118346046923e+38",
     ),
-    ("a flag that is a string", _StringFlag, "returned 'False', not a bool; PyTorch's"),
+    ("a flag that is a string", _StringFlag, "returned 'False' (a str), not a bool; PyTorch's"),
     ("new tensors in the list", _ListItemsReplaced, "in the tensors handed in) is 401.638 after"),
     (
         "the scale in fp16",

@@ -479,7 +479,7 @@ SCALER_WRONG = [
     (
         lambda device, dtype: _ScaleCopies("cpu", enabled=dtype == torch.float16),
         r"scaler.scale\(loss\) for loss = tensor\(1.5000\) returned another object, "
-        r"tensor\(1.5000\); the reference's returns the loss itself\.",
+        r"tensor\(1.5000\) \(a Tensor\); the reference's returns the loss itself\.",
     ),
 ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..display import shown
 from . import ExerciseFailed, ExerciseNotDone, register
 
 # Expressions over two float32 tensors a, b (4 x 4), under torch.autocast("cpu", torch.bfloat16):
@@ -79,7 +80,7 @@ def _predictions(expressions: dict, hints: dict, device: str, autocast_dtype: to
             if isinstance(value, type):  # numpy.float32, float: a class, not a torch dtype
                 others[text] = f"the class {value.__module__}.{value.__qualname__}"
             elif value is not None and not isinstance(value, torch.dtype):
-                others[text] = f"{repr(value)[:40]} (type {type(value).__name__})"
+                others[text] = shown(value, 40)
         unknown = [repr(key)[:60] for key in predictions if key not in expressions]
         return {"predictions": names, "not_dtypes": others, "unknown": unknown}
 

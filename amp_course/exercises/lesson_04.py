@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from ..display import shown
 from ..labs.bug_hunts import DEVICE, lab_batches, lab_setup, poisoned_for
 from . import ExerciseFailed, call_answer, fail_on_error, register
 from .answers import compare_params
@@ -58,7 +59,7 @@ def _after(norm, error, model, scaler, accumulations: int, kept: int) -> dict:
     try:
         norm = None if norm is None else float(norm)
     except (TypeError, ValueError, RuntimeError):
-        norm = repr(norm)[:80]
+        norm = shown(norm)
     params = [p.detach().clone() for p in model.parameters()]
     return {
         "error": error,

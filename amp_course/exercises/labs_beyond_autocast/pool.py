@@ -9,6 +9,7 @@ from concurrent.futures import thread as futures_thread
 
 import torch
 
+from ...display import shown
 from ...labs.beyond_autocast import DEVICE_TYPE, lab_block, seeded
 from ...precisions import name_of
 from .. import ExerciseFailed
@@ -47,7 +48,7 @@ def observe_pool(fn, seed: int) -> dict:
             return observed
         if results is None:  # say what came back, not list()'s TypeError
             observed["error"] = (
-                f"called {case}, map_in_workers returned {repr(returned)[:60]}; the reference "
+                f"called {case}, map_in_workers returned {shown(returned, 60)}; the reference "
                 f"returns a list of {count} results."
             )
             return observed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from ...display import kind_of
+from ...display import kind_of, shown
 from ...labs.bug_hunts import DEVICE, lab_batches, lab_model, poisoned_for, train_steps
 from .. import ExerciseFailed, call_answer, fail_on_error
 from ..answers import call_noting_warnings, compare_params, scaler_built, scaler_record
@@ -38,7 +38,7 @@ def observe_scaler(make_scaler, seed: int) -> dict:
     scaler, error = call_answer(make_scaler, device, torch.bfloat16)
     scaled, error = (None, error) if error else call_answer(lambda: scaler.scale(loss))
     returned = f"raised {error}" if error else "the loss itself" if scaled is loss else None
-    returned = returned or f"another object, {repr(scaled)[:80]}"
+    returned = returned or f"another object, {shown(scaled)}"
     return {"cases": cases, "device": repr(device), "loss": repr(loss), "bf16_scale": returned}
 
 

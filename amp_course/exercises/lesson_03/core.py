@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from ...display import kind_of
+from ...display import kind_of, shown
 from .. import ExerciseFailed, call_answer, fail_on_error
 
 # (init_scale, growth_factor, backoff_factor, growth_interval, found_inf after each step, what)
@@ -157,7 +157,7 @@ def observe_core(core_class, seed: int) -> dict:
             {
                 "case": case,
                 "error": error,
-                "found_inf": found if isinstance(found, bool) else repr(found)[:40],
+                "found_inf": found if isinstance(found, bool) else shown(found, 40),
                 "grads": [g.tolist() for g in grads],
                 "torch": torch_unscale(case, seed),
             }
