@@ -257,9 +257,9 @@ def lookup(device_name: str) -> Gpu | None:
 
 def peak_tflops(device_name: str, precision: str) -> float | None:
     """The published dense peak of this GPU for ``precision``; None when unknown (or a CPU)."""
-    require_peak_name(precision)  # on a CPU too: a name is refused wherever it runs
+    name = require_peak_name(precision)  # on a CPU too: a name is refused wherever it runs
     gpu = lookup(device_name)
-    return None if gpu is None else gpu.peak(precision)
+    return None if gpu is None else gpu.peak_tflops.get(name)
 
 
 def peak_bandwidth_tbs(device_name: str) -> float | None:

@@ -87,10 +87,7 @@ def _observe_one(fix_overflow, kind: str, layer: int, seed: int) -> dict:
     fixed, entry["error"] = call_answer(fix_overflow, model, images)
     entry["returned"] = None if isinstance(fixed, nn.Module) else shown(fixed)
     if entry["error"] is None and isinstance(fixed, nn.Module):
-        try:
-            entry.update(_judge_fix(fixed, images, reference, weights))
-        except Exception as error:  # noqa: BLE001 - the returned model's own forward
-            entry["forward_error"] = error_text(error)
+        entry.update(_judge_fix(fixed, images, reference, weights))
     return entry
 
 
@@ -109,7 +106,10 @@ def _judge_fix(fixed: nn.Module, images, reference, weights: dict) -> dict:
     if dtypes != ["float32"]:
         return {"param_dtypes": dtypes}  # a converted model; its forward would not say more
     with ActivationWatch(fixed) as watch, torch.no_grad(), torch.autocast("cpu", torch.float16):
-        logits = fixed(images)
+        try:
+            logits = fixed(images)
+        except Exception as error:  # noqa: BLE001 - the returned model's own forward pass
+            return {"forward_error": error_text(error)}
     first = watch.first_nonfinite
     modules = dict(fixed.named_modules())
 
