@@ -32,7 +32,8 @@ def test_locates_the_first_overflowing_module_in_fp16():
     assert found.dtype == torch.float16
     assert found.num_inf == 2 * 16 and found.num_nan == 0
     assert found.order == 0
-    # Later modules are infected too (GELU(inf) = inf, then inf - inf = NaN), but come later.
+    # Later modules are infected too (GELU of +inf gives inf or NaN, by the CPU kernel's path and
+    # the tensor's length; then inf - inf = NaN), but come later.
     with (
         debug.ActivationWatch(model) as watch,
         torch.no_grad(),
