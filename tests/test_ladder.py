@@ -100,6 +100,34 @@ def test_a_rung_that_runs_out_of_memory_names_its_batch_and_the_ladder_goes_on(m
     assert rows["eager"].skipped is None and rows["eager"].median_s > 0
 
 
+def test_a_smoke_rung_runs_its_warm_step_one_untimed_call_and_its_timed_runs(monkeypatch):
+    """Where bf16 is emulated a smoke rung's step costs many fp32 steps: the smoke ladder takes
+    one untimed call after the rung's warm step, not three, and times its runs; the full ladder
+    keeps three (a compiled step settles over a few)."""
+    warm, calls = ladder._warm, []
+
+    def counted(trainer, rung):
+        step = warm(trainer, rung)
+        calls.append("warm")
+
+        def step_counted():
+            calls.append("step")
+            return step()
+
+        return step_counted
+
+    monkeypatch.setattr(ladder, "_warm", counted)
+    # min_run_time 0: every timed run is one call, however fast this machine steps.
+    config = LadderConfig.smoke_config(
+        timm=False, rungs=("eager",), rounds=1, min_run_time=0.0, matmul_peak_tflops=1.0
+    )
+    rows = ladder.run(config, torch.device("cpu"), progress=None)
+    assert rows[0].median_s > 0 and rows[0].runs == 3
+    after_warm = len(calls) - 1  # round_robin's 3 runs of one call each, and the untimed ones
+    assert calls[0] == "warm" and after_warm == 1 + 3, f"{after_warm - 3} untimed calls, not 1"
+    assert LadderConfig().warmup == 3
+
+
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ladder")

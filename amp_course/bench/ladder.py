@@ -44,6 +44,9 @@ class LadderConfig:
     rungs: tuple[str, ...] | None = None  # names to run; None: all
     rounds: int = 3
     min_run_time: float = 0.5
+    # Untimed calls before timing, after each rung's own warm step (``_warm``): a compiled step's
+    # caches and CUDA graphs settle over a few. Smoke's ladder shows mechanics, not figures: 1.
+    warmup: int = 3
     matmul_size: int = 8192  # the square matmul whose FLOP/s is the measured peak
     matmul_peak_tflops: float | None = None  # a peak measured already (None: measure it)
     smoke: bool = False
@@ -57,6 +60,7 @@ class LadderConfig:
             vit_overrides={**tiny, "mlp_dim": 128},
             rounds=2,
             min_run_time=0.02,
+            warmup=1,
             matmul_size=256,
             smoke=True,
         )
@@ -173,7 +177,9 @@ def run(config: LadderConfig, device, progress=print) -> list[Row]:
             rows[rung.label] = replace(row, skipped=_failure(error, rung.batch))
             steps.pop(rung, None)
             trainer.clear_state()  # what the failed step left (gradients, optimizer state)
-    measured, failed = time_steps(steps, device, config.rounds, config.min_run_time, "ladder")
+    measured, failed = time_steps(
+        steps, device, config.rounds, config.min_run_time, "ladder", warmup=config.warmup
+    )
     for name, row in rows.items():
         if name in failed:  # failed while timed: round_robin's "ErrorType: message"
             out_of_memory = failed[name].startswith(f"{OutOfMemoryError.__name__}:")

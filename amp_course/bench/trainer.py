@@ -121,9 +121,11 @@ def time_steps(
     rounds: int,
     min_run_time: float,
     label: str,
+    warmup: int = 3,
 ) -> tuple[dict, dict]:
-    """Time ``steps`` round-robin, each under its variant's flags; both dicts are keyed
-    by the configurations' names (``timing.round_robin``'s measured and failed)."""
+    """Time ``steps`` round-robin, each under its variant's flags, after ``warmup`` untimed calls;
+    both dicts are keyed by the configurations' names (``timing.round_robin``'s measured and
+    failed)."""
     by_label = {c.label: c for c in steps}
     return timing.round_robin(
         {c.label: step for c, step in steps.items()},
@@ -132,6 +134,7 @@ def time_steps(
         min_run_time=min_run_time,
         label=label,
         context=lambda label: flags(by_label[label]),
+        warmup=warmup,
     )
 
 
