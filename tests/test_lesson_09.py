@@ -6,6 +6,7 @@ import types
 import fake_torchao
 import matplotlib.pyplot as plt
 import pytest
+import torch
 from conftest import run_tagged
 
 import amp_course as ac
@@ -111,3 +112,7 @@ def test_compiled_autocast_is_explicit_casts_and_emulation_restores_eagers_round
     assert (results["compiled"] != results["eager"]).float().mean() > 0.2
     assert (results["compiled"].float() - results["eager"].float()).abs().max() < 0.01
     assert results["compiled, emulate_precision_casts"].equal(results["eager"])
+    # The cell compiles a copy of the block already in bf16 (no casts to build kernels for); its
+    # eager outputs are the fp32 block's under autocast, to the bit.
+    with torch.no_grad():
+        assert results["eager"].equal(lesson["mlp_under_autocast"](lesson["block_input"]))
