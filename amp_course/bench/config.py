@@ -55,8 +55,9 @@ class BenchConfig:
     def smoke_config(cls, **changes) -> BenchConfig:
         """Tiny sizes for a CPU: the whole matrix in seconds, nothing meant as a speed figure.
 
-        One thread: at these sizes extra threads only add hand-off overhead, and on a shared
-        machine they fight other processes for cores (steps then take 10x longer and vary).
+        One thread: a parallel step waits for its slowest thread, so on a shared machine more
+        threads stall on the cores other processes hold. It is not chosen for speed: at these
+        sizes a second thread makes some steps faster and others slower.
         """
         tiny = dict(image_size=32, patch_size=16, num_heads=2, hidden_dim=32, mlp_dim=64)
         base = cls(

@@ -67,7 +67,7 @@ def planted_vit(kind: str, layer: int, seed: int) -> tuple[nn.Module, torch.Tens
 
 def observe_overflow(fix_overflow, seed: int) -> list[dict]:
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny forward passes: more threads only wait on each other
+    torch.set_num_threads(1)  # no forward pass waits on a core another program holds
     try:
         return [
             _observe_one(fix_overflow, kind, layer, seed) for kind, layer in overflow_cases(seed)
