@@ -100,6 +100,29 @@ def test_the_bench_reads_every_spelling_the_table_does_once():
     assert ladder.precision is precisions.BF16
 
 
+def test_a_bench_run_reads_each_typed_name_once(monkeypatch):
+    """The matrix and the ladder carry rows: a run reads each name a user typed once (when its
+    config is made), and nothing under it turns a row back into a name to read again."""
+    read = []
+
+    def get(name, real=precisions.get):
+        if not isinstance(name, precisions.Precision):
+            read.append(name)
+        return real(name)
+
+    monkeypatch.setattr(precisions, "get", get)
+    config = bench.BenchConfig.smoke_config(
+        precisions=("float32", "BFloat16"),
+        workloads=("matmul", "ladder"),
+        matmul_sizes=(32,),
+        min_run_time=0.005,
+    )
+    report = bench.run(config, "cpu", progress=None)
+    assert read == ["float32", "BFloat16"]
+    assert {r["label"] for r in report["results"]["matmul"]} == {"fp32", "bf16"}
+    assert report["results"]["ladder"]
+
+
 def reference_work_seconds() -> float:
     """Seconds that 200 single-threaded steps of a small MLP take on this machine right now.
 
