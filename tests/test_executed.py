@@ -2,6 +2,7 @@
 
 import datetime as dt
 import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -86,3 +87,55 @@ def test_a_run_writes_its_copy_whole_at_the_end_not_at_every_cell(tmp_path, monk
     printed = [c.outputs[0]["text"].strip() for c in copy.cells if c.get("outputs")]
     assert printed[-12:] == [str(i * 7) for i in range(12)]
     assert copy.metadata.papermill["duration"] > 0
+
+
+def test_a_run_ends_with_its_last_cell_and_leaves_no_process_or_socket(monkeypatch):
+    """Once the last cell is done the kernel is killed with every process it started: a run does
+    not wait for the kernel's teardown (an exit handler here would take a minute; a graceful
+    shutdown waits 2.5 s for it before it terminates the kernel), and neither a process nor the
+    kernel's Unix sockets outlive the run."""
+    import shutil
+    import tempfile
+    import time
+    import uuid
+
+    import psutil
+
+    token = f"amp-run-straggler-{uuid.uuid4().hex}"
+    cells = [
+        nbformat.v4.new_code_cell(
+            "import atexit, subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', "
+            f"{token!r}])\n"
+            "atexit.register(time.sleep, 60)\n"
+            "print('started', child.pid)"
+        )
+    ]
+    # A short folder of its own for the kernel's sockets (a Unix socket's path has ~100 bytes).
+    folder = Path(tempfile.mkdtemp(prefix="amp-run-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    try:
+        source = folder / "lesson.ipynb"
+        kernel = {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        }
+        nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=kernel), source)
+        copy = execute.run_lesson(
+            source, folder / "out.ipynb", smoke=True, device="cpu", timeout_s=60
+        )
+        assert copy.cells[-1].outputs[0]["text"].startswith("started")
+        ended = dt.datetime.fromisoformat(copy.cells[-1].metadata.papermill["end_time"])
+        teardown = dt.datetime.fromisoformat(copy.metadata.papermill["end_time"]) - ended
+        assert teardown.total_seconds() < 1.5, teardown  # graceful: 2.6 s here, 0.1 s killed
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            left = [
+                p for p in psutil.process_iter(["cmdline"]) if token in (p.info["cmdline"] or [])
+            ]
+            if not left:
+                break
+            time.sleep(0.1)
+        assert not left, left
+        assert not list(folder.glob("amp-course-kernel-*"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

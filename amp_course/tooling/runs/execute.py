@@ -149,6 +149,11 @@ def run_lesson(
             progress_bar=False,
             kernel_manager_class=AsyncIpcKernelManager,  # no TCP port to race for (.kernels)
             engine_name=ENGINE,
+            # The copy is whole once the last cell is done. A graceful shutdown then waits for the
+            # kernel's interpreter to tear down (about 1.5 s with torch loaded, in every timed
+            # run), which a learner's Run All never waits for. Immediate kills the kernel's
+            # process group, and jupyter_client removes its connection file and sockets.
+            shutdown_kernel="immediate",
         )
     stamp(out, device, smoke=smoke)
     return nbformat.read(out, as_version=4)
