@@ -32,6 +32,10 @@ DEEPER = re.compile(
     r"<details>\n<summary><b>Deeper:</b> [^\n]+</summary>\n\n.*?\n\n</details>", re.S
 )
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
+# The metadata of a notebook a test writes: run by the Python 3 kernel.
+PYTHON_KERNEL = {
+    "kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}
+}
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -306,6 +310,21 @@ def clone_checkout(folder: Path) -> Path:
         check=True,
     )
     return clone
+
+
+def processes_with(token: str) -> list[int]:
+    """The pids of live processes whose command line holds ``token`` (a zombie is dead, waiting
+    to be reaped, and is not counted)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and token.encode() in (entry / "cmdline").read_bytes():
+                status = (entry / "status").read_text()
+                if "\nState:\tZ" not in status:
+                    found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from conftest import PYTHON_KERNEL, processes_with
 
 from amp_course.device import device_name
 from amp_course.tooling import executed
@@ -78,8 +79,7 @@ def test_a_run_writes_its_copy_whole_at_the_end_not_at_every_cell(tmp_path, monk
     )
     cells = [nbformat.v4.new_code_cell(f"print({i} * 7)") for i in range(12)]
     source = tmp_path / "lesson.ipynb"
-    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=kernel), source)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=PYTHON_KERNEL), source)
     copy = execute.run_lesson(
         source, tmp_path / "out.ipynb", smoke=True, device="cpu", timeout_s=120
     )
@@ -99,8 +99,6 @@ def test_a_run_ends_with_its_last_cell_and_leaves_no_process_or_socket(monkeypat
     import time
     import uuid
 
-    import psutil
-
     token = f"amp-run-straggler-{uuid.uuid4().hex}"
     cells = [
         nbformat.v4.new_code_cell(
@@ -116,10 +114,7 @@ def test_a_run_ends_with_its_last_cell_and_leaves_no_process_or_socket(monkeypat
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     try:
         source = folder / "lesson.ipynb"
-        kernel = {
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
-        }
-        nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=kernel), source)
+        nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=PYTHON_KERNEL), source)
         copy = execute.run_lesson(
             source, folder / "out.ipynb", smoke=True, device="cpu", timeout_s=60
         )
@@ -128,14 +123,9 @@ def test_a_run_ends_with_its_last_cell_and_leaves_no_process_or_socket(monkeypat
         teardown = dt.datetime.fromisoformat(copy.metadata.papermill["end_time"]) - ended
         assert teardown.total_seconds() < 1.5, teardown  # graceful: 2.6 s here, 0.1 s killed
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            left = [
-                p for p in psutil.process_iter(["cmdline"]) if token in (p.info["cmdline"] or [])
-            ]
-            if not left:
-                break
+        while processes_with(token) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not left, left
+        assert not processes_with(token)
         assert not list(folder.glob("amp-course-kernel-*"))
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, tagged
+from conftest import PYTHON_KERNEL, ROOT, tagged
 
 from amp_course import cli
 from amp_course.tooling.runs import execute, gpu, parts
@@ -54,10 +54,9 @@ def test_lessons_run_with_their_parameters_and_nbval_judges_each_copy(tmp_path):
         "transport = json.loads(ipykernel.get_connection_info())['transport']\n"
         "print(AMP_DTYPE, SMOKE, DEVICE, transport)",
     }
-    python = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
     for path, source in sources.items():
         cells = [parameters, nbformat.v4.new_code_cell(source)]
-        nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=python), path)
+        nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=PYTHON_KERNEL), path)
     out = tmp_path / "gpu" / "notebooks"  # the run's layout, which its nbval verdicts are read by
     results = execute.run_notebooks(
         [broken, lesson], out, 300, smoke=True, device="cpu", parameters={"AMP_DTYPE": "fp16"}

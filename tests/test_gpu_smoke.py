@@ -6,18 +6,17 @@ import json
 import nbformat
 import pytest
 import torch
+from conftest import PYTHON_KERNEL
 
 from amp_course import cli, emulation
 from amp_course.lesson import SMOKE_ENV
 from amp_course.paths import ROOT
 from amp_course.tooling.runs import gpu, gpu_smoke
 
-PYTHON = {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
-
 
 def _notebook(path, *sources):
     cells = [nbformat.v4.new_code_cell(source) for source in sources]
-    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=PYTHON), path)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=PYTHON_KERNEL), path)
     return path
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, clone_checkout, has_tag
+from conftest import ROOT, clone_checkout, has_tag, processes_with
 
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
@@ -316,10 +316,10 @@ def run(tmp_path_factory):
     # Wait for every planted process to be gone (a sandbox's end takes a moment), not a sleep:
     # once none is left, none can write later, so what the tests below read is final.
     deadline = time.monotonic() + 60
-    while _processes_with(TOKEN) and time.monotonic() < deadline:
+    while processes_with(TOKEN) and time.monotonic() < deadline:
         time.sleep(0.05)
     return {
-        "stragglers": _processes_with(TOKEN),
+        "stragglers": processes_with(TOKEN),
         "code": code,
         "rows": rows,
         "printed": printed,
@@ -418,19 +418,6 @@ def _digests(paths):
     found = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*")))]
     files = [f for f in found if f.is_file() and "__pycache__" not in f.parts]
     return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
-
-
-def _processes_with(token):
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and token.encode() in (entry / "cmdline").read_bytes():
-                status = (entry / "status").read_text()
-                if "\nState:\tZ" not in status:  # a zombie is dead, waiting to be reaped
-                    found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
 
 
 def _points(rows, student):
