@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from amp_course import cli
+from amp_course.paths import ROOT
 from amp_course.tooling.runs import suite
 
 TESTS = """
@@ -83,3 +84,12 @@ def test_the_command_is_listed_and_refuses_no_passes(capsys):
         cli.main(["suite-bench", "--passes", "0"])
     assert status.value.code == 2 and "--passes must be 1 or more" in capsys.readouterr().err
     assert suite.command()[:3] == [sys.executable, "-m", "pytest"]
+
+
+def test_the_benchmark_sets_the_environment_make_test_sets():
+    """The benchmark times the README's test command as the Makefile runs it: the same variables
+    before pytest (the rehearsal's come from ``--rehearse-cpu``, as from REHEARSE_CPU)."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\ntest: lint\n\t", 1)[1].split("$(AS_CPU)", 1)[0]
+    assigned = dict(word.split("=", 1) for word in recipe.split())
+    assert assigned == suite.ENVIRONMENT
