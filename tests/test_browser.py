@@ -15,18 +15,23 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, has_tag, kill_tree, require_chromium
+from conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PYTHON_KERNEL,
+    ROOT,
+    free_port,
+    has_tag,
+    kill_tree,
+    require_chromium,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 
 def write_notebook(path, *sources):
     notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
+    notebook.metadata.update(PYTHON_KERNEL)
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
     nbformat.write(notebook, path)
 
@@ -89,31 +94,44 @@ def lab(tmp_path_factory):
         shutil.rmtree(home, ignore_errors=True)
 
 
-@contextmanager
-def notebook_page(lab, name, width=1000, run_all=True):
-    """Chromium showing notebook ``name`` of the lab's folder, every cell run (if ``run_all``)."""
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium for the module's tests (each page gets a fresh context of its own): a launch
+    with Playwright's driver costs about a second of CPU."""
     from playwright.sync_api import sync_playwright
 
-    base, token, _ = lab
+    require_chromium()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function(
-                "window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                " && window.jupyterapp.shell.currentWidget.sessionContext"
-                " && window.jupyterapp.shell.currentWidget.sessionContext.session",
-                timeout=60_000,
-            )
-            if run_all:
-                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            # JupyterLab's notifications (news, updates) would cover the screenshots.
-            page.add_style_tag(content=".Toastify { display: none !important; }")
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def notebook_page(lab, chromium, name, width=1000, run_all=True):
+    """A page showing notebook ``name`` of the lab's folder, every cell run (if ``run_all``), in a
+    browser context of its own (no cookies, storage or cache from another test's page)."""
+    base, token, _ = lab
+    context = chromium.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        page.wait_for_function(
+            "window.jupyterapp && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.sessionContext"
+            " && window.jupyterapp.shell.currentWidget.sessionContext.session",
+            timeout=60_000,
+        )
+        if run_all:
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        # JupyterLab's notifications (news, updates) would cover the screenshots.
+        page.add_style_tag(content=".Toastify { display: none !important; }")
+        yield page
+    finally:
+        context.close()
 
 
 def published_index(lesson, qid, text):
@@ -122,7 +140,7 @@ def published_index(lesson, qid, text):
     return entry["choices"].index(text)
 
 
-def test_quiz_in_jupyterlab(lab):
+def test_quiz_in_jupyterlab(lab, chromium):
     _, _, folder = lab
     write_notebook(
         folder / "quiz.ipynb",
@@ -130,7 +148,7 @@ def test_quiz_in_jupyterlab(lab):
     )
     # Each wait below has its own time limit: a quiz that never renders or never answers fails
     # there; how long JupyterLab takes on a loaded machine is not this test's question.
-    with notebook_page(lab, "quiz.ipynb") as page:
+    with notebook_page(lab, chromium, "quiz.ipynb") as page:
         question = page.wait_for_selector(".amp-quiz-question", timeout=60_000)
         question.query_selector("label:has-text('Reduced memory usage')").click()
         question.query_selector("button:has-text('Check')").click()
@@ -173,7 +191,7 @@ LAYOUT_JS = """
 """
 
 
-def test_long_choices_wrap_and_feedback_teaches(lab):
+def test_long_choices_wrap_and_feedback_teaches(lab, chromium):
     _, _, folder = lab
     write_notebook(
         folder / "long.ipynb",
@@ -181,7 +199,7 @@ def test_long_choices_wrap_and_feedback_teaches(lab):
         f"single = ac.quiz.show({LONG_SINGLE[0]!r}, {LONG_SINGLE[1]!r})\n"
         f"several = ac.quiz.show({LONG_CHECKBOX[0]!r}, {LONG_CHECKBOX[1]!r})",
     )
-    with notebook_page(lab, "long.ipynb", width=900) as page:
+    with notebook_page(lab, chromium, "long.ipynb", width=900) as page:
         page.wait_for_selector(".amp-quiz-question >> nth=1", timeout=60_000)
         labels = page.evaluate(LAYOUT_JS)
         assert len(labels) >= 6, labels
@@ -214,7 +232,7 @@ def test_long_choices_wrap_and_feedback_teaches(lab):
     assert record["attempts"] == 2 and record["correct"] is True
 
 
-def test_lesson_00_memory_chart(lab):
+def test_lesson_00_memory_chart(lab, chromium):
     """Lesson 00 up to its memory chart, run in JupyterLab; the chart is kept for review."""
     _, _, folder = lab
     lesson = nbformat.read(ROOT / "notebooks" / "00_scenario.ipynb", as_version=4)
@@ -225,7 +243,7 @@ def test_lesson_00_memory_chart(lab):
         if has_tag(cell, "memory-chart"):
             break
     write_notebook(folder / "memory.ipynb", "import amp_course as ac", *sources)
-    with notebook_page(lab, "memory.ipynb") as page:
+    with notebook_page(lab, chromium, "memory.ipynb") as page:
         chart = page.locator(".jp-Cell").nth(len(sources)).locator(".jp-OutputArea-output img")
         chart.wait_for(timeout=150_000)
         box = chart.bounding_box()
@@ -254,7 +272,7 @@ KERNEL_IDLE_JS = (
 )
 
 
-def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
+def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab, chromium):
     """A notebook with a lesson's metadata opens unmodified (no unsaved-changes dot). Where
     widgets render, the inspector is one widget: a typed value keeps its exact value, an overflow
     is named, the slider shows a readout. A wrong exercise answer shows its ✗ line, no traceback,
@@ -275,7 +293,7 @@ def test_bit_inspector_and_a_failed_check_in_jupyterlab(lab):
     bits.metadata = nbformat.read(ROOT / "notebooks" / "01_number_formats.ipynb", 4).metadata
     bits.metadata["language_info"]["version"] = sys.version.split()[0]
     nbformat.write(bits, folder / "bits.ipynb")
-    with notebook_page(lab, "bits.ipynb", run_all=False) as page:
+    with notebook_page(lab, chromium, "bits.ipynb", run_all=False) as page:
         page.wait_for_function(KERNEL_IDLE_JS, timeout=60_000)
         page.wait_for_timeout(2000)  # time for kernel info to reach the notebook's metadata
         assert page.evaluate(DIRTY_JS) is False  # opened, nothing run: not marked unsaved
