@@ -52,8 +52,8 @@ fresh: setup
 # the test modules and the package are compiled once, not in every run's processes (the suite
 # benchmark, amp_course/tooling/runs/suite.py, sets the same environment).
 test: lint
-	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE= $(AS_CPU) $(BIN)/python -m pytest -n $(TEST_WORKERS) \
-		--dist loadgroup $(PYTEST_ARGS)
+	AMP_COURSE_OFFLINE=1 MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE= $(AS_CPU) \
+		$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Only the lessons' smoke run (part of `make test`): stamped executed copies in executed/.
 executed: setup
