@@ -95,6 +95,8 @@ def markdown(bench: dict) -> str:
         f"start included; {bench['passes']} pass(es) over the lessons, one lesson at a time, each "
         "with an empty torch.compile cache; each lesson's median and the range of its passes."
     )
+    if machine_reports.provenance_line(bench):
+        lines += ["", machine_reports.provenance_line(bench)]
     if rehearsal:
         lines += ["", rehearsing.paragraph(rehearsal, "every lesson's kernel")]
     lines += [
@@ -136,7 +138,7 @@ def measure(
     """Each lesson (every one by default) run in smoke mode on the CPU, ``passes`` times, with
     rehearsal ``rehearse``'s caps if given; the benchmark record (``report``)."""
     env = cpu.rehearsal_environment(rehearse) if rehearse else {}
-    record = machine_record("cpu")
+    record = {**machine_record("cpu"), **machine_reports.provenance()}
     if rehearse:
         record["rehearsal"] = rehearsing.record(rehearse)
         record["cpu_capability"] = cpu.REHEARSALS[rehearse].caps[cpu.ATEN_CAP_VARIABLE].upper()

@@ -129,6 +129,8 @@ def markdown(bench: dict) -> str:
             else "."
         ),
     ]
+    if machine_reports.provenance_line(bench):
+        lines += ["", machine_reports.provenance_line(bench)]
     if rehearsal:
         lines += ["", rehearsing.paragraph(rehearsal, "every process the tests start")]
     lines += [
@@ -157,7 +159,7 @@ def markdown(bench: dict) -> str:
 
 def measure(passes: int = PASSES, rehearse: str | None = None) -> dict:
     """``passes`` passes of the suite (with ``rehearse``, each of them beside a native pass)."""
-    record = machine_record("cpu")
+    record = {**machine_record("cpu"), **machine_reports.provenance()}
     if rehearse:
         record["rehearsal"] = rehearsing.record(rehearse)
     kinds = [rehearse, None] if rehearse else [None]
