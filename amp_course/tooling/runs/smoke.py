@@ -95,8 +95,8 @@ def markdown(bench: dict) -> str:
         f"start included; {bench['passes']} pass(es) over the lessons, one lesson at a time, each "
         "with an empty torch.compile cache; each lesson's median and the range of its passes."
     )
-    if machine_reports.provenance_line(bench):
-        lines += ["", machine_reports.provenance_line(bench)]
+    if provenance := machine_reports.provenance_line(bench):
+        lines += ["", provenance]
     if rehearsal:
         lines += ["", rehearsing.paragraph(rehearsal, "every lesson's kernel")]
     lines += [

@@ -129,8 +129,8 @@ def markdown(bench: dict) -> str:
             else "."
         ),
     ]
-    if machine_reports.provenance_line(bench):
-        lines += ["", machine_reports.provenance_line(bench)]
+    if provenance := machine_reports.provenance_line(bench):
+        lines += ["", provenance]
     if rehearsal:
         lines += ["", rehearsing.paragraph(rehearsal, "every process the tests start")]
     lines += [
