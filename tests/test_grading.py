@@ -38,9 +38,10 @@ from amp_course.tooling.grading import matching, sandbox
 # A hang guard, not a speed test (the grading run takes about 35 s here): the submissions' own
 # timeouts must end every planted hang, and if they did not, the run's fixture would never return.
 pytestmark = pytest.mark.timeout(900)
-# Seconds per cell. Frank's endless loop keeps a core busy until it runs out, in each run that
-# grades him; an honest submission's whole kernel takes under 5 s on a 2-core CPU rehearsing AVX2
-# with two other busy processes, so a slower machine still has room.
+# Seconds per cell. Frank's endless loop keeps a core busy until it runs out (fay's wait keeps
+# none, so the pytest route grades her instead); an honest submission's whole kernel takes under
+# 5 s on a 2-core CPU rehearsing AVX2 with two other busy processes, so a slower machine still has
+# room.
 CELL_TIMEOUT = "10"
 SANDBOXED = sandbox.bwrap_works() is None  # else `--sandbox auto` grades without one
 CHECKOUT = str(sandbox.PACKAGE.parent)  # the course the grader runs from
@@ -62,6 +63,10 @@ MFU = "    return flops_per_step / (step_seconds * peak_tflops * 1e12)"
 WRONG_CHOOSE = "    return torch.float16"
 WRONG_MFU = "    return 100 * flops_per_step / step_seconds / (peak_tflops * 1e12)"
 BLANK = "    raise NotImplementedError"
+# A cell that hangs without using the CPU, as a rank waiting for a peer that never comes.
+WAITS_FOREVER = "import threading\nthreading.Event().wait()"
+# The submissions besides ATTACKS: alice to mia, with frank and fay.
+ORDINARY = 12
 
 
 def _notebook(choose=CHOOSE, mfu=MFU, before="", edit=None, blank=False):
@@ -284,6 +289,7 @@ def run(tmp_path_factory):
     # A cell that raises, the check cells deleted and no answer file (one kernel for the three).
     _submission(subs, "erin", _notebook(edit=lambda nb: (_raise_first(nb), _delete_checks(nb))))
     _submission(subs, "frank", _notebook(mfu=BLANK + "\nwhile True:\n    pass"), RIGHT)
+    _submission(subs, "fay", _notebook(mfu=BLANK + "\n" + WAITS_FOREVER), RIGHT)
     gina = "print('✓ 06.choose_dtype: correct (2 points)')\nopen('report.xml', 'w').write('<ok/>')"
     # ... and asks the course for its reference (refused while grading).
     reference = (
@@ -348,10 +354,11 @@ def _documented_pytest_command() -> list[str]:
 # The submissions the pytest route grades again: those whose danger is pytest's own (a planted
 # conftest.py, pytest.py and amp_course package: bob; a printed pass and a forged report.xml:
 # gina), what pytest must not collect or follow (a corrupt notebook: hank; corrupt answers: dave;
-# links: kim), an endless loop (frank), writes outside the scratch folder (vera) and honest work
-# (alice). The others (the kernel attacks, a raising cell, copies under other names, reaching for
-# the reference) meet the same grader by either route, and `run` grades them.
-ROUTED = ("alice", "bob", "dave", "frank", "gina", "hank", "kim", "vera")
+# links: kim), a cell that never returns (fay), writes outside the scratch folder (vera) and honest
+# work (alice). The others (the kernel attacks, a raising cell, copies under other names, reaching
+# for the reference, frank's busy loop, which the same cell timeout stops as it stops fay's wait)
+# meet the same grader by either route, and `run` grades them.
+ROUTED = ("alice", "bob", "dave", "fay", "gina", "hank", "kim", "vera")
 
 
 @pytest.fixture(scope="module")
@@ -431,7 +438,7 @@ def _points(rows, student):
 def test_every_student_graded_with_the_same_items(run):
     assert run["code"] == 0
     students = {r["student"] for r in run["rows"]}
-    assert len(students) == 11 + len(ATTACKS)
+    assert len(students) == ORDINARY + len(ATTACKS)
     for student in students:
         assert set(_points(run["rows"], student)) == ITEMS, student
     isolation = {r["isolation"] for r in run["rows"]}
@@ -496,8 +503,9 @@ def test_a_cell_that_raises_loses_only_what_depends_on_it(run):
     assert "choose was not defined" in got["06.choose_dtype"][3]
 
 
-def test_endless_loop_is_stopped_by_the_cell_timeout(run):
-    got = _points(run["rows"], "frank")
+@pytest.mark.parametrize("student", ["frank", "fay"])  # a busy loop; an idle wait
+def test_a_cell_that_never_returns_is_stopped_by_the_cell_timeout(run, student):
+    got = _points(run["rows"], student)
     assert got["06.choose_dtype"][0] == 1 and got["05.mfu"][0] == 0
     assert got["quiz:pi"][0] == 1
 
@@ -589,10 +597,10 @@ def test_instructor_files_are_unchanged(run):
 def test_summary_ranks_students_and_counts_what_needs_a_look(run):
     printed = run["printed"]
     lines = printed[printed.index("Summary:") :].splitlines()
-    assert lines[0].startswith(f"Summary: {11 + len(ATTACKS)} submission(s); isolation: ")
+    assert lines[0].startswith(f"Summary: {ORDINARY + len(ATTACKS)} submission(s); isolation: ")
     header = lines[1].split("  ")
     assert [h.strip() for h in header if h.strip()][:3] == ["student", "points", "flagged items"]
-    table = {line.split()[0]: line for line in lines[2 : 2 + 11 + len(ATTACKS)]}
+    table = {line.split()[0]: line for line in lines[2 : 2 + ORDINARY + len(ATTACKS)]}
     points = [float(line.split()[1]) for line in table.values()]
     assert points == sorted(points, reverse=True) and next(iter(table)) == "alice"
     missing = lines[1].index("missing items")
