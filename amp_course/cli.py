@@ -13,6 +13,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 
+from . import cpu  # imports no torch
 from .precisions import NAMES  # the course's precisions; imports no torch
 
 
@@ -245,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    cpu.separate_inductor_cache()  # before any command's torch.compile (the bench's --compile)
     if argv and argv[0] in COMMANDS:
         module, function = COMMANDS[argv[0]].main.split(":")
         return getattr(importlib.import_module(module), function)(argv[1:])

@@ -7,11 +7,11 @@ vector width of ATen's own kernels) and oneDNN's ``ONEDNN_MAX_CPU_ISA`` (older n
 ``DNNL_MAX_CPU_ISA``: the newest instructions its matmuls and convolutions may use). The bf16
 dot products (AVX512-BF16, AMX-BF16) and the fp16 paths are oneDNN's, so a cap below them makes
 bf16 autocast emulated on a CPU that has them, and ``has_native`` says so. A rehearsal
-(``REHEARSALS``) is a set of such caps, with a torch.compile cache of its own: ``amp-course
-rehearse-cpu avx2 -- COMMAND`` runs a command with them; ``make test REHEARSE_CPU=avx2`` and
-``amp-course smoke-bench --rehearse-cpu avx2`` use it. Like the T4 rehearsal on a GPU
-(``ac.emulation``), it changes what runs, not the speed of the machine: a rehearsed run takes this
-CPU's clock, caches and memory with it.
+(``REHEARSALS``) is a set of such caps, with a torch.compile cache of its own, as a cap set by hand
+gets (``separate_inductor_cache``): ``amp-course rehearse-cpu avx2 -- COMMAND`` runs a command with
+them; ``make test REHEARSE_CPU=avx2`` and ``amp-course smoke-bench --rehearse-cpu avx2`` use it.
+Like the T4 rehearsal on a GPU (``ac.emulation``), it changes what runs, not the speed of the
+machine: a rehearsed run takes this CPU's clock, caches and memory with it.
 
 Tests make a lesson see another CPU with ``$AMP_COURSE_FAKE_CPU_FLAGS`` (flags as /proc/cpuinfo
 lists them, space- or comma-separated): ``flags`` returns those instead of this CPU's.
@@ -22,7 +22,9 @@ from __future__ import annotations
 import getpass
 import os
 import platform
+import re
 import tempfile
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -69,12 +71,8 @@ class Rehearsal:
     caps: dict[str, str]  # torch's cap variables, read when torch starts
 
     def environment(self) -> dict[str, str]:
-        """The caps, and a torch.compile cache of the rehearsal's own: inductor's cache does not
-        key its entries by ATEN_CPU_CAPABILITY, and a kernel compiled under the caps, reused by
-        an uncapped process, corrupted its heap (torch 2.14.1, seen here)."""
-        user = getpass.getuser() or "user"
-        cache = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}_rehearsing_{self.key}")
-        return {**self.caps, INDUCTOR_CACHE_VARIABLE: cache}
+        """The caps, and the torch.compile cache of their ATen capability (``inductor_cache``)."""
+        return {**self.caps, INDUCTOR_CACHE_VARIABLE: inductor_cache(self.caps[ATEN_CAP_VARIABLE])}
 
     def describe(self) -> str:
         """One line: what the rehearsal changes, and what it cannot."""
@@ -102,6 +100,28 @@ def rehearsal_environment(key: str) -> dict[str, str]:
         raise ValueError(
             f"Unknown CPU rehearsal {key!r}. Valid choices: {', '.join(REHEARSALS)}."
         ) from None
+
+
+def inductor_cache(capability: str) -> str:
+    """The torch.compile cache of processes whose ATen kernels are capped at ``capability``.
+    inductor's cache does not key its entries by ATEN_CPU_CAPABILITY, and a kernel compiled under
+    the AVX2 cap, reused by an uncapped process, aborts it ("free(): invalid pointer": torch
+    2.14.1, labs_modern_stack's compiled class means, seen here)."""
+    user = getpass.getuser() or "user"
+    name = re.sub(r"[^a-z0-9_]", "_", capability.strip().lower())
+    return os.path.join(tempfile.gettempdir(), f"torchinductor_{user}_rehearsing_{name}")
+
+
+def separate_inductor_cache(environ: MutableMapping[str, str] = os.environ) -> str | None:
+    """Point a process whose ATen kernels are capped by hand (``ATEN_CPU_CAPABILITY`` set, no
+    ``TORCHINDUCTOR_CACHE_DIR``) at its cap's cache before it compiles anything, as a rehearsal
+    does; return that folder, or None where nothing was set. ``lesson.start``, the ``amp-course``
+    command and the tests call it; inductor reads the variable at its first compile."""
+    capability = environ.get(ATEN_CAP_VARIABLE, "").strip()
+    if not capability or environ.get(INDUCTOR_CACHE_VARIABLE):
+        return None
+    environ[INDUCTOR_CACHE_VARIABLE] = folder = inductor_cache(capability)
+    return folder
 
 
 def active_rehearsal() -> Rehearsal | None:

@@ -188,6 +188,7 @@ def start(
     rehearsal, and an out-of-memory error in any later cell is shown as a message naming
     ``size_settings`` (the parameters that set the lesson's batch or model sizes).
     """
+    cpu.separate_inductor_cache()  # before the lesson's first torch.compile
     with warnings.catch_warnings(record=True) as caught:  # the notes, said in the header
         warnings.simplefilter("always", DeviceFallbackWarning)
         torch_device, profile, chosen = _choose(device, autocast_dtype)

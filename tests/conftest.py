@@ -17,6 +17,7 @@ if _WORKERS > 1:
 import pytest  # noqa: E402  (after the thread count, which torch reads at import)
 import torch  # noqa: E402
 
+from amp_course import cpu  # noqa: E402
 from amp_course.paths import ROOT, lesson_notebooks  # noqa: E402
 
 if ROOT != Path(__file__).resolve().parents[1]:
@@ -48,6 +49,9 @@ CHROMIUM_ARGS = [
 
 # Every machine runs the tests on the same shipped digits, with no download attempt.
 os.environ.setdefault("AMP_COURSE_OFFLINE", "1")
+# ATEN_CPU_CAPABILITY set by hand: the tests, and the kernels and processes they start, compile
+# into the cap's own torch.compile cache, never the one uncapped runs reuse.
+cpu.separate_inductor_cache()
 
 
 # Test files whose module-scoped fixtures are expensive (a grading run, a JupyterLab server, a

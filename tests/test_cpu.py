@@ -6,11 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 
-from amp_course import cpu, device, precisions
+from amp_course import cli, cpu, device, precisions
 from amp_course.paths import ROOT
 
 
@@ -87,7 +89,7 @@ def test_an_unknown_rehearsal_names_the_valid_ones():
 
 
 PROBE = """
-import json, torch
+import json, os, torch
 import amp_course as ac
 rehearsal = ac.cpu.active_rehearsal()
 settings = ac.lesson.start(smoke=True, device="cpu", verbose=False)
@@ -97,13 +99,15 @@ print(json.dumps({
     "course_bf16": ac.cpu.has_native(torch.bfloat16),
     "rehearsal": rehearsal and rehearsal.key,
     "header": settings.header(),
+    "inductor_cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
 }))
 """
 
 
 def _probe(env: dict) -> dict:
     """What a fresh Python with ``env`` (and no cap or fake flags of this one's) says."""
-    drop = {*cpu.ONEDNN_CAP_VARIABLES, cpu.ATEN_CAP_VARIABLE, "AMP_COURSE_FAKE_CPU_FLAGS"}
+    drop = {*cpu.ONEDNN_CAP_VARIABLES, cpu.ATEN_CAP_VARIABLE, cpu.INDUCTOR_CACHE_VARIABLE}
+    drop.add("AMP_COURSE_FAKE_CPU_FLAGS")
     environment = {k: v for k, v in os.environ.items() if k not in drop}
     out = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE],
@@ -124,8 +128,33 @@ def test_the_avx2_rehearsal_dispatches_as_an_avx2_cpu_and_the_course_says_emulat
     assert "Rehearsal: rehearsing a CPU without native bf16" in rehearsed["header"]
     plain = _probe({})
     assert plain["rehearsal"] is None and "Rehearsal" not in plain["header"]
+    assert plain["inductor_cache"] is None  # uncapped: torch's own cache, left to torch
     # Without the caps the course says native exactly where the CPU has the flags.
     assert plain["course_bf16"] is bool(precisions.BF16.cpu_flags & cpu.flags())
+
+
+def test_a_cap_set_by_hand_compiles_into_the_rehearsals_cache(tmp_path):
+    """ATEN_CPU_CAPABILITY=avx2 set by hand, not by ``amp-course rehearse-cpu``: the lesson's
+    kernel compiles into the AVX2 rehearsal's cache too. Into the plain one, its kernels aborted
+    the next uncapped run of labs_modern_stack ("free(): invalid pointer", seen here)."""
+    by_hand = _probe({cpu.ATEN_CAP_VARIABLE: "avx2", "TMPDIR": str(tmp_path)})
+    rehearsals = Path(cpu.rehearsal_environment("avx2")[cpu.INDUCTOR_CACHE_VARIABLE]).name
+    assert by_hand["inductor_cache"] == str(tmp_path / rehearsals)
+    assert by_hand["aten"] == "AVX2" and by_hand["rehearsal"] is None  # oneDNN's cap not set
+
+
+def test_a_cache_chosen_by_the_user_is_kept_and_every_entry_point_separates(monkeypatch):
+    chosen = {cpu.ATEN_CAP_VARIABLE: "avx2", cpu.INDUCTOR_CACHE_VARIABLE: "/their/cache"}
+    assert cpu.separate_inductor_cache(chosen) is None
+    assert chosen[cpu.INDUCTOR_CACHE_VARIABLE] == "/their/cache"
+    assert cpu.separate_inductor_cache({"OTHER": "1"}) is None
+    # A hostile cap names no folder outside the temporary one.
+    assert Path(cpu.inductor_cache("../../x")).parent == Path(tempfile.gettempdir())
+    monkeypatch.setenv(cpu.ATEN_CAP_VARIABLE, "avx2")
+    monkeypatch.delenv(cpu.INDUCTOR_CACHE_VARIABLE, raising=False)
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert os.environ.get(cpu.INDUCTOR_CACHE_VARIABLE) == cpu.inductor_cache("avx2")
 
 
 def test_a_rehearsal_compiles_into_a_cache_of_its_own(monkeypatch):
