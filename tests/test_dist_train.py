@@ -41,7 +41,7 @@ def launched(tmp_path_factory):
         "CUDA_VISIBLE_DEVICES": "",
     }
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    command += ["--log-dir", str(out / "logs")]  # not a torchelastic_* folder left in /tmp
+    command += ["--log_dir", str(out / "logs")]  # not a torchelastic_* folder left in /tmp
     result = subprocess.run(
         [*command, str(SCRIPT), str(out), str(cases)],
         cwd=ROOT,
