@@ -4,10 +4,11 @@ duration, the counts and the slowest tests, from a real pytest run's output."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from amp_course import cli
+from amp_course import cli, cpu
 from amp_course.paths import ROOT
 from amp_course.tooling.runs import suite
 
@@ -61,6 +62,10 @@ def test_a_rehearsal_is_reported_beside_native_passes_and_a_failure_misses_the_t
         one["kind"] = one["kind"] or "native"
     machine = {"device": "CPU Test (AVX512)", "date": "2026-12-05", "versions": {"torch": "2.x"}}
     rehearsal = {"key": "avx2", "kind": "a CPU without native bf16", "caps": {"A": "avx2"}}
+    step = {"step": "a step", "fp32_s": 0.056, "bf16_s": 0.638, "bf16_over_fp32": 11.34}
+    steps = {"avx2": {**step, "native_bf16": False, "cpu_capability": "AVX2"}}
+    steps["native"] = {**step, "fp32_s": 0.042, "native_bf16": True, "cpu_capability": "AVX512"}
+    machine.update(cpu_steps=steps, empty_compile_cache=True)
     bench = suite.report(passes, {**machine, "rehearsal": rehearsal})
     assert bench["median_s"] == {"avx2": 240.0, "native": 190.0}
     assert bench["met"] is True  # the rehearsal's median, 240 s, is within the target
@@ -69,6 +74,9 @@ def test_a_rehearsal_is_reported_beside_native_passes_and_a_failure_misses_the_t
     assert "Median: avx2 240.0 s, native 190.0 s. Target met (avx2): yes." in text
     assert "| 2 | native | 190.0 | 1 failed, 2 passed | 0 |" in text
     assert "test_tiny.py::test_slow`" in text
+    assert "Each pass started with an empty torch.compile cache, as a fresh clone does." in text
+    assert "The CPU step before the passes, avx2: a step, timed in alternation: fp32 56 ms" in text
+    assert "before the passes, native: a step, timed in alternation: fp32 42 ms, bf16" in text
     passes[0]["returncode"] = 1
     assert suite.report(passes, {**machine, "rehearsal": rehearsal})["met"] is False
     assert suite.name(bench) == "cpu-test-avx512-rehearsing-avx2"
@@ -93,3 +101,48 @@ def test_the_benchmark_sets_the_environment_make_test_sets():
     recipe = makefile.split("\ntest: lint\n\t", 1)[1].split("$(AS_CPU)", 1)[0]
     assigned = dict(word.split("=", 1) for word in recipe.split())
     assert assigned == suite.ENVIRONMENT
+
+
+def test_each_pass_compiles_into_an_empty_cache_of_its_own(monkeypatch, output, tmp_path):
+    """A cache left by an earlier pass (or an earlier day's runs) would spare the lessons that
+    compile their compile: every pass pays for it, as a fresh clone's first `make test` does."""
+    seen = []
+
+    def run(argv, env, **kwargs):
+        cache = Path(env[cpu.INDUCTOR_CACHE_VARIABLE])
+        empty = cache.is_dir() and not any(cache.iterdir())
+        seen.append((cache, empty, env.get("ONEDNN_MAX_CPU_ISA")))
+        if empty:
+            (cache / "compiled").write_text("a kernel")  # what a pass leaves
+        return subprocess.CompletedProcess(argv, 1, stdout=output, stderr="")
+
+    monkeypatch.setattr(suite.subprocess, "run", run)
+    for name in (*cpu.ONEDNN_CAP_VARIABLES, cpu.ATEN_CAP_VARIABLE):  # a rehearsed run's
+        monkeypatch.delenv(name, raising=False)
+    users = tmp_path / "their-cache"
+    users.mkdir()
+    monkeypatch.setenv(cpu.INDUCTOR_CACHE_VARIABLE, str(users))  # the user's own: not the passes'
+    assert suite.run_pass("avx2")["kind"] == "avx2" and suite.run_pass(None)["kind"] == "native"
+    (first, empty, cap), (second, empty_again, plain) = seen
+    assert first != second and empty and empty_again and (cap, plain) == ("AVX2", None)
+    assert not first.exists() and not second.exists()  # removed after its pass
+    assert users not in (first, second)
+
+
+def test_the_cpu_step_is_timed_for_each_kind_before_the_passes(monkeypatch):
+    calls = []
+
+    def step(env):
+        calls.append(("step", env.get(cpu.ATEN_CAP_VARIABLE)))
+        return {"fp32_s": 0.05}
+
+    def one_pass(kind):
+        calls.append(("pass", kind))
+        record = {"seconds": 1.0, "counts": {}, "slowest": [], "returncode": 0}
+        return {**record, "kind": kind or "native"}
+
+    monkeypatch.setattr(suite.cpu_step, "measure_in_child", step)
+    monkeypatch.setattr(suite, "run_pass", one_pass)
+    bench = suite.measure(1, "avx2")
+    assert calls == [("step", "avx2"), ("step", None), ("pass", "avx2"), ("pass", None)]
+    assert list(bench["cpu_steps"]) == ["avx2", "native"] and bench["empty_compile_cache"]

@@ -4,7 +4,8 @@ training step in fp32 and in bf16 autocast, timed in alternation (``ac.timing.ro
 
 It runs in a fresh interpreter (``python -m amp_course.tooling.runs.cpu_step``) with the
 environment the lessons get, since torch reads its dispatch caps (``ac.cpu``) when it starts,
-and prints one JSON line.
+and prints one JSON line. The suite benchmark records it too: its fp32 time tells a slower
+machine, or a slower day of the same one, from a slower suite.
 """
 
 from __future__ import annotations
@@ -58,6 +59,16 @@ def measure() -> dict:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "native_bf16": cpu.has_native(torch.bfloat16),
     }
+
+
+def sentence(step: dict) -> str:
+    """The measured step in words: its sizes, both medians, their ratio, native or emulated."""
+    native = "native" if step["native_bf16"] else "emulated"
+    return (
+        f"{step['step']}, timed in alternation: fp32 {step['fp32_s'] * 1e3:.0f} ms, bf16 "
+        f"autocast {step['bf16_s'] * 1e3:.0f} ms, {step['bf16_over_fp32']:.2f}x (bf16 {native}; "
+        f"torch's CPU capability {step['cpu_capability']})."
+    )
 
 
 def measure_in_child(env: dict[str, str] | None = None) -> dict:

@@ -119,16 +119,8 @@ def markdown(bench: dict) -> str:
         f"{(max(totals) - min(totals)) / max(min(totals), 1e-9):.0%}; slowest lesson "
         f"{bench['slowest_s']} s.",
     ]
-    step = bench.get("cpu_step")
-    if step:
-        native = "native" if step["native_bf16"] else "emulated"
-        lines += [
-            "",
-            f"What this CPU kind does to bf16: {step['step']}, timed in alternation: fp32 "
-            f"{step['fp32_s'] * 1e3:.0f} ms, bf16 autocast {step['bf16_s'] * 1e3:.0f} ms, "
-            f"{step['bf16_over_fp32']:.2f}x (bf16 {native}; torch's CPU capability "
-            f"{step['cpu_capability']}).",
-        ]
+    if step := bench.get("cpu_step"):
+        lines += ["", f"What this CPU kind does to bf16: {cpu_step.sentence(step)}"]
     return "\n".join(lines + [""])
 
 

@@ -6,8 +6,12 @@ Run as ``make bench-suite`` or ``amp-course suite-bench``: the README's test com
 every test, as ``make test`` runs it after the lint) ``--passes`` times. With ``--rehearse-cpu
 avx2`` the passes alternate between the rehearsal (``ac.cpu``'s caps, in every process the tests
 start) and this machine as it is, so a change in the machine's load touches both alike and the
-report gives the rehearsal's cost beside the native time measured with it. pytest's own duration
-of each pass is kept, its counts of passed and failed tests, and its slowest tests.
+report gives the rehearsal's cost beside the native time measured with it. Each pass starts with
+an empty torch.compile cache, as a fresh clone's first run does (the lessons that compile pay
+for it; a cache left by earlier runs made them faster). pytest's own duration of each pass is
+kept, its counts of passed and failed tests, and its slowest tests, and before the passes the
+smoke benchmark's CPU step (``cpu_step``) is timed for each kind, so a slower day of the
+machine can be told from a slower suite.
 ``reports/suite/<device>.json`` and ``.md`` keep them with the machine they were measured on,
 ``<device>-rehearsing-<kind>`` a rehearsal's.
 """
@@ -20,6 +24,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ... import cpu, env_vars
@@ -27,6 +32,7 @@ from ...device import machine_record
 from ...paths import ROOT, SUITE_REPORTS
 from .. import machine_reports
 from .. import rehearse as rehearsing
+from . import cpu_step
 
 TARGET_S = 240.0  # make test's pytest, on a 2-core CPU without native bf16
 # What the Makefile's test recipe sets: the shipped digits, no plot windows, and bytecode caches
@@ -83,12 +89,15 @@ def parse(output: str) -> dict:
 
 
 def run_pass(rehearse: str | None, workers: str = "logical") -> dict:
-    """One pass of the suite from the course's root, as the README's command runs it."""
+    """One pass of the suite from the course's root, as the README's command runs it, with an
+    empty torch.compile cache of its own."""
     env = {**os.environ, **ENVIRONMENT}
     env.update(cpu.rehearsal_environment(rehearse) if rehearse else {})
-    done = subprocess.run(
-        command(workers), cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
+    with tempfile.TemporaryDirectory(prefix="amp-suite-inductor-") as cache:
+        env[cpu.INDUCTOR_CACHE_VARIABLE] = cache
+        done = subprocess.run(
+            command(workers), cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        )
     record = parse(done.stdout + done.stderr)
     return {**record, "kind": rehearse or "native", "returncode": done.returncode}
 
@@ -133,6 +142,10 @@ def markdown(bench: dict) -> str:
         lines += ["", provenance]
     if rehearsal:
         lines += ["", rehearsing.paragraph(rehearsal, "every process the tests start")]
+    if bench.get("empty_compile_cache"):
+        lines += ["", "Each pass started with an empty torch.compile cache, as a fresh clone does."]
+    for kind, step in bench.get("cpu_steps", {}).items():
+        lines += ["", f"The CPU step before the passes, {kind}: {cpu_step.sentence(step)}"]
     lines += [
         "",
         "| pass | kind | seconds | tests | exit code |",
@@ -163,6 +176,11 @@ def measure(passes: int = PASSES, rehearse: str | None = None) -> dict:
     if rehearse:
         record["rehearsal"] = rehearsing.record(rehearse)
     kinds = [rehearse, None] if rehearse else [None]
+    record["empty_compile_cache"] = True
+    record["cpu_steps"] = {
+        kind or "native": cpu_step.measure_in_child(cpu.rehearsal_environment(kind) if kind else {})
+        for kind in kinds
+    }
     runs = []
     for index in range(passes):
         for kind in kinds if index % 2 == 0 else kinds[::-1]:
