@@ -8,6 +8,7 @@ from conftest import ROOT
 from amp_course import cpu
 from amp_course.device import machine_record
 from amp_course.tooling import machine_reports
+from amp_course.tooling.grading import throughput
 from amp_course.tooling.runs import smoke, suite
 
 FLAGS = "fpu sse2 avx avx2 fma f16c avx512f avx512_bf16 amx_tile amx_bf16 sha_ni"
@@ -49,16 +50,20 @@ def test_an_edited_file_is_reported_and_a_folder_outside_git_has_no_commit(tmp_p
     assert machine_reports.provenance_line(outside).startswith("Measured from not a git checkout.")
 
 
-def test_both_benchmarks_print_it_and_older_reports_render_without_it(monkeypatch):
+def test_every_benchmark_prints_it_and_older_reports_render_without_it(monkeypatch):
     monkeypatch.setenv(cpu.FAKE_CPU_FLAGS, FLAGS)
     record = {**machine_record("cpu"), **machine_reports.provenance()}
     line = machine_reports.provenance_line(record)
     assert line.startswith("Measured from commit ") and "amx_bf16, amx_tile, avx" in line
     row = {"notebook": "a.ipynb", "status": "passed", "seconds": 10.0, "error": ""}
     one = {"seconds": 200.0, "counts": {"passed": 3}, "slowest": [], "kind": "native"}
+    graded = {"jobs": 1, "seconds": 9.0, "submissions_per_hour": 400.0, "passed_share": 1.0}
+    graded.update(per_hour_per_core=200.0, class_hours=0.5)
+    assignment = {"cpu_count": 2, "submissions": 1, "lessons": ["99_toy"], "isolation": "bwrap"}
     for record_of, render in (
         (lambda r: smoke.report([[row]], r), smoke.markdown),
         (lambda r: suite.report([{**one, "returncode": 0}], r), suite.markdown),
+        (lambda r: {**r, **assignment, "class_size": 200, "runs": [graded]}, throughput.markdown),
     ):
         assert line in render(record_of(record))
         older = render(record_of(machine_record("cpu")))  # a report from before the fields

@@ -133,6 +133,7 @@ def measure(
             )
     return {
         **machine_record("cpu"),
+        **machine_reports.provenance(),
         "cpu_count": cores,
         "submissions": count,
         "lessons": lessons,
@@ -152,6 +153,10 @@ def markdown(bench: dict) -> str:
         f"{bench['date']}. {bench['submissions']} generated "
         f"submission{'' if bench['submissions'] == 1 else 's'} of "
         f"{', '.join(bench['lessons'])}, every exercise answered; isolation: {bench['isolation']}.",
+    ]
+    if provenance := machine_reports.provenance_line(bench):
+        lines += ["", provenance]
+    lines += [
         "",
         "| --jobs | seconds | submissions per hour | per hour per core "
         f"| hours for {bench['class_size']:,} | exercise items passed |",
