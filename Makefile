@@ -12,7 +12,7 @@ TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 TORCH_INDEX ?=
 STAMP := $(VENV)/.amp-course-installed
 PORT ?= 8888
-# No browser where there is no screen to show one (servers, containers, CI); set HEADLESS=0 to force one.
+# No browser without a screen to show it (servers, containers, CI); set HEADLESS=0 to force one.
 HEADLESS ?= $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),0,1)
 JUPYTER_ARGS ?=
 PYTEST_ARGS ?=
