@@ -165,15 +165,34 @@ def _none_past_depth(model, k):  # block 0 left plain when k > depth
     return model if k > blocks else _wrap(model, range(0, blocks, k))
 
 
+def test_every_seed_tries_a_last_block_case_and_one_past_the_depth():
+    """The miscounts below fail on every case of one of these tables, so at every seed. Before
+    the table of cases past the depth, seeds 14, 17, 22 and 987654321 drew none, and an answer
+    that left block 0 plain there passed."""
+    for seed in range(500):
+        cases = lesson.checkpoint_cases(seed)
+        assert any(case in lesson.LAST_BLOCK_CASES for case in cases), (seed, cases)
+        assert any(case in lesson.OVER_DEPTH_CASES for case in cases), (seed, cases)
+
+
 @pytest.mark.parametrize(
-    "wrong",
-    [_stops_one_block_early, _every_k_plus_one, _first_block_only, _none_past_depth],
+    ("wrong", "cases"),
+    [
+        (_stops_one_block_early, lesson.LAST_BLOCK_CASES),
+        (_every_k_plus_one, lesson.LAST_BLOCK_CASES),
+        (_first_block_only, lesson.LAST_BLOCK_CASES),
+        (_none_past_depth, lesson.OVER_DEPTH_CASES),
+    ],
 )
-def test_checkpoint_every_miscounts_fail_in_the_notebook_and_at_grading(wrong):
+def test_checkpoint_every_miscounts_fail_in_the_notebook_and_at_grading(wrong, cases):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # 14, 17, 22 and 987654321 drew no k past the depth, and the last wrong answer passed
-        for seed in (0, 1, 2, 3, 12345, 14, 17, 22, 987654321):
+        for depth, k in cases:  # each case of its table: whichever a seed draws
+            mine = lesson._observe_checkpointing(wrong, depth, k, 0)
+            want = lesson._observe_checkpointing(solutions.checkpoint_every, depth, k, 0)
+            with pytest.raises(ExerciseFailed, match="were recomputed in backward"):
+                lesson._compare_checkpointing(mine, want, f"({depth}, {k})")
+        for seed in (0, *conftest.SECRET_SEEDS):  # and the whole check, as a learner meets it
             assert exercises.verdict("09.checkpoint_every", wrong, seed)[0] == "failed", seed
 
 

@@ -32,15 +32,23 @@ OVER_DEPTH_CASES = [(2, 3), (3, 5), (4, 6), (1, 4)]
 REENTRANT_NODE = "CheckpointFunctionBackward"  # the reentrant checkpoint's autograd.Function
 
 
-def observe_checkpoint_every(fn, seed: int) -> list[dict]:
-    """Tiny ViTs (CHECKPOINT_CASES at seed 0): what fn's model recomputes, keeps and computes."""
+def checkpoint_cases(seed: int) -> list[tuple[int, int]]:
+    """The (encoder blocks, k) the check tries at ``seed``: CHECKPOINT_CASES at 0, else three
+    drawn, one of LAST_BLOCK_CASES and one of OVER_DEPTH_CASES."""
+    if seed == 0:
+        return [tuple(case) for case in CHECKPOINT_CASES]
     generator = torch.Generator().manual_seed(seed)
-    drawn = torch.randint(1, 7, (3, 2), generator=generator).tolist()
+    drawn = [tuple(case) for case in torch.randint(1, 7, (3, 2), generator=generator).tolist()]
     last, over = (
         table[int(torch.randint(len(table), (1,), generator=generator))]
         for table in (LAST_BLOCK_CASES, OVER_DEPTH_CASES)
     )
-    cases = CHECKPOINT_CASES if seed == 0 else [*drawn, last, over]
+    return [*drawn, last, over]
+
+
+def observe_checkpoint_every(fn, seed: int) -> list[dict]:
+    """Tiny ViTs (``checkpoint_cases``): what fn's model recomputes, keeps and computes."""
+    cases = checkpoint_cases(seed)
     return [_observe_checkpointing(fn, d, k, seed + i) for i, (d, k) in enumerate(cases)]
 
 
