@@ -55,8 +55,12 @@ def test_a_pass_is_read_from_pytests_own_lines(output):
 def test_a_rehearsal_is_reported_beside_native_passes_and_a_failure_misses_the_target(output):
     record = suite.parse(output)
     passes = [
-        {**record, "seconds": seconds, "kind": kind, "returncode": code}
-        for seconds, kind, code in [(230.0, "avx2", 0), (190.0, None, 0), (250.0, "avx2", 0)]
+        {**record, "seconds": seconds, "kind": kind, "returncode": code, "step_after_ms": ms}
+        for seconds, kind, code, ms in [
+            (230.0, "avx2", 0, 42.4),
+            (190.0, None, 0, 43.0),
+            (250.0, "avx2", 0, 71.6),
+        ]
     ]
     for one in passes:
         one["kind"] = one["kind"] or "native"
@@ -75,6 +79,7 @@ def test_a_rehearsal_is_reported_beside_native_passes_and_a_failure_misses_the_t
     assert "| 2 | native | 190.0 | 1 failed, 2 passed | 0 |" in text
     assert "test_tiny.py::test_slow`" in text
     assert "Each pass started with an empty torch.compile cache, as a fresh clone does." in text
+    assert "fp32 time after each pass, in order: 42, 43, 72 ms (a pass followed by" in text
     assert "The CPU step before the passes, avx2: a step, timed in alternation: fp32 56 ms" in text
     assert "before the passes, native: a step, timed in alternation: fp32 42 ms, bf16" in text
     passes[0]["returncode"] = 1
@@ -132,8 +137,8 @@ def test_each_pass_compiles_into_an_empty_cache_of_its_own(monkeypatch, output, 
 def test_the_cpu_step_is_timed_for_each_kind_before_the_passes(monkeypatch):
     calls = []
 
-    def step(env):
-        calls.append(("step", env.get(cpu.ATEN_CAP_VARIABLE)))
+    def step(env=None):
+        calls.append(("step", (env or {}).get(cpu.ATEN_CAP_VARIABLE)))
         return {"fp32_s": 0.05}
 
     def one_pass(kind):
@@ -144,5 +149,7 @@ def test_the_cpu_step_is_timed_for_each_kind_before_the_passes(monkeypatch):
     monkeypatch.setattr(suite.cpu_step, "measure_in_child", step)
     monkeypatch.setattr(suite, "run_pass", one_pass)
     bench = suite.measure(1, "avx2")
-    assert calls == [("step", "avx2"), ("step", None), ("pass", "avx2"), ("pass", None)]
+    before, after = [("step", "avx2"), ("step", None)], ("step", None)  # after: native
+    assert calls == [*before, ("pass", "avx2"), after, ("pass", None), after]
     assert list(bench["cpu_steps"]) == ["avx2", "native"] and bench["empty_compile_cache"]
+    assert [one["step_after_ms"] for one in bench["passes"]] == [50.0, 50.0]

@@ -10,8 +10,8 @@ report gives the rehearsal's cost beside the native time measured with it. Each 
 an empty torch.compile cache, as a fresh clone's first run does (the lessons that compile pay
 for it; a cache left by earlier runs made them faster). pytest's own duration of each pass is
 kept, its counts of passed and failed tests, and its slowest tests, and before the passes the
-smoke benchmark's CPU step (``cpu_step``) is timed for each kind, so a slower day of the
-machine can be told from a slower suite.
+smoke benchmark's CPU step (``cpu_step``) is timed for each kind, and after each pass the
+native one again, so a slower machine or hour can be told from a slower suite.
 ``reports/suite/<device>.json`` and ``.md`` keep them with the machine they were measured on,
 ``<device>-rehearsing-<kind>`` a rehearsal's.
 """
@@ -156,6 +156,14 @@ def markdown(bench: dict) -> str:
         lines.append(
             f"| {index} | {one['kind']} | {one['seconds']:.1f} | {counts} | {one['returncode']} |"
         )
+    after = [one.get("step_after_ms") for one in bench["passes"]]
+    if None not in after:  # reports from before the field lack it
+        lines += [
+            "",
+            "The CPU step's fp32 time after each pass, in order: "
+            f"{', '.join(f'{ms:.0f}' for ms in after)} ms (a pass followed by a slower step ran "
+            "on a slower machine).",
+        ]
     medians = bench["median_s"]
     said = ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in medians.items())
     lines += [
@@ -185,6 +193,9 @@ def measure(passes: int = PASSES, rehearse: str | None = None) -> dict:
     for index in range(passes):
         for kind in kinds if index % 2 == 0 else kinds[::-1]:
             runs.append(run_pass(kind))
+            # The machine's speed right after the pass (the native step): a host that slowed
+            # during a pass shows here, not in the step timed before the passes.
+            runs[-1]["step_after_ms"] = round(cpu_step.measure_in_child()["fp32_s"] * 1e3, 1)
             print(f"pass {len(runs)}: {runs[-1]['kind']} {runs[-1]['seconds']:.1f} s", flush=True)
     return report(runs, record)
 
