@@ -134,7 +134,7 @@ def test_each_pass_compiles_into_an_empty_cache_of_its_own(monkeypatch, output, 
     assert users not in (first, second)
 
 
-def test_the_cpu_step_is_timed_for_each_kind_before_the_passes(monkeypatch):
+def test_the_cpu_step_is_timed_for_each_kind_before_the_passes_and_after_each(monkeypatch):
     calls = []
 
     def step(env=None):
