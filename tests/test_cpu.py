@@ -106,8 +106,12 @@ print(json.dumps({
 
 def _probe(env: dict) -> dict:
     """What a fresh Python with ``env`` (and no cap or fake flags of this one's) says."""
-    drop = {*cpu.ONEDNN_CAP_VARIABLES, cpu.ATEN_CAP_VARIABLE, cpu.INDUCTOR_CACHE_VARIABLE}
-    drop.add("AMP_COURSE_FAKE_CPU_FLAGS")
+    drop = {
+        *cpu.ONEDNN_CAP_VARIABLES,
+        cpu.ATEN_CAP_VARIABLE,
+        cpu.INDUCTOR_CACHE_VARIABLE,
+        "AMP_COURSE_FAKE_CPU_FLAGS",
+    }
     environment = {k: v for k, v in os.environ.items() if k not in drop}
     out = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", PROBE],

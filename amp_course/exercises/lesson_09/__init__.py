@@ -36,7 +36,7 @@ def checkpoint_cases(seed: int) -> list[tuple[int, int]]:
     """The (encoder blocks, k) the check tries at ``seed``: CHECKPOINT_CASES at 0, else three
     drawn, one of LAST_BLOCK_CASES and one of OVER_DEPTH_CASES."""
     if seed == 0:
-        return [tuple(case) for case in CHECKPOINT_CASES]
+        return list(CHECKPOINT_CASES)
     generator = torch.Generator().manual_seed(seed)
     drawn = [tuple(case) for case in torch.randint(1, 7, (3, 2), generator=generator).tolist()]
     last, over = (
