@@ -38,10 +38,10 @@ from amp_course.tooling.grading import matching, sandbox
 # A hang guard, not a speed test (the grading run takes about 35 s here): the submissions' own
 # timeouts must end every planted hang, and if they did not, the run's fixture would never return.
 pytestmark = pytest.mark.timeout(900)
-# Seconds per cell. Frank's endless loop keeps a core busy until it runs out (fay's wait keeps
-# none, so the pytest route grades her instead); an honest submission's whole kernel takes under
-# 5 s on a 2-core CPU rehearsing AVX2 with two other busy processes, so a slower machine still has
-# room.
+# Seconds per cell. Frank's endless loop keeps a core busy until it runs out, at the lowest
+# priority (fay's wait keeps none, so the pytest route grades her instead); an honest
+# submission's whole kernel takes under 5 s on a 2-core CPU rehearsing AVX2 with two other busy
+# processes, so a slower machine still has room.
 CELL_TIMEOUT = "10"
 SANDBOXED = sandbox.bwrap_works() is None  # else `--sandbox auto` grades without one
 CHECKOUT = str(sandbox.PACKAGE.parent)  # the course the grader runs from
@@ -288,7 +288,10 @@ def run(tmp_path_factory):
     _submission(subs, "dave", raw_answers='{"lessons": {"99_toy": {"pick-b": ')
     # A cell that raises, the check cells deleted and no answer file (one kernel for the three).
     _submission(subs, "erin", _notebook(edit=lambda nb: (_raise_first(nb), _delete_checks(nb))))
-    _submission(subs, "frank", _notebook(mfu=BLANK + "\nwhile True:\n    pass"), RIGHT)
+    # Frank's loop never returns and keeps a core busy until the cell timeout stops it. It runs
+    # at the lowest priority, so it spends only CPU time that the rest of the suite leaves idle.
+    busy = "\nimport os\nos.nice(19)\nwhile True:\n    pass"
+    _submission(subs, "frank", _notebook(mfu=BLANK + busy), RIGHT)
     _submission(subs, "fay", _notebook(mfu=BLANK + "\n" + WAITS_FOREVER), RIGHT)
     gina = "print('✓ 06.choose_dtype: correct (2 points)')\nopen('report.xml', 'w').write('<ok/>')"
     # ... and asks the course for its reference (refused while grading).
