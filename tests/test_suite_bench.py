@@ -10,7 +10,7 @@ import pytest
 
 from amp_course import cli, cpu
 from amp_course.paths import ROOT
-from amp_course.tooling.runs import suite
+from amp_course.tooling.runs import processes, suite
 
 TESTS = """
 import time
@@ -82,6 +82,27 @@ def test_a_rehearsal_is_reported_beside_native_passes_and_a_failure_misses_the_t
     assert "fp32 time after each pass, in order: 42, 43, 72 ms (a pass followed by" in text
     assert "The CPU step before the passes, avx2: a step, timed in alternation: fp32 56 ms" in text
     assert "before the passes, native: a step, timed in alternation: fp32 42 ms, bf16" in text
+    assert "Where the CPU time" not in text  # a report from before the account
+    passes[2]["processes"] = {
+        "processes": 233,
+        "cpu_s": 470.4,
+        "torch": {
+            "processes": 80,
+            "cpu_s": 385.0,
+            "kinds": {
+                "Jupyter kernels": {"processes": 52, "cpu_s": 179.2},
+                "pytest processes": {"processes": 7, "cpu_s": 148.3},
+            },
+        },
+    }
+    text = suite.markdown({**bench, "torch_import_s": 1.9})
+    assert (
+        "Where the CPU time of the last avx2 pass went: 233 processes under pytest used 470 "
+        "core-s of CPU, 94% of 2 cores over its 250 s. 80 of them imported torch and used 385 "
+        "core-s: 52 Jupyter kernels (179 core-s), 7 pytest processes (148 core-s). A fresh "
+        "`import torch` takes 1.9 core-s here, so importing it took about 152 core-s, 32% of the "
+        "pass's CPU time."
+    ) in text
     passes[0]["returncode"] = 1
     assert suite.report(passes, {**machine, "rehearsal": rehearsal})["met"] is False
     assert suite.name(bench) == "cpu-test-avx512-rehearsing-avx2"
@@ -148,8 +169,41 @@ def test_the_cpu_step_is_timed_for_each_kind_before_the_passes_and_after_each(mo
 
     monkeypatch.setattr(suite.cpu_step, "measure_in_child", step)
     monkeypatch.setattr(suite, "run_pass", one_pass)
+    monkeypatch.setattr(suite.processes, "torch_import_cpu_s", lambda: 1.9)
     bench = suite.measure(1, "avx2")
+    assert bench["torch_import_s"] == 1.9
     before, after = [("step", "avx2"), ("step", None)], ("step", None)  # after: native
     assert calls == [*before, ("pass", "avx2"), after, ("pass", None), after]
     assert list(bench["cpu_steps"]) == ["avx2", "native"] and bench["empty_compile_cache"]
     assert [one["step_after_ms"] for one in bench["passes"]] == [50.0, 50.0]
+
+
+def test_the_account_counts_each_process_a_pass_starts_and_those_that_import_torch():
+    """Sampled while they run: a child that imports torch, one Python child that does not, and a
+    program that is not Python; the pass's CPU time is theirs."""
+    with processes.Account() as account:
+        children = [
+            subprocess.Popen([sys.executable, "-c", "import torch, time; time.sleep(0.5)"]),
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"]),
+            subprocess.Popen(["sleep", "1"]),
+        ]
+        for child in children:
+            child.wait()
+    record = account.summary()
+    assert record["processes"] == 3
+    torch = record["torch"]
+    assert torch["processes"] == 1 and list(torch["kinds"]) == ["other Python processes"]
+    assert torch["cpu_s"] >= 0.5  # importing torch takes longer than that anywhere
+    assert record["cpu_s"] >= torch["cpu_s"]
+
+
+def test_a_process_is_told_by_its_command_or_its_parents():
+    assert processes.kind_of("python -m ipykernel_launcher -f k.json") == "Jupyter kernels"
+    assert processes.kind_of("python -u -c import sys;exec(eval(sys.stdin.readline()))") == (
+        "pytest processes"
+    )
+    rank = processes.kind_of("python -u several_runs.py", "python -m torch.distributed.run x.py")
+    assert rank == "torchrun launchers and ranks"
+    assert processes.kind_of("python /tmp/pytest-of-me/venv/bin/amp-course check-data") == (
+        "other Python processes"
+    )

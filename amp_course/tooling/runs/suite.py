@@ -11,7 +11,9 @@ an empty torch.compile cache, as a fresh clone's first run does (the lessons tha
 for it; a cache left by earlier runs made them faster). pytest's own duration of each pass is
 kept, its counts of passed and failed tests, and its slowest tests, and before the passes the
 smoke benchmark's CPU step (``cpu_step``) is timed for each kind, and after each pass the
-native one again, so a slower machine or hour can be told from a slower suite.
+native one again, so a slower machine or hour can be told from a slower suite. While each pass
+runs, every process it starts is sampled (``processes``): how many, their CPU time, and which of
+them imported torch, beside what a fresh ``import torch`` costs here.
 ``reports/suite/<device>.json`` and ``.md`` keep them with the machine they were measured on,
 ``<device>-rehearsing-<kind>`` a rehearsal's.
 """
@@ -32,7 +34,7 @@ from ...device import machine_record
 from ...paths import ROOT, SUITE_REPORTS
 from .. import machine_reports
 from .. import rehearse as rehearsing
-from . import cpu_step
+from . import cpu_step, processes
 
 TARGET_S = 240.0  # make test's pytest, on a 2-core CPU without native bf16
 # What the Makefile's test recipe sets: the shipped digits, no plot windows, and bytecode caches
@@ -93,13 +95,17 @@ def run_pass(rehearse: str | None, workers: str = "logical") -> dict:
     empty torch.compile cache of its own."""
     env = {**os.environ, **ENVIRONMENT}
     env.update(cpu.rehearsal_environment(rehearse) if rehearse else {})
-    with tempfile.TemporaryDirectory(prefix="amp-suite-inductor-") as cache:
+    with (
+        tempfile.TemporaryDirectory(prefix="amp-suite-inductor-") as cache,
+        processes.Account() as account,  # every process the pass starts, and its CPU time
+    ):
         env[cpu.INDUCTOR_CACHE_VARIABLE] = cache
         done = subprocess.run(
             command(workers), cwd=ROOT, env=env, capture_output=True, text=True, check=False
         )
     record = parse(done.stdout + done.stderr)
-    return {**record, "kind": rehearse or "native", "returncode": done.returncode}
+    kind = rehearse or "native"
+    return {**record, "kind": kind, "returncode": done.returncode, "processes": account.summary()}
 
 
 def report(passes: list[dict], record: dict, target_s: float = TARGET_S) -> dict:
@@ -175,6 +181,11 @@ def markdown(bench: dict) -> str:
     ]
     last = [one for one in bench["passes"] if one["kind"] == timed][-1]
     lines += [f"- {t['seconds']:.1f} s {t['when']} `{t['test']}`" for t in last["slowest"]]
+    if "processes" in last:  # reports from before the account lack it
+        said = processes.sentence(
+            last["processes"], last["seconds"], bench["cpu_count"], bench.get("torch_import_s")
+        )
+        lines += ["", f"Where the CPU time of the last {timed} pass went: {said}"]
     return "\n".join(lines + [""])
 
 
@@ -185,6 +196,7 @@ def measure(passes: int = PASSES, rehearse: str | None = None) -> dict:
         record["rehearsal"] = rehearsing.record(rehearse)
     kinds = [rehearse, None] if rehearse else [None]
     record["empty_compile_cache"] = True
+    record["torch_import_s"] = processes.torch_import_cpu_s()
     record["cpu_steps"] = {
         kind or "native": cpu_step.measure_in_child(cpu.rehearsal_environment(kind) if kind else {})
         for kind in kinds
