@@ -7,9 +7,8 @@ psutil reads the processes; this module samples them while the pass runs, since 
 operating system) answers only for processes still alive, and a kernel that ends takes its CPU time
 with it. A process counts as importing torch once its memory maps libtorch (read from Linux's
 ``/proc/PID/maps``: psutil's ``memory_maps`` parses the much longer ``smaps``); elsewhere the
-account gives processes and CPU time only. The pass's CPU time in all is the operating system's
-own count for the processes that ended (``getrusage``); a process's own is its last sample's, so
-a little short.
+account gives processes and CPU time only. Each process's CPU time is its last sample's, so a
+little short.
 """
 
 from __future__ import annotations
@@ -66,14 +65,12 @@ class Account:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Account:
-        self._before = _children_cpu_s()
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self._cpu_s = _children_cpu_s() - self._before
 
     def _run(self) -> None:
         while True:
@@ -112,7 +109,7 @@ class Account:
         record = {
             "interval_s": self._interval,
             "processes": len(seen),
-            "cpu_s": round(self._cpu_s, 1),
+            "cpu_s": round(sum(e.get("cpu_s", 0.0) for e in seen), 1),
         }
         if any(e["torch"] is None for e in seen):
             return record  # no /proc maps here: which imported torch is unknown
@@ -134,8 +131,8 @@ class Account:
 
 
 def _children_cpu_s() -> float:
-    """The CPU time of this process's descendants that have ended and been waited for: exact,
-    where the samples miss each process's last moments."""
+    """The CPU time of this process's children that have ended and been waited for (not a pass's
+    account: a kernel whose server is killed first is reaped by another process)."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 
