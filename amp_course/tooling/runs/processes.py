@@ -168,7 +168,7 @@ def sentence(account: dict, seconds: float, cores: int, import_s: float | None) 
         f". {torch['processes']} of them imported torch and used {torch['cpu_s']:.0f} core-s: "
         f"{kinds}."
     )
-    if import_s:
+    if import_s and account["cpu_s"]:
         spent = torch["processes"] * import_s
         said += (
             f" A fresh `import torch` takes {import_s:.1f} core-s here, so importing it took "
