@@ -14,8 +14,7 @@ _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
-import pytest  # noqa: E402  (after the thread count, which torch reads at import)
-import torch  # noqa: E402
+import pytest  # noqa: E402
 
 from amp_course import cpu  # noqa: E402
 from amp_course.paths import ROOT, lesson_notebooks  # noqa: E402
@@ -94,6 +93,8 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
+    import torch  # here, not at the top: pytest-xdist's controller starts its workers sooner
+
     skip = None if torch.cuda.is_available() else pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if skip is not None and "gpu" in item.keywords:
@@ -279,6 +280,8 @@ def broken_versions(lesson) -> dict:
     """{lab name: the broken function exactly as a labs notebook shows it} (cells tagged broken),
     each cell run in a fresh copy of what the notebook's setup gives it: torch, and the labs' kit
     as ``lab`` (``labs_bug_hunts`` imports ``amp_course.labs.bug_hunts``)."""
+    import torch
+
     kit = importlib.import_module(f"amp_course.labs.{_name(lesson).removeprefix('labs_')}")
     found = {}
     for cell in tagged(lesson, "broken"):
