@@ -92,8 +92,11 @@ REHEARSALS = {
 }
 
 
-def rehearsal_environment(key: str) -> dict[str, str]:
-    """The environment variables of rehearsal ``key``; an unknown key names the valid ones."""
+def rehearsal_environment(key: str | None) -> dict[str, str]:
+    """The environment variables of rehearsal ``key`` (None: no rehearsal, none to set); an
+    unknown key names the valid ones."""
+    if key is None:
+        return {}
     try:
         return REHEARSALS[key].environment()
     except KeyError:

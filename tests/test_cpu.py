@@ -86,6 +86,7 @@ def test_every_capped_flag_is_a_native_flag_of_the_table():
 def test_an_unknown_rehearsal_names_the_valid_ones():
     with pytest.raises(ValueError, match="Unknown CPU rehearsal 'avx'. Valid choices: avx2"):
         cpu.rehearsal_environment("avx")
+    assert cpu.rehearsal_environment(None) == {}  # no rehearsal: this machine as it is
 
 
 PROBE = """

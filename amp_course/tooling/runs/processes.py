@@ -13,7 +13,6 @@ little short.
 
 from __future__ import annotations
 
-import os
 import resource
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 INTERVAL_S = 0.5  # no process that imports torch lives less: the import alone takes longer
 LIBRARY = "libtorch_cpu"  # in every torch build, CPU or CUDA
+PROC_MAPS = Path("/proc/self/maps").exists()  # Linux's: which libraries a process has loaded
 TORCHRUN = "torch.distributed.run"
 RANKS = "torchrun launchers and ranks"
 KINDS = (  # (kind, a word of its command line), first match wins
@@ -41,11 +41,10 @@ def kind_of(command: str, parent: str = "") -> str:
 
 def _maps_torch(pid: int) -> bool | None:
     """Whether process ``pid`` has loaded torch's library (None: this system cannot tell)."""
-    maps = Path(f"/proc/{pid}/maps")
-    if not Path("/proc/self/maps").exists():
+    if not PROC_MAPS:
         return None
     try:
-        return LIBRARY in maps.read_text(errors="replace")
+        return LIBRARY in Path(f"/proc/{pid}/maps").read_text(errors="replace")
     except OSError:  # ended, or not ours to read
         return False
 
@@ -137,15 +136,13 @@ def _children_cpu_s() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def torch_import_cpu_s(env: dict[str, str] | None = None, tries: int = 3) -> float:
+def torch_import_cpu_s(tries: int = 3) -> float:
     """The CPU time (user and system) of a fresh ``python -c "import torch"``, the least of
     ``tries``: what every process that imports torch pays before it does anything."""
     least = float("inf")
     for _ in range(tries):
         before = _children_cpu_s()
-        subprocess.run(
-            [sys.executable, "-c", "import torch"], env={**os.environ, **(env or {})}, check=True
-        )
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
         least = min(least, _children_cpu_s() - before)
     return round(least, 2)
 

@@ -129,7 +129,7 @@ def measure(
 ) -> dict:
     """Each lesson (every one by default) run in smoke mode on the CPU, ``passes`` times, with
     rehearsal ``rehearse``'s caps if given; the benchmark record (``report``)."""
-    env = cpu.rehearsal_environment(rehearse) if rehearse else {}
+    env = cpu.rehearsal_environment(rehearse)
     record = {**machine_record("cpu"), **machine_reports.provenance()}
     if rehearse:
         record["rehearsal"] = rehearsing.record(rehearse)

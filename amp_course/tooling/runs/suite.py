@@ -94,7 +94,7 @@ def run_pass(rehearse: str | None, workers: str = "logical") -> dict:
     """One pass of the suite from the course's root, as the README's command runs it, with an
     empty torch.compile cache of its own."""
     env = {**os.environ, **ENVIRONMENT}
-    env.update(cpu.rehearsal_environment(rehearse) if rehearse else {})
+    env.update(cpu.rehearsal_environment(rehearse))
     with (
         tempfile.TemporaryDirectory(prefix="amp-suite-inductor-") as cache,
         processes.Account() as account,  # every process the pass starts, and its CPU time
@@ -198,7 +198,7 @@ def measure(passes: int = PASSES, rehearse: str | None = None) -> dict:
     record["empty_compile_cache"] = True
     record["torch_import_s"] = processes.torch_import_cpu_s()
     record["cpu_steps"] = {
-        kind or "native": cpu_step.measure_in_child(cpu.rehearsal_environment(kind) if kind else {})
+        kind or "native": cpu_step.measure_in_child(cpu.rehearsal_environment(kind))
         for kind in kinds
     }
     runs = []
