@@ -37,6 +37,7 @@ import functools
 import inspect
 import math
 import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +158,7 @@ def test_every_figure_in_prose_and_quizzes_is_cited_computed_or_a_premise(texts,
 
 def test_every_citation_entry_is_well_formed_and_used(texts, entries):
     quiz_locations = {t.location for t in quiz_texts()}
+    everywhere = texts + notebook_texts(GPU_COPIES)  # a committed GPU copy may predate prose
     for entry in entries:
         kinds = [k for k in ("source", "code", "question", "premise") if k in entry]
         assert len(kinds) == 1 and entry.get("what"), entry
@@ -167,13 +169,75 @@ def test_every_citation_entry_is_well_formed_and_used(texts, entries):
             assert entry["question"] in quiz_locations, entry
         if "premise" in entry:
             assert entry["premise"] in {t.location for t in notebook_texts()}, entry
-        used = [t for t in texts if figure in find_figures(t.text) and allowed(figure, t, [entry])]
+        used = [
+            t for t in everywhere if figure in find_figures(t.text) and allowed(figure, t, [entry])
+        ]
         assert used, f"citation entry used nowhere (remove it): {entry}"
 
 
 def test_computed_figures_equal_what_the_code_computes(entries):
     for entry in (e for e in entries if "code" in e):
         assert find_figures(evaluate(entry["code"])) == find_figures(entry["figure"]), entry
+
+
+def _number(figure: str) -> float:
+    """The number of a figure as citations.yaml writes it: ``"989.4 TFLOP/s"`` -> 989.4."""
+    (normalized,) = find_figures(figure)
+    return float(re.match(r"[\d.]+", normalized)[0])
+
+
+def _from_nvidia(entry: dict) -> bool:
+    host = urllib.parse.urlparse(entry.get("source", "")).hostname or ""
+    return host == "nvidia.com" or host.endswith(".nvidia.com")
+
+
+def test_datasheet_figures_are_read_from_the_table_of_gpus(entries):
+    """A GPU's datasheet figure in prose is the table's: its entry reads it from ac.gpus."""
+    for entry in entries:
+        if _from_nvidia(entry):
+            assert "table" in entry, f"read this NVIDIA figure from ac.gpus (`table`): {entry}"
+        if "table" in entry:
+            value = float(evaluate(entry["table"]))
+            assert "source" in entry, entry
+            assert value == _number(entry["figure"]), (
+                f"{entry['table']} gives {value:g}; the prose says {entry['figure']}"
+            )
+
+
+def datasheet_numbers(text: Text, entries: list[dict]) -> list[str]:
+    """The numbers in ``text`` that equal a datasheet figure (a dense peak or the bandwidth, in
+    ac.gpus) of a card the text names, unit or not ("A100 19.5 fp32"), and that no entry with a
+    ``table`` allows there (its cite in the same text). Small whole numbers (the H100 PCIe's
+    2.0 TB/s) are left out: "2 bytes" beside "H100" is no datasheet figure."""
+    cited = {_number(e["figure"]) for e in entries if "table" in e and e["cite"] in text.text}
+    figures = set()
+    for gpu in ac.gpus.GPUS.values():
+        if re.search(rf"\b{gpu.model.split()[0]}\b", text.text):  # "H100 SXM" -> "H100"
+            values = (*gpu.peak_tflops.values(), gpu.bandwidth_tbs)
+            figures |= {v for v in values if v >= 10 or not float(v).is_integer()}
+    numbers = [m[1] for m in re.finditer(_NUMBER, text.text)]
+    return [n for n in numbers if float(n.replace(",", "")) in figures - cited]
+
+
+def test_no_card_s_datasheet_figure_is_typed_in_prose_uncited(texts, entries):
+    found = [(t.location, n) for t in texts for n in datasheet_numbers(t, entries)]
+    assert not found, (
+        "GPU datasheet figures typed in prose without a citation that reads them from ac.gpus "
+        "(let a cell print them from the table, or cite them with `table`):\n"
+        + "\n".join(f"  {location}: {number}" for location, number in found)
+    )
+
+
+def test_a_planted_datasheet_figure_is_caught(entries):
+    typed = Text("01_planted.ipynb:x", "**A100** 19.5 fp32, 156 TF32, 312 fp16/bf16; T4 64 GB")
+    assert datasheet_numbers(typed, entries) == ["19.5", "156", "312"]
+    quoted = "On an H100 SXM FP8 doubles the bf16 peak (1978.9 against 989.4 TFLOP/s"
+    assert datasheet_numbers(Text("11_planted.ipynb:y", quoted + ")"), entries) == [
+        "1978.9",
+        "989.4",
+    ]
+    assert datasheet_numbers(Text("11_planted.ipynb:y", quoted + ", NVIDIA)"), entries) == []
+    assert datasheet_numbers(Text("x", "19.5 fp32, 156 TF32 (no card named)"), entries) == []
 
 
 # The guard must not be trivially satisfiable: planted figures.
