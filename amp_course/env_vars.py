@@ -37,7 +37,7 @@ MEANINGS = {
     QUIZ_SECRET: "the instructor's salt for the quiz key (amp-course quiz publish)",
     SIMULATE_COLAB: "1: the setup cell acts as in Colab (clone and install); the tests set it",
     SOURCE: "the repository the Colab setup cell clones (default: the course's GitHub)",
-    FAKE_CPU_FLAGS: "tests: CPU flags that replace /proc/cpuinfo's (ac.device.cpu_flags)",
+    FAKE_CPU_FLAGS: "tests: CPU flags that replace /proc/cpuinfo's (ac.cpu.flags)",
     FAKE_TIMES: "tests: seconds per call for named measurements (ac.timing.measure)",
     PROGRESS: "0: no progress bars (the course's executor: a saved copy keeps a bar's first frame)",
     AUTOGRADER_ROOT: "Gradescope's run_autograder: where /autograder is (tests: a temporary one)",
