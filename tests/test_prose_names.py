@@ -1,5 +1,6 @@
-"""Every course helper that the prose names exists: a reader who types ``ac.gpus.lookup`` from a
-lesson, a quiz, the README, a guide or a comment finds it.
+"""Every course helper and every torch API that the prose names exists: a reader who types
+``ac.gpus.lookup`` or ``torch.amp.GradScaler`` from a lesson, a quiz, the README, a guide or a
+comment finds it (torch's names in the installed torch, the pinned one in CI).
 
 Code cells are checked by running them; what they say in comments, and what markdown, quizzes,
 guides and docstrings say, is checked here. A name is ``ac.`` or ``amp_course.`` followed by
@@ -12,17 +13,19 @@ import re
 
 import nbformat
 import pytest
+import torch
 from conftest import NOTEBOOKS, ROOT
 
 import amp_course as ac
 
 NAME = re.compile(r"(?<![\w./])((?:ac|amp_course)(?:\.[A-Za-z_]\w*)+)")
+TORCH_NAME = re.compile(r"(?<![\w./])(torch(?:\.[A-Za-z_]\w*)+)")
 
 
 def resolves(name: str) -> bool:
-    """Whether ``ac.x.y`` (or ``amp_course.x.y``) names something of the course: an attribute,
-    or a submodule."""
-    found, module = ac, "amp_course"
+    """Whether ``ac.x.y`` (or ``amp_course.x.y``) names something of the course, or
+    ``torch.x.y`` something of torch: an attribute, or a submodule."""
+    found, module = (torch, "torch") if name.startswith("torch.") else (ac, "amp_course")
     for part in name.split(".")[1:]:
         module += f".{part}"
         try:
@@ -55,11 +58,11 @@ def texts() -> dict[str, str]:
     return found
 
 
-def unknown(prose: dict[str, str]) -> list[tuple[str, str]]:
+def unknown(prose: dict[str, str], pattern=NAME) -> list[tuple[str, str]]:
     return [
         (where, name)
         for where, text in prose.items()
-        for name in dict.fromkeys(NAME.findall(text))
+        for name in dict.fromkeys(pattern.findall(text))
         if not resolves(name)
     ]
 
@@ -70,6 +73,15 @@ def test_every_helper_the_prose_names_exists():
     assert len(named) > 100, sorted(named)  # the scan reads the course, not an empty folder
     missing = unknown(prose)
     assert not missing, "Names of the course that do not exist (renamed or moved?):\n" + "\n".join(
+        f"  {where}: {name}" for where, name in missing
+    )
+
+
+def test_every_torch_api_the_prose_names_exists():
+    prose = texts()
+    assert sum(len(TORCH_NAME.findall(text)) for text in prose.values()) > 300
+    missing = unknown(prose, TORCH_NAME)
+    assert not missing, f"torch {torch.__version__} has no such name:\n" + "\n".join(
         f"  {where}: {name}" for where, name in missing
     )
 
@@ -85,10 +97,14 @@ def test_every_helper_the_prose_names_exists():
         ("ac.no_such_module", False),
         ("amp_course.tooling.nbval_grading", True),
         ("amp_course.tooling.nbval", False),
+        ("torch.amp.GradScaler", True),
+        ("torch.utils.flop_counter.FlopCounterMode", True),  # a submodule torch leaves unimported
+        ("torch.cuda.amp.GradScalar", False),
     ],
 )
 def test_a_name_resolves_only_if_the_course_has_it(name, exists):
     assert resolves(name) is exists
-    assert unknown({"planted": f"see `{name}`, and (ac.gpus.GPUS)"}) == (
+    pattern = TORCH_NAME if name.startswith("torch.") else NAME
+    assert unknown({"planted": f"see `{name}`, and (ac.gpus.GPUS, torch.float16)"}, pattern) == (
         [] if exists else [("planted", name)]
     )
