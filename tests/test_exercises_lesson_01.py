@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+from conftest import SECRET_SEEDS
 
 from amp_course import exercises
 from amp_course.exercises import lesson_01
@@ -238,3 +239,83 @@ def via_bit_strings(value, dtype):
 @pytest.mark.parametrize("seed", [0, 12345, 987654321])
 def test_right_answers_written_differently_pass(seed):
     assert exercises.verdict("01.bit_fields", via_bit_strings, seed) == ("passed", "")
+
+
+# ---- Rounding, overflow and NaN (a test learner's wrong answers passed most grader seeds) -----
+def through_fp16_for_e5m2(value, dtype):
+    # Rounds to fp16 first, then to e5m2: a second rounding, on the e5m2 tie.
+    if dtype == torch.float8_e5m2:
+        value = torch.tensor(value, dtype=torch.float64).to(torch.float16).item()
+    return decompose_bits(value, dtype)
+
+
+def inf_above_the_largest(value, dtype):
+    # Past finfo.max is inf, by hand: wrong between the largest and the overflow threshold.
+    if dtype in (torch.float16, torch.bfloat16) and abs(value) > torch.finfo(dtype).max:
+        e, m = lesson_01.LAYOUTS[dtype]
+        return int(value < 0), (1 << e) - 1, 0
+    return decompose_bits(value, dtype)
+
+
+def nan_as_inf(value, dtype):
+    if math.isnan(value):
+        return (0, (1 << lesson_01.LAYOUTS[dtype][0]) - 1, 0)
+    return decompose_bits(value, dtype)
+
+
+def another_nan(value, dtype):
+    # A right answer: a NaN other than the one torch stores (the sign set, every mantissa bit).
+    if math.isnan(value):
+        e, m = lesson_01.LAYOUTS[dtype]
+        return 1, (1 << e) - 1, (1 << m) - 1
+    return decompose_bits(value, dtype)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (through_fp16_for_e5m2, r"decompose\(1.12500095.*, torch.float8_e5m2\) .* \(0, 15, 0\);"),
+        (
+            inf_above_the_largest,
+            r"decompose\(65510.0, torch.float16\) .* fields are \(0, 30, 1023\)",
+        ),
+        (nan_as_inf, r"\(0, 255, 0\), which is no NaN in torch.float32: a NaN has every exponent"),
+    ],
+)
+def test_rounding_overflow_and_nan_mistakes_fail_at_every_seed(wrong, message):
+    with pytest.raises(exercises.ExerciseFailed, match=message):
+        exercises.check("01.bit_fields", wrong)
+    for seed in (1, 2, 3, *SECRET_SEEDS):
+        assert exercises.verdict("01.bit_fields", wrong, seed)[0] == "failed", seed
+
+
+def test_any_nan_pattern_answers_a_nan():
+    for seed in (0, *SECRET_SEEDS):
+        assert exercises.verdict("01.bit_fields", another_nan, seed) == ("passed", "")
+
+
+def test_the_rounding_cases_round_the_same_through_float32_and_once():
+    """torch's cast goes through float32; each rounding case is exact in float32, so a learner
+    who rounds once by hand gets the fields torch stores."""
+    for value in lesson_01.ROUNDING:
+        assert math.isnan(value) or torch.tensor(value, dtype=torch.float32).item() == value
+
+
+def _subnormal(bits, e, m):
+    return (bits >> m) & ((1 << e) - 1) == 0
+
+
+@pytest.mark.parametrize(
+    "slip",
+    [
+        lambda v, bits, e, m: abs(v) if math.isinf(v) else v,  # -inf read as inf
+        lambda v, bits, e, m: abs(v) if _subnormal(bits, e, m) and v else v,  # a subnormal's sign
+        lambda v, bits, e, m: -0.0 if v == 0 else v,  # +0 read as -0
+    ],
+)
+def test_value_of_sign_slips_fail_at_every_seed(slip):
+    def wrong(bits, e, m):
+        return slip(exercises.solution(VALUE_OF)(bits, e, m), bits, e, m)
+
+    for seed in range(30):
+        assert exercises.verdict(VALUE_OF, wrong, seed)[0] == "failed", seed

@@ -22,11 +22,20 @@ LAYOUTS = {
 }
 DTYPES = {str(dtype): dtype for dtype in LAYOUTS}
 
+# Where rounding decides, each value exact in float32, so that torch's cast (through float32)
+# and rounding once agree: just above e5m2's tie between 1 and 1.25 (2^-20 is below fp16's
+# precision: a cast through fp16 lands on the tie, then goes to even), two exact fp16 ties (to
+# even: down, then up), and values between a format's largest finite number and the point where
+# it overflows (fp16's 65504 and 65520, e5m2's 57344 and 61440, bf16's largest and the next tie):
+# each rounds to the largest, not to inf. And NaN, which any NaN pattern answers.
+ROUNDING = [1.125 + 2**-20, 1 + 2**-11, 1 + 3 * 2**-11, 65510.0, 60000.0]
+ROUNDING += [(2 - 2**-7 + 2**-9) * 2.0**127, math.nan]
 # The cases a learner's check cell uses (seed 0): ordinary numbers, fp16's largest, subnormals,
-# a value that underflows fp16, both zeros, infinity, one that overflows fp16, two in fp8's range.
+# a value that underflows fp16, both zeros, infinity, one that overflows fp16, two in fp8's
+# range, and ROUNDING's.
 CASES = [1.0, -2.0, 0.1, 3.14159, 65504.0, -1e-3, 6e-8, 1e-40, 0.0, -0.0, math.inf, 1e5]
-CASES += [300.0, -0.0137]
-EDGES = [0.0, -0.0, math.inf, -math.inf, 65504.0, 1e-40]
+CASES += [300.0, -0.0137, *ROUNDING]
+EDGES = [0.0, -0.0, math.inf, -math.inf, 65504.0, 1e-40, *ROUNDING]
 
 
 def cases(seed: int) -> list[float]:
@@ -76,6 +85,18 @@ def observe(decompose, seed: int) -> list[dict]:
     return results
 
 
+def _a_nan(fields: list[int], dtype: torch.dtype) -> bool:
+    """Whether (sign, exponent, mantissa) encode a NaN in ``dtype``: any sign, every exponent
+    bit set and a mantissa other than 0 (e4m3fn, which has no inf: every mantissa bit set too).
+    torch stores one of them; the exercise asks for the fields, not torch's choice of NaN."""
+    exponent_bits, mantissa_bits = LAYOUTS[dtype]
+    sign, exponent, mantissa = fields
+    ones, top = (1 << exponent_bits) - 1, (1 << mantissa_bits) - 1
+    if dtype == torch.float8_e4m3fn:  # no inf: its one NaN has every mantissa bit set
+        return sign in (0, 1) and exponent == ones and mantissa == top
+    return sign in (0, 1) and exponent == ones and 0 < mantissa <= top
+
+
 def compare(mine, reference, seed: int) -> None:
     for index, want in enumerate(reference):
         got = mine[index]
@@ -88,6 +109,16 @@ def compare(mine, reference, seed: int) -> None:
                 "integers (sign, exponent, mantissa)."
             )
         sign, exponent, mantissa = want["fields"]
+        if math.isnan(value) and not _a_nan(got["fields"], dtype):
+            raise ExerciseFailed(
+                f"decompose(nan, {dtype}) returned (sign, exponent, mantissa) = "
+                f"{tuple(got['fields'])}, which is no NaN in {dtype}: a NaN has every exponent bit "
+                f"set and {'every mantissa bit' if dtype == torch.float8_e4m3fn else 'a mantissa'}"
+                f"{' set' if dtype == torch.float8_e4m3fn else ' other than 0'} (torch stores "
+                f"{tuple(want['fields'])})."
+            )
+        if math.isnan(value):
+            continue
         if got["fields"] != want["fields"]:
             width = 1 + exponent_bits + mantissa_bits
             bits = (sign << (width - 1)) | (exponent << mantissa_bits) | mantissa
@@ -105,7 +136,8 @@ register("01.bit_fields", observe, compare)
 # (exponent bits, mantissa bits, patterns): fp16, bf16 and fp8 e5m2 as torch has them, then
 # layouts torch lacks. e5m2 is IEEE-style (an all-ones exponent is inf or NaN); e4m3fn is not.
 PATTERNS = [
-    (5, 10, [0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x8000, 0x7C00, 0xFC00, 0x7E00]),
+    (5, 10, [0x3C00, 0xC000, 0x7BFF, 0x0001, 0x8001, 0x03FF, 0x0400, 0x0000, 0x8000]),
+    (5, 10, [0x7C00, 0xFC00, 0x7E00]),  # fp16's infinities and a NaN
     (8, 7, [0x3F80, 0x0001, 0x7F7F, 0xFF80]),
     (5, 2, [0x3C, 0x01, 0x03, 0x7B, 0x7C, 0xFD]),
     (3, 4, [0b0_011_0000, 0b0_000_0001, 0b0_111_0000, 0b1_110_1111, 0b0_111_1000]),
@@ -115,7 +147,9 @@ PATTERNS = [
 
 def patterns(seed: int) -> list[tuple[int, int, int]]:
     """(bits, exponent_bits, mantissa_bits) to decode: PATTERNS for seed 0, else random layouts
-    (2 to 8 exponent bits, 1 to 12 mantissa bits) with a zero, a subnormal, the top and inf each."""
+    (2 to 8 exponent bits, 1 to 12 mantissa bits) with both zeros, the smallest subnormal of
+    each sign, the largest finite number, both infinities and a NaN each (a sign dropped from
+    -inf or from a subnormal, or added to +0, passed most seeds when only one sign was drawn)."""
     if seed == 0:
         return [(bits, e, m) for e, m, chosen in PATTERNS for bits in chosen]
     generator = torch.Generator().manual_seed(seed)
@@ -125,7 +159,8 @@ def patterns(seed: int) -> list[tuple[int, int, int]]:
         m = int(torch.randint(1, 13, (1,), generator=generator))
         width = 1 + e + m
         top = ((1 << e) - 1) << m
-        special = [1 << (width - 1), 1, top - 1, top, top | 1]
+        negative = 1 << (width - 1)
+        special = [0, negative, 1, negative | 1, top - 1, top, negative | top, top | 1]
         randoms = torch.randint(0, 1 << width, (4,), generator=generator).tolist()
         drawn += [(bits, e, m) for bits in special + randoms]
     return drawn
