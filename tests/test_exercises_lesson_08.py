@@ -336,3 +336,26 @@ def test_a_count_far_past_the_search_limit_is_explained_quickly():
         r"at n = 4 \(within the margin\), for a margin of 0.001: n = 4 already fits\.$",
         message,
     ), message
+
+
+# The normal quantile from 30 seeds on, a textbook rule of thumb: both passed every seed a test
+# learner tried while no case had nine seeds or more, or needed more than 24.
+def _normal_from_30(probability, df):
+    if df + 1 >= 30:
+        return statistics.NormalDist().inv_cdf(probability)
+    return stats.t_quantile(probability, df)
+
+
+@pytest.mark.parametrize(
+    "name, wrong",
+    [
+        (NAME, with_quantile(lambda c, n: _normal_from_30(c, n - 1))),
+        (SEEDS, planner(paired_spread, lambda c, n: _normal_from_30(0.5 + c / 2, n - 1))),
+    ],
+    ids=["one-sided bound", "seeds needed"],
+)
+def test_a_normal_quantile_for_large_samples_fails_at_every_seed(name, wrong):
+    for seed in range(41):
+        status, message = exercises.verdict(name, wrong, seed)
+        assert status == "failed" and (" gave " in message or " returned " in message), message
+        assert "raised" not in message, message

@@ -20,7 +20,12 @@ SEED0_CASES = [
     ([0.981, 0.979, 0.984, 0.977], 0.99),
     ([0.962, 0.958, 0.965, 0.960, 0.963, 0.959], 0.9),
     ([0.96, 0.96, 0.96], 0.95),  # no spread: the bound is the mean
+    # Thirty seeds, where a rule that takes the normal quantile from 30 seeds on gives another
+    # bound: the exercise asks for Student-t at every size.
+    ([round(0.95 + 0.03 * math.sin(3 * i), 4) for i in range(30)], 0.99),
 ]
+# A rule of thumb swaps Student-t for the normal distribution from this many seeds on.
+LARGE_SAMPLE = 30
 # How long one call may run: the reference answers each case within a millisecond, and a search
 # over n that does not stop (ac.stats.t_quantile's cost grows with the degrees of freedom) would
 # leave the check cell busy with no word.
@@ -40,7 +45,11 @@ def _cases(seed: int) -> list[tuple[list[float], float]]:
         values = (0.9 + 0.08 * torch.rand(n, generator=generator, dtype=torch.float64)).tolist()
         confidence = [0.9, 0.95, 0.99][int(torch.randint(0, 3, (1,), generator=generator))]
         cases.append(([round(v, 4) for v in values], confidence))
-    return cases
+    # And one set of LARGE_SAMPLE seeds, where the normal quantile's bound differs from Student-t's
+    # (an answer that switched to it there passed every seed when no set had 9 seeds or more), at
+    # 0.99, where n degrees of freedom in place of n - 1 still move the bound by 1e-5 or more.
+    values = 0.9 + 0.08 * torch.rand(LARGE_SAMPLE, generator=generator, dtype=torch.float64)
+    return [*cases, ([round(v, 4) for v in values.tolist()], 0.99)]
 
 
 def observe(fn, seed: int) -> dict:
@@ -117,12 +126,20 @@ SEEDS_CASES = [
     ([0.9812, 0.9846, 0.9790], [0.9830, 0.9819, 0.9801], 0.0025, 0.99),
     # The same difference at every seed: no spread, so the fewest seeds an interval allows.
     ([0.9720, 0.9810, 0.9765, 0.9788], [0.9700, 0.9790, 0.9745, 0.9768], 0.001, 0.95),
-    # A small margin against a noisy pilot: many seeds.
+    # A small margin against a noisy pilot: one seed more than the pilot ran.
     (
         [0.9650, 0.9702, 0.9688, 0.9671, 0.9695, 0.9660],
         [0.9668, 0.9680, 0.9701, 0.9644, 0.9712, 0.9655],
         0.0015,
         0.90,
+    ),
+    # A tight margin against a noisy pilot: dozens of seeds, where a normal quantile from
+    # LARGE_SAMPLE seeds on gives fewer.
+    (
+        [0.9761, 0.9803, 0.9779, 0.9822, 0.9790],
+        [0.9790, 0.9781, 0.9818, 0.9799, 0.9812],
+        0.001,
+        0.95,
     ),
 ]
 MAX_SEEDS = 10_000  # a search that goes this far has a bug (or a margin of zero)
@@ -160,6 +177,7 @@ def _seeds_cases(seed: int):
     # the pilot's seeds tells.
     cases, telling = [], {"population and n": _slips_tell, "sqrt(n - 1)": _minus_one_tells}
     telling["the pilot's size"] = lambda *case: _fewest_seeds(*case) < len(case[0])
+    telling["a normal quantile"] = _normal_tells
     found = {}
     while len(cases) < 4 or len(found) < len(telling):
         n = int(torch.randint(3, 9, (1,), generator=generator))
@@ -207,6 +225,15 @@ def _slips_tell(reference, candidate, margin, confidence) -> bool:
 def _minus_one_tells(*case) -> bool:
     """Whether a standard error over sqrt(n - 1) gives another count than the right rule."""
     return _fewest_seeds(*case, divisor=lambda n: math.sqrt(n - 1)) != _fewest_seeds(*case)
+
+
+def _normal_tells(reference, candidate, margin, confidence) -> bool:
+    """Whether the normal quantile in place of Student-t's from LARGE_SAMPLE seeds on (a rule of
+    thumb; it passed 31 of 40 grader seeds where every count was under 25) gives another count."""
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    t = lambda n: z if n >= LARGE_SAMPLE else t_quantile(0.5 + confidence / 2, n - 1)  # noqa: E731
+    spread = statistics.stdev(_differences(reference, candidate))
+    return _fewest(spread, margin, t) != _fewest_seeds(reference, candidate, margin, confidence)
 
 
 def _unambiguous(reference, candidate, margin, confidence) -> bool:
