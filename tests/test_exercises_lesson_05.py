@@ -32,6 +32,16 @@ def test_mfu_wrong_answers_fail(wrong, message):
         exercises.check("05.mfu", wrong)
 
 
+def test_every_mfu_case_is_one_a_gpu_could_reach():
+    """MFU between 0 and 1 at every seed: an answer that caps it at 1 is not refused for it (seed
+    1 asked for an MFU of 35.7)."""
+    reference = exercises.solution("05.mfu")
+    capped = lambda f, s, p: min(1.0, reference(f, s, p))  # noqa: E731
+    for seed in range(41):
+        assert all(0 < reference(*case) <= 1 for case in mfu_checks.mfu_cases(seed)), seed
+        assert exercises.verdict("05.mfu", capped, seed) == ("passed", ""), seed
+
+
 # ---- 05.mfu_estimate: MFU from a model's shape, forward-only steps included ----------------------
 def _estimate(param=6, attention=12, forward=3, ms=1e3, per_batch=True, tera=1e12, scale=1):
     """An mfu_estimate answer: ``param``·N·T + ``attention``·L·d·T² FLOPs per sample for a training
@@ -503,6 +513,22 @@ def test_largest_batch_own_formula_passes():
     assert exercises.check("05.largest_batch", _batch())
 
 
+def test_a_whole_batch_returned_as_a_float_passes():
+    """48.0, from a float's // (the batch is whole; lesson 00's checks take it too)."""
+    as_float = _batch(floor=lambda x: float(math.floor(x)))
+    for seed in SEEDS:
+        assert exercises.verdict("05.largest_batch", as_float, seed) == ("passed", ""), seed
+
+
+def test_less_than_for_fits_fails_at_every_seed():
+    """The step may fill the usable memory: a case filled to the byte tells < from <=."""
+    strict = _batch(floor=lambda x: math.ceil(x) - 1)
+    with pytest.raises(ExerciseFailed, match=r"returned 99, expected 100: a larger batch fits"):
+        exercises.check("05.largest_batch", strict)
+    for seed in range(41):
+        assert exercises.verdict("05.largest_batch", strict, seed)[0] == "failed", seed
+
+
 def test_largest_batch_keeps_lesson_00s_headroom():
     """One rule: lesson 05's check, lesson 00's and ac.memory.gpus_needed keep the same share."""
     from amp_course.exercises import lesson_00
@@ -540,7 +566,6 @@ def test_largest_batch_cases_include_one_where_amp_fits_fewer():
             r"returned 45, expected 48: a larger batch fits, at batch 48 .*within",
         ),
         (_batch(floor=lambda x: x), r"returned the float 48\.838\d+; expected the int 48\.$"),
-        (_batch(floor=lambda x: float(math.floor(x))), r"the float 48\.0; expected the int 48\.$"),
         (_batch(floor=math.ceil), r"returned 49, expected 48: at batch 49 .*more than the 13\.500"),
         (
             _batch(clamp=False),

@@ -215,6 +215,8 @@ FIT_CASES = [
     (86_600_000, 0.25 * GIB, 0.55, 15 * GIB),  # a ViT-B/16-sized model on a T4's 15 GiB
     (1_300_000_000, 0.5 * GIB, 0.6, 24 * GIB),  # a 1.3B model on 24 GiB: weights dominate
     (7_000_000_000, 1.0 * GIB, 0.55, 80 * GIB),  # 7B parameters on 80 GiB
+    # fp32's state and 100 samples fill the 36 usable GiB of 40 to the byte: the step may.
+    (738_197_504, 0.25 * GIB, 0.55, 40 * GIB),
 ]
 STATE_BYTES, COPY_BYTES = 16, 2  # per parameter: fp32 weights, grads, two Adam moments; 16-bit copy
 # Lesson 00's headroom rule (ac.memory.gpus_needed's): 10% of the memory stays free.
@@ -223,8 +225,10 @@ USABLE = inspect.signature(gpus_needed).parameters["usable_fraction"].default
 
 def fit_cases(seed: int) -> list[tuple]:
     """Seed 0: FIT_CASES. Other seeds: five random models and GPUs, then, as in FIT_CASES, one
-    whose state alone overflows the GPU (batch 0) and one where AMP's 16-bit weight copies leave
-    less room than its smaller activations save (AMP fits fewer samples, here none)."""
+    whose state alone overflows the GPU (batch 0), one where AMP's 16-bit weight copies leave
+    less room than its smaller activations save (AMP fits fewer samples, here none), one each
+    slip gets wrong, and one that fp32's state and a whole batch fill to the byte (< for "fits"
+    passed every seed without it)."""
     if seed == 0:
         return list(FIT_CASES)
     generator = torch.Generator().manual_seed(seed)
@@ -243,7 +247,20 @@ def fit_cases(seed: int) -> list[tuple]:
     copies_win = int(usable / (STATE_BYTES + 2 * (0.5 + 0.45 * t)))
     room = usable - STATE_BYTES * copies_win
     cases.append((copies_win, room * (0.2 + 0.7 * a), 0.45 + 0.35 * r, memory))
-    return [*cases, _slips_decide(generator)]
+    return [*cases, _slips_decide(generator), _exactly_full(generator)]
+
+
+def _exactly_full(generator) -> tuple:
+    """A model whose fp32 state (16 bytes a parameter) and a whole batch of whole MiB samples
+    fill the usable memory of a 40 or 80 GiB GPU to the byte (exact in floats: 0.9 x 40 GiB is
+    36 GiB), as in FIT_CASES."""
+    memory, samples, mib = (int(n) for n in torch.randint(1, 400, (3,), generator=generator))
+    memory = [40, 80][memory % 2] * GIB
+    state = round(USABLE * memory) - samples * mib * 2**20
+    while state <= 0:  # fewer samples, until the state has room
+        samples //= 2
+        state = round(USABLE * memory) - samples * mib * 2**20
+    return (state // STATE_BYTES, float(mib * 2**20), 0.55, memory)
 
 
 def _slips_decide(generator) -> tuple:
@@ -281,6 +298,8 @@ def observe_fit(largest_batch, seed: int) -> list[dict]:
             got, error = call_answer(largest_batch, *case, amp)
             whole = as_whole(got)  # numpy integers and 0-dim integer tensors are whole too
             number = whole if whole is not None else as_number(got)
+            if whole is None and number is not None and number.is_integer():
+                whole = number = int(number)  # 48.0, from a float's // or math.floor of one
             results.append(
                 {
                     "case": [*case, amp],

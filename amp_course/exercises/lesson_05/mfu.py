@@ -27,12 +27,15 @@ MFU_CASES = [(106.6e9 * 64, 0.1, H100_BF16), (371e9 * 32, 0.25, A100_BF16), (1e1
 
 
 def mfu_cases(seed: int) -> list[tuple[float, float, float]]:
-    """Seed 0: MFU_CASES (ViT steps on an H100 and an A100). Other seeds: random steps."""
+    """Seed 0: MFU_CASES (ViT steps on an H100 and an A100). Other seeds: random steps and
+    peaks, each step's FLOPs drawn so that its MFU is 2% to 90%, as a real GPU's is (random
+    FLOPs gave MFUs up to 35, where an answer that caps MFU at 1 is right to refuse)."""
     if seed == 0:
         return list(MFU_CASES)
     generator = torch.Generator().manual_seed(seed)
     draws = torch.rand(6, 3, generator=generator, dtype=torch.float64).tolist()
-    return [(10 ** (9 + 5 * f), 10 ** (2 * s - 2), 10 ** (3 * p)) for f, s, p in draws]
+    steps = [(0.02 + 0.88 * u, 10 ** (2 * s - 2), 10 ** (3 * p)) for u, s, p in draws]
+    return [(share * seconds * peak * 1e12, seconds, peak) for share, seconds, peak in steps]
 
 
 def _observe_numbers(fn, cases) -> list[dict]:
