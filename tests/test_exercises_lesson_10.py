@@ -384,9 +384,25 @@ def _smaller_tile_along_m(batch, m, n, tile_m, tile_n, sms):
     return batch * m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
 
 
+def _waves_plus_one(batch, m, n, tile_m, tile_n, sms):
+    """tiles // sms + 1 for a ceiling: a wave too many where the tiles fill whole waves."""
+    tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    return batch * m * n / ((tiles // sms + 1) * sms * tile_m * tile_n)
+
+
+def _tiles_plus_one(batch, m, n, tile_m, tile_n, sms):
+    """m // tile_m + 1 for a ceiling: a tile too many where a side is a whole number of them."""
+    tiles = batch * (m // tile_m + 1) * (n // tile_n + 1)
+    return batch * m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
+
+
 # The first passed 977 grader seeds of 1000, which drew no launch of fewer tiles than SMs; the
-# second every seed, which drew tile_m = 64 always, never above tile_n.
-@pytest.mark.parametrize("wrong", [_waves_of_own_tiles_when_few, _smaller_tile_along_m])
+# second every seed, which drew tile_m = 64 always, never above tile_n; the last two 106 and 180
+# of 200, which drew no whole tiles in whole waves.
+@pytest.mark.parametrize(
+    "wrong",
+    [_waves_of_own_tiles_when_few, _smaller_tile_along_m, _waves_plus_one, _tiles_plus_one],
+)
 def test_wave_slips_fail_at_every_seed(wrong):
     for seed in range(41):
         assert exercises.verdict("10.wave_efficiency", wrong, seed)[0] == "failed", seed

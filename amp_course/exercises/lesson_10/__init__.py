@@ -107,10 +107,11 @@ def wave_cases(seed: int) -> list[tuple]:
     """Seed 0: WAVE_CASES. Other seeds: six drawn sizes, their tiles taller than wide in three
     (tile_m was 64 in every drawn case, never above tile_n), and as in WAVE_CASES a launch of
     fewer tiles than SMs (an answer charging such a launch for its own tiles only passed 977
-    seeds of 1000 without one)."""
+    seeds of 1000 without one) and one of whole tiles in whole waves (x // tile + 1 for a
+    ceiling passed 180 seeds of 200 for the tiles, and tiles // sms + 1 106 for the waves)."""
     if seed == 0:
         return list(WAVE_CASES)
-    sizes = draw(seed, 21, 1, 9000)
+    sizes = draw(seed, 26, 1, 9000)
     tiles = (64, 128, 256)
     drawn = [
         (
@@ -124,7 +125,12 @@ def wave_cases(seed: int) -> list[tuple]:
         for j, i in enumerate(range(0, 18, 3))
     ]
     few = (1 + sizes[18] % 3, 1 + sizes[19] % 400, 1 + sizes[20] % 400, 128, 128, SMS["H100 SXM"])
-    return [*drawn, few]
+    # Every side a whole number of tiles, sms tiles along m: batch x across waves, all full.
+    tile_m, tile_n = tiles[sizes[21] % 3], tiles[sizes[22] % 3]
+    sms = tuple(SMS.values())[sizes[23] % len(SMS)]
+    batch, across = 1 + sizes[24] % 4, 1 + sizes[25] % 4
+    whole = (batch, sms * tile_m, across * tile_n, tile_m, tile_n, sms)
+    return [*drawn, few, whole]
 
 
 def _explain_waves(case, got: float) -> str:
@@ -150,7 +156,8 @@ def _explain_waves(case, got: float) -> str:
         slots = round(slots)
         said = f"{account} For that useful work your value means {slots:,} tile slots"
         if slots % sms == 0:
-            return f"{said}: {slots // sms:,} waves of {sms}."
+            waves = slots // sms
+            return f"{said}: {waves:,} wave{'s' if waves > 1 else ''} of {sms}."
         return f"{said}: not a whole number of waves of {sms}."
     return account
 
