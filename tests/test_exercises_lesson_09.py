@@ -520,6 +520,40 @@ def test_to_float8_rowwise_rejects(wrong, words):
         exercises.check("09.to_float8_rowwise", wrong)
 
 
+def _rows_through_bf16(product=False):
+    """The right scales, x rounded to bf16 before the product (or the product taken in bf16)."""
+
+    def cast(x, fp8_dtype):
+        scales = torch.finfo(fp8_dtype).max / x.abs().amax(1, keepdim=True).float().clamp(min=1e-12)
+        factor = scales.bfloat16() if product else scales
+        return (x.bfloat16() * factor).to(fp8_dtype), scales
+
+    return cast
+
+
+def _rows_divided(x, fp8_dtype):
+    """Right: x / (amax / max), in float32."""
+    amax = x.abs().amax(1, keepdim=True).float().clamp(min=1e-12)
+    fp8_max = torch.finfo(fp8_dtype).max
+    return (x / (amax / fp8_max)).to(fp8_dtype), fp8_max / amax
+
+
+# Both passed the error per row (within 5% of the reference's) at many grader seeds (28 and 63
+# of 63); 09.to_float8 refused them, holding the values themselves.
+@pytest.mark.parametrize("wrong", [_rows_through_bf16(), _rows_through_bf16(product=True)])
+def test_a_rowwise_cast_through_bf16_fails_at_every_seed(wrong):
+    said = r"\(e4m3\)(, row 1 .* comes back off by| x_fp8 differs from the reference's in \d+ of)"
+    with pytest.raises(ExerciseFailed, match=said):
+        exercises.check("09.to_float8_rowwise", wrong)
+    for seed in range(41):
+        assert exercises.verdict("09.to_float8_rowwise", wrong, seed)[0] == "failed", seed
+
+
+def test_a_rowwise_cast_written_as_a_division_passes():
+    for seed in (0, 1, 2, 12345, 987654321):
+        assert exercises.verdict("09.to_float8_rowwise", _rows_divided, seed) == ("passed", "")
+
+
 def test_rowwise_keeps_small_rows_that_per_tensor_scaling_loses():
     # Why the exercise matters: the smallest rows of the check's first case.
     x, fp8_dtype = next(iter(fp8_checks.rowwise_inputs(0).values()))
