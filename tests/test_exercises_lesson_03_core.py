@@ -112,7 +112,14 @@ class _IntFlag(ScalerCore):
         return int(super().unscale_grads(grads))
 
 
-@pytest.mark.parametrize("right", [_Divides, _Float32Tensor, _TorchKernel, _IntFlag])
+class _FloatFlag(ScalerCore):
+    """The kernel's float flag read with .item(): 0.0 or 1.0."""
+
+    def unscale_grads(self, grads):
+        return float(super().unscale_grads(grads))
+
+
+@pytest.mark.parametrize("right", [_Divides, _Float32Tensor, _TorchKernel, _IntFlag, _FloatFlag])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_right_cores_written_differently_pass(right, seed):
     assert exercises.verdict(NAME, right, seed) == ("passed", "")
@@ -182,6 +189,44 @@ class _ScaledInPlace(ScalerCore):
 class _ScaledDetached(ScalerCore):
     def scale(self, loss):
         return torch.tensor(loss.item() * self.scale_value)
+
+
+class _ScaleKeptElsewhere(ScalerCore):
+    """PyTorch's scale kept in a tensor of its own: scale() is right, scale_value never moves."""
+
+    def _held(self):
+        if not hasattr(self, "_s"):
+            self._s = torch.tensor(self.scale_value, dtype=torch.float32)
+        return self._s
+
+    def scale(self, loss):
+        return loss * self._held()
+
+    def unscale_grads(self, grads):
+        found = any(not torch.isfinite(g).all() for g in grads)
+        for g in grads:
+            g.div_(self._held())
+        return found
+
+    def update(self, found_inf):
+        held = self._held()
+        if found_inf:
+            held.mul_(self.backoff_factor)
+            self.good_steps = 0
+            return
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            grown = held * self.growth_factor
+            if torch.isfinite(grown):
+                held.copy_(grown)
+            self.good_steps = 0
+
+
+class _CheckedAfterUnscaling(ScalerCore):
+    def unscale_grads(self, grads):
+        for g in grads:
+            g.div_(self.scale_value)
+        return any(not torch.isfinite(g).all() for g in grads)
 
 
 class _StringFlag(ScalerCore):
@@ -256,6 +301,20 @@ WRONG = [
         "1.7014118346046923e+38",
     ),
     ("a flag that is a string", _StringFlag, "returned 'False' (a str), not a bool; PyTorch's"),
+    # Both passed every seed (a test learner's): scale_value was read for messages only, and
+    # every unscaling ran at a scale of 1000, where checking before or after agrees.
+    (
+        "the scale kept elsewhere",
+        _ScaleKeptElsewhere,
+        "scale(1.5) applies 131072.0, PyTorch's scale, but scale_value is 65536.0: update() sets "
+        "the new S in scale_value",
+    ),
+    (
+        "checked after unscaling",
+        _CheckedAfterUnscaling,
+        "unscale_grads at a scale of 0.5 on a finite gradient that overflows once unscaled "
+        "returned True; PyTorch's unscaling finds inf/NaN: False.",
+    ),
     ("new tensors in the list", _ListItemsReplaced, "in the tensors handed in) is 401.638 after"),
     (
         "the scale in fp16",

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import torch
 
@@ -61,8 +63,9 @@ def test_wrong_answers_fail(wrong):
 def test_equal_weights_fail_on_unequal_micro_batches_saying_what_differs():
     message = (
         r"with micro-batches of 7, 5, 4 digits, the returned norm is 3\.93322; the true "
-        r"\(unscaled\) gradient norm of the mean loss over all their digits is 3\.6526; yours is "
-        r"1\.077 times that \(the check allows a relative 1e-4; its GradScaler starts at "
+        r"\(unscaled\) gradient norm of the mean loss over all their digits, under the "
+        r"exercise.s fp16 autocast, is 3\.6526; yours is 1\.077 times that \(the check allows "
+        r"a relative 1e-4; its GradScaler starts at "
         r"init_scale=8\)\. With the equal micro-batches before them, it matched\.$"
     )
     with pytest.raises(ExerciseFailed, match=message):
@@ -211,8 +214,8 @@ def _updated_to_its_own_scale(model, optimizer, scaler, micro_batches, max_norm)
         (
             clip_before_unscale,
             "the returned norm is 29.2205; the true (unscaled) gradient norm of the mean loss "
-            "over all their digits is 3.65256; yours is 8 times that (the check allows a relative "
-            "1e-4; its GradScaler starts at init_scale=8)",
+            "over all their digits, under the exercise's fp16 autocast, is 3.65256; yours is 8 "
+            "times that (the check allows a relative 1e-4; its GradScaler starts at init_scale=8)",
         ),
         (
             _norm_zeroed_when_not_finite,
@@ -231,3 +234,19 @@ def test_near_misses_are_told_by_what_differs(wrong, says):
         exercises.check(NAME, wrong)
     assert says in str(failure.value), failure.value
     assert exercises.check(NAME, answer(_by_share))  # the right weighting passes
+
+
+def _weighted_in_bf16(model, images, labels, micro_batches):
+    """The right weighting under bf16 autocast, where the exercise asks for fp16."""
+    total = sum(len(y) for _, y in micro_batches)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+    return loss * len(labels) / total
+
+
+def test_a_norm_near_the_true_one_is_told_apart_from_it():
+    """1.00047 printed as '1 times that' (4 digits) said nothing: enough digits to differ."""
+    with pytest.raises(ExerciseFailed) as failure:
+        exercises.check(NAME, answer(_weighted_in_bf16))
+    ratio = re.search(r"yours is (\S+) times that", str(failure.value))[1]
+    assert float(ratio) != 1 and "under the exercise's fp16 autocast" in str(failure.value)

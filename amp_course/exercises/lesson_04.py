@@ -137,11 +137,15 @@ def compare(mine, reference, seed: int) -> None:
                 got["norm"], want["norm"], rel_tol=1e-4
             ):
                 ratio = got["norm"] / want["norm"] if want["norm"] else math.inf
+                digits = 4  # enough to tell the ratio from 1 (1.00047 printed as 1 said nothing)
+                while f"{ratio:.{digits}g}" == "1" and digits < 9:
+                    digits += 1
                 raise ExerciseFailed(
                     f"with {what}{when}, {returned} is {got['norm']:.6g}; the true "
-                    f"(unscaled) gradient norm of the mean loss over all their digits is "
-                    f"{want['norm']:.6g}; yours is {ratio:.4g} times that (the check allows a "
-                    f"relative 1e-4; its GradScaler starts at init_scale={INIT_SCALE:g}).{passed}"
+                    f"(unscaled) gradient norm of the mean loss over all their digits, under the "
+                    f"exercise's fp16 autocast, is {want['norm']:.6g}; yours is "
+                    f"{ratio:.{digits}g} times that (the check allows a relative 1e-4; its "
+                    f"GradScaler starts at init_scale={INIT_SCALE:g}).{passed}"
                 )
             if not math.isfinite(want["norm"]) and math.isfinite(got["norm"]):
                 raise ExerciseFailed(

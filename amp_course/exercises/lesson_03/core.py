@@ -96,17 +96,28 @@ def _grads(case: str, seed: int) -> list[torch.Tensor]:
         grads[1][4] = float("inf")
     if case == "a NaN in the first tensor":
         grads[0][2, 1] = float("nan")
+    if case == OVERFLOWS_ONCE_UNSCALED:
+        grads[0][1, 2] = 3e38  # finite as handed in; 6e38 is past float32's largest once unscaled
     return grads
 
 
-UNSCALE_CASES = ("finite gradients", "an inf in the second tensor", "a NaN in the first tensor")
 UNSCALE_SCALE = 1000.0  # not a power of two: 1/scale is rounded, as GradScaler rounds it
+# A scale below 1 (after many overflows in a row) and a gradient that is finite as handed in: rule
+# 2 checks before it unscales, so this finds no inf (a check after unscaling passed every seed
+# while every case had a scale of 1000).
+OVERFLOWS_ONCE_UNSCALED = "a finite gradient that overflows once unscaled"
+UNSCALE_CASES = {  # case: the scale the core is built with
+    "finite gradients": UNSCALE_SCALE,
+    "an inf in the second tensor": UNSCALE_SCALE,
+    "a NaN in the first tensor": UNSCALE_SCALE,
+    OVERFLOWS_ONCE_UNSCALED: 0.5,
+}
 
 
 def torch_unscale(case: str, seed: int = 0) -> dict:
-    """What GradScaler's unscaling kernel makes of ``case``'s gradients at UNSCALE_SCALE."""
+    """What GradScaler's unscaling kernel makes of ``case``'s gradients at the case's scale."""
     grads, found = _grads(case, seed), torch.zeros(())
-    inverse = torch.tensor(UNSCALE_SCALE, dtype=torch.float64).reciprocal().float()
+    inverse = torch.tensor(UNSCALE_CASES[case], dtype=torch.float64).reciprocal().float()
     torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inverse)
     return {"found_inf": bool(found.item()), "grads": [g.tolist() for g in grads]}
 
@@ -141,8 +152,8 @@ def observe_core(core_class, seed: int) -> dict:
             }
         )
     unscaled = []
-    for case in UNSCALE_CASES:
-        core, error = call_answer(core_class, UNSCALE_SCALE, 2.0, 0.5, 2000)
+    for case, scale in UNSCALE_CASES.items():
+        core, error = call_answer(core_class, scale, 2.0, 0.5, 2000)
         grads = _grads(case, seed)
         given = list(grads)  # the tensors handed in: the list itself may be changed
         found = None
@@ -151,8 +162,8 @@ def observe_core(core_class, seed: int) -> dict:
         grads = given
         if isinstance(found, torch.Tensor) and found.numel() == 1:
             found = bool(found)  # a tensor flag, as GradScaler keeps its own
-        elif type(found) is int and found in (0, 1):
-            found = bool(found)  # 0 or 1 means what False or True means to the scaler
+        elif type(found) in (int, float) and found in (0, 1):
+            found = bool(found)  # 0 or 1 (found.item() of a float flag: 0.0) means False or True
         unscaled.append(
             {
                 "case": case,
@@ -241,6 +252,13 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                     "(torch._amp_update_scale_, what GradScaler.update runs) gives a scale of "
                     f"{want!r} and a growth tracker of {tracker}."
                 )
+            if held is None or not _close(held, want):  # scale() is right, the S held is not
+                raise ExerciseFailed(
+                    f"{after} scale({LOSS}) applies {scale!r}, PyTorch's scale, but "
+                    + (f"scale_value is {held!r}" if held is not None else "it has no scale_value")
+                    + ": update() sets the new S in scale_value, which the lesson's LossScaler "
+                    "reads (get_scale, state_dict)."
+                )
             # Within one rounding of PyTorch's, but between two float32 numbers: GradScaler's
             # scale is a float32 tensor, so after a factor that is not a power of two it differs.
             if held is not None and held == held and _float32(held) != held:
@@ -250,7 +268,7 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                     f"float32 tensor: {want!r}."
                 )
     for run in mine["unscaled"]:
-        what = f"unscale_grads at a scale of {UNSCALE_SCALE:g} on {run['case']}"
+        what = f"unscale_grads at a scale of {UNSCALE_CASES[run['case']]:g} on {run['case']}"
         fail_on_error(run["error"], what)
         theirs = run["torch"]
         if run["found_inf"] is not theirs["found_inf"]:
