@@ -27,6 +27,7 @@ EXPECTED = {
     "GTX 1080": torch.float16,  # 6.1: no tensor cores, still fp16 by the rule
     "L4": torch.bfloat16,
     "Tesla M40": torch.float16,  # 5.2
+    "Tesla K40": torch.float16,  # 3.5: Kepler, fp16 by the same rule
     "RTX 2080 Ti": torch.float16,
     "B200": torch.bfloat16,
     "Jetson AGX Orin": torch.bfloat16,
@@ -138,6 +139,12 @@ def no_tensor_cores_means_fp32(cc, cpu):
     return torch.float32 if cc < (7, 0) else torch.float16 if cc < (8, 0) else torch.bfloat16
 
 
+def kepler_means_fp32(cc, cpu):  # a test learner's: it passed 112 grader seeds of 200
+    if cc is None:
+        return torch.bfloat16 if cpu.bf16.verdict == "faster" else torch.float32
+    return torch.float32 if cc < (4, 0) else torch.float16 if cc < (8, 0) else torch.bfloat16
+
+
 def majors_8_and_9(cc, cpu):  # the lesson's bf16 GPUs are 8.x and 9.x
     if cc is None:
         return torch.bfloat16 if cpu.bf16.verdict == "faster" else torch.float32
@@ -161,6 +168,7 @@ def majors_8_and_9(cc, cpu):  # the lesson's bf16 GPUs are 8.x and 9.x
         (named_gpus_only, r"GTX 1080 \(compute capability \(6, 1\)\): you chose torch.bfloat16"),
         (no_tensor_cores_means_fp32, r"GTX 1080.*you chose torch.float32, the reference torch.fl"),
         (majors_8_and_9, r"B200 \(compute capability \(10, 0\)\): you chose torch.float16"),
+        (kepler_means_fp32, r"Tesla K40 \(compute capability \(3, 5\)\): you chose torch.float32"),
         (  # 8.0 itself left out: bf16 from above 8.0
             lambda cc, cpu: torch.bfloat16 if cc is None or cc > (8, 0) else torch.float16,
             r"A30 \(compute capability \(8, 0\)\): you chose torch.float16",

@@ -196,6 +196,54 @@ def test_checkpoint_every_miscounts_fail_in_the_notebook_and_at_grading(wrong, c
             assert exercises.verdict("09.checkpoint_every", wrong, seed)[0] == "failed", seed
 
 
+class _RecomputedInBf16(torch.autograd.Function):
+    """A hand-written checkpoint whose recompute enters bf16 autocast of its own."""
+
+    @staticmethod
+    def forward(ctx, x, block, *params):
+        ctx.block = block
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return block(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            given = x.detach().requires_grad_(True)
+            out = ctx.block(given)
+        params = list(ctx.block.parameters())
+        grads = torch.autograd.grad(out, (given, *params), grad, allow_unused=True)
+        return (grads[0], None, *grads[1:])
+
+
+class _Bf16Checkpointed(torch.nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x):
+        return _RecomputedInBf16.apply(x, self.block, *self.block.parameters())
+
+
+def _recompute_in_bf16(model, k):
+    layers = model.encoder.layers
+    for index in range(0, len(layers), k):
+        layers[index] = _Bf16Checkpointed(layers[index])
+    return model
+
+
+def test_a_recompute_in_a_dtype_of_its_own_fails_at_every_seed():
+    """It matched every bf16 case (a test learner's passed every seed): the fp16 case tells."""
+    message = r"under fp16 autocast block 0 ran in torch.float16 in the forward but was recomputed"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ExerciseFailed, match=message):
+            exercises.check("09.checkpoint_every", _recompute_in_bf16)
+        for seed in (1, 2, *conftest.SECRET_SEEDS):
+            assert exercises.verdict("09.checkpoint_every", _recompute_in_bf16, seed)[0] == "failed"
+
+
 def _by_index(model, k):  # another correct style: a range with step k over the blocks
     return _wrap(model, range(0, len(encoder_blocks(model)), k))
 
