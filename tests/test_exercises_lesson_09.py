@@ -8,6 +8,7 @@ import warnings
 import conftest
 import pytest
 import torch
+from handwritten_checkpoint import recompute_in
 
 from amp_course import exercises
 from amp_course.checkpointing import Checkpointed, encoder_blocks
@@ -196,34 +197,19 @@ def test_checkpoint_every_miscounts_fail_in_the_notebook_and_at_grading(wrong, c
             assert exercises.verdict("09.checkpoint_every", wrong, seed)[0] == "failed", seed
 
 
-class _RecomputedInBf16(torch.autograd.Function):
+class _Bf16Checkpointed(torch.nn.Module):
     """A hand-written checkpoint whose recompute enters bf16 autocast of its own."""
 
-    @staticmethod
-    def forward(ctx, x, block, *params):
-        ctx.block = block
-        ctx.save_for_backward(x)
-        with torch.no_grad():
-            return block(x)
+    recompute = staticmethod(
+        recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
+    )
 
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        with torch.enable_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            given = x.detach().requires_grad_(True)
-            out = ctx.block(given)
-        params = list(ctx.block.parameters())
-        grads = torch.autograd.grad(out, (given, *params), grad, allow_unused=True)
-        return (grads[0], None, *grads[1:])
-
-
-class _Bf16Checkpointed(torch.nn.Module):
     def __init__(self, block):
         super().__init__()
         self.block = block
 
     def forward(self, x):
-        return _RecomputedInBf16.apply(x, self.block, *self.block.parameters())
+        return self.recompute(self.block, x)
 
 
 def _recompute_in_bf16(model, k):

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 import conftest
 import pytest
 import torch
+from handwritten_checkpoint import recompute_in
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed
@@ -54,44 +55,16 @@ def _no_checkpoint(block, x):
     return block(x)
 
 
-def _recompute_in(enter_autocast):
-    """A hand-written checkpoint whose recompute re-enters autocast as ``enter_autocast(enabled,
-    dtype)`` says, given the forward's state."""
-
-    def checkpointed(block, x):
-        enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
-
-        class Recompute(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                ctx.save_for_backward(x)
-                with torch.no_grad():
-                    return block(x)
-
-            @staticmethod
-            def backward(ctx, grad):
-                (x,) = ctx.saved_tensors
-                x = x.detach().requires_grad_()
-                with torch.enable_grad(), enter_autocast(enabled, dtype):
-                    out = block(x)
-                torch.autograd.backward(out, grad)
-                return x.grad
-
-        return Recompute.apply(x)
-
-    return checkpointed
-
-
 # The CUDA default, fp16, whatever the forward ran (the reentrant checkpoint before PR #71169).
-_reentrant_without_autocast_dtype = _recompute_in(
+_reentrant_without_autocast_dtype = recompute_in(
     lambda enabled, dtype: torch.autocast("cpu", dtype=torch.float16)
 )
-_enabled_flag_only = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", enabled=enabled))
-_always_bf16 = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
+_enabled_flag_only = recompute_in(lambda enabled, dtype: torch.autocast("cpu", enabled=enabled))
+_always_bf16 = recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
 # Passed every seed while the check ran under autocast only: without it, the recompute runs in
 # bf16 (the default dtype the forward read) where the forward ran fp32.
-_dtype_only = _recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=dtype))
-_replays_the_state = _recompute_in(
+_dtype_only = recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=dtype))
+_replays_the_state = recompute_in(
     lambda enabled, dtype: torch.autocast("cpu", dtype=dtype, enabled=enabled)
 )
 
