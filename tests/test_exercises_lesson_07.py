@@ -316,3 +316,34 @@ def test_a_disabled_scaler_of_either_class_passes_as_the_text_says():
     for answer in (sharded_when_disabled, plain_when_disabled):
         for seed in (0, 2):
             assert exercises.verdict(SCALER_FOR, answer, seed)[0] == "passed", answer
+
+
+def _sharded_only_on(device_type: str, strategies: tuple[str, ...]):
+    """The right scaler's class chosen only on one kind of device (a test learner's)."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    def scaler_for(strategy, amp_dtype, device):
+        kind = torch.device(device).type
+        sharded = strategy in strategies and kind == device_type
+        return (ShardedGradScaler if sharded else torch.amp.GradScaler)(
+            kind, enabled=amp_dtype == torch.float16
+        )
+
+    return scaler_for
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="where CUDA works its scalers stay enabled")
+def test_the_cuda_cases_compare_the_scalers_class_on_a_machine_without_a_gpu():
+    """There the reference's CUDA scaler disables itself too; fp16's class still counts (a class
+    chosen by the device passed every seed of both exercises)."""
+    says = r"\('fsdp1', torch.float16, device\(type='cuda'\)\): the scaler is a torch.amp"
+    with pytest.raises(ExerciseFailed, match=says):
+        exercises.check(SCALER_FOR, _sharded_only_on("cpu", ("fsdp1",)))
+
+    def fsdp2_sharded_on_cuda(amp_dtype, device):
+        policy = solutions.fsdp_precision(amp_dtype, device)[0]
+        return policy, _sharded_only_on("cuda", ("fsdp2",))("fsdp2", amp_dtype, device)
+
+    says = r"for fp16 \(disabled here only because this machine has no GPU\)"
+    with pytest.raises(ExerciseFailed, match=says):
+        exercises.check(NAME, fsdp2_sharded_on_cuda)
