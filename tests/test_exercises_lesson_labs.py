@@ -619,16 +619,26 @@ def test_clipping_written_otherwise_passes_at_every_seed(right):
         assert exercises.verdict("labs.clip_after_unscale", right, seed) == ("passed", ""), seed
 
 
-def _scheduler_when_the_scale_held(model, optimizer, scheduler, scaler, batches):
-    """A step counted as skipped wherever the scale did not hold: growths are steps too."""
-    for images, labels in batches:
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(lab.forward_loss(model, images, labels)).backward()
-        before = scaler.get_scale()
-        scaler.step(optimizer)
-        scaler.update()
-        if scaler.get_scale() == before:
-            scheduler.step()
+def _scaled_loop(after_update):
+    """Lab 4's loop with ``after_update(scheduler, optimizer, scale before, scale after)`` where
+    its scheduler.step() was."""
+
+    def train_scheduled(model, optimizer, scheduler, scaler, batches):
+        for images, labels in batches:
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(lab.forward_loss(model, images, labels)).backward()
+            before = scaler.get_scale()
+            scaler.step(optimizer)
+            scaler.update()
+            after_update(scheduler, optimizer, before, scaler.get_scale())
+
+    return train_scheduled
+
+
+# A step counted as skipped wherever the scale did not hold: growths are steps too.
+_scheduler_when_the_scale_held = _scaled_loop(
+    lambda scheduler, optimizer, before, after: after == before and scheduler.step()
+)
 
 
 # They passed 72 and 14 grader seeds of 300: where the scale never grew, and where the brightened
@@ -650,3 +660,42 @@ def test_a_scaler_entry_without_its_keys_is_told_what_load_checkpoint_reads():
     status, message = exercises.verdict("labs.resume", save, 0)
     assert status == "failed" and "KeyError: 'growth_factor'" in message, message
     assert "reads the keys that object's state_dict() returns" in message, message
+
+
+def _rate_set_by_hand(model, optimizer, scheduler, scaler, batches):
+    """The schedule's rates set on the optimizer by hand; scheduler.step() never called."""
+    updates = []
+
+    def after_update(scheduler, optimizer, before, after):
+        if after >= before:
+            updates.append(1)
+            for group in optimizer.param_groups:
+                group["lr"] = lab.LR * lab.SCHEDULER_GAMMA ** len(updates)
+
+    _scaled_loop(after_update)(model, optimizer, scheduler, scaler, batches)
+
+
+def _tracker_kept_scale_lost(model, optimizer, scaler):
+    fresh = torch.amp.GradScaler("cpu", **lab.SCALER_KWARGS).state_dict()
+    fresh["_growth_tracker"] = scaler.state_dict()["_growth_tracker"]
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": fresh}
+
+
+# A test learner's: the first passed every seed (only the final rate was compared), the second
+# the seeds whose resume point had the scale back at init_scale.
+@pytest.mark.parametrize(
+    "name, wrong, says, seeds",
+    [
+        (
+            "labs.scheduler_skip",
+            _rate_set_by_hand,
+            "your loop called scheduler.step() 0 time(s) (its last_epoch); the reference's, ",
+            range(8),
+        ),
+        ("labs.resume", _tracker_kept_scale_lost, "state_dict() differs", (2, 4, 7, 11, 12, 15)),
+    ],
+)
+def test_wrong_fixes_that_passed_grader_seeds_fail_there(name, wrong, says, seeds):
+    for seed in seeds:
+        status, message = exercises.verdict(name, wrong, seed)
+        assert status == "failed" and says in message, (seed, message)

@@ -11,7 +11,13 @@ from __future__ import annotations
 import torch
 
 from ..display import kind_of
-from ..labs.more_failures import MASKED_ABOVE, run_masked, run_multitask, run_padded
+from ..labs.more_failures import (
+    MASKED_ABOVE,
+    MASKED_FAR_ABOVE,
+    run_masked,
+    run_multitask,
+    run_padded,
+)
 from ..labs.rotary import run_rope
 from ..precisions import name_of
 from . import ExerciseFailed, fail_on_error, register
@@ -133,6 +139,8 @@ CASE_DTYPES = {
     MASKED_ABOVE: torch.float16,
     "fp16 autocast, scores near -12000": torch.float16,
     "fp32, keys drawn at random": torch.float32,
+    MASKED_FAR_ABOVE: torch.float32,
+    "fp32, scores near -100000": torch.float32,
 }
 
 
@@ -164,9 +172,9 @@ register("labs.masked_fill_fp16", run_masked, compare_masked)
 
 
 # ---- Lab 3: attention rows with no key to attend -------------------------------------------------
-# The gradients compared, by case: scores near -12000 are 55 apart, so each query's weights are
-# one-hot up to fp16 rounding and the gradients of q and k are that rounding alone.
-GRADIENTS = {"fp16 autocast, scores near -12000": "v"}
+# The gradients compared, by case: scores near -12000 are 55 apart (near -100000, 160), so each
+# query's weights are one-hot up to rounding and the gradients of q and k are that rounding alone.
+GRADIENTS = {"fp16 autocast, scores near -12000": "v", "fp32, scores near -100000": "v"}
 
 
 def compare_padded(mine: dict, reference: dict, seed: int) -> None:

@@ -125,6 +125,8 @@ class Outcome:
     step_norms: list[float] = field(default_factory=list)
     # How many optimizer.step() calls had run when each update() returned.
     steps_at_update: list[int] = field(default_factory=list)
+    # The LR scheduler's own count of its step() calls (None: the loop was given none).
+    scheduler_steps: int | None = None
 
     def plain(self) -> dict:
         """The outcome as plain data for the grader."""
@@ -156,6 +158,7 @@ def run(train, extra=(), poisoned=POISONED, scheduler=False, seed=0, bright=()) 
     outcome.params = [p.detach().clone() for p in model.parameters()]
     outcome.scales = list(scaler.history)
     outcome.lrs = [group["lr"] for group in optimizer.param_groups]
+    outcome.scheduler_steps = None if sched is None else sched.last_epoch
     outcome.warnings = [str(w.message) for w in caught]
     return outcome
 
@@ -187,17 +190,25 @@ def resume_point(seed: int) -> int:
     """How many steps run before the checkpoint: RESUME_AT for seed 0; otherwise the first step
     from 3 + seed % 5 on (or else the last before it) after which the growth tracker is not 0,
     so that a checkpoint which loses it (a fresh scaler's is 0) changes what the resumed scaler
-    holds."""
+    holds; among those, one after which the scale is not init_scale either, where the seed's
+    batches give one (a checkpoint that kept the tracker and lost the scale passed the seeds
+    whose scale was back at init_scale: 2 of 40 still give no such step)."""
     if seed == 0:
         return RESUME_AT
     model, optimizer, scaler = lab_setup(seed)
-    counting = []  # the step counts after which the tracker is not 0
+    counting, moved = [], []  # after which the tracker is not 0; and the scale not the first
     for step, batch in enumerate(lab_batches(poisoned_for(seed), seed)[:-1]):
         train_steps(model, optimizer, scaler, [batch])
-        if scaler.state_dict()["_growth_tracker"] != 0:
+        state = scaler.state_dict()
+        if state["_growth_tracker"] != 0:
             counting.append(step + 1)
+            if state["scale"] != SCALER_KWARGS["init_scale"]:
+                moved.append(step + 1)
     start = 3 + seed % 5
-    return next((n for n in counting if n >= start), counting[-1] if counting else start)
+    for steps in (moved, counting):
+        if steps:
+            return next((n for n in steps if n >= start), steps[-1])
+    return start
 
 
 def load_checkpoint(checkpoint, model, optimizer, scaler):

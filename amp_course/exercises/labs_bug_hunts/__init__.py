@@ -93,6 +93,12 @@ def compare_run(mine, ref, seed: int, rtol: float = 1e-5, atol: float = 1e-7) ->
         raise ExerciseFailed(f"{differs}.")
     if mine["lrs"] != ref["lrs"]:
         raise ExerciseFailed(_learning_rate_differs(mine, ref))
+    if mine.get("scheduler_steps") != ref.get("scheduler_steps"):  # a rate set by hand, say
+        raise ExerciseFailed(
+            f"the learning rate ends where the reference's does, but your loop called "
+            f"scheduler.step() {mine['scheduler_steps']} time(s) (its last_epoch); the "
+            f"reference's, {ref['scheduler_steps']}."
+        )
     try:
         what = "parameters differ from the reference fix"
         compare_params(mine["params"], ref["params"], what, rtol, atol)
