@@ -86,7 +86,7 @@ def test_symptoms_show_on_this_cpu():
     ] + [
         False,
         False,
-    ]
+    ] + [True, True]  # CONV_LEAF: the conv leaf against the levels above it
     assert lab.run_tf32(lambda: torch.get_float32_matmul_precision())[0]["state"] == "highest"
     ran = lab.run_ema(broken["labs.ema_skipped_steps"])
     assert [m[:45] for m in ran["warnings"]] == ["Detected call of `lr_scheduler.step()` before"]
@@ -1231,3 +1231,33 @@ def _fp8_in_float64(x, dtype=torch.float8_e4m3fn):
 def test_fp8_casts_written_otherwise_pass_at_the_seeds_with_exact_ties(right):
     for seed in (0, 35, 37, 12345):
         assert exercises.verdict("labs.fp8_zero_scale", right, seed) == ("passed", ""), seed
+
+
+# A test learner's: each read cuDNN's conv setting from a level above it when the legacy flag
+# raised, and passed seed 0's cases and most others.
+def _conv_read_from(level):
+    def tf32_state():
+        try:
+            matmul = torch.backends.cuda.matmul.allow_tf32
+        except RuntimeError:
+            matmul = torch.backends.cuda.matmul.fp32_precision == "tf32"
+        try:
+            conv = torch.backends.cudnn.allow_tf32
+        except RuntimeError:
+            conv = level().fp32_precision == "tf32"
+        return {"matmul": matmul, "conv": conv}
+
+    return tf32_state
+
+
+@pytest.mark.parametrize("level", [lambda: torch.backends.cudnn, lambda: torch.backends])
+def test_conv_tf32_read_from_a_level_above_fails_at_every_seed(level):
+    for seed in range(12):
+        assert exercises.verdict("labs.tf32_api_mix", _conv_read_from(level), seed)[0] == "failed"
+
+
+def test_a_value_the_check_refuses_is_shown_with_the_digits_that_differ():
+    from amp_course.exercises.labs_more_failures import _compare_values
+
+    with pytest.raises(ExerciseFailed, match=r"yours 1\.2241, the reference's 1\.2244 \("):
+        _compare_values(torch.tensor([1.2241]), torch.tensor([1.2244]), torch.float32, "x")

@@ -185,11 +185,20 @@ def plateau_losses(seed: int) -> list[torch.Tensor]:
     return [torch.tensor(PLATEAU, dtype=torch.bfloat16) for _ in range(steps)]
 
 
+def alternating_losses(seed: int) -> list[torch.Tensor]:
+    """The losses of a run settled between 1 and PLATEAU, the two bf16 numbers around its loss,
+    one then the other. Sums of PLATEAU over 2, 4 or 8 steps are exact in bf16, so a bf16 sum
+    reset that often passed some seeds; here every pair is a tie that bf16 rounds down to 2, and
+    a bf16 sum of any length above one step loses."""
+    steps = 2 * int(torch.randint(500, 1500, (), generator=seeded(seed + 1)))
+    return [torch.tensor((1.0, PLATEAU)[step % 2], dtype=torch.bfloat16) for step in range(steps)]
+
+
 # ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
 def run_in_workers(fn, seed: int = 0) -> dict:
     """Call ``fn(model, batches)``; record the outputs, how many forwards ran in the calling
-    thread, and the model's parameter dtypes afterwards and which of them changed value (by how
-    much, at most), counting a round trip through 16 bits."""
+    thread and under which autocast state, and the model's parameter dtypes afterwards and which
+    of them changed value (by how much, at most), counting a round trip through 16 bits."""
     generator = seeded(seed)
     count = 4 if seed == 0 else int(torch.randint(2, 7, (), generator=generator))
     model = lab_block(seed)
@@ -205,8 +214,12 @@ def run_in_workers(fn, seed: int = 0) -> dict:
             with torch.autocast(DEVICE_TYPE, dtype=AMP_DTYPE, enabled=enabled):
                 model(batches[0])
 
+    states = set()  # the CPU autocast state each forward ran under: "on (torch.bfloat16)", "off"
+
     def note_thread_and_wait(module, args):
         threads.append(threading.get_ident())
+        on = torch.is_autocast_enabled(DEVICE_TYPE)
+        states.add(f"on ({torch.get_autocast_dtype(DEVICE_TYPE)})" if on else "off")
         index = index_of.get(float(args[0].flatten()[0]))
         if index is not None:
             time.sleep(0.03 * (count - index))
@@ -221,6 +234,7 @@ def run_in_workers(fn, seed: int = 0) -> dict:
         return observed
     observed["outputs"] = [o.detach() for o in outputs]
     observed["in_caller_thread"] = sum(t == caller for t in threads)
+    observed["autocast"] = sorted(states)
     observed["param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
     observed["param_changes"] = {
         name: (p.detach().double() - before[name].double()).abs().max().item()

@@ -32,6 +32,15 @@ GLOBAL_AND_LEAF = (
     ),
     ('torch.backends.fp32_precision = "ieee"',),  # cuDNN's leaves, set to "tf32", stay "tf32"
 )
+# cuDNN's conv leaf against the levels above it, both ways: an answer that read the cuDNN-wide
+# or the global setting for convolutions passed seed 0's cases and most others.
+CONV_LEAF = (
+    ('torch.backends.cudnn.conv.fp32_precision = "ieee"', 'torch.backends.fp32_precision = "tf32"'),
+    (
+        "torch.backends.cudnn.allow_tf32 = False",
+        'torch.backends.cudnn.conv.fp32_precision = "tf32"',
+    ),
+)
 TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
     (),
     ("torch.backends.cuda.matmul.allow_tf32 = True",),
@@ -44,6 +53,7 @@ TF32_CASES = (  # seed 0's: the defaults, each API alone, then mixed
         'torch.backends.cuda.matmul.fp32_precision = "ieee"',
     ),
     *GLOBAL_AND_LEAF,
+    *CONV_LEAF,
 )
 
 
@@ -92,6 +102,7 @@ def tf32_cases(seed: int = 0) -> tuple[tuple[str, ...], ...]:
         ("torch.backends.cudnn.allow_tf32 = False",),
         TF32_CASES[6],
         *GLOBAL_AND_LEAF,
+        *CONV_LEAF,
     ]
     for _ in range(8):
         count = int(torch.randint(1, 4, (), generator=generator))

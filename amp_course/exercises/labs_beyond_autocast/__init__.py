@@ -16,6 +16,7 @@ import torch
 from ...labs.beyond_autocast import (
     DEVICE_TYPE,
     PLATEAU,
+    alternating_losses,
     lab_losses,
     plateau_losses,
     run_checkpointed,
@@ -130,6 +131,7 @@ register("labs.custom_op_autocast", run_fused_op, compare_fused_op)
 LOSS_CASES = {  # label: the losses a case hands the learner's function
     "a long run's losses": lab_losses,
     f"a loss settled at {PLATEAU}": plateau_losses,
+    f"a loss settled between 1 and {PLATEAU}": alternating_losses,
 }
 
 
@@ -234,6 +236,12 @@ def compare_workers(mine: dict, reference: dict, seed: int) -> None:
                 f"output {index} differs from the reference's output {index} by up to "
                 f"{gap:.3g}{also}."
             )
+    if mine["autocast"] != reference["autocast"]:  # a bf16 copy of the model, autocast off
+        raise ExerciseFailed(
+            f"the outputs are the reference's, but the model's forwards ran with CPU autocast "
+            f"{' and '.join(mine['autocast'])} in their threads; the reference's with autocast "
+            f"{' and '.join(reference['autocast'])}."
+        )
 
 
 register("labs.thread_autocast", run_in_workers, compare_workers)
