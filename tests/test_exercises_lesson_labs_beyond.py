@@ -581,7 +581,7 @@ def test_an_answer_right_on_the_notebooks_losses_only_is_told_whose_inputs_it_fa
 # bf16).
 @pytest.mark.parametrize("steps", [2, 4, 8])
 def test_a_bf16_sum_reset_at_any_period_fails_at_every_seed(steps):
-    for seed in range(30):
+    for seed in (0, 1, 2, 3, *conftest.SECRET_SEEDS):
         status, message = exercises.verdict(
             "labs.bf16_loss_sum", _bf16_sum_logged_every(steps), seed
         )
