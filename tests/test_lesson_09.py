@@ -121,12 +121,13 @@ def test_compiled_autocast_is_explicit_casts_and_emulation_restores_eagers_round
 def test_the_fp8_matmul_on_a_cpu_computes_the_first_outputs_with_their_own_reference(
     lesson, capsys
 ):
-    """On a CPU torch._scaled_mm is oneDNN's reference kernel (about 15 s for the layer's 4,096
-    outputs on a 2-core Xeon): the cell computes 128 of them and measures their error against the
-    same 128 columns of the fp32 product, where it is the scaled casts' error, as on a GPU."""
+    """On a CPU with AMX torch._scaled_mm is oneDNN's reference kernel (about 15 s for the
+    layer's 4,096 outputs on a 2-core Xeon; elsewhere torch emulates it in fp32): the cell computes
+    128 of them and measures their error against the same 128 columns of the fp32 product, where
+    it is the scaled casts' error, as on a GPU."""
     run_tagged(LESSON, "settings", "fp8-matmul", namespace=lesson)
     printed = capsys.readouterr().out
-    try:  # oneDNN refuses it below AVX512-FP16, as under the rehearsal of AVX2
+    try:  # with AMX, oneDNN refuses it with its ISA capped below AVX512-FP16
         one, tiny = torch.ones(()), torch.ones(16, 16).to(torch.float8_e4m3fn)
         torch._scaled_mm(tiny, tiny.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     except RuntimeError:
