@@ -83,10 +83,7 @@ def test_symptoms_show_on_this_cpu():
         True,
         False,
         True,
-    ] + [
-        False,
-        False,
-    ] + [True, True]  # CONV_LEAF: the conv leaf against the levels above it
+    ] + [False, True, True, False]  # the global "tf32" against a leaf, CONV_LEAF, global "ieee"
     assert lab.run_tf32(lambda: torch.get_float32_matmul_precision())[0]["state"] == "highest"
     ran = lab.run_ema(broken["labs.ema_skipped_steps"])
     assert [m[:45] for m in ran["warnings"]] == ["Detected call of `lr_scheduler.step()` before"]
@@ -1261,3 +1258,9 @@ def test_a_value_the_check_refuses_is_shown_with_the_digits_that_differ():
 
     with pytest.raises(ExerciseFailed, match=r"yours 1\.2241, the reference's 1\.2244 \("):
         _compare_values(torch.tensor([1.2241]), torch.tensor([1.2244]), torch.float32, "x")
+
+
+def test_the_last_tf32_case_is_the_one_the_labs_text_points_at():
+    """'a set flag wins over the global one, as the last case shows': the global "ieee" alone."""
+    assert any("as the last case shows" in cell.source for cell in notebook(LESSON).cells)
+    assert lab.tf32_cases(0)[-1] == ('torch.backends.fp32_precision = "ieee"',)
