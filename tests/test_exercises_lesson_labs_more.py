@@ -598,13 +598,7 @@ def test_zeroed_gradients_stepped_fail_at_every_seed():
 # A test learner's wrong fixes that passed grader seeds: fp16's lowest value as the fill in every
 # dtype (every seed, while no fp32 case scored its kept keys below it), and inverse frequencies
 # rebuilt at base 10000 instead of the ones given (the seeds that drew 10000 for every case).
-def _fill(value):
-    def attention(q, k, v, keep):
-        scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
-        keep = keep | ~keep.any(-1, keepdim=True)  # a row with no key attends to every key
-        return scores.masked_fill(~keep, value).softmax(-1) @ v
-
-    return attention
+_fp16_lowest_everywhere = _attention(lambda scores, q: -65504.0)
 
 
 def _rope_at_base_10000(inv_freq, positions, dtype):
@@ -614,8 +608,12 @@ def _rope_at_base_10000(inv_freq, positions, dtype):
 @pytest.mark.parametrize(
     "name, wrong, says",
     [
-        ("labs.masked_fill_fp16", _fill(-65504.0), "'fp32, scores near -100000 for kept keys"),
-        ("labs.fully_masked_rows", _fill(-65504.0), "'fp32, scores near -100000'"),
+        (
+            "labs.masked_fill_fp16",
+            _fp16_lowest_everywhere,
+            "'fp32, scores near -100000 for kept keys",
+        ),
+        ("labs.fully_masked_rows", _fp16_lowest_everywhere, "'fp32, scores near -100000'"),
         ("labs.rope_bf16", _rope_at_base_10000, "In the case '"),
     ],
 )

@@ -204,11 +204,18 @@ def as_whole(got) -> int | None:
     return None
 
 
+def telling_digits(a: float, b: float, fewest: int = 6, most: int = 17) -> int:
+    """The significant digits, from ``fewest`` up to ``most``, that print ``a`` and ``b`` apart
+    ('1.224' against '1.224' says nothing)."""
+    digits = fewest
+    while f"{a:.{digits}g}" == f"{b:.{digits}g}" and digits < most:
+        digits += 1
+    return digits
+
+
 def apart(got: float, want: float) -> str:
     """'G, expected W' with 6 significant digits, more where 6 would print them alike."""
-    digits = 6
-    while f"{got:.{digits}g}" == f"{want:.{digits}g}" and digits < 17:
-        digits += 1
+    digits = telling_digits(got, want)
     return f"{got:.{digits}g}, expected {want:.{digits}g}"
 
 

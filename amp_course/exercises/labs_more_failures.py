@@ -21,7 +21,7 @@ from ..labs.more_failures import (
 from ..labs.rotary import run_rope
 from ..precisions import name_of
 from . import ExerciseFailed, fail_on_error, register
-from .answers import compare_params
+from .answers import compare_params, telling_digits
 
 # How far a value may be from the reference's, relative to the largest reference value, by the
 # dtype the case computes in: a few roundings of that dtype (fp16 keeps 11 bits, bf16 8).
@@ -52,9 +52,8 @@ def _compare_values(got, want, dtype, what: str, where=None) -> None:
     allowed = TOLERANCE[dtype] * want.abs().max().item() + 1e-6
     if off.max().item() > allowed:
         index = tuple(int(i) for i in torch.unravel_index(off.argmax(), off.shape))
-        mine, theirs, digits = got[index].item(), want[index].item(), 4
-        while f"{mine:.{digits}g}" == f"{theirs:.{digits}g}" and digits < 9:
-            digits += 1  # enough to tell them apart: '1.224' against '1.224' said nothing
+        mine, theirs = got[index].item(), want[index].item()
+        digits = telling_digits(mine, theirs, 4, 9)
         raise ExerciseFailed(
             f"{what} differs from the reference's by up to {off[index].item():.3g}, at "
             f"{_where(index)}: yours {mine:.{digits}g}, the reference's {theirs:.{digits}g} "

@@ -110,12 +110,15 @@ def compare(mine, reference, seed: int) -> None:
             )
         sign, exponent, mantissa = want["fields"]
         if math.isnan(value) and not _a_nan(got["fields"], dtype):
+            mantissa_of_nan = (
+                "every mantissa bit set"
+                if dtype == torch.float8_e4m3fn
+                else "a mantissa other than 0"
+            )
             raise ExerciseFailed(
                 f"decompose(nan, {dtype}) returned (sign, exponent, mantissa) = "
                 f"{tuple(got['fields'])}, which is no NaN in {dtype}: a NaN has every exponent bit "
-                f"set and {'every mantissa bit' if dtype == torch.float8_e4m3fn else 'a mantissa'}"
-                f"{' set' if dtype == torch.float8_e4m3fn else ' other than 0'} (torch stores "
-                f"{tuple(want['fields'])})."
+                f"set and {mantissa_of_nan} (torch stores {tuple(want['fields'])})."
             )
         if math.isnan(value):
             continue

@@ -10,7 +10,7 @@ import torch
 from ..display import shown
 from ..labs.bug_hunts import DEVICE, lab_batches, lab_setup, poisoned_for
 from . import ExerciseFailed, call_answer, fail_on_error, register
-from .answers import compare_params
+from .answers import compare_params, telling_digits
 
 
 def _split(batch, sizes):
@@ -137,9 +137,7 @@ def compare(mine, reference, seed: int) -> None:
                 got["norm"], want["norm"], rel_tol=1e-4
             ):
                 ratio = got["norm"] / want["norm"] if want["norm"] else math.inf
-                digits = 4  # enough to tell the ratio from 1 (1.00047 printed as 1 said nothing)
-                while f"{ratio:.{digits}g}" == "1" and digits < 9:
-                    digits += 1
+                digits = telling_digits(ratio, 1.0, 4, 9)  # 1.00047 printed as 1 said nothing
                 raise ExerciseFailed(
                     f"with {what}{when}, {returned} is {got['norm']:.6g}; the true "
                     f"(unscaled) gradient norm of the mean loss over all their digits, under the "

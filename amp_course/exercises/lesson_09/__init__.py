@@ -115,7 +115,7 @@ def compare_checkpoint_every(mine: list[dict], reference: list[dict], seed: int)
 
 def _under(observed: dict) -> str:
     """' under fp16 autocast' for a case not under bf16, the check's usual precision."""
-    precision = observed.get("precision", "bf16")
+    precision = observed["precision"]
     return "" if precision == "bf16" else f" under {precision} autocast"
 
 
