@@ -3,7 +3,6 @@ GPU holds for other optimizers, from the bytes of a step."""
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import torch
@@ -12,11 +11,8 @@ from ..display import shown
 from ..memory import OPTIMIZER_STATE_BYTES, gpus_needed, training_memory
 from . import ExerciseFailed, call_answer, fail_on_error, register
 from .answers import as_number, as_whole
+from .memory_cases import GIB, MIB, USABLE, exactly_full
 
-MIB, GIB = 2**20, 2**30
-# The headroom rule of ac.memory.gpus_needed, which lessons 00 and 05 follow: keep 10% of every
-# GPU free for the allocator and workspace.
-USABLE = inspect.signature(gpus_needed).parameters["usable_fraction"].default
 # The cases a learner's check cell (seed 0) runs: (parameters, activation bytes per image,
 # global batch, GiB per GPU, AMP). The messages below name them.
 SEED0_CASES = [
@@ -98,21 +94,9 @@ def _cases(seed: int) -> list[tuple]:
     # The static state alone overflows a GPU: no count of GPUs fits (None, not 0).
     overflows = (pick(3000, 5000) * 1_000_000, pick(20, 320) * MIB, 2 ** pick(9, 12), 40, True)
     amp = bool(pick(0, 1))  # GPUs full to the byte at the count: < for "fits" asks for more
-    num_params, activation, images, gpu_gib = _exactly_full(pick, 16, amp, 64)
+    num_params, activation, images, gpu_gib = exactly_full(pick, 16, amp, 64)
     full = (num_params, activation, images * pick(2, 64), gpu_gib, amp)
     return cases + rounding + [divides, one_each, overflows, _copies_decide(pick), full]
-
-
-def _exactly_full(pick, per_param: int, amp: bool, most_images: int):
-    """(parameters, activation bytes per image, images, GiB) where the state of ``per_param``
-    bytes per parameter (2 more under ``amp``) and that many images fill the usable memory to the
-    byte (exact in floats at 40 and 80 GiB: 0.9 x GiB is whole), drawn until one does."""
-    per_param, gpu_gib = per_param + (2 if amp else 0), [40, 80][pick(0, 1)]
-    while True:
-        images, activation = pick(1, most_images), pick(10, 320) * MIB
-        state = round(USABLE * gpu_gib * GIB) - images * activation
-        if state > 0 and state % per_param == 0:
-            return state // per_param, activation, images, gpu_gib
 
 
 def _copies_decide(pick) -> tuple:
@@ -243,7 +227,7 @@ def _batch_cases(seed: int) -> list[tuple]:
         "round": lambda p, a, m: max(0, round((USABLE * m - _state(p, "sgd", 0)) / a)),
     }
     optimizer, amp = OPTIMIZERS[pick(0, 2)], bool(pick(0, 1))  # full to the byte, as above
-    num_params, activation, _, gpu_gib = _exactly_full(
+    num_params, activation, _, gpu_gib = exactly_full(
         pick, 8 + OPTIMIZER_STATE_BYTES[optimizer], amp, 400
     )
     cases.append((num_params, activation, gpu_gib, optimizer, amp))

@@ -11,10 +11,10 @@ import time
 import torch
 
 from ...display import shown
-from ...memory import gpus_needed
 from ...timing import SimulatedQueue
 from .. import Answer, ExerciseFailed, call_answer, fail_on_error, register
 from ..answers import as_number, as_whole
+from ..memory_cases import GIB, USABLE, exactly_full
 from .mfu import compare_estimate, compare_mfu, observe_estimate, observe_mfu
 
 register("05.mfu", observe_mfu, compare_mfu)
@@ -209,7 +209,6 @@ register("05.timer", observe_timer, compare_timer)
 
 
 # ---- Will it fit? (the memory account of section 6, applied to other models) ---------------------
-GIB = 2**30
 # (parameters, fp32 activation bytes saved per sample, AMP/fp32 activation ratio, memory bytes)
 FIT_CASES = [
     (86_600_000, 0.25 * GIB, 0.55, 15 * GIB),  # a ViT-B/16-sized model on a T4's 15 GiB
@@ -219,8 +218,6 @@ FIT_CASES = [
     (738_197_504, 0.25 * GIB, 0.55, 40 * GIB),
 ]
 STATE_BYTES, COPY_BYTES = 16, 2  # per parameter: fp32 weights, grads, two Adam moments; 16-bit copy
-# Lesson 00's headroom rule (ac.memory.gpus_needed's): 10% of the memory stays free.
-USABLE = inspect.signature(gpus_needed).parameters["usable_fraction"].default
 
 
 def fit_cases(seed: int) -> list[tuple]:
@@ -247,20 +244,10 @@ def fit_cases(seed: int) -> list[tuple]:
     copies_win = int(usable / (STATE_BYTES + 2 * (0.5 + 0.45 * t)))
     room = usable - STATE_BYTES * copies_win
     cases.append((copies_win, room * (0.2 + 0.7 * a), 0.45 + 0.35 * r, memory))
-    return [*cases, _slips_decide(generator), _exactly_full(generator)]
-
-
-def _exactly_full(generator) -> tuple:
-    """A model whose fp32 state (16 bytes a parameter) and a whole batch of whole MiB samples
-    fill the usable memory of a 40 or 80 GiB GPU to the byte (exact in floats: 0.9 x 40 GiB is
-    36 GiB), as in FIT_CASES."""
-    memory, samples, mib = (int(n) for n in torch.randint(1, 400, (3,), generator=generator))
-    memory = [40, 80][memory % 2] * GIB
-    state = round(USABLE * memory) - samples * mib * 2**20
-    while state <= 0:  # fewer samples, until the state has room
-        samples //= 2
-        state = round(USABLE * memory) - samples * mib * 2**20
-    return (state // STATE_BYTES, float(mib * 2**20), 0.55, memory)
+    # fp32's state and a whole batch filling the usable memory to the byte, as in FIT_CASES
+    pick = lambda low, high: int(torch.randint(low, high + 1, (1,), generator=generator))  # noqa: E731
+    num_params, activation, _, gpu_gib = exactly_full(pick, STATE_BYTES, False, 400)
+    return [*cases, _slips_decide(generator), (num_params, float(activation), 0.55, gpu_gib * GIB)]
 
 
 def _slips_decide(generator) -> tuple:
