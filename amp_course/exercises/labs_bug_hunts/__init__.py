@@ -93,7 +93,7 @@ def compare_run(mine, ref, seed: int, rtol: float = 1e-5, atol: float = 1e-7) ->
         raise ExerciseFailed(f"{differs}.")
     if mine["lrs"] != ref["lrs"]:
         raise ExerciseFailed(_learning_rate_differs(mine, ref))
-    if mine.get("scheduler_steps") != ref.get("scheduler_steps"):  # a rate set by hand, say
+    if mine["scheduler_steps"] != ref["scheduler_steps"]:  # a rate set by hand, say
         raise ExerciseFailed(
             f"the learning rate ends where the reference's does, but your loop called "
             f"scheduler.step() {mine['scheduler_steps']} time(s) (its last_epoch); the "
