@@ -4,6 +4,7 @@ duration, the counts and the slowest tests, from a real pytest run's output."""
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,31 @@ def test_the_account_counts_each_process_a_pass_starts_and_those_that_import_tor
     assert torch["processes"] == 1 and list(torch["kinds"]) == ["other Python processes"]
     assert torch["cpu_s"] >= 0.5  # importing torch takes longer than that anywhere
     assert record["cpu_s"] >= torch["cpu_s"]
+
+
+def test_a_child_seen_between_fork_and_exec_is_read_again_once_it_runs_its_own_program():
+    """Forked from this process, which imported torch, the child maps torch and carries this
+    process's command until it execs; then it is a Python child that imports nothing (the account
+    kept the first reading, and CI once counted such a child as a pytest process with torch)."""
+    import torch  # noqa: F401 - the parent's maps, which a forked child shares until it execs
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: wait for the first sample, then run a program of its own
+        os.close(write)
+        os.read(read, 1)
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(1)"])
+    os.close(read)
+    account = processes.Account()
+    account.sample()  # between fork and exec
+    assert account.summary()["torch"]["processes"] == 1
+    os.write(write, b"go")
+    os.close(write)
+    time.sleep(0.5)
+    account.sample()
+    os.waitpid(pid, 0)
+    record = account.summary()
+    assert record["processes"] == 1 and record["torch"]["processes"] == 0, record
 
 
 def test_a_process_is_told_by_its_command_or_its_parents():

@@ -91,11 +91,15 @@ class Account:
                             "torch": False,
                             "parent": " ".join(parent.cmdline()) if parent else "",
                             "name": None,
+                            "command": None,
                         }
                     entry["cpu_s"] = times.user + times.system
-                    if entry["torch"]:
+                    # A child seen between fork and exec has its parent's command line and maps
+                    # (torch's, in a pytest worker): it is settled only once it runs its own.
+                    forked = entry["command"] == entry["parent"]
+                    if entry["torch"] and not forked:
                         continue
-                    if entry["name"] != name:  # new, or it exec'd another program
+                    if entry["name"] != name or forked:  # new, exec'd, or not yet exec'd
                         entry["name"], entry["command"] = name, " ".join(process.cmdline())
                     if "python" in name.lower():  # it may import torch at any time
                         entry["torch"] = _maps_torch(process.pid)
