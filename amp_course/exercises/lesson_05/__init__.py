@@ -6,12 +6,11 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-import time
 
 import torch
 
 from ...display import shown
-from ...timing import SimulatedQueue
+from ...timing import REAL_CLOCKS, SimulatedQueue
 from .. import Answer, ExerciseFailed, call_answer, fail_on_error, register
 from ..answers import as_number, as_whole
 from ..memory_cases import GIB, USABLE, exactly_full
@@ -44,11 +43,6 @@ def timer_case(seed: int) -> dict:
     }
 
 
-# The wall clocks of ``time``, kept before any check replaces them, so that an answer's own name
-# for one (``from time import perf_counter``, bound before the check began) can be found.
-_REAL_CLOCKS = {name: getattr(time, name) for name in SimulatedQueue.WALL_CLOCKS}
-
-
 @contextlib.contextmanager
 def _clocks_rebound(answer, clocks: dict):
     """While inside, the names the answer holds for a real clock (its module's globals, its
@@ -58,7 +52,7 @@ def _clocks_rebound(answer, clocks: dict):
     answer = inspect.unwrap(answer)
 
     def fake(value):
-        return next((clocks[n] for n, real in _REAL_CLOCKS.items() if value is real), None)
+        return next((clocks[n] for n, real in REAL_CLOCKS.items() if value is real), None)
 
     namespace = getattr(answer, "__globals__", {})
     found = {k: v for k, v in list(namespace.items()) if fake(v)}
@@ -188,7 +182,7 @@ def compare_timer(mine, reference, seed: int) -> None:
     if mine["clock_reads"] == 0:
         raise ExerciseFailed(
             f"{ms} of GPU work, and it read none of the wall clocks the check's simulated GPU "
-            f"keeps ({', '.join(_REAL_CLOCKS)} of time, timeit.default_timer)."
+            f"keeps ({', '.join(REAL_CLOCKS)} of time, timeit.default_timer)."
         )
     for factor, unit in ((1e3, "milliseconds"), (1e9, "nanoseconds")):
         if _close(got, factor * step_s):
