@@ -55,7 +55,8 @@ _TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
 @dataclass
 class KernelRun:
-    """What one attention call ran: the kernel's name, the dtype it computed in, or why none ran."""
+    """What one attention call ran: the kernel's name, the dtype its matmuls took as inputs (a fused
+    kernel's inputs; how it accumulates is the kernel's own), or why none ran."""
 
     backend: str  # the backends allowed: "default" or one of BACKENDS
     dtype: torch.dtype  # the dtype of q, k, v given

@@ -190,6 +190,15 @@ def paired_verdict(name: str, paired: PairedDifference, margin: float, unit: str
         f"{name}: mean difference {paired.mean:+.3g}{unit}, {paired.confidence:.0%} interval "
         f"[{paired.low:+.3g}, {paired.high:+.3g}]{unit} over {n} paired seeds"
     )
+    if paired.high - paired.low <= 1e-9 * max(1.0, abs(paired.mean)):  # no spread between seeds
+        same = paired.mean
+        return (
+            f"{interval}: every seed gave the same difference ({same:+.3g}{unit}), so the "
+            "interval has no width. A t interval measures the spread between seeds, and here "
+            "there is none: these runs agree seed for seed, which says nothing of how far the "
+            "modes could differ. More seeds, and runs long enough to part, give an interval that "
+            "can say it."
+        )
     if paired.within(margin):
         zero = "includes 0" if paired.includes_zero else "excludes 0"
         return (

@@ -3,7 +3,6 @@ step."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -149,22 +148,29 @@ def compare_scalers(
     Returns (mine, torch's) ScalerRuns; equal ``scales``/``skipped`` and equal parameters mean the
     hand-written scaler behaves exactly like PyTorch's.
     """
+    mine = _scaler_run(make_scaler(**scaler_kwargs), batches, device, seed, inject_inf_at, lr)
+    return mine, grad_scaler_run(
+        batches, device=device, seed=seed, inject_inf_at=inject_inf_at, lr=lr, **scaler_kwargs
+    )
+
+
+def grad_scaler_run(
+    batches, *, device, seed: int = 0, inject_inf_at=(), lr: float = 0.05, **scaler_kwargs
+) -> ScalerRun:
+    """``torch.amp.GradScaler(**scaler_kwargs)`` alone, on the model and data ``compare_scalers``
+    trains: the reference run, with or without injected infs."""
+    scaler = torch.amp.GradScaler(AmpRecipe(device, "fp16").device.type, **scaler_kwargs)
+    return _scaler_run(scaler, batches, device, seed, inject_inf_at, lr)
+
+
+def _scaler_run(scaler, batches, device, seed, inject_inf_at, lr) -> ScalerRun:
+    """``scaler`` training the seed's MLP with SGD and momentum over ``batches`` in fp16."""
     recipe = AmpRecipe(device, "fp16")  # the precision a scaler acts in
-    device = recipe.device
-    model = mlp(seed, device=device)
-    runs = []
-    for scaler in (
-        make_scaler(**scaler_kwargs),
-        torch.amp.GradScaler(device.type, **scaler_kwargs),
-    ):
-        copy_ = copy.deepcopy(model)
-        optimizer = torch.optim.SGD(copy_.parameters(), lr=lr, momentum=0.9)
-        runs.append(
-            run_with_scaler(
-                scaler, copy_, optimizer, batches, recipe=recipe, inject_inf_at=inject_inf_at
-            )
-        )
-    return tuple(runs)
+    model = mlp(seed, device=recipe.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    return run_with_scaler(
+        scaler, model, optimizer, batches, recipe=recipe, inject_inf_at=inject_inf_at
+    )
 
 
 def same_parameters(model_a, model_b) -> bool:

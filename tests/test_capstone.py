@@ -139,6 +139,16 @@ def test_interval_note_only_past_the_range_of_an_accuracy():
     assert "runs past" in capstone.interval_bounds_note(0.9, 1.02)
 
 
+def test_paired_runs_that_agree_on_every_seed_are_not_called_equivalent():
+    """Runs too short to learn score the same in every mode (chance level at every seed): the
+    t interval is [+0, +0], inside any margin, and said nothing about equivalence."""
+    for candidate in ([14.84, 10.94], [15.84, 11.94]):
+        paired = stats.paired_difference([14.84, 10.94], candidate)
+        verdict = capstone.paired_verdict("bf16 - fp32", paired, 0.5, " points")
+        assert "no width" in verdict and "equivalent" not in verdict, verdict
+        assert "includes 0" not in verdict and "excludes 0" not in verdict
+
+
 @pytest.mark.parametrize(
     "candidate, phrase",
     [
