@@ -148,7 +148,8 @@ def compare_scalers(
     Returns (mine, torch's) ScalerRuns; equal ``scales``/``skipped`` and equal parameters mean the
     hand-written scaler behaves exactly like PyTorch's.
     """
-    mine = _scaler_run(make_scaler(**scaler_kwargs), batches, device, seed, inject_inf_at, lr)
+    recipe = AmpRecipe(device, "fp16")  # the precision a scaler acts in
+    mine = _scaler_run(make_scaler(**scaler_kwargs), batches, recipe, seed, inject_inf_at, lr)
     return mine, grad_scaler_run(
         batches, device=device, seed=seed, inject_inf_at=inject_inf_at, lr=lr, **scaler_kwargs
     )
@@ -159,13 +160,13 @@ def grad_scaler_run(
 ) -> ScalerRun:
     """``torch.amp.GradScaler(**scaler_kwargs)`` alone, on the model and data ``compare_scalers``
     trains: the reference run, with or without injected infs."""
-    scaler = torch.amp.GradScaler(AmpRecipe(device, "fp16").device.type, **scaler_kwargs)
-    return _scaler_run(scaler, batches, device, seed, inject_inf_at, lr)
-
-
-def _scaler_run(scaler, batches, device, seed, inject_inf_at, lr) -> ScalerRun:
-    """``scaler`` training the seed's MLP with SGD and momentum over ``batches`` in fp16."""
     recipe = AmpRecipe(device, "fp16")  # the precision a scaler acts in
+    scaler = torch.amp.GradScaler(recipe.device.type, **scaler_kwargs)
+    return _scaler_run(scaler, batches, recipe, seed, inject_inf_at, lr)
+
+
+def _scaler_run(scaler, batches, recipe: AmpRecipe, seed, inject_inf_at, lr) -> ScalerRun:
+    """``scaler`` training the seed's MLP with SGD and momentum over ``batches`` in ``recipe``."""
     model = mlp(seed, device=recipe.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     return run_with_scaler(

@@ -238,7 +238,7 @@ def _normal_tells(reference, candidate, margin, confidence) -> bool:
 
 def _unambiguous(reference, candidate, margin, confidence) -> bool:
     """False when the answer is large, or a half-width lies within rounding of the margin."""
-    spread = statistics.stdev(c - r for r, c in zip(reference, candidate, strict=True))
+    spread = statistics.stdev(_differences(reference, candidate))
     for n in range(2, 200):
         half = t_quantile(0.5 + confidence / 2, n - 1) * spread / math.sqrt(n)
         if math.isclose(half, margin, rel_tol=1e-6):
@@ -279,8 +279,7 @@ def compare_seeds(mine: dict, reference: dict, seed: int) -> None:
         if got["result"] == want["result"]:
             continue
         reference_runs, candidate, margin, confidence = _args(got)
-        differences = [c - r for r, c in zip(reference_runs, candidate, strict=True)]
-        spread = statistics.stdev(differences)
+        spread = statistics.stdev(_differences(reference_runs, candidate))
         widths = (
             _half_width(n, spread, confidence, margin) for n in (got["result"], want["result"])
         )
