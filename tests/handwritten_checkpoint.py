@@ -7,7 +7,8 @@ import torch
 
 def recompute_in(enter_autocast):
     """``checkpointed(block, x)``: block(x) without keeping its activations, recomputed in
-    backward under ``enter_autocast(enabled, dtype)`` of the forward's CPU autocast state."""
+    backward under ``enter_autocast(enabled, dtype, grad_dtype)``: the forward's CPU autocast
+    state and the dtype of the gradient that reached the block's output."""
 
     def checkpointed(block, x):
         enabled, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
@@ -23,7 +24,7 @@ def recompute_in(enter_autocast):
             def backward(ctx, grad):
                 (x,) = ctx.saved_tensors
                 x = x.detach().requires_grad_()
-                with torch.enable_grad(), enter_autocast(enabled, dtype):
+                with torch.enable_grad(), enter_autocast(enabled, dtype, grad.dtype):
                     out = block(x)
                 torch.autograd.backward(out, grad)
                 return x.grad

@@ -201,7 +201,7 @@ class _Bf16Checkpointed(torch.nn.Module):
     """A hand-written checkpoint whose recompute enters bf16 autocast of its own."""
 
     recompute = staticmethod(
-        recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
+        recompute_in(lambda enabled, dtype, _: torch.autocast("cpu", dtype=torch.bfloat16))
     )
 
     def __init__(self, block):

@@ -59,15 +59,23 @@ def _no_checkpoint(block, x):
 
 # The CUDA default, fp16, whatever the forward ran (the reentrant checkpoint before PR #71169).
 _reentrant_without_autocast_dtype = recompute_in(
-    lambda enabled, dtype: torch.autocast("cpu", dtype=torch.float16)
+    lambda enabled, dtype, _: torch.autocast("cpu", dtype=torch.float16)
 )
-_enabled_flag_only = recompute_in(lambda enabled, dtype: torch.autocast("cpu", enabled=enabled))
-_always_bf16 = recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=torch.bfloat16))
+_enabled_flag_only = recompute_in(lambda enabled, dtype, _: torch.autocast("cpu", enabled=enabled))
+_always_bf16 = recompute_in(lambda enabled, dtype, _: torch.autocast("cpu", dtype=torch.bfloat16))
 # Passed every seed while the check ran under autocast only: without it, the recompute runs in
 # bf16 (the default dtype the forward read) where the forward ran fp32.
-_dtype_only = recompute_in(lambda enabled, dtype: torch.autocast("cpu", dtype=dtype))
+_dtype_only = recompute_in(lambda enabled, dtype, _: torch.autocast("cpu", dtype=dtype))
 _replays_the_state = recompute_in(
-    lambda enabled, dtype: torch.autocast("cpu", dtype=dtype, enabled=enabled)
+    lambda enabled, dtype, _: torch.autocast("cpu", dtype=dtype, enabled=enabled)
+)
+
+# The block's output dtype, the autocast dtype only where the block ends in a 16-bit op (fp32:
+# autocast off). It passed every seed while the check's blocks all ended in a Linear.
+_dtype_from_grad_output = recompute_in(
+    lambda enabled, dtype, grad_dtype: torch.autocast(
+        "cpu", dtype=grad_dtype, enabled=grad_dtype != torch.float32
+    )
 )
 
 
@@ -310,6 +318,12 @@ WRONG = {
         (
             _lossy_input_kept,
             "Under bf16 autocast, the forward kept 512 bytes in autograd's saved tensors",
+        ),
+        (
+            _dtype_from_grad_output,
+            "Under bf16 autocast, on a residual block (x + block(x), its output fp32), the forward "
+            "ran the block's Linear layers in ['torch.bfloat16'], the recompute in backward in "
+            "['torch.float32'].",
         ),
     ],
     "labs.custom_op_autocast": [

@@ -52,17 +52,31 @@ class _Applied(nn.Module):
         return self.fn(self.block, x)
 
 
-def run_checkpointed(fn, seed: int = 0, recipe: AmpRecipe = RECIPE) -> dict:
+class Residual(nn.Module):
+    """``x + mlp(x)``, a transformer block's shape: under autocast its output is fp32 (the add
+    promotes the 16-bit branch to the fp32 input's dtype), unlike the bare MLP's."""
+
+    def __init__(self, mlp: nn.Sequential):
+        super().__init__()
+        self.mlp = mlp
+
+    def forward(self, x):
+        return x + self.mlp(x)
+
+
+def run_checkpointed(fn, seed: int = 0, recipe: AmpRecipe = RECIPE, residual: bool = False) -> dict:
     """Run ``fn(block, x)`` under ``recipe``'s autocast (bf16 unless told), backward outside it;
     record the dtypes of the block's Linear outputs in the forward and in backward (a recompute),
-    the bytes the forward kept for backward, the output and the gradients."""
+    the bytes the forward kept for backward, the output and the gradients. ``residual`` wraps
+    the MLP block in a :class:`Residual`."""
     generator = seeded(seed)
     width = 32 if seed == 0 else 16 * int(torch.randint(1, 4, (), generator=generator))
-    block = lab_block(seed, width)
+    mlp = lab_block(seed, width)
+    block = Residual(mlp) if residual else mlp
     x = torch.randn(8, width, generator=generator, requires_grad=True)
     phase = ["forward"]
     dtypes = {"forward": [], "backward": []}
-    for layer in (block[0], block[2]):
+    for layer in (mlp[0], mlp[2]):
         layer.register_forward_hook(lambda m, a, out: dtypes[phase[0]].append(str(out.dtype)))
     observed = {"error": None}
     try:

@@ -33,15 +33,24 @@ from .pool import compare_pool, observe_pool
 # bf16 is CPU autocast's default dtype: the fp16 case tells a recompute that re-enters autocast in
 # the default dtype (or always in bf16) from one that replays the forward's; the case without
 # autocast, one that replays the dtype but not whether autocast was on (it passed every seed).
+# The residual block's output is fp32 under autocast: it tells a recompute that reads the
+# autocast dtype from grad_output (the MLP's output dtype, which passed the other three).
 CHECKPOINT_CASES = {
-    "Under bf16 autocast": AmpRecipe(DEVICE_TYPE, "bf16"),
-    "Under fp16 autocast": AmpRecipe(DEVICE_TYPE, "fp16"),
-    "Without autocast": AmpRecipe(DEVICE_TYPE, "fp32"),
+    "Under bf16 autocast": (AmpRecipe(DEVICE_TYPE, "bf16"), False),
+    "Under fp16 autocast": (AmpRecipe(DEVICE_TYPE, "fp16"), False),
+    "Without autocast": (AmpRecipe(DEVICE_TYPE, "fp32"), False),
+    "Under bf16 autocast, on a residual block (x + block(x), its output fp32)": (
+        AmpRecipe(DEVICE_TYPE, "bf16"),
+        True,
+    ),
 }
 
 
 def observe_checkpointed(fn, seed: int) -> dict:
-    return {case: run_checkpointed(fn, seed, recipe) for case, recipe in CHECKPOINT_CASES.items()}
+    return {
+        case: run_checkpointed(fn, seed, recipe, residual)
+        for case, (recipe, residual) in CHECKPOINT_CASES.items()
+    }
 
 
 def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:
