@@ -68,7 +68,7 @@ def test_symptoms_show_on_this_cpu():
     same = (rope["cos"][1:] == rope["cos"][:-1]).all(-1) & (
         rope["sin"][1:] == rope["sin"][:-1]
     ).all(-1)
-    assert rope["start"] + int(same.nonzero()[0]) == 256  # positions 256 and 257
+    assert rope["positions"][int(same.nonzero()[0])] == 256  # positions 256 and 257
 
 
 def test_sdpa_gives_a_row_with_no_key_zeros_and_the_reference_agrees_with_it():
@@ -605,6 +605,11 @@ def _rope_at_base_10000(inv_freq, positions, dtype):
     return solutions.rope_cos_sin(lab.inverse_frequencies(2 * len(inv_freq)), positions, dtype)
 
 
+def _rope_counted_on_from_the_first(inv_freq, positions, dtype):
+    """Right for a range of positions only: it passed every seed while each case's were one."""
+    return solutions.rope_cos_sin(inv_freq, positions[0] + torch.arange(len(positions)), dtype)
+
+
 @pytest.mark.parametrize(
     "name, wrong, says",
     [
@@ -615,6 +620,7 @@ def _rope_at_base_10000(inv_freq, positions, dtype):
         ),
         ("labs.fully_masked_rows", _fp16_lowest_everywhere, "'fp32, scores near -100000'"),
         ("labs.rope_bf16", _rope_at_base_10000, "In the case '"),
+        ("labs.rope_bf16", _rope_counted_on_from_the_first, "your cos at position"),
     ],
 )
 def test_fixes_right_only_at_the_cases_the_seeds_drew_fail_at_every_grader_seed(name, wrong, says):

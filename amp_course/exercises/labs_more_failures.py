@@ -220,7 +220,7 @@ def _shared_rows(values: torch.Tensor) -> torch.Tensor:
 
 def compare_rope(mine: dict, reference: dict, seed: int) -> None:
     for case, want in reference.items():
-        got, label, start = mine[case], f"In the case '{case}',", want["start"]
+        got, label, positions = mine[case], f"In the case '{case}',", want["positions"].tolist()
         fail_on_error(got["error"], f"{label} your function")
         for name in ("cos", "sin"):
             _tensor_like(got[name], want[name], f"{label} your {name}")
@@ -232,14 +232,15 @@ def compare_rope(mine: dict, reference: dict, seed: int) -> None:
             shared &= ~(_shared_rows(want["cos"]) & _shared_rows(want["sin"]))
             same = ""
             if shared.any():
-                first = start + int(shared.nonzero()[0])
+                first = int(shared.nonzero()[0])
                 same = (
-                    f" In yours, positions {first} and {first + 1} get the same cos and sin in "
-                    "every column; in the reference they differ."
+                    f" In yours, positions {positions[first]} and {positions[first + 1]} get the "
+                    f"same cos and sin in every column (rows {first} and {first + 1}); in the "
+                    "reference they differ."
                 )
             raise ExerciseFailed(
-                f"{label} your {name} at position {start + row}, column {column}, is "
-                f"{got[name][row, column].item():.4g}; the reference's "
+                f"{label} your {name} at position {positions[row]} (row {row}), column {column}, "
+                f"is {got[name][row, column].item():.4g}; the reference's "
                 f"{want[name][row, column].item():.4g} (the largest difference, of "
                 f"{off.max().item():.3g}; the check allows {ROPE_TOLERANCE:g}).{same}"
             )

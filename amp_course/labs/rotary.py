@@ -30,9 +30,12 @@ def rope_cases(seed: int = 0) -> dict:
     """{case: (autocast dtype, output dtype, dim, base, positions)}: the notebook's for seed 0.
     Other seeds give the cases Llama's two bases, 10000 and Llama 3's 500000, one of them drawn
     for the lab's case and the other for the fp32 case: an answer that builds its own inverse
-    frequencies at base 10000, not the ones given, passed the seeds that drew 10000 for all."""
+    frequencies at base 10000, not the ones given, passed the seeds that drew 10000 for all.
+    Their positions are two packed sequences, the second restarting at 0: an answer that counted
+    on from the first position, not the ones given, passed while every case's were a range."""
     if seed == 0:  # positions from 100, as after a prompt: bf16 first merges two at 256 and 257
         dim, bases, start, count = 32, (10000.0, 10000.0), 100, 2048
+        positions = torch.arange(start, start + count)
     else:
         generator = seeded(seed)
         dim = 16 * int(torch.randint(1, 5, (), generator=generator))
@@ -40,7 +43,8 @@ def rope_cases(seed: int = 0) -> dict:
         bases = bases[:: 1 - 2 * int(torch.randint(0, 2, (), generator=generator))]
         start = int(torch.randint(0, 30000, (), generator=generator))
         count = int(torch.randint(1024, 2049, (), generator=generator))
-    positions = torch.arange(start, start + count)
+        first = int(torch.randint(count // 4, 3 * count // 4, (), generator=generator))
+        positions = torch.cat((torch.arange(start, start + first), torch.arange(count - first)))
     base = {"bf16 autocast": bases[0], "fp16 autocast": bases[0], "fp32": bases[1]}
     return {  # the lab's case first
         case: (
@@ -64,5 +68,5 @@ def run_rope(fn, seed: int = 0) -> dict:
             observed[case] = {"error": None, "cos": cos.detach(), "sin": sin.detach()}
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             observed[case] = {"error": error_text(error)}
-        observed[case]["start"] = int(positions[0])
+        observed[case]["positions"] = positions
     return observed
