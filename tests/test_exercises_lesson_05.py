@@ -569,7 +569,7 @@ def test_largest_batch_keeps_lesson_00s_headroom():
     """One rule: lesson 05's check, lesson 00's and ac.memory.gpus_needed keep the same share."""
     from amp_course.exercises import lesson_00
 
-    assert lesson_05.USABLE == lesson_00.USABLE == 0.9
+    assert lesson_05.fit.USABLE == lesson_00.USABLE == 0.9
     assert "keep 10% of `memory_bytes` free" in _markdown_of("05_speed_memory", "90642612")
 
 
@@ -583,7 +583,7 @@ def _markdown_of(lesson, cell_id):
 
 def test_largest_batch_cases_include_one_where_amp_fits_fewer():
     reference = exercises.solution("05.largest_batch")
-    cases = lesson_05.fit_cases(0)
+    cases = lesson_05.fit.fit_cases(0)
     assert any(reference(*c, True) < reference(*c, False) for c in cases)  # weights dominate
     assert any(reference(*c, True) > reference(*c, False) for c in cases)  # activations do
     assert any(reference(*c, True) == reference(*c, False) == 0 for c in cases)

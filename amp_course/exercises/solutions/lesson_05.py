@@ -8,7 +8,7 @@ import time
 from ...flops import mfu  # the function the benchmark itself uses
 from ...memory import training_memory
 from ...timing import synchronize
-from ..lesson_05 import USABLE
+from ..memory_cases import USABLE
 
 
 def time_steps(fn, device, warmup=3, iters=10):
