@@ -66,8 +66,9 @@ TENSOR_CORES = {
 }
 
 # Which input dtypes each of scaled_dot_product_attention's CUDA kernels takes, and from which
-# compute capability. Memory-efficient: fp32 and fp16 from 5.0, bf16 from 8.0 (torch's
-# aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, ``less_than_sm80_mem_efficient_dtypes``;
+# compute capability. Memory-efficient: fp32 and fp16 from 5.0, bf16 from 8.0, up to 12.1 (torch's
+# aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, ``less_than_sm80_mem_efficient_dtypes``
+# and ``check_sm_version<sm50, sm121>``;
 # that file is not installed with torch, but the kernel headers installed with it agree, which
 # tests/test_gpus.py checks: mem_eff_attention/kernels/cutlassF.h and cutlassB.h declare bf16
 # kernels for Sm80 only, fp16 and fp32 ones for Sm50, Sm70, Sm75 and Sm80). Flash and cuDNN: fp16
@@ -75,7 +76,11 @@ TENSOR_CORES = {
 # cites it). Math: every dtype everywhere (it computes fp16 and bf16 in fp32).
 ATTENTION = {
     "flash": {"fp16": Rule((8, 0), (12, 1)), "bf16": Rule((8, 0), (12, 1))},
-    "efficient": {"fp32": Rule((5, 0)), "fp16": Rule((5, 0)), "bf16": Rule((8, 0))},
+    "efficient": {
+        "fp32": Rule((5, 0), (12, 1)),
+        "fp16": Rule((5, 0), (12, 1)),
+        "bf16": Rule((8, 0), (12, 1)),
+    },
     "cudnn": {"fp16": Rule((8, 0), (12, 1)), "bf16": Rule((8, 0), (12, 1))},
     "math": {"fp32": Rule((0, 0)), "fp16": Rule((0, 0)), "bf16": Rule((0, 0))},
 }

@@ -172,11 +172,13 @@ def test_a_cuda_scaler_on_a_cpu_is_explained():
         policy = solutions.fsdp_precision(amp_dtype, device)[0]
         return policy, torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
 
-    with pytest.raises(ExerciseFailed, match=r"built for device 'cuda'; the reference's for 'cpu'"):
+    with pytest.raises(
+        ExerciseFailed, match=r"built for device 'cuda'; the reference's for device 'cpu'"
+    ):
         exercises.check(NAME, cuda_scaler)
     says = (
         "the scaler is built for device 'cuda' (torch warned: 'torch.cuda.amp.GradScaler is "
-        "enabled, but CUDA is not available. Disabling.'); the reference's for 'cpu'."
+        "enabled, but CUDA is not available. Disabling.'); the reference's for device 'cpu'."
     )
     with pytest.raises(ExerciseFailed, match=re.escape(says)):
         exercises.check(SCALER_FOR, lambda strategy, amp_dtype, device: torch.amp.GradScaler())
@@ -293,8 +295,33 @@ def test_a_device_written_into_the_answer_fails_on_the_cuda_cases():
             status, message = exercises.verdict(name, answer, seed)
             assert status == "failed", (name, seed)
             assert message == (
-                f"{call}: the scaler is built for device 'cpu'; the reference's for 'cuda'."
+                f"{call}: the scaler is built for device 'cpu'; the reference's for device 'cuda'."
             )
+
+
+def test_a_scaler_built_for_the_torch_device_itself_fails_on_every_machine():
+    """GradScaler compares the device it keeps with names: given torch.device("cuda") it stayed
+    enabled where no GPU is, so "the scaler is enabled; the reference's is disabled" blamed the
+    dtype rule, and a machine with a GPU passed the same answer. Its device is what differs."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    def policy_and_device_scaler(amp_dtype, device):
+        policy = solutions.fsdp_precision(amp_dtype, device)[0]
+        return policy, torch.amp.GradScaler(device, enabled=amp_dtype == torch.float16)
+
+    def device_scaler(strategy, amp_dtype, device):
+        kind = ShardedGradScaler if strategy == "fsdp1" else torch.amp.GradScaler
+        return kind(device, enabled=amp_dtype == torch.float16)
+
+    says = (
+        "the scaler is built for device(type='cpu'), a torch.device where the reference passes a "
+        "name (GradScaler compares the device it is given with names such as 'cuda'); the "
+        "reference's for device 'cpu'."
+    )
+    for name, answer in [(NAME, policy_and_device_scaler), (SCALER_FOR, device_scaler)]:
+        for seed in (0, 1, 2, *conftest.SECRET_SEEDS):
+            status, message = exercises.verdict(name, answer, seed)
+            assert status == "failed" and message.endswith(says), (name, seed, message)
 
 
 def test_a_disabled_scaler_of_either_class_passes_as_the_text_says():

@@ -419,7 +419,7 @@ MESSAGES = [
         lambda device, dtype: torch.amp.GradScaler("cuda", enabled=dtype == torch.float16),
         r"make_scaler\(device\(type='cpu'\), torch.float16\): the scaler is built for device "
         r"'cuda' \(torch warned: 'torch.cuda.amp.GradScaler is enabled, but CUDA is not "
-        r"available. Disabling.'\); the reference's for 'cpu'\.$",
+        r"available. Disabling.'\); the reference's for device 'cpu'\.$",
     ),
     # The extra optimizer.step(): it ran on the skipped first step.
     (

@@ -158,23 +158,34 @@ def time_limit(seconds: float):
 
 
 def scaler_record(scaler, warned: list[str]) -> dict:
-    """A GradScaler as plain data: enabled, the device it was built for, and what torch warned
-    while it was built (a 'cuda' scaler on a machine without CUDA disables itself, warning)."""
+    """A GradScaler as plain data: enabled, the device it was built for, as given (its repr: a
+    name, or a torch.device), and what torch warned while it was built (a 'cuda' scaler on a
+    machine without CUDA disables itself, warning)."""
     return {
         "enabled": bool(scaler.is_enabled()),
-        "device": str(getattr(scaler, "_device", "")),
+        "device": repr(getattr(scaler, "_device", "")),
         "warned": [w for w in warned if "GradScaler" in w][:1],
     }
+
+
+def _device_shown(device: str) -> str:
+    """A ``scaler_record``'s device in a sentence: "device 'cuda'", or "device(type='cuda')"."""
+    return device if device.startswith("device(") else f"device {device}"
 
 
 def scaler_built(got: dict, want: dict) -> str | None:
     """What differs between two ``scaler_record``s' devices, or between their enabled flags."""
     if got["device"] != want["device"]:
         warned = f" (torch warned: {got['warned'][0]!r})" if got["warned"] else ""
-        return (
-            f"the scaler is built for device {got['device']!r}{warned}; the reference's for "
-            f"{want['device']!r}."
-        )
+        # GradScaler compares the device it keeps with names ('cuda' disables itself without a
+        # GPU; update(new_scale) checks the tensor's device.type): a torch.device equals none.
+        given, (mine, theirs) = "", (_device_shown(r["device"]) for r in (got, want))
+        if got["device"].startswith("device(") and not want["device"].startswith("device("):
+            given = (
+                ", a torch.device where the reference passes a name (GradScaler compares the "
+                "device it is given with names such as 'cuda')"
+            )
+        return f"the scaler is built for {mine}{warned}{given}; the reference's for {theirs}."
     if got["enabled"] != want["enabled"]:
         state = {True: "enabled", False: "disabled"}
         return (
