@@ -83,6 +83,9 @@ def test_the_known_cards_features():
         ((7, 5), "bf16", ("math",)),  # less_than_sm80_mem_efficient_dtypes: fp32 and fp16
         ((9, 0), "fp32", ("efficient", "math")),  # flash and cuDNN take no fp32
         ((9, 0), "bf16", ("flash", "efficient", "cudnn", "math")),
+        # Past sdp_utils.cpp's check_sm_version<..., sm121>: the fused kernels refuse it.
+        ((12, 1), "fp16", ("flash", "efficient", "cudnn", "math")),
+        ((13, 0), "fp16", ("math",)),
     ],
 )
 def test_attention_kernels_by_dtype_and_compute_capability(capability, dtype, kernels):
