@@ -21,16 +21,21 @@ SCALER_CASES = [
 
 
 def observe_scaler(make_scaler, seed: int) -> dict:
-    """What ``make_scaler(device, dtype)`` returns for each autocast dtype (order set by seed)."""
+    """What ``make_scaler(device, dtype)`` returns for each autocast dtype (order set by seed) on
+    the labs' CPU, then for fp16 on a CUDA device: a scaler is built for one on any machine (the
+    reference's warns and disables itself without a GPU), and an answer that builds every scaler
+    for "cpu", the notebook's device, passed while the check asked for the CPU only."""
     order = list(range(len(SCALER_CASES)))
     if seed:
         order = torch.randperm(len(order), generator=torch.Generator().manual_seed(seed)).tolist()
     device = DEVICE if seed % 2 == 0 else DEVICE.type  # a torch.device or its name
+    cuda = "cuda" if seed % 2 == 0 else torch.device("cuda")
+    calls = [(device, SCALER_CASES[index][0]) for index in order] + [(cuda, torch.float16)]
     cases = []
-    for index in order:
-        dtype = SCALER_CASES[index][0]
-        scaler, error, warned = call_noting_warnings(make_scaler, device, dtype)
-        record = {"dtype": str(dtype), "error": error, "type": type(scaler).__name__}
+    for given, dtype in calls:
+        scaler, error, warned = call_noting_warnings(make_scaler, given, dtype)
+        record = {"dtype": str(dtype), "given": repr(given), "error": error}
+        record["type"] = type(scaler).__name__
         if isinstance(scaler, torch.amp.GradScaler):
             record.update(scaler_record(scaler, warned), scale=scaler.get_scale())
         cases.append(record)
@@ -52,7 +57,7 @@ def _scaler_state(record: dict) -> str:
 def compare_scaler(mine, reference, seed: int) -> None:
     """Name the first dtype whose scaler differs from the reference's, and how."""
     for got, want in zip(mine["cases"], reference["cases"], strict=True):
-        call = f"make_scaler({reference['device']}, {want['dtype']})"
+        call = f"make_scaler({want['given']}, {want['dtype']})"
         fail_on_error(got["error"], call)
         if "device" in got and got["device"] != want["device"]:
             raise ExerciseFailed(f"{call}: {scaler_built(got, want)}")
