@@ -57,13 +57,13 @@ def _slow_reference(x, e, m, block):
 
 
 def test_layout_max_follows_the_ocp_fp6_and_fp4_tables():
-    assert lesson.layout_max(3, 2) == 28 and lesson.layout_max(2, 3) == 7.5
-    assert lesson.layout_max(2, 1) == 6 == block_formats.E2M1.max
+    assert lesson.mx.layout_max(3, 2) == 28 and lesson.mx.layout_max(2, 3) == 7.5
+    assert lesson.mx.layout_max(2, 1) == 6 == block_formats.E2M1.max
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mx_reference_agrees_with_the_spec_element_by_element(seed):
-    for case in lesson.mx_cases(seed):
+    for case in lesson.mx.mx_cases(seed):
         e, m, block = case["layout"]
         got = solutions.mx_roundtrip(case["x"], e, m, block)
         assert torch.equal(got, _slow_reference(case["x"], e, m, block)), case["name"]
@@ -194,13 +194,13 @@ def test_mx_wrong_answers_are_rejected_saying_what_differs(wrong, words):
 
 
 def test_mx_cases_plant_every_decisive_block_and_vary_with_the_seed():
-    layouts = [[c["layout"] for c in lesson.mx_cases(s)] for s in (0, 12345, 987654321)]
+    layouts = [[c["layout"] for c in lesson.mx.mx_cases(s)] for s in (0, 12345, 987654321)]
     assert layouts[0] != layouts[1] != layouts[2]
-    for case in [c for seed in (0, *range(1, 30), 12345) for c in lesson.mx_cases(seed)]:
+    for case in [c for seed in (0, *range(1, 30), 12345) for c in lesson.mx.mx_cases(seed)]:
         e, m, block = case["layout"]
-        x, emax = case["x"], math.floor(math.log2(lesson.layout_max(e, m)))
+        x, emax = case["x"], math.floor(math.log2(lesson.mx.layout_max(e, m)))
         outlier = x[0, :block].abs().max().item()
-        assert outlier / 2 ** math.floor(math.log2(outlier)) > lesson.layout_max(e, m) / 2**emax
+        assert outlier / 2 ** math.floor(math.log2(outlier)) > lesson.mx.layout_max(e, m) / 2**emax
         negative = x[0, block : 2 * block]  # the same, negative: its block's amax is |min|
         assert (
             negative.min().abs() == negative.abs().max() == outlier * x[0, block + 3].sign().neg()
@@ -230,7 +230,7 @@ def _gain(out_fp8=False, cast_bytes=5, combine=max, unit=1e12, peak_only=False, 
 
 def test_gain_reference_matches_the_lessons_helper():
     h100 = fp8_recipes.fp8_roofline()
-    for m, k, n, *_ in lesson.GAIN_CASES[:3]:
+    for m, k, n, *_ in lesson.gain.GAIN_CASES[:3]:
         p = fp8_recipes.predict_fp8_linear(m, k, n, h100)
         assert solutions.fp8_linear_times(m, k, n, 989.4, 1978.9, 3.35) == pytest.approx(
             (p.bf16_s, p.fp8_gemm_s, p.cast_s)
@@ -300,7 +300,7 @@ def test_moment_reference_matches_what_the_optimizer_holds():
     from amp_course import optim_states
 
     for shape in [(4096,), (300, 20), (64, 64), (63, 64), (512, 768)]:
-        for state in lesson.STATE_KINDS:
+        for state in lesson.moments.STATE_KINDS:
             p = torch.nn.Parameter(torch.zeros(shape))
             p.grad = torch.ones(shape)
             optimizer = optim_states.AdamW([p], state=state)

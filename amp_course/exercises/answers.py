@@ -194,6 +194,17 @@ def scaler_built(got: dict, want: dict) -> str | None:
     return None
 
 
+def any_number(value) -> float | None:
+    """``value`` as a float if it is a number of any kind (Python, NumPy, a 0-d tensor of any
+    dtype); else None (a bool or a string is not a number here)."""
+    if isinstance(value, (bool, str, bytes)):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
 def as_number(got) -> float | None:
     """``got`` as a float if it is a real number (not a bool): a Python or numpy number, or a
     0-dim floating tensor (what ``torch.tensor(values).median()`` gives); else None."""
