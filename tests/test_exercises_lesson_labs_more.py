@@ -599,6 +599,11 @@ def test_zeroed_gradients_stepped_fail_at_every_seed():
 # dtype (every seed, while no fp32 case scored its kept keys below it), and inverse frequencies
 # rebuilt at base 10000 instead of the ones given (the seeds that drew 10000 for every case).
 _fp16_lowest_everywhere = _attention(lambda scores, q: -65504.0)
+# fp16's lowest value in either 16-bit dtype (a test learner's: it passed every seed while only the
+# fp32 cases scored kept keys below it).
+_fp16_lowest_in_16_bits = _attention(
+    lambda scores, q: -65504.0 if scores.element_size() == 2 else torch.finfo(scores.dtype).min
+)
 
 
 def _rope_at_base_10000(inv_freq, positions, dtype):
@@ -619,6 +624,16 @@ def _rope_counted_on_from_the_first(inv_freq, positions, dtype):
             "'fp32, scores near -100000 for kept keys",
         ),
         ("labs.fully_masked_rows", _fp16_lowest_everywhere, "'fp32, scores near -100000'"),
+        (
+            "labs.masked_fill_fp16",
+            _fp16_lowest_in_16_bits,
+            "'bf16 autocast, scores near -100000 for kept keys",
+        ),
+        (
+            "labs.fully_masked_rows",
+            _fp16_lowest_in_16_bits,
+            "'bf16 autocast, scores near -100000'",
+        ),
         ("labs.rope_bf16", _rope_at_base_10000, "In the case '"),
         ("labs.rope_bf16", _rope_counted_on_from_the_first, "your cos at position"),
     ],

@@ -13,6 +13,7 @@ import torch
 from ..display import kind_of
 from ..labs.more_failures import (
     MASKED_ABOVE,
+    MASKED_BF16_FAR_ABOVE,
     MASKED_FAR_ABOVE,
     run_masked,
     run_multitask,
@@ -143,6 +144,8 @@ CASE_DTYPES = {
     "fp32, keys drawn at random": torch.float32,
     MASKED_FAR_ABOVE: torch.float32,
     "fp32, scores near -100000": torch.float32,
+    MASKED_BF16_FAR_ABOVE: torch.bfloat16,
+    "bf16 autocast, scores near -100000": torch.bfloat16,
 }
 
 
@@ -176,7 +179,11 @@ register("labs.masked_fill_fp16", run_masked, compare_masked)
 # ---- Lab 3: attention rows with no key to attend -------------------------------------------------
 # The gradients compared, by case: scores near -12000 are 55 apart (near -100000, 160), so each
 # query's weights are one-hot up to rounding and the gradients of q and k are that rounding alone.
-GRADIENTS = {"fp16 autocast, scores near -12000": "v", "fp32, scores near -100000": "v"}
+GRADIENTS = {
+    "fp16 autocast, scores near -12000": "v",
+    "fp32, scores near -100000": "v",
+    "bf16 autocast, scores near -100000": "v",
+}
 
 
 def compare_padded(mine: dict, reference: dict, seed: int) -> None:

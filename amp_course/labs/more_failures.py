@@ -146,16 +146,18 @@ def run_multitask(train, seed: int = 0) -> dict:
 
 
 # ---- Labs 2 and 3: masked attention under autocast -----------------------------------------------
-def _near_minus_12000(q, k, magnitude: float = 55.0):
+def _near_minus_12000(q, k, magnitude: float = 55.0, spread: float = 1.0):
     """q and k whose scores q . k / 4 are near -55 * 55 * 16 / 4 = -12100 (below -1e4, above
     -65504), each key's 55 below the key before it, give or take a few: keys that far apart give
     each query one-hot weights however its scores were rounded (fp16's spacing there is 8).
-    ``magnitude`` 160 puts them near -102400, below what fp16 holds, for fp32 and bf16."""
-    step = 0.25 * torch.arange(k.shape[-2], dtype=k.dtype)[:, None]  # 55 * 16 * 0.25 / 4 = 55
+    ``magnitude`` 160 puts them near -102400, below what fp16 holds, for fp32 and bf16, each key
+    ``spread`` times 160 below the one before: bf16's spacing there is 512, so bf16 needs a spread
+    of 16 (2560 apart) for its weights to be one-hot too."""
+    step = 0.25 * spread * torch.arange(k.shape[-2], dtype=k.dtype)[:, None]  # 55*16*0.25/4 = 55
     return -magnitude + 0.5 * q, magnitude + 0.1 * k + step
 
 
-def masked_inputs(seed: int, large: bool = False, magnitude: float = 55.0):
+def masked_inputs(seed: int, large: bool = False, magnitude: float = 55.0, spread: float = 1.0):
     """q, k, v (fp32, [batch, heads, length, dim]) and ``keep`` (True: the query may attend to the
     key), for right-padded sequences: every query has at least one key. ``large`` gives the kept
     keys scores near -12000, in fp16's range, as a query pointing away from them gives, and the
@@ -170,27 +172,39 @@ def masked_inputs(seed: int, large: bool = False, magnitude: float = 55.0):
         lengths[0] = 2
     keep = (torch.arange(length) < lengths[:, None])[:, None, None, :]
     if large:
-        q, far = _near_minus_12000(q, k, magnitude)
+        q, far = _near_minus_12000(q, k, magnitude, spread)
         k = torch.where(keep.transpose(-1, -2), far, 0.01 * k)  # masked keys: scores near 0
     return q, k, v, keep
 
 
-# Lab 2's cases whose masked keys score far above its kept ones: in fp16's range, and in fp32
-# below it (a fill of fp16's lowest value in every dtype passed every seed without the second).
+# Lab 2's cases whose masked keys score far above its kept ones: in fp16's range, and in fp32 and
+# bf16 below it (a fill of fp16's lowest value in every dtype passed every seed without the
+# second, and in every 16-bit dtype without the third).
 MASKED_ABOVE = "fp16 autocast, scores near -12000 for kept keys and near 0 for masked ones"
 MASKED_FAR_ABOVE = "fp32, scores near -100000 for kept keys and near 0 for masked ones"
-MAGNITUDES = {MASKED_ABOVE: 55.0, MASKED_FAR_ABOVE: 160.0}
+MASKED_BF16_FAR_ABOVE = (
+    "bf16 autocast, scores near -100000 for kept keys and near 0 for masked ones"
+)
+MAGNITUDES = {MASKED_ABOVE: 55.0, MASKED_FAR_ABOVE: 160.0, MASKED_BF16_FAR_ABOVE: 160.0}
+SPREADS = {MASKED_BF16_FAR_ABOVE: 16.0}
 
 
 def run_masked(fn, seed: int = 0) -> dict:
     """``fn(q, k, v, keep)`` in each autocast case, and on kept keys' scores near -12000 (fp16)
-    and near -100000 (fp32) with the masked keys' near 0: its output, and the weight it gives the
-    masked keys (its output for values 1 at masked keys, 0 elsewhere)."""
-    cases = {**AUTOCAST_CASES, MASKED_ABOVE: torch.float16, MASKED_FAR_ABOVE: None}
+    and near -100000 (fp32, bf16) with the masked keys' near 0: its output, and the weight it
+    gives the masked keys (its output for values 1 at masked keys, 0 elsewhere)."""
+    cases = {
+        **AUTOCAST_CASES,
+        MASKED_ABOVE: torch.float16,
+        MASKED_FAR_ABOVE: None,
+        MASKED_BF16_FAR_ABOVE: torch.bfloat16,
+    }
     observed = {}
     for case, dtype in cases.items():
         large = case in MAGNITUDES
-        q, k, v, keep = masked_inputs(seed, large, MAGNITUDES.get(case, 55.0))
+        q, k, v, keep = masked_inputs(
+            seed, large, MAGNITUDES.get(case, 55.0), SPREADS.get(case, 1.0)
+        )
         masked = (~keep).transpose(-1, -2).expand(-1, q.shape[1], -1, v.shape[-1])
         indicator = masked.to(v.dtype).contiguous()
         try:
@@ -202,7 +216,9 @@ def run_masked(fn, seed: int = 0) -> dict:
     return observed
 
 
-def padded_inputs(seed: int, large: bool = False, random_mask: bool = False, magnitude=55.0):
+def padded_inputs(
+    seed: int, large: bool = False, random_mask: bool = False, magnitude=55.0, spread=1.0
+):
     """q, k, v and ``keep`` for a left-padded causal batch (the padding queries have no key), with
     scores near -12000 if ``large`` (-100000 at ``magnitude`` 160); ``random_mask``: each key
     kept or not at random instead."""
@@ -210,7 +226,7 @@ def padded_inputs(seed: int, large: bool = False, random_mask: bool = False, mag
     length = 6 if seed == 0 else int(torch.randint(5, 10, (), generator=generator))
     q, k, v = (torch.randn(3, 2, length, 16, generator=generator) for _ in range(3))
     if large:
-        q, k = _near_minus_12000(q, k, magnitude)
+        q, k = _near_minus_12000(q, k, magnitude, spread)
     lengths = torch.randint(1, length, (3,), generator=generator)
     lengths[-1] = length  # one sequence without padding
     valid = torch.arange(length) >= (length - lengths)[:, None]  # left padding
@@ -226,8 +242,13 @@ PADDED_CASES = {
     **{case: (dtype, {}) for case, dtype in AUTOCAST_CASES.items()},
     "fp16 autocast, scores near -12000": (torch.float16, {"large": True}),
     "fp32, keys drawn at random": (None, {"random_mask": True}),
-    # Below what fp16 holds: a fill of fp16's lowest value lets the masked keys through in fp32.
+    # Below what fp16 holds: a fill of fp16's lowest value lets the masked keys through in fp32,
+    # and in bf16.
     "fp32, scores near -100000": (None, {"large": True, "magnitude": 160.0}),
+    "bf16 autocast, scores near -100000": (
+        torch.bfloat16,
+        {"large": True, "magnitude": 160.0, "spread": 16.0},
+    ),
 }
 
 
