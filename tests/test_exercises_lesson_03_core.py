@@ -234,13 +234,13 @@ class _StringFlag(ScalerCore):
         return str(super().unscale_grads(grads))
 
 
-def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False, clamp=False):
+def _update(grow_when, reset_on_inf=True, guard=True, grow_on_inf=False, clamp=False, floor=0.0):
     """A core whose update rounds to float32 as GradScaler does, with its rule changed."""
 
     class Core(ScalerCore):
         def update(self, found_inf):
             if found_inf and not grow_on_inf:
-                self.scale_value = _fp32(self.scale_value * self.backoff_factor)
+                self.scale_value = max(_fp32(self.scale_value * self.backoff_factor), floor)
                 self.good_steps = 0 if reset_on_inf else self.good_steps
                 return
             self.good_steps += 1
@@ -335,6 +335,14 @@ WRONG = [
     ),
     ("the loss scaled off the graph", _ScaledDetached, "outside the loss's graph (no grad_fn)"),
     ("an overflow counted as clean", _update(lambda n, i: n == i, grow_on_inf=True), "inf]"),
+    # Megatron's min_scale and DeepSpeed's min_loss_scale: it passed 25 seeds of 30 (a test
+    # learner's) while only unscaling ran at a scale below 1.
+    (
+        "a scale floored at 1",
+        _update(lambda n, i: n == i, floor=1.0),
+        "(a scale that falls below 1), after 2 update() call(s), found_inf for the steps: [inf, "
+        "inf]: scale_value is 1.0 and good_steps is 0; PyTorch's update",
+    ),
     # Seed 0's backoffs (from 1000: 1100 x 0.3) were float32 numbers, so rounding at a growth
     # only passed there, and at a backoff only passed 25 grader seeds of 200.
     ("rounded at a growth only", _rounded_at("growth"), "which is not a float32 number"),

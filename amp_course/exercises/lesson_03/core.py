@@ -18,6 +18,9 @@ CORE_CASES = [
     (2.0**16, 2.0, 0.5, 3, (F, F, F, F, T, F, F, F, F, F, T, F), "the defaults' factors"),
     (2.0**16, 1.1, 0.3, 2, (F, F, F, T, T, F, F, F, F, F), "factors that are not powers of two"),
     (2.0**127, 2.0, 0.5, 1, (F, F, T, F, F), "a scale at float32's largest power of two"),
+    # Down to 1/4 and back: a scale floored at 1 (Megatron's min_scale, DeepSpeed's
+    # min_loss_scale; GradScaler has none) passed the seeds whose runs never went below 1.
+    (2.0, 2.0, 0.5, 2, (T, T, T, F, F, F, T, F), "a scale that falls below 1"),
 ]
 FACTORS = [(2.0, 0.5), (1.5, 0.3), (3.0, 0.7), (4.0, 0.25), (1.1, 0.9)]  # growth, backoff
 # Factors whose products are not float32 numbers (the second run's): a scale kept unrounded
@@ -28,7 +31,8 @@ LOSS = 1.5  # the loss scale() is given: not a power of two
 
 
 def core_cases(seed: int) -> list[tuple]:
-    """Seed 0: CORE_CASES. Other seeds: two random runs of flags and the near-max case."""
+    """Seed 0: CORE_CASES. Other seeds: two random runs of flags, the near-max case and the one
+    below 1."""
     if seed == 0:
         return list(CORE_CASES)
     generator = torch.Generator().manual_seed(seed)
@@ -63,7 +67,7 @@ def core_cases(seed: int) -> list[tuple]:
                 f"a run with growth_interval={interval}",
             )
         )
-    return [*drawn, CORE_CASES[-1]]
+    return [*drawn, *CORE_CASES[-2:]]
 
 
 def _rounds_both(init, growth, backoff, interval, flags) -> bool:
