@@ -38,16 +38,25 @@ def timer_case(seed: int) -> dict:
     }
 
 
+# What torch.cuda and torch.accelerator synchronize with, kept when this module loads (before a
+# queue's as_cuda() replaces them): an answer may hold one under a name of its own.
+REAL_SYNCHRONIZES = (torch.cuda.synchronize, torch.accelerator.synchronize)
+
+
 @contextlib.contextmanager
-def _clocks_rebound(answer, clocks: dict):
-    """While inside, the names the answer holds for a real clock (its module's globals, its
-    closure, its defaults) read ``clocks[name]`` instead."""
+def _clocks_rebound(answer, queue: SimulatedQueue):
+    """While inside, the names the answer holds for a real clock or a real synchronize (its
+    module's globals, its closure, its defaults: ``from time import perf_counter``,
+    ``from torch.cuda import synchronize``) read the queue's clock or wait for the queue."""
     while isinstance(answer, Answer):  # the check's wrapper around the learner's function
         answer = answer.fn
     answer = inspect.unwrap(answer)
+    clocks = queue.clocks()
+    stand_ins = [(real, clocks[name]) for name, real in REAL_CLOCKS.items()]
+    stand_ins += [(real, queue.synchronize) for real in REAL_SYNCHRONIZES]
 
     def fake(value):
-        return next((clocks[n] for n, real in REAL_CLOCKS.items() if value is real), None)
+        return next((stand_in for real, stand_in in stand_ins if value is real), None)
 
     namespace = getattr(answer, "__globals__", {})
     found = {k: v for k, v in list(namespace.items()) if fake(v)}
@@ -90,7 +99,17 @@ class _ReadingsQueue(SimulatedQueue):
         return super()._read_clock()
 
 
+# The device as the check's text names it, then as the lesson's cells hold it: a timer that
+# compared the device with "cuda" never synchronised the lesson's torch.device and passed.
+DEVICES = ("cuda", torch.device("cuda"))
+
+
 def observe_timer(time_steps, seed: int) -> dict:
+    """The timer's run with each of DEVICES."""
+    return {**timer_case(seed), "runs": [_observe_run(time_steps, seed, d) for d in DEVICES]}
+
+
+def _observe_run(time_steps, seed: int, device) -> dict:
     # A simulated queue stands in for the GPU (CI has none): only a synchronise call waits for it,
     # and every wall clock reads its own time, however the answer named the clock, so the result
     # is exact however loaded the machine is.
@@ -103,13 +122,13 @@ def observe_timer(time_steps, seed: int) -> dict:
         calls.append(1)
         queue.launch(case["step_s"] + (case["first_extra_s"] if len(calls) == 1 else 0.0))
 
-    with queue.as_cuda(), _clocks_rebound(time_steps, queue.clocks()):
+    with _clocks_rebound(time_steps, queue), queue.as_cuda():
         got, error = call_answer(
-            time_steps, step, "cuda", warmup=case["warmup"], iters=case["iters"]
+            time_steps, step, device, warmup=case["warmup"], iters=case["iters"]
         )
     number = as_number(got)
     return {
-        **case,
+        "device": repr(device),
         "calls": len(calls),
         "clock_reads": queue.clock_reads,
         "readings": queue.readings[:1] + queue.readings[-1:],  # the first and the last
@@ -131,13 +150,26 @@ def _reading(reading: list) -> str:
 
 
 def compare_timer(mine, reference, seed: int) -> None:
+    for run in mine["runs"]:
+        try:
+            _compare_run(run, reference)
+        except ExerciseFailed as failure:
+            if run["device"] == repr(DEVICES[0]) or str(failure).startswith("time_steps("):
+                raise
+            raise ExerciseFailed(
+                f"Given device={run['device']} (a torch.device, as the lesson's cells hold it): "
+                f"{failure}"
+            ) from None
+
+
+def _compare_run(mine, reference) -> None:
     error = mine["error"]
     if error and "NVIDIA driver" in error:  # torch.cuda's own, past what the check stands in for
         error += (
             " (the check's simulated GPU stands in for torch.cuda.is_available and synchronize, "
             "not for CUDA events or streams: 'What the check runs' above the exercise)"
         )
-    fail_on_error(error, "time_steps(step, 'cuda', ...)")
+    fail_on_error(error, f"time_steps(step, {mine['device']}, ...)")
     step_s, warmup, iters = reference["step_s"], reference["warmup"], reference["iters"]
     # More calls pass: torch.utils.benchmark's Timer.timeit makes 2 of its own, and a timer may
     # repeat its measurement. iters is above the default 10 at every seed, so a timer that times
@@ -177,7 +209,10 @@ def compare_timer(mine, reference, seed: int) -> None:
     if mine["clock_reads"] == 0:
         raise ExerciseFailed(
             f"{ms} of GPU work, and it read none of the wall clocks the check's simulated GPU "
-            f"keeps ({', '.join(REAL_CLOCKS)} of time, timeit.default_timer)."
+            f"keeps ({', '.join(REAL_CLOCKS)} of time, timeit.default_timer) where the check "
+            "reaches them: through time or timeit, or by a name in your function's module, "
+            "closure or defaults (a clock held elsewhere, as a class's attribute or a helper's "
+            "default, reads the machine's time, which the simulated queue does not move)."
         )
     for factor, unit in ((1e3, "milliseconds"), (1e9, "nanoseconds")):
         if _close(got, factor * step_s):
