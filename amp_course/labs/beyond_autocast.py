@@ -208,6 +208,16 @@ def alternating_losses(seed: int) -> list[torch.Tensor]:
     return [torch.tensor((1.0, PLATEAU)[step % 2], dtype=torch.bfloat16) for step in range(steps)]
 
 
+def thirds_losses(seed: int) -> list[torch.Tensor]:
+    """The losses of a run settled a third of the way from 1 to PLATEAU: 1, 1, PLATEAU, over and
+    over. Their mean, 1 + 2^-7 / 3, is no float16 number (the nearest is 3e-4 away), where the
+    other settled runs' means are: a mean formed or rounded in float16 passed the seeds whose
+    long run rounded close enough (about one in seventy)."""
+    steps = 3 * int(torch.randint(300, 1000, (), generator=seeded(seed + 2)))
+    values = (1.0, 1.0, PLATEAU)
+    return [torch.tensor(values[step % 3], dtype=torch.bfloat16) for step in range(steps)]
+
+
 # ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
 def run_in_workers(fn, seed: int = 0) -> dict:
     """Call ``fn(model, batches)``; record the outputs, how many forwards ran in the calling

@@ -22,6 +22,7 @@ from ...labs.beyond_autocast import (
     run_checkpointed,
     run_fused_op,
     run_in_workers,
+    thirds_losses,
 )
 from ...precisions import name_of
 from ...recipe import AmpRecipe
@@ -141,6 +142,7 @@ LOSS_CASES = {  # label: the losses a case hands the learner's function
     "a long run's losses": lab_losses,
     f"a loss settled at {PLATEAU}": plateau_losses,
     f"a loss settled between 1 and {PLATEAU}": alternating_losses,
+    f"a loss settled a third of the way from 1 to {PLATEAU}": thirds_losses,
 }
 
 
