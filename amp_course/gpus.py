@@ -55,14 +55,16 @@ class Rule:
 
 # Tensor cores per format: fp16 from Volta (7.0), TF32 and bf16 from Ampere (8.0), FP8 from Ada
 # (8.9) and Hopper (9.0). The MX formats (MXFP8, MXFP6, MXFP4) and NVFP4 need Blackwell's
-# tensor cores, compute capability 10.x and 12.x (NVIDIA's Transformer Engine documentation).
+# tensor cores: compute capability 10.x, 11.0 (Jetson Thor, sm_101 before CUDA 13 renamed it) and
+# 12.x. Software lags the hardware: Transformer Engine's support matrix trains in NVFP4 on 10.0
+# and 10.3 and only partly on 12.0, and in MXFP8 not on 12.0.
 TENSOR_CORES = {
     "fp16": Rule((7, 0)),
     "tf32": Rule((8, 0)),
     "bf16": Rule((8, 0)),
     "fp8": Rule((8, 9)),
-    "mx": Rule((10, 0), majors=(10, 12)),
-    "nvfp4": Rule((10, 0), majors=(10, 12)),
+    "mx": Rule((10, 0), majors=(10, 11, 12)),
+    "nvfp4": Rule((10, 0), majors=(10, 11, 12)),
 }
 
 # Which input dtypes each of scaled_dot_product_attention's CUDA kernels takes, and from which

@@ -57,6 +57,7 @@ def test_variants_without_figures_of_their_own_get_none(name):
         ((8, 9), {"fp16", "tf32", "bf16", "fp8"}),  # L4, Ada
         ((9, 0), {"fp16", "tf32", "bf16", "fp8"}),  # H100
         ((10, 0), {"fp16", "tf32", "bf16", "fp8", "mx", "nvfp4"}),  # B200
+        ((11, 0), {"fp16", "tf32", "bf16", "fp8", "mx", "nvfp4"}),  # Jetson Thor (CUDA 13's name)
         ((12, 0), {"fp16", "tf32", "bf16", "fp8", "mx", "nvfp4"}),
     ],
 )
