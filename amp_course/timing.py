@@ -65,8 +65,9 @@ def measure(
     Every clock reading first synchronises ``device`` (CUDA kernels run asynchronously: a timer
     that does not wait for them measures only the launch), so queued kernels are counted; we pass
     this clock to torch.utils.benchmark.Timer explicitly rather than rely on its default, which
-    synchronises only when CUDA is available at all. The explicit warm-up pays for allocation,
-    kernel selection and (with torch.compile) compilation before timing starts. We take
+    synchronises the current accelerator whenever one is available, not ``device``. The explicit
+    warm-up pays for allocation, kernel selection and (with torch.compile) compilation before
+    timing starts. We take
     ``repeats`` runs of a fixed number of calls (sized so all runs together last about
     ``min_run_time``) and merge them, so the spread is always measured: ``blocked_autorange``
     can return a single block for slow functions. A function whose one call fills a run is timed
