@@ -146,6 +146,11 @@ def scaling_sentence(
         else "the framework's and Python's overhead per operation"
     )
     said = f"{model}: {factor}x the batch took {growth:.2f}x the time."
+    if large_s <= small_s:  # no work per image to split off: the shares would be the clamp's
+        return (
+            f"{said} The larger batch was no slower: within these timings' noise the whole step "
+            f"is a fixed cost ({cost}), which faster arithmetic cannot shorten."
+        )
     if fixed == 0.0:
         return f"{said} No fixed cost shows: the step's time grows with the work."
     split = (
