@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # (pyproject.toml) because Colab and GPU machines bring their own torch.
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 # Where pip looks for torch and torchvision. Empty: PyPI, whose Linux torch is the CUDA build
-# (with NVIDIA's CUDA libraries, about 6 GB on disk). A CPU-only machine can take the CPU build:
+# (with NVIDIA's CUDA libraries, about 5.5 GB on disk). A CPU-only machine can take the CPU build:
 # make course TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 STAMP := $(VENV)/.amp-course-installed

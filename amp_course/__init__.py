@@ -27,6 +27,7 @@ __all__ = [
     "device",
     "display",
     "emulation",
+    "env_vars",
     "exercises",
     "flops",
     "formats",

@@ -76,5 +76,7 @@ def test_the_readme_quotes_each_cpu_kinds_times_from_the_committed_reports():
         f"per fp32 step than the rehearsing one) they ran in {emulated_cpu['total_s']:.0f} s, "
         f"slowest {emulated_cpu['slowest_s']:.0f} s"
     ) in text
+    ratio = emulated_cpu["cpu_step"]["bf16_over_fp32"]
+    assert f"the bf16 step took {ratio:.0f}x its fp32 step there" in text
     missed = ", ".join(over[:-1]) + f" and {over[-1]}" if len(over) > 1 else "".join(over)
     assert (f"{missed} took over 30 s there" in text) == bool(over), over

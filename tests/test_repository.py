@@ -126,14 +126,14 @@ def test_the_readme_is_an_entrance_that_links_every_guide():
 
 
 def test_the_readme_installs_for_a_cpu_laptop_and_a_gpu_side_by_side():
-    """A learner on a CPU laptop gets the CPU build's line, not only the 5.3 GB CUDA build's; the
+    """A learner on a CPU laptop gets the CPU build's line, not only the 5.5 GB CUDA build's; the
     learner's next step is lesson 00 in the workspace, JupyterLab comes with the course extra, and
     `make test` is offered to instructors, not to them."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     install = readme.split("## Install and open the course\n", 1)[1].split("\n## ", 1)[0]
     cpu = install.index("`make course TORCH_INDEX=https://download.pytorch.org/whl/cpu`")
     assert cpu < install.index("| `make course` |")  # the two in one table row, CPU first
-    assert "5.3 GB" in install and "CPU build" in install and "124 MB" in install
+    assert "5.5 GB" in install and "CPU build" in install and "124 MB" in install
     assert "no GPU needed" not in readme.lower()
     assert "Then open `00_scenario.ipynb`" in install and "Colab" in install
     assert "Your copy of the lessons is `workspace/`" in install and "make fresh LESSON=" in install
