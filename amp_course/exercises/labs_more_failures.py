@@ -11,14 +11,14 @@ from __future__ import annotations
 import torch
 
 from ..display import kind_of
-from ..labs.more_failures import (
+from ..labs.masked_attention import (
     MASKED_ABOVE,
     MASKED_BF16_FAR_ABOVE,
     MASKED_FAR_ABOVE,
     run_masked,
-    run_multitask,
     run_padded,
 )
+from ..labs.more_failures import run_multitask
 from ..labs.rotary import run_rope
 from ..precisions import name_of
 from . import ExerciseFailed, fail_on_error, register
