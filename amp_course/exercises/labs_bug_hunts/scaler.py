@@ -79,11 +79,11 @@ SCALER_SETTINGS = ("scale", "growth_factor", "backoff_factor", "growth_interval"
 def observe_prepare(prepare, seed: int) -> dict:
     device = DEVICE if seed % 2 == 0 else "cpu"
     result, error, warned = call_noting_warnings(prepare, lab_model(seed), device)
-    if error is not None or not (isinstance(result, tuple) and len(result) == 3):
-        kinds = (
-            ", ".join(type(item).__name__ for item in result) if isinstance(result, tuple) else ""
-        )
-        returned = f"a tuple ({kinds})" if kinds else kind_of(result)
+    # A list of the three is the same answer as the tuple the text writes.
+    if error is not None or not (isinstance(result, tuple | list) and len(result) == 3):
+        sequence = isinstance(result, tuple | list)
+        kinds = ", ".join(type(item).__name__ for item in result) if sequence else ""
+        returned = f"a {type(result).__name__} ({kinds})" if kinds else kind_of(result)
         return {"error": error, "triple": False, "returned": returned}
     model, optimizer, scaler = result
     is_scaler = isinstance(scaler, torch.amp.GradScaler)
