@@ -119,7 +119,19 @@ class _FloatFlag(ScalerCore):
         return float(super().unscale_grads(grads))
 
 
-@pytest.mark.parametrize("right", [_Divides, _Float32Tensor, _TorchKernel, _IntFlag, _FloatFlag])
+class _NumpyFlag(ScalerCore):
+    """np.any's flag, a numpy.bool_: it failed every seed with "returned np.False_ (a bool), not a
+    bool" (a test learner's)."""
+
+    def unscale_grads(self, grads):
+        import numpy as np
+
+        return np.any(np.array([super().unscale_grads(grads)]))
+
+
+@pytest.mark.parametrize(
+    "right", [_Divides, _Float32Tensor, _TorchKernel, _IntFlag, _FloatFlag, _NumpyFlag]
+)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_right_cores_written_differently_pass(right, seed):
     assert exercises.verdict(NAME, right, seed) == ("passed", "")

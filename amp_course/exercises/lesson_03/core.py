@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy
 import torch
 
 from ...display import kind_of, shown
@@ -166,6 +167,8 @@ def observe_core(core_class, seed: int) -> dict:
         grads = given
         if isinstance(found, torch.Tensor) and found.numel() == 1:
             found = bool(found)  # a tensor flag, as GradScaler keeps its own
+        elif isinstance(found, numpy.bool_):
+            found = bool(found)  # np.any's flag: numpy's bool, which equals Python's
         elif type(found) in (int, float) and found in (0, 1):
             found = bool(found)  # 0 or 1 (found.item() of a float flag: 0.0) means False or True
         unscaled.append(

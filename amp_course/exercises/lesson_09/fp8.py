@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -38,7 +39,8 @@ def _not_a_pair(result, shape: torch.Size | None = None) -> str | None:
     first, second = result
     if not isinstance(first, torch.Tensor) or shape not in (None, first.shape):
         return f"the pair ({', '.join(described)})"
-    if not isinstance(second, (torch.Tensor, float, int)):
+    # A number of any kind: a Python or NumPy float or int (np.float32 is no float subclass).
+    if not isinstance(second, (torch.Tensor, numbers.Real)) or isinstance(second, bool):
         return f"the pair ({', '.join(described)})"
     return None
 
