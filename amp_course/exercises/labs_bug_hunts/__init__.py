@@ -36,7 +36,8 @@ def observe_clipped(fn, seed: int) -> dict:
 
 def compare_clipped(mine, ref, seed: int) -> None:
     compare_run(mine["runs"][0], ref["runs"][0], seed, CLIP_RTOL, CLIP_ATOL)
-    (got, want), where = (r["runs"][1] for r in (mine, ref)), f"With max_norm={LOOSE_MAX_NORM:g}"
+    got, want = mine["runs"][1], ref["runs"][1]
+    where = f"With max_norm={LOOSE_MAX_NORM:g}"
     try:
         compare_run(got, want, seed, CLIP_RTOL, CLIP_ATOL)
     except ExerciseFailed as failure:

@@ -35,20 +35,24 @@ def _last_group_clean(seed: int, steps: int) -> tuple[int, ...]:
 # to the first split's short last group (1 for the last batch, len(batches) % steps, or the
 # batches left) passed while every run split 9 batches by 2.
 EVEN_ACCUMULATION_STEPS = 3
+SPLITS = (ACCUMULATION_STEPS, EVEN_ACCUMULATION_STEPS)
 
 
 def observe_accumulation(fn, seed: int) -> dict:
     """The loop's Outcome, plus, for each split, the gradient norm of each step it took with
     clipping off and the optimizer steps taken by each update()."""
-    poisoned = _last_group_clean(seed, ACCUMULATION_STEPS)
-    observed = run(fn, (ACCUMULATION_STEPS, ACCUMULATION_MAX_NORM), poisoned, False, seed).plain()
+    poisoned = {steps: _last_group_clean(seed, steps) for steps in SPLITS}
+    clipped = (ACCUMULATION_STEPS, ACCUMULATION_MAX_NORM)
+    observed = run(fn, clipped, poisoned[ACCUMULATION_STEPS], False, seed).plain()
     observed["unclipped"] = []
-    for steps in (ACCUMULATION_STEPS, EVEN_ACCUMULATION_STEPS):
-        poisoned = _last_group_clean(seed, steps)
-        unclipped = run(fn, (steps, math.inf), poisoned, False, seed)
-        totals = unclipped.steps_at_update
+    for steps in SPLITS:
+        unclipped = run(fn, (steps, math.inf), poisoned[steps], False, seed)
         observed["unclipped"].append(
-            {"norms": unclipped.step_norms, "totals": totals, "error": unclipped.error}
+            {
+                "norms": unclipped.step_norms,
+                "totals": unclipped.steps_at_update,
+                "error": unclipped.error,
+            }
         )
     return observed
 
@@ -90,8 +94,7 @@ def compare_accumulation(mine, reference, seed: int) -> None:
     """Name the first difference in the steps the loop took and the size of their gradients."""
     if mine["error"]:
         compare_run(mine, reference, seed)  # says it crashed, or is not done
-    splits = (ACCUMULATION_STEPS, EVEN_ACCUMULATION_STEPS)
-    for got, want, steps in zip(mine["unclipped"], reference["unclipped"], splits, strict=True):
+    for got, want, steps in zip(mine["unclipped"], reference["unclipped"], SPLITS, strict=True):
         _compare_unclipped(got, want, steps)
     # Clipping written another way rounds differently, as in lab 1.
     compare_run(mine, reference, seed, CLIP_RTOL, CLIP_ATOL)
