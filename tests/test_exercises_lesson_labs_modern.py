@@ -307,6 +307,22 @@ class _CastInputsFp32(_NoBackwardDecorator):
         return a.mm(b)
 
 
+class _PassThrough(torch.autograd.Function):
+    """A custom Function whose hand-written backward does no product: torch.mm's runs them."""
+
+    @staticmethod
+    def forward(x):
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
 def _fp16_adam(**options):
     def train(model, batches, lr):
         model.half()
@@ -563,6 +579,18 @@ WRONG = {
             torch.mm,
             "In the case 'fp16 autocast', your output's autograd graph holds no custom "
             "autograd.Function (its grad_fn is MmBackward0, none below it)",
+        ),
+        (
+            "a pass-through Function around torch.mm's output",
+            lambda a, b: _PassThrough.apply(torch.mm(a, b)),
+            "In the case 'fp16 autocast', the backward ran matrix products in MmBackward0, "
+            "torch's own backward of an op in your output's graph; the reference's all ran in "
+            "the backward written by hand in its custom autograd.Function.",
+        ),
+        (
+            "a pass-through Function on an input of torch.mm",
+            lambda a, b: torch.mm(_PassThrough.apply(a), b),
+            "the backward ran matrix products in MmBackward0",
         ),
         (
             "autocast re-entered in its default dtype",

@@ -16,20 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from .. import scaling
-from ..autocast_trace.recorder import DtypeRecorder
 from ..data import load_mnist
-from ..display import error_text
+from .custom_matmul import mm_inputs, run_mm  # noqa: F401
+from .failure_cases import AUTOCAST_CASES, DEVICE_TYPE, attempt, autocast, seeded
 from .fp8_scale import FP8, FP8_MAX, fp8_roundings, fp8_tensors, run_fp8  # noqa: F401
-from .more_failures import AUTOCAST_CASES, DEVICE_TYPE, autocast, seeded
 from .tf32_flags import TF32_CASES, TF32_SETTERS, reset_tf32, run_tf32, tf32_cases  # noqa: F401
-
-
-def _attempt(fn, *args) -> tuple[object, str | None]:
-    try:
-        return fn(*args), None
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return None, error_text(error)
-
 
 # ---- Lab 1: a dtype mix that compiled code accepts and eager refuses ----------------------------
 NUM_CLASSES = 10
@@ -64,7 +55,7 @@ def run_class_means(fn, seed: int = 0) -> dict:
     for case, dtype in AUTOCAST_CASES.items():
         features, labels = feature_batch(seed)
         with autocast(dtype), torch.compiler.set_stance("force_eager"):
-            out, error = _attempt(fn, features.to(dtype or torch.float32), labels, NUM_CLASSES)
+            out, error = attempt(fn, features.to(dtype or torch.float32), labels, NUM_CLASSES)
         observed[case] = {"error": error, "out": out}
     return observed
 
@@ -196,7 +187,7 @@ def run_ema(train, seed: int = 0) -> dict:
     scaler.update = recorded_update
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, error = _attempt(train, model, optimizer, scheduler, ema, scaler, batches)
+        _, error = attempt(train, model, optimizer, scheduler, ema, scaler, batches)
     batches.finish()
     return {
         "error": error,
@@ -206,70 +197,6 @@ def run_ema(train, seed: int = 0) -> dict:
         "model": [p.detach().clone() for p in model.parameters()],
         "ema": [p.detach().clone() for p in ema.module.parameters()],
     }
-
-
-# ---- Lab 4: a custom autograd.Function written with setup_context -------------------------------
-def mm_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """fp32 ``a`` [n, k] and ``b`` [k, m], and the weights of the loss sum(out * weights)."""
-    generator = seeded(seed)
-    n, k, m = (8, 16, 4) if seed == 0 else torch.randint(3, 24, (3,), generator=generator).tolist()
-    a, b = torch.randn(n, k, generator=generator), torch.randn(k, m, generator=generator)
-    return a, b, torch.randn(n, m, generator=generator)
-
-
-_PRODUCTS = ("mm", "bmm", "addmm", "baddbmm", "addbmm")  # aten's matrix products
-
-
-def _weighted_backward(out, weights) -> list[str]:
-    """The backward, and the dtypes its matrix products ran in: the gradients' values alone
-    cannot tell a product computed in fp16 from one in bf16 or fp32 and rounded."""
-    with DtypeRecorder() as recorder:
-        (out.float() * weights).sum().backward()
-    return sorted(
-        {
-            str(dtype).removeprefix("torch.")
-            for row in recorder.rows
-            if row.op in _PRODUCTS
-            for dtype in row.input_dtypes
-            if dtype.is_floating_point
-        }
-    )
-
-
-def run_mm(fn, seed: int = 0) -> dict:
-    """``fn(a, b)`` in each autocast case, then backward (outside autocast, as a training loop
-    runs it) through a weighted sum of the output: the output, the gradients of a and b, and the
-    dtypes the backward's matrix products ran in."""
-    observed = {}
-    for case, dtype in AUTOCAST_CASES.items():
-        a, b, weights = mm_inputs(seed)
-        a.requires_grad_(), b.requires_grad_()
-        with autocast(dtype):
-            out, error = _attempt(fn, a, b)
-        products, stage = None, "forward"
-        if error is None:
-            products, error = _attempt(_weighted_backward, out, weights)
-            stage = "backward"
-        observed[case] = {"error": error, "stage": stage, "out": None if error else out.detach()}
-        observed[case].update(grad_a=a.grad, grad_b=b.grad, backward_dtypes=products)
-        if error is None:
-            observed[case]["grad_fn"] = type(out.grad_fn).__name__
-            observed[case]["custom_function"] = _has_custom_function(out.grad_fn)
-    return observed
-
-
-def _has_custom_function(node) -> bool:
-    """Whether the autograd graph under ``node`` holds a custom ``autograd.Function``'s node."""
-    seen, stack = set(), [node]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            return True
-        seen.add(node)
-        stack.extend(next_node for next_node, _ in node.next_functions)
-    return False
 
 
 # ---- Lab 5: Adam on fp16 parameters -------------------------------------------------------------
@@ -288,7 +215,7 @@ def run_adam(train, seed: int = 0) -> dict:
     batches it fetched."""
     model = adam_model(seed)
     batches = FetchedBatches(digit_batches(seed)[:ADAM_STEPS])
-    returned, error = _attempt(train, model, batches, ADAM_LR)
+    returned, error = attempt(train, model, batches, ADAM_LR)
     trained = returned if isinstance(returned, torch.nn.Module) else model
     named = {name: p.detach().clone() for name, p in trained.named_parameters()}
     return {

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..display import error_text
-from .more_failures import seeded
+from .failure_cases import attempt, seeded
 
 # Each statement sets a TF32 flag one way; a case runs a few of them, in order, from the defaults.
 TF32_SETTERS = (
@@ -79,13 +78,6 @@ def reset_tf32() -> None:
         backend.fp32_precision = "none"
 
 
-def _call(fn) -> tuple[object, str | None]:
-    try:
-        return fn(), None
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return None, error_text(error)
-
-
 def tf32_cases(seed: int = 0) -> tuple[tuple[str, ...], ...]:
     """The setter sequences a check runs: TF32_CASES for seed 0, drawn from TF32_SETTERS else."""
     if seed == 0:
@@ -121,7 +113,7 @@ def run_tf32(fn, seed: int = 0) -> list[dict]:
             reset_tf32()
             for statement in setters:
                 exec(statement, {"torch": torch})
-            state, error = _call(fn)
+            state, error = attempt(fn)
             observed.append({"setters": list(setters), "error": error, "state": state})
     finally:
         reset_tf32()

@@ -152,6 +152,13 @@ def compare_mm(mine: dict, reference: dict, seed: int) -> None:
             )
         _tensor_like(got["out"], want["out"], f"{label} your output")
         _compare_values(got["out"], want["out"], dtype, f"{label} your output")
+        builtin = got.get("builtin_product_nodes") or []
+        if builtin and not want["builtin_product_nodes"]:
+            raise ExerciseFailed(
+                f"{label} the backward ran matrix products in {' and '.join(builtin)}, torch's "
+                "own backward of an op in your output's graph; the reference's all ran in the "
+                "backward written by hand in its custom autograd.Function."
+            )
         ran, should = got.get("backward_dtypes"), want["backward_dtypes"]
         if ran != should:
             raise ExerciseFailed(
