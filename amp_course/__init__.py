@@ -47,6 +47,7 @@ __all__ = [
     "recipe",
     "roofline",
     "scaling",
+    "simulated_queue",
     "stats",
     "step_account",
     "timing",

@@ -6,8 +6,8 @@ take ``torch.device("cuda")``, but ``set_per_process_memory_fraction``,
 (``ValueError: Expected a torch.device with a specified index``). Every call site that hands
 torch.cuda a device to query or set passes ``cuda_index(device)``, which every one of them
 accepts. ``torch.cuda.synchronize(device)`` keeps the device as given: torch accepts any CUDA
-device there, and ``ac.timing.SimulatedQueue`` stands in for it on a CPU, which has no current
-CUDA device to look up. Below every other module: it imports nothing of the course.
+device there, and ``ac.simulated_queue.SimulatedQueue`` stands in for it on a CPU, which has no
+current CUDA device to look up. Below every other module: it imports nothing of the course.
 """
 
 from __future__ import annotations

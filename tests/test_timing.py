@@ -6,7 +6,7 @@ from unittest import mock
 import pytest
 import torch
 
-from amp_course import timing
+from amp_course import simulated_queue, timing
 
 
 def test_measure_reports_median_and_spread_of_a_known_sleep():
@@ -72,7 +72,9 @@ def test_measure_synchronises_a_cuda_device():
 
 
 def test_an_unsynchronised_timer_lies_and_measure_does_not():
-    queue = timing.SimulatedQueue(virtual=True)  # its own clock: exact whatever the machine's load
+    queue = simulated_queue.SimulatedQueue(
+        virtual=True
+    )  # its own clock: exact whatever the machine's load
 
     def step():  # returns at once; its 3 ms of work runs "on the GPU"
         queue.launch(0.003)
@@ -162,7 +164,7 @@ def test_a_slow_function_is_timed_one_call_per_run_without_extra_calls():
     """A step that fills a run by itself (bf16 emulated on a CPU) costs warm-up + repeats calls,
     the call that sized the runs timed as the first: torch's Timer.timeit would add two untimed
     calls to every run."""
-    queue = timing.SimulatedQueue(virtual=True)
+    queue = simulated_queue.SimulatedQueue(virtual=True)
     calls = []
 
     def step():  # 50 ms of queued work: more than min_run_time / repeats
@@ -177,7 +179,7 @@ def test_a_slow_function_is_timed_one_call_per_run_without_extra_calls():
 
 def test_round_robin_takes_the_warmup_and_repeats_asked_for():
     calls = {"a": 0, "b": 0}
-    queue = timing.SimulatedQueue(virtual=True)
+    queue = simulated_queue.SimulatedQueue(virtual=True)
 
     def step(name):
         def run():
@@ -213,9 +215,9 @@ def test_round_robin_takes_the_warmup_and_repeats_asked_for():
 def test_a_virtual_queue_is_every_wall_clock_and_a_cuda_device_inside_as_cuda():
     import timeit
 
-    real = {name: getattr(time, name) for name in timing.SimulatedQueue.WALL_CLOCKS}
+    real = {name: getattr(time, name) for name in simulated_queue.SimulatedQueue.WALL_CLOCKS}
     has_cuda = torch.cuda.is_available()
-    queue = timing.SimulatedQueue(virtual=True)
+    queue = simulated_queue.SimulatedQueue(virtual=True)
     with queue.as_cuda():
         assert torch.cuda.is_available() and torch.accelerator.is_available()
         queue.launch(0.25)

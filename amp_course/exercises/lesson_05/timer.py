@@ -10,7 +10,7 @@ import math
 import torch
 
 from ...display import shown
-from ...timing import REAL_CLOCKS, SimulatedQueue
+from ...simulated_queue import REAL_CLOCKS, SimulatedQueue
 from .. import Answer, ExerciseFailed, call_answer, fail_on_error
 from ..answers import as_number
 
