@@ -7,6 +7,7 @@ import sys
 import types
 
 import nbformat
+import numpy
 import pytest
 import torch
 from conftest import SECRET_SEEDS
@@ -309,3 +310,28 @@ def test_lesson_modules_import_without_the_references():
     assert looked_up.split() == ["labs_beyond_autocast", "labs_bug_hunts", "lesson_05"]
     assert int(count) == len(NAMES)
     assert listed == "[]"
+
+
+@pytest.mark.parametrize(
+    "value, number",
+    [
+        (3, 3.0),
+        (2.5, 2.5),
+        (numpy.float32(0.5), 0.5),
+        (numpy.int64(7), 7.0),
+        (torch.tensor(1.5), 1.5),
+        (torch.tensor(48), 48.0),  # a count summed in an integer tensor is a number too
+        (torch.tensor(2, dtype=torch.int32), 2.0),
+        (True, None),
+        (numpy.True_, None),
+        (torch.tensor(True), None),
+        ("3", None),
+        (torch.tensor([3.0]), None),  # a vector of one value is not the number
+        (torch.tensor(1 + 2j), None),
+        (None, None),
+    ],
+)
+def test_one_rule_reads_a_number_in_every_check(value, number):
+    """Every check that asks for a number reads answers by one rule: a real number of Python,
+    NumPy or a 0-d tensor of a real dtype, never a bool, a string or a vector."""
+    assert answers.as_number(value) == number

@@ -194,22 +194,13 @@ def scaler_built(got: dict, want: dict) -> str | None:
     return None
 
 
-def any_number(value) -> float | None:
-    """``value`` as a float if it is a number of any kind (Python, NumPy, a 0-d tensor of any
-    dtype); else None (a bool or a string is not a number here)."""
-    if isinstance(value, (bool, str, bytes)):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError, RuntimeError):
-        return None
-
-
 def as_number(got) -> float | None:
     """``got`` as a float if it is a real number (not a bool): a Python or numpy number, or a
-    0-dim floating tensor (what ``torch.tensor(values).median()`` gives); else None."""
+    0-dim tensor of a floating or integer dtype (what ``torch.tensor(values).median()`` or a sum
+    of integer counts gives); else None."""
     if isinstance(got, torch.Tensor):
-        return float(got) if got.dim() == 0 and got.is_floating_point() else None
+        real = got.dim() == 0 and got.dtype != torch.bool and not got.is_complex()
+        return float(got) if real else None
     if isinstance(got, numbers.Real) and not isinstance(got, (bool, numpy.bool_)):
         return float(got)
     return None

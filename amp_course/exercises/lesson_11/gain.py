@@ -10,7 +10,7 @@ import torch
 from ... import gpus
 from ...display import shown
 from .. import ExerciseFailed, call_answer, fail_on_error
-from ..answers import any_number
+from ..answers import as_number
 
 
 # ---- 11.fp8_gain ------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def observe_gain(fn, seed: int) -> list[dict]:
         record = {"case": list(case), "error": error, "times": None, "returned": None}
         if not isinstance(got, (str, bytes)):
             try:
-                times = [any_number(t) for t in got]
+                times = [as_number(t) for t in got]
                 record["times"] = times if len(times) == 3 and None not in times else None
             except TypeError:  # not iterable
                 pass

@@ -9,7 +9,7 @@ import torch
 
 from ...display import shown
 from .. import ExerciseFailed, call_answer, fail_on_error
-from ..answers import any_number
+from ..answers import as_number
 
 # ---- 11.moment_bytes ----------------------------------------------------------------------------
 STATE_KINDS = ("fp32", "bf16", "8bit")
@@ -46,7 +46,7 @@ def observe_moments(fn, seed: int) -> list[dict]:
     results = []
     for shape, kind in moment_cases(seed):
         got, error = call_answer(fn, shape, kind)
-        number = any_number(got)
+        number = as_number(got)
         results.append(
             {
                 "case": [list(shape), kind],
