@@ -15,7 +15,7 @@ import math
 
 from ... import gpus
 from .. import register
-from .intensity import HALF, close, compare, draw, known_byte_count, observe, ratio_words
+from .intensity import HALF, close, compare, draw, known_byte_count, observe, or_flops, ratio_words
 
 
 def _twice(total: int, itemsize: int) -> str:
@@ -66,10 +66,10 @@ def _explain_matmul(case, got: float) -> str:
     implied_bytes, implied_flops = flops / got, got * total
     said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
     known = known_byte_count(parts, implied_bytes, size)
+    if not known and batch > 1 and close(implied_bytes, total / batch):
+        known = f"one product's bytes, against the FLOPs of all {batch}"
     if known:
-        return f"{said}: {known}."
-    if batch > 1 and close(implied_bytes, total / batch):
-        return f"{said}: one product's bytes, against the FLOPs of all {batch}."
+        return f"{said}: {known}{or_flops(implied_flops, flops)}."
     said = f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs"
     if close(implied_flops, flops / 2):
         return f"{said}: half the reference's; or, at its FLOPs, {_twice(total, size)}."
@@ -218,13 +218,17 @@ def _explain_conv(case, got: float) -> str:
     said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
     known = known_byte_count(parts, implied_bytes, itemsize)
     if known:  # fewer bytes than the reference's
-        return f"{said}: {known}."
-    for name, nbytes in parts.items():  # a tensor counted twice, three times or once per kernel
-        # position (im2col), slips of bytes; other counts are slips of FLOPs (size for size**2
-        # read as the weight counted 310492 times)
+        return f"{said}: {known}{or_flops(implied_flops, flops)}."
+    counted = []  # every tensor whose extra counts explain the bytes (the input and the output
+    # have the same size where c_in == c_out): twice, three times or once per kernel position
+    # (im2col), slips of bytes; other counts are slips of FLOPs (size for size**2 read as the
+    # weight counted 310492 times)
+    for name, nbytes in parts.items():
         times = round((implied_bytes - total) / nbytes) + 1
         if times in (2, 3, kernel**2) and close(implied_bytes, total + (times - 1) * nbytes):
-            return f"{said}: the reference's count with {name} counted {times} times."
+            counted.append(f"{name} counted {times} times")
+    if counted:
+        return f"{said}: the reference's count with {' or '.join(counted)}."
     ratio = ratio_words(implied_flops, flops)
     if ratio:
         return (

@@ -1,6 +1,7 @@
 """Lesson 10's checks' common parts (the package's ``__init__`` registers the checks): cases drawn
 from a seed, a number observed per case, the first case that differs, and readings of a wrong count
-(parts of the reference's byte count left out, fewer bytes per element, a whole ratio)."""
+(parts of the reference's byte count left out, fewer bytes per element, a whole ratio, and
+the FLOPs reading of the same value when it is one too)."""
 
 from __future__ import annotations
 
@@ -87,5 +88,12 @@ def ratio_words(value: float, reference: float) -> str | None:
     if whole < 2 or not close(larger, whole * smaller):
         return None
     if value > reference:
-        return f"{whole} times the reference's"
+        return "twice the reference's" if whole == 2 else f"{whole} times the reference's"
     return HALF if whole == 2 else f"1/{whole} of the reference's"
+
+
+def or_flops(implied_flops: float, flops: int) -> str:
+    """The other reading of a value that a byte count explains, when it is also a whole multiple
+    or fraction of the reference's FLOPs over the same bytes ("" else): both readings are said."""
+    ratio = ratio_words(implied_flops, flops)
+    return f"; or, over its bytes, {implied_flops:,.0f} FLOPs: {ratio}" if ratio else ""
