@@ -298,6 +298,29 @@ def test_seeds_slips_fail_at_every_seed(wrong):
         assert exercises.verdict(SEEDS, wrong, seed)[0] == "failed", seed
 
 
+def _flat_pilot_gives(count):
+    """The right rule, except that a pilot with no spread (every difference the same) gives
+    ``count(reference)`` seeds."""
+
+    def seeds_needed(reference, candidate, margin, confidence=0.95):
+        if paired_spread(reference, candidate) < 1e-9:
+            return count(reference)
+        return planner(paired_spread, right_t)(reference, candidate, margin, confidence)
+
+    return seeds_needed
+
+
+# Each passed every grader seed of 60: only the notebook's cases held a pilot with no spread.
+@pytest.mark.parametrize(
+    "wrong",
+    [_flat_pilot_gives(lambda reference: 1), _flat_pilot_gives(len)],
+    ids=["one seed", "the pilot's size"],
+)
+def test_a_pilot_with_no_spread_is_told_at_every_seed(wrong):
+    for seed in range(41):
+        assert exercises.verdict(SEEDS, wrong, seed)[0] == "failed", seed
+
+
 def test_an_answer_that_does_not_return_is_stopped_and_said_so(monkeypatch):
     """A search that steps n by one towards a margin a hundred times too small calls t_quantile
     for every n, each costing time in proportion to n: it ran for over 15 minutes. The check

@@ -107,8 +107,9 @@ def wave_cases(seed: int) -> list[tuple]:
     """Seed 0: WAVE_CASES. Other seeds: six drawn sizes, their tiles taller than wide in three
     (tile_m was 64 in every drawn case, never above tile_n), and as in WAVE_CASES a launch of
     fewer tiles than SMs (an answer charging such a launch for its own tiles only passed 977
-    seeds of 1000 without one) and one of whole tiles in whole waves (x // tile + 1 for a
-    ceiling passed 180 seeds of 200 for the tiles, and tiles // sms + 1 106 for the waves)."""
+    seeds of 1000 without one), one of whole tiles in whole waves (x // tile + 1 for a
+    ceiling passed 180 seeds of 200 for the tiles, and tiles // sms + 1 106 for the waves) and
+    one row past it."""
     if seed == 0:
         return list(WAVE_CASES)
     sizes = draw(seed, 26, 1, 9000)
@@ -130,7 +131,10 @@ def wave_cases(seed: int) -> list[tuple]:
     sms = tuple(SMS.values())[sizes[23] % len(SMS)]
     batch, across = 1 + sizes[24] % 4, 1 + sizes[25] % 4
     whole = (batch, sms * tile_m, across * tile_n, tile_m, tile_n, sms)
-    return [*drawn, few, whole]
+    # One row more: a row of tiles past whole waves, which a few tiles of the next wave run
+    # (waves rounded to the nearest passed 6 seeds of 100 without it).
+    past = (batch, sms * tile_m + 1, across * tile_n, tile_m, tile_n, sms)
+    return [*drawn, few, whole, past]
 
 
 def _explain_waves(case, got: float) -> str:
