@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -401,7 +402,12 @@ def _where_the_folders_are_left_out(rows, course, subs) -> list[dict]:
     about a submitted file names it where it was graded."""
 
     def left_out(value):
-        return value.replace(str(course), "<course>").replace(str(subs), "<subs>")
+        value = value.replace(str(course), "<course>").replace(str(subs), "<subs>")
+        if SANDBOXED:
+            return value
+        # Without one, the guard lists what it refused: the folders each run watches (its key,
+        # gradebook, submissions and its temporary copy of the course) differ between the runs.
+        return re.sub(r"(refused without a sandbox: ).*? \[", r"\1<what it tried> [", value)
 
     return [{k: left_out(v) for k, v in row.items()} for row in rows]
 
