@@ -13,10 +13,11 @@ import torch
 
 from amp_course import exercises, stats
 from amp_course.exercises import ExerciseFailed
-from amp_course.exercises import lesson_08 as lesson
+from amp_course.exercises.lesson_08 import calls, interval, seeds
 from amp_course.exercises.solutions import lesson_08 as solutions
 
 NAME = "08.accuracy_interval"
+REFERENCE = solutions.accuracy_lower_bound
 
 
 def test_hand_written_bounds_pass():
@@ -137,18 +138,18 @@ def test_a_bound_computed_in_float32_passes():
 def test_the_mistakes_are_told_apart_at_every_seed():
     """Every mistake gives a bound at least 1e-5 from the right one (zero spread aside)."""
     for seed in (0, 12345, 987654321):
-        for values, confidence in lesson._cases(seed):
+        for values, confidence in interval._cases(seed):
             if statistics.stdev(values) == 0:
                 continue
             right = solutions.accuracy_lower_bound(values, confidence)
             for index, value in enumerate(_mistakes(values, confidence)):
                 assert abs(value - right) > 1e-5, (seed, values, index)
-                assert abs(value - right) > lesson.ABS_TOL
+                assert abs(value - right) > interval.ABS_TOL
 
 
 def test_inputs_vary_with_the_seed():
     answers = itertools.cycle(
-        [row["result"] for row in lesson.observe(solutions.accuracy_lower_bound, 0)["rows"]]
+        [row["result"] for row in interval.observe_interval(REFERENCE, 0)["rows"]]
     )
 
     def hard_coded(values, confidence):
@@ -156,8 +157,8 @@ def test_inputs_vary_with_the_seed():
 
     assert exercises.check(NAME, hard_coded)
     with pytest.raises(ExerciseFailed):
-        lesson.compare(
-            lesson.observe(hard_coded, 1), lesson.observe(solutions.accuracy_lower_bound, 1), 1
+        interval.compare_interval(
+            interval.observe_interval(hard_coded, 1), interval.observe_interval(REFERENCE, 1), 1
         )
 
 
@@ -240,7 +241,7 @@ def test_seeds_mistakes_fail_saying_what_differs(wrong, message):
 
 
 def test_seeds_inputs_vary_with_the_seed_and_stay_unambiguous():
-    answers = [row["result"] for row in lesson.observe_seeds(solutions.seeds_needed, 0)["rows"]]
+    answers = [row["result"] for row in seeds.observe_seeds(solutions.seeds_needed, 0)["rows"]]
     remembered = iter(answers)
 
     def hard_coded(reference, candidate, margin, confidence=0.95):
@@ -248,9 +249,9 @@ def test_seeds_inputs_vary_with_the_seed_and_stay_unambiguous():
 
     assert exercises.check(SEEDS, hard_coded)
     for seed in (1, 7):
-        cases = lesson._seeds_cases(seed)
-        assert cases != lesson.SEEDS_CASES
-        assert all(lesson._unambiguous(*case) for case in cases)
+        cases = seeds._seeds_cases(seed)
+        assert cases != seeds.SEEDS_CASES
+        assert all(seeds._unambiguous(*case) for case in cases)
 
 
 def _seeds_rule(spread_of=statistics.stdev, degrees=lambda n: n - 1, cast=int):
@@ -325,20 +326,20 @@ def test_an_answer_that_does_not_return_is_stopped_and_said_so(monkeypatch):
     """A search that steps n by one towards a margin a hundred times too small calls t_quantile
     for every n, each costing time in proportion to n: it ran for over 15 minutes. The check
     stops a call after CALL_LIMIT_S and does not run the cases after it."""
-    monkeypatch.setattr(lesson, "CALL_LIMIT_S", 0.5)
-    monkeypatch.setattr(lesson, "STOPPED", "was stopped after 0.5 s; the reference returns ...")
-    calls = []
+    monkeypatch.setattr(calls, "CALL_LIMIT_S", 0.5)
+    monkeypatch.setattr(calls, "STOPPED", "was stopped after 0.5 s; the reference returns ...")
+    made = []
 
     def margin_in_percent(reference, candidate, margin, confidence=0.95):
-        calls.append(margin)
+        made.append(margin)
         return planner(paired_spread, right_t)(reference, candidate, margin / 100, confidence)
 
     status, message = exercises.verdict(SEEDS, margin_in_percent, 0)
-    assert status == "failed" and len(calls) == 1
+    assert status == "failed" and len(made) == 1
     assert message.endswith("0.001, 0.95) was stopped after 0.5 s; the reference returns ...")
 
     def never_returns(values, confidence=0.95):
-        calls.append(values)
+        made.append(values)
         while True:
             try:
                 values = [v for v in values]
@@ -346,7 +347,7 @@ def test_an_answer_that_does_not_return_is_stopped_and_said_so(monkeypatch):
                 pass
 
     assert exercises.verdict(NAME, never_returns, 0)[0] == "failed"
-    assert len(calls) == 2
+    assert len(made) == 2
 
 
 def test_a_count_far_past_the_search_limit_is_explained_quickly():
