@@ -16,25 +16,24 @@ in a live Jupyter front end and as text elsewhere (papermill, nbval, a terminal)
 notebook, written atomically, and are restored when the cell runs again.
 
 One module per concern: ``schema`` (sources and validation), ``hashing`` (hidden answers),
-``publish`` (learner files and the instructor key), ``answers`` (checking, saving, export) and
+``publish`` (learner files and the instructor key), ``answers`` (a quiz's answers checked and
+explained), ``answer_files`` (reading, crash-safe writing, export) and
 ``widgets`` (rendering; whether widgets render at all is ``amp_course.display``'s answer).
 Everything public is re-exported here, so ``ac.quiz.show`` and ``ac.quiz.export`` are the names
 a notebook uses.
 """
 
 from ..display import MODE_ENV, widgets_available
-from .answers import (
+from .answer_files import (
     ANSWERS_ENV,
     AnswerFileError,
-    Feedback,
-    Quiz,
     atomic_write_text,
     default_answers_path,
     export,
-    normalize_answer,
     read_answers,
     write_answers,
 )
+from .answers import Feedback, Quiz, normalize_answer
 from .hashing import (
     NUMERIC_BUCKETS,
     PUBLIC_SALT_PREFIX,

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from ..env_vars import QUIZ_SECRET
-from .answers import atomic_write_text
+from .answer_files import atomic_write_text
 from .hashing import answer_hashes, obfuscate, public_salt
 from .schema import (
     FORMAT,
