@@ -148,13 +148,16 @@ BATCH = "00.largest_batch"
 STATE = {"adamw": 8, "sgd_momentum": 4, "sgd": 0}
 
 
-def batch_with(bytes_per_param, usable=0.9, gib_bytes=GIB, rounding=math.floor, clamp=True):
-    """A largest_batch answer that counts ``bytes_per_param(optimizer, amp)`` per parameter."""
+def batch_with(
+    bytes_per_param, usable=0.9, gib_bytes=GIB, rounding=math.floor, clamp=True, nothing_fits=0
+):
+    """A largest_batch answer that counts ``bytes_per_param(optimizer, amp)`` per parameter and
+    returns ``nothing_fits`` where no image fits (``clamp``; else the negative count)."""
 
     def answer(num_params, activation, gpu_gib, optimizer, amp):
         room = usable * gpu_gib * gib_bytes - bytes_per_param(optimizer, amp) * num_params
         count = int(rounding(room / activation))
-        return max(0, count) if clamp else count
+        return count if count > 0 or not clamp else nothing_fits
 
     return answer
 
@@ -236,6 +239,11 @@ USABLE_24 = r"the 21.600 GiB usable \(90% of 24 GiB\)"
             r"\(2_500_000_000, 50 \* 2\*\*20, 40, 'adamw', amp=True\) returned -122, expected 0: "
             r"not even one image fits; with 1 image\(s\) .* = 41.910 GiB of state .* more than "
             r"the 36.000 GiB usable \(90% of 40 GiB\)",
+        ),
+        (  # None when nothing fits: the account, as for -122
+            batch_with(right, nothing_fits=None),
+            r"amp=True\) returned None, expected 0: not even one image fits; with 1 image\(s\) .* "
+            r"more than the 36.000 GiB usable",
         ),
         (lambda *case: 2.5, "returned 2.5, expected 175: a batch is a whole number of images"),
         (lambda *case: "175", r"returned '175' \(a str\), expected 175: a batch is a whole"),
