@@ -134,10 +134,14 @@ def notebook_page(lab, chromium, name, width=1000, run_all=True):
         context.close()
 
 
-def published_index(lesson, qid, text):
+def published_choices(lesson, qid) -> list[str]:
     doc = yaml.safe_load((ROOT / "quizzes" / f"{lesson}.yaml").read_text())
     (entry,) = [q for q in doc["questions"] if q["id"] == qid]
-    return entry["choices"].index(text)
+    return entry["choices"]
+
+
+def published_index(lesson, qid, text):
+    return published_choices(lesson, qid).index(text)
 
 
 def test_quiz_in_jupyterlab(lab, chromium):
@@ -150,25 +154,24 @@ def test_quiz_in_jupyterlab(lab, chromium):
     # there; how long JupyterLab takes on a loaded machine is not this test's question.
     with notebook_page(lab, chromium, "quiz.ipynb") as page:
         question = page.wait_for_selector(".amp-quiz-question", timeout=60_000)
-        question.query_selector("label:has-text('Reduced memory usage')").click()
+        question.query_selector("label:has-text('Less memory and faster training')").click()
         question.query_selector("button:has-text('Check')").click()
         page.wait_for_selector(".amp-quiz-question :text('Correct')", timeout=20_000)
         assert "attempts: 1" in question.inner_text()
     answers = json.loads((folder / "00_scenario.answers.json").read_text())
     assert answers["lessons"]["00_scenario"]["main-benefit"] == {
-        "value": published_index(
-            "00_scenario", "main-benefit", "Reduced memory usage and faster computation"
-        ),
+        "value": published_index("00_scenario", "main-benefit", "Less memory and faster training"),
         "attempts": 1,
         "correct": True,
     }
 
 
-# A single-choice question whose right answer is long, and the checkbox question whose long label
-# ("Multiplying the loss by a scale such as...") was once cut off.
-LONG_SINGLE = ("03_grad_scaler", "why-scale", "So that small gradients land in fp16's range")
-WRONG_SINGLE = "To make the learning rate effectively larger."
-LONG_CHECKBOX = ("01_number_formats", "underflow-1e-8", "Multiplying the loss by a scale")
+# A single-choice question whose right answer is long, and a checkbox question with a long label
+# (one such label was once cut off).
+LONG_SINGLE = ("10_where_time_goes", "same-flops-more-bytes", "nn.MultiheadAttention is sequence")
+WRONG_SINGLE = "torchvision's dropout layers still draw a mask"
+WRONG_EXPLAINED = "F.dropout returns its input"  # its explanation, shown once it is chosen
+LONG_CHECKBOX = ("06_debugging_nan", "fixes", "Run the span from where values pass 65504")
 
 # For every choice label of the visible quiz: is its text cut off, or outside the question?
 LAYOUT_JS = """
@@ -215,13 +218,13 @@ def test_long_choices_wrap_and_feedback_teaches(lab, chromium):
         feedback = question.locator(".amp-quiz-feedback")
         feedback.locator(".amp-quiz-verdict", has_text="Not quite").wait_for(timeout=20_000)
         assert feedback.locator("li").count() == 1
-        assert "learning rate" in feedback.inner_text() and "Try again" in feedback.inner_text()
+        assert WRONG_EXPLAINED in feedback.inner_text() and "Try again" in feedback.inner_text()
         # Then the right one: every choice explained, the chosen one first and marked right.
         question.locator("label", has_text=LONG_SINGLE[2]).click()
         question.locator("button", has_text="Check").click()
         feedback.locator(".amp-quiz-verdict", has_text="Correct").wait_for(timeout=20_000)
         items = feedback.locator("li")
-        assert items.count() == 3
+        assert items.count() == len(published_choices(*LONG_SINGLE[:2]))
         assert LONG_SINGLE[2] in items.nth(0).inner_text() and "right" in items.nth(0).inner_text()
         assert "attempts: 2" in question.inner_text()
         out = ROOT / "executed"

@@ -70,6 +70,33 @@ def test_one_learner_gets_different_orders_for_different_questions():
     assert len(orders) > 4  # not one permutation applied to every question
 
 
+# Nor may its length give the right choice away: while the right choices carried their reasons,
+# a learner who always picked the longest choice was right in 83 of the 105 single-choice
+# questions. A choice states its claim; the reasons go in its explanation.
+MAX_LENGTH_RATIO = 1.5  # the right choice against the longest wrong one
+MAX_LONGEST_SHARE = 1 / 3  # of single-choice questions whose right choice is the longest
+
+
+def test_the_right_choice_is_not_told_by_its_length():
+    too_long, longest, singles = [], [], 0
+    for path in quiz.source_paths():
+        source = quiz.load_source(path)
+        for q in source.questions:
+            right = [len(c.text) for c in q.choices if c.correct]
+            wrong = [len(c.text) for c in q.choices if not c.correct]
+            if not (right and wrong):
+                continue
+            ratio = max(right) / max(wrong)
+            if ratio > MAX_LENGTH_RATIO:
+                too_long.append(f"{source.lesson}/{q.id}: {ratio:.2f} x")
+            if q.type == "single":
+                singles += 1
+                if max(right) > max(wrong):
+                    longest.append(f"{source.lesson}/{q.id}")
+    assert not too_long, too_long
+    assert len(longest) <= MAX_LONGEST_SHARE * singles, (len(longest), singles, longest)
+
+
 @pytest.fixture
 def learners(tmp_path):
     """Two learners' quizzes of lesson 01 (four-choice questions), each with its answer file."""
