@@ -440,12 +440,12 @@ def _rope_from_zero(inv_freq, positions, dtype):
 
 def test_parity_gradients_never_cleared_fail_where_a_labelled_batch_overflows_on_its_own():
     """With one labelled batch after the corrupt one, a loop that never clears the parity head's
-    gradients passed 5 seeds of 150 (5 and 13 among these): that batch's parity gradients
+    gradients passed 5 seeds of 150 (5 and 13 among the first 20): that batch's parity gradients
     overflowed at the scale of the time, so the right loop skipped its step too (a test learner
     found it)."""
     passed = [
         seed
-        for seed in range(60)
+        for seed in range(20)
         if exercises.verdict("labs.no_inf_checks", _parity_gradients_never_cleared, seed)[0]
         != "failed"
     ]
