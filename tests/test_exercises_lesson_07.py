@@ -173,7 +173,8 @@ def test_a_cuda_scaler_on_a_cpu_is_explained():
         return policy, torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
 
     with pytest.raises(
-        ExerciseFailed, match=r"built for device 'cuda'; the reference's for device 'cpu'"
+        ExerciseFailed,
+        match=r"built for device 'cuda' \(torch warned: .*\); the reference's for device 'cpu'",
     ):
         exercises.check(NAME, cuda_scaler)
     says = (
@@ -343,6 +344,27 @@ def test_a_disabled_scaler_of_either_class_passes_as_the_text_says():
     for answer in (sharded_when_disabled, plain_when_disabled):
         for seed in (0, 2):
             assert exercises.verdict(SCALER_FOR, answer, seed)[0] == "passed", answer
+
+
+def test_a_disabled_scaler_given_the_torch_device_passes():
+    """A disabled scaler does the same whatever device it was given (scale() returns the loss,
+    step() calls the optimizer's), so only an enabled one is held to the name (a test learner
+    was told GradScaler compares its device with names, which no disabled scaler does)."""
+
+    def scaler_for(strategy, amp_dtype, device):
+        if amp_dtype == torch.float16:
+            return exercises.solution(SCALER_FOR)(strategy, amp_dtype, device)
+        return torch.amp.GradScaler(torch.device(device), enabled=False)
+
+    def fsdp_precision(amp_dtype, device):
+        policy, scaler = solutions.fsdp_precision(amp_dtype, device)
+        if amp_dtype == torch.float16:
+            return policy, scaler
+        return policy, torch.amp.GradScaler(torch.device(device), enabled=False)
+
+    for name, answer in [(SCALER_FOR, scaler_for), (NAME, fsdp_precision)]:
+        for seed in (0, 1, 2, *conftest.SECRET_SEEDS):
+            assert exercises.verdict(name, answer, seed) == ("passed", ""), (name, seed)
 
 
 def _sharded_only_on(device_type: str, strategies: tuple[str, ...]):

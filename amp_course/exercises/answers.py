@@ -174,7 +174,10 @@ def _device_shown(device: str) -> str:
 
 
 def scaler_built(got: dict, want: dict) -> str | None:
-    """What differs between two ``scaler_record``s' devices, or between their enabled flags."""
+    """What differs between two ``scaler_record``s' devices, or between their enabled flags (two
+    disabled scalers do the same whatever device each was given: scale() returns the loss)."""
+    if not got["enabled"] and not want["enabled"]:
+        return None
     if got["device"] != want["device"]:
         warned = f" (torch warned: {got['warned'][0]!r})" if got["warned"] else ""
         # GradScaler compares the device it keeps with names ('cuda' disables itself without a
