@@ -76,7 +76,7 @@ def cuda_thinking():
 
 def every_float_is_cast():
     # autocast taken to cast float64 inputs of a listed op too.
-    return {**PREDICTIONS, "a.double() @ b.double()": torch.bfloat16}
+    return {**PREDICTIONS, "F.linear(a.double(), b.double())": torch.bfloat16}
 
 
 def fp16_input_kept():
@@ -105,7 +105,10 @@ def test_wrong_answers_fail(wrong):
     "wrong, named",
     [
         (cuda_thinking(), "torch.cumsum(a @ b, dim=0) (find cumsum on the CPU's lists)."),
-        (every_float_is_cast(), "a.double() @ b.double() (matmul is on the lower-precision"),
+        (
+            every_float_is_cast(),
+            "F.linear(a.double(), b.double()) (linear is on the lower-precision",
+        ),
         (fp16_input_kept(), "a @ b.half() (matmul is on the lower-precision list"),
     ],
 )

@@ -17,7 +17,7 @@ EXPRESSIONS = {
     "torch.prod(a @ b)": lambda a, b: torch.prod(a @ b),
     "F.l1_loss(a @ b, b)": lambda a, b: F.l1_loss(a @ b, b),
     "torch.stack([a @ b, a])": lambda a, b: torch.stack([a @ b, a]),
-    "a.double() @ b.double()": lambda a, b: a.double() @ b.double(),
+    "F.linear(a.double(), b.double())": lambda a, b: F.linear(a.double(), b.double()),
     "a @ b.half()": lambda a, b: a @ b.half(),
 }
 # Where to look, for a wrong prediction: never the answer itself.
@@ -28,8 +28,8 @@ HINTS = {
     "torch.prod(a @ b)": "find prod on the CPU's lists",
     "F.l1_loss(a @ b, b)": "look for l1_loss on the CPU's lists",
     "torch.stack([a @ b, a])": "find stack on the CPU's lists: what dtype is each input?",
-    "a.double() @ b.double()": (
-        "matmul is on the lower-precision list; section 1 says which floating-point inputs "
+    "F.linear(a.double(), b.double())": (
+        "linear is on the lower-precision list; section 1 says which floating-point inputs "
         "autocast casts"
     ),
     "a @ b.half()": "matmul is on the lower-precision list: to what does it cast each input?",

@@ -11,7 +11,7 @@ PREDICTIONS = {
     "torch.prod(a @ b)": torch.float32,  # prod: on the CPU fp32 list
     "F.l1_loss(a @ b, b)": torch.float32,  # l1_loss: on the CPU fp32 list
     "torch.stack([a @ b, a])": torch.float32,  # stack: promotes to the widest input
-    "a.double() @ b.double()": torch.float64,  # autocast never casts float64 inputs
+    "F.linear(a.double(), b.double())": torch.float64,  # autocast never casts float64 inputs
     "a @ b.half()": torch.bfloat16,  # a listed op casts every other floating input, fp16 too
 }
 
