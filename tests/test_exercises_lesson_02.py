@@ -64,9 +64,9 @@ def test_the_lesson_never_runs_the_expressions_it_asks_about():
         for c in notebook.cells
         if c.cell_type == "code" and "exercise" not in c.metadata.get("tags", [])
     )
-    for op in ("bmm", "conv1d", "cumsum", "prod", "l1_loss", "stack"):
+    for op in ("bmm", "conv1d", "cumsum", "prod", "l1_loss", "stack", "group_norm", "exp"):
         assert not re.search(rf"\b{op}\(", code), op
-    assert "a.double() @" not in code and "b.half()" not in code
+    assert "linear(a.double()" not in code and "b.half()" not in code
 
 
 def cuda_thinking():
@@ -170,26 +170,28 @@ def test_a_class_given_for_a_dtype_is_named_as_a_class():
 
 
 def cpu_thinking_on_cuda():
-    """The CPU's lists applied to CUDA: softmax, layer_norm and sum follow their input."""
+    """The CPU's lists applied to CUDA: cumsum, group_norm and exp follow their input."""
     return {
         **CUDA_PREDICTIONS,
-        "torch.softmax(a @ b, dim=-1)": torch.float16,
-        "(a @ b).sum()": torch.float16,
+        "torch.cumsum(a @ b, dim=0)": torch.float16,
+        "F.group_norm(a @ b, 2)": torch.float16,
+        "torch.exp(a @ b)": torch.float16,
     }
 
 
 @pytest.mark.parametrize(
     "wrong, named",
     [
-        (cpu_thinking_on_cuda(), ["torch.softmax", "(a @ b).sum()"]),
-        # Trusting the documentation page: SDPA and einsum unlisted, so fp32 from fp32 inputs.
+        (cpu_thinking_on_cuda(), ["torch.cumsum", "F.group_norm", "torch.exp"]),
+        # Trusting the documentation page: einsum unlisted, so fp32 from fp32 inputs.
+        ({**CUDA_PREDICTIONS, "torch.einsum('ij,jk->ik', a, b)": torch.float32}, ["einsum"]),
+        # The last matmul taken to keep its fp32 addend's dtype.
         (
             {
                 **CUDA_PREDICTIONS,
-                "F.scaled_dot_product_attention(q, k, v)": torch.float32,
-                "torch.einsum('ij,jk->ik', a, b)": torch.float32,
+                "torch.baddbmm(a[None], q[0], k[0].transpose(1, 2))": torch.float32,
             },
-            ["scaled_dot_product_attention", "einsum"],
+            ["torch.baddbmm"],
         ),
         ({**CUDA_PREDICTIONS, "torch.cat([a @ b, a])": torch.float16}, ["torch.cat"]),
     ],

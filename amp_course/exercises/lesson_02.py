@@ -38,25 +38,23 @@ HINTS = {
 # Under torch.autocast("cuda", torch.float16): a, b float32 (4 x 4), q, k, v float32 (1, 2, 4, 8).
 CUDA_EXPRESSIONS = {
     "a @ b": lambda a, b, q, k, v: a @ b,
-    "torch.softmax(a @ b, dim=-1)": lambda a, b, q, k, v: torch.softmax(a @ b, dim=-1),
-    "F.layer_norm(a @ b, (4,))": lambda a, b, q, k, v: F.layer_norm(a @ b, (4,)),
-    "F.scaled_dot_product_attention(q, k, v)": (
-        lambda a, b, q, k, v: F.scaled_dot_product_attention(q, k, v)
+    "torch.cumsum(a @ b, dim=0)": lambda a, b, q, k, v: torch.cumsum(a @ b, dim=0),
+    "F.group_norm(a @ b, 2)": lambda a, b, q, k, v: F.group_norm(a @ b, 2),
+    "torch.baddbmm(a[None], q[0], k[0].transpose(1, 2))": lambda a, b, q, k, v: torch.baddbmm(
+        a[None], q[0], k[0].transpose(1, 2)
     ),
     "torch.einsum('ij,jk->ik', a, b)": lambda a, b, q, k, v: torch.einsum("ij,jk->ik", a, b),
-    "(a @ b).sum()": lambda a, b, q, k, v: (a @ b).sum(),
+    "torch.exp(a @ b)": lambda a, b, q, k, v: torch.exp(a @ b),
     "F.gelu(a @ b)": lambda a, b, q, k, v: F.gelu(a @ b),
     "torch.cat([a @ b, a])": lambda a, b, q, k, v: torch.cat([a @ b, a]),
 }
 CUDA_HINTS = {
     "a @ b": "find matmul on CUDA's lists",
-    "torch.softmax(a @ b, dim=-1)": "find softmax on CUDA's lists (they differ from the CPU's)",
-    "F.layer_norm(a @ b, (4,))": "find layer_norm on CUDA's lists",
-    "F.scaled_dot_product_attention(q, k, v)": (
-        "the documentation page does not list it; torch's CUDA lists do (section 2.1)"
-    ),
+    "torch.cumsum(a @ b, dim=0)": "find cumsum on CUDA's lists (they differ from the CPU's)",
+    "F.group_norm(a @ b, 2)": "find group_norm on CUDA's lists",
+    "torch.baddbmm(a[None], q[0], k[0].transpose(1, 2))": "find baddbmm on CUDA's lists",
     "torch.einsum('ij,jk->ik', a, b)": "section 2.1 prints the CUDA ops the page leaves out",
-    "(a @ b).sum()": "find sum on CUDA's lists",
+    "torch.exp(a @ b)": "find exp on CUDA's lists",
     "F.gelu(a @ b)": "gelu is on no list: what does its input define?",
     "torch.cat([a @ b, a])": "cat is on no CUDA list: what does it make of inputs of two dtypes?",
 }

@@ -17,11 +17,11 @@ PREDICTIONS = {
 
 CUDA_PREDICTIONS = {
     "a @ b": torch.float16,  # matmul: on CUDA's lower-precision list
-    "torch.softmax(a @ b, dim=-1)": torch.float32,  # on CUDA's float32 list
-    "F.layer_norm(a @ b, (4,))": torch.float32,  # on CUDA's float32 list
-    "F.scaled_dot_product_attention(q, k, v)": torch.float16,  # registered lower; not on the page
+    "torch.cumsum(a @ b, dim=0)": torch.float32,  # on CUDA's float32 list (unlisted on the CPU)
+    "F.group_norm(a @ b, 2)": torch.float32,  # on CUDA's float32 list
+    "torch.baddbmm(a[None], q[0], k[0].transpose(1, 2))": torch.float16,  # lower-precision
     "torch.einsum('ij,jk->ik', a, b)": torch.float16,  # registered lower; not on the page
-    "(a @ b).sum()": torch.float32,  # on CUDA's float32 list
+    "torch.exp(a @ b)": torch.float32,  # on CUDA's float32 list (unlisted on the CPU)
     "F.gelu(a @ b)": torch.float16,  # unlisted: follows its fp16 input
     "torch.cat([a @ b, a])": torch.float32,  # unlisted on CUDA, but cat promotes by itself
 }
