@@ -27,7 +27,9 @@ from .scaler import compare_prepare, compare_scaler, observe_prepare, observe_sc
 # A second run at a threshold that some steps' gradient norms stay below (without clipping they
 # run 2 to 4.5 over the seeds, and all stay above MAX_NORM): clipping leaves those gradients as
 # they are, and a loop that scales every gradient to max_norm passed while every step clipped.
-LOOSE_MAX_NORM = 3.0
+# At 3.0 every step of seed 19 (3.06 to 4.22) still clipped; over 120 seeds no step's smallest
+# norm is above 3.1.
+LOOSE_MAX_NORM = 4.0
 
 
 def observe_clipped(fn, seed: int) -> dict:
