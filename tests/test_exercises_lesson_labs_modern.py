@@ -423,6 +423,13 @@ def _fp8(floor=None, clean=False):
     return to_float8
 
 
+def _fp8_amax_without_abs(x, dtype=torch.float8_e4m3fn):
+    """The amax read as x.max(): right only where a tensor's largest magnitude is positive."""
+    top = torch.finfo(dtype).max
+    scale = top / x.max().float().clamp(min=1e-12)
+    return (x.float() * scale).clamp(-top, top).to(dtype), scale
+
+
 def _fp8_scale_in_input_dtype(x, dtype=torch.float8_e4m3fn):
     top = torch.finfo(dtype).max
     scale = top / x.abs().max().clamp(min=1e-12)  # a bf16 tensor for a bf16 input
@@ -719,6 +726,11 @@ WRONG = {
             lambda x: _fp8(floor=lambda amax: amax.clamp(min=1e-12))(x)[0],
             "For activations (fp32) (amax 12.3), your function returned a Tensor; the reference "
             "returns a pair (float8 tensor, scale).",
+        ),
+        (
+            "the amax without abs (a test learner's: it passed the notebook's seed)",
+            _fp8_amax_without_abs,
+            "For small gradients (amax 3.73e-09), your scale is ",
         ),
         (
             "an epsilon of 1e-4",
