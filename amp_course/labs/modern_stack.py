@@ -14,6 +14,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from .. import scaling
 from ..data import load_mnist
@@ -209,13 +210,32 @@ def adam_model(seed: int = 0) -> torch.nn.Module:
     return scaling.mlp(seed, hidden=32)
 
 
+# The settings of an optimizer that change its update: the lab asks for Adam's defaults but lr.
+ADAM_SETTINGS = ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize")
+
+
 def run_adam(train, seed: int = 0) -> dict:
     """``train(model, batches, lr)`` on a fresh fp32 model and real digits: the weights of the
-    model it returns (or of the model it was given, if it returns None), their dtypes, and the
-    batches it fetched."""
+    model it returns (or of the model it was given, if it returns None), their dtypes, the batches
+    it fetched, and the class and settings of each torch optimizer that stepped (none for an
+    update written by hand)."""
     model = adam_model(seed)
     batches = FetchedBatches(digit_batches(seed)[:ADAM_STEPS])
-    returned, error = attempt(train, model, batches, ADAM_LR)
+    optimizers = []
+
+    def note(optimizer, args, kwargs):
+        group = optimizer.param_groups[0]
+        settings = {key: group[key] for key in ADAM_SETTINGS if key in group}
+        settings["betas"] = list(settings.get("betas", ()))
+        settings = {"class": type(optimizer).__name__, **settings}
+        if settings not in optimizers:
+            optimizers.append(settings)
+
+    hook = register_optimizer_step_post_hook(note)
+    try:
+        returned, error = attempt(train, model, batches, ADAM_LR)
+    finally:
+        hook.remove()
     trained = returned if isinstance(returned, torch.nn.Module) else model
     named = {name: p.detach().clone() for name, p in trained.named_parameters()}
     return {
@@ -225,4 +245,5 @@ def run_adam(train, seed: int = 0) -> dict:
         "params": [p.float() for p in named.values()],
         "initial": [p.detach() for p in adam_model(seed).parameters()],
         "fetched": sorted(batches.fetched),
+        "optimizers": optimizers,
     }

@@ -203,6 +203,7 @@ def compare_adam(mine: dict, reference: dict, seed: int) -> None:
             "reference trains on each of them once."
         )
     after = f"after {ADAM_STEPS} steps"
+    _compare_adam_settings(mine["optimizers"], reference["optimizers"])
     if mine["names"] != reference["names"]:
         raise ExerciseFailed(
             f"the model you return has the parameters {mine['names']}; the reference's "
@@ -250,6 +251,21 @@ def compare_adam(mine: dict, reference: dict, seed: int) -> None:
                 f"{ADAM_OFF_SHARE:.0%} of them. The largest difference: {name} at "
                 f"{_where(index)} started at {start[index].item():.5g} and ends at "
                 f"{got[index].item():.5g} in yours, {want[index].item():.5g} in the reference's."
+            )
+
+
+def _compare_adam_settings(mine: list[dict], reference: list[dict]) -> None:
+    """The settings that change Adam's update, of each torch optimizer that stepped, against the
+    reference's Adam (an update written by hand records none, and its weights are compared)."""
+    (want,) = reference
+    for got in mine:
+        differ = [key for key in want if key != "class" and got.get(key) != want[key]]
+        if differ:
+            yours = ", ".join(f"{key}={got.get(key)!r}" for key in differ)
+            theirs = ", ".join(f"{key}={want[key]!r}" for key in differ)
+            raise ExerciseFailed(
+                f"your {got['class']} stepped with {yours}; the reference's {want['class']} with "
+                f"{theirs} (the learning rate given, Adam's defaults otherwise)."
             )
 
 
