@@ -717,6 +717,12 @@ WRONG = {
             _fp32_adam(optimizer=torch.optim.AdamW),
             "your AdamW stepped with weight_decay=0.01; the reference's Adam with weight_decay=0",
         ),
+        (  # SGD has none of these settings: the message says (none), not "betas=[]"
+            "SGD",
+            _fp32_adam(optimizer=torch.optim.SGD),
+            "your SGD stepped with betas=(none), eps=(none), amsgrad=(none); the reference's Adam "
+            "with betas=[0.9, 0.999], eps=1e-08, amsgrad=False",
+        ),
     ],
     "labs.fp8_zero_scale": [
         (

@@ -226,7 +226,8 @@ def run_adam(train, seed: int = 0) -> dict:
     def note(optimizer, args, kwargs):
         group = optimizer.param_groups[0]
         settings = {key: group[key] for key in ADAM_SETTINGS if key in group}
-        settings["betas"] = list(settings.get("betas", ()))
+        if "betas" in settings:  # a tuple or a list, as the learner gave it
+            settings["betas"] = list(settings["betas"])
         settings = {"class": type(optimizer).__name__, **settings}
         if settings not in optimizers:
             optimizers.append(settings)

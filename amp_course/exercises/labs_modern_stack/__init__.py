@@ -261,7 +261,9 @@ def _compare_adam_settings(mine: list[dict], reference: list[dict]) -> None:
     for got in mine:
         differ = [key for key in want if key != "class" and got.get(key) != want[key]]
         if differ:
-            yours = ", ".join(f"{key}={got.get(key)!r}" for key in differ)
+            yours = ", ".join(
+                f"{key}={got[key]!r}" if key in got else f"{key}=(none)" for key in differ
+            )
             theirs = ", ".join(f"{key}={want[key]!r}" for key in differ)
             raise ExerciseFailed(
                 f"your {got['class']} stepped with {yours}; the reference's {want['class']} with "
