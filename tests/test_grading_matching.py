@@ -7,7 +7,7 @@ import os
 import nbformat
 import pytest
 from conftest import NOTEBOOKS
-from test_grading import MASTER, _notebook
+from test_grading import CHOOSE, MASTER, _notebook
 
 from amp_course.tooling.grading import matching
 
@@ -117,3 +117,57 @@ def test_every_lessons_grading_note_says_any_name_is_fine():
             if "Questions marked *graded*" in c.source
         ]
         assert len(notes) == 1 and "Hand in this notebook under any name" in notes[0], path.name
+
+
+def test_a_checkpoint_copy_is_never_taken_even_if_newer(tmp_path):
+    """Jupyter's .ipynb_checkpoints holds an older copy of each notebook; a plain `cp -r` of the
+    folder makes it the newest file."""
+    work = _hand_in(tmp_path, "99_toy.ipynb")
+    checkpoint = _hand_in(
+        tmp_path, ".ipynb_checkpoints/99_toy-checkpoint.ipynb", _notebook(mfu="    return 0.5")
+    )
+    os.utime(work, (1_000_000_000, 1_000_000_000))
+    _hand_in(tmp_path, ".hidden copy of 99_toy.ipynb")
+    found = _found(tmp_path)
+    assert found.path == work and found.others == (), checkpoint
+
+
+def _pasted(nb):
+    """``nb``'s cells pasted into a new notebook: no lesson id, no cell metadata."""
+    del nb.metadata[matching.METADATA_KEY]
+    for cell in nb.cells:
+        cell.metadata = {}
+    return nb
+
+
+def test_answers_pasted_into_a_new_notebook_count_as_answered(tmp_path):
+    """An answered notebook whose cells lost their metadata outranks a blank copy saved later."""
+    pasted = _hand_in(tmp_path, "Copy of 99_toy.ipynb", _pasted(_notebook()))
+    blank = _hand_in(tmp_path, "99_toy.ipynb", _notebook(blank=True))
+    os.utime(pasted, (1_000_000_000, 1_000_000_000))
+    found = _found(tmp_path)
+    assert found.path == pasted and found.others == (blank,)
+
+
+def test_an_answer_in_a_cell_of_the_learners_own_counts(tmp_path):
+    """The exercise's cell deleted and the function written in a new cell (no metadata) is as
+    answered as the cell itself; a pasted blank is not."""
+    nb = _notebook(edit=lambda nb: nb.cells.remove(_exercise_cell(nb, "choose")))
+    nb.cells.append(nbformat.v4.new_code_cell(f"def choose(capability, cpu_flags):\n{CHOOSE}"))
+    own = _hand_in(tmp_path, "own cell.ipynb", nb)
+    one = _hand_in(tmp_path, "99_toy.ipynb", _notebook(edit=_blank_choose))
+    os.utime(own, (1_000_000_000, 1_000_000_000))
+    assert _found(tmp_path).path == own  # both answered, the older one wins on more answers
+    blank = _hand_in(tmp_path, "sub/99_toy.ipynb", _pasted(_notebook(blank=True)))
+    assert matching._answered(nbformat.read(blank, 4), BLANKS["99_toy"]) == 0
+    assert matching._answered(nbformat.read(one, 4), BLANKS["99_toy"]) == 1
+    assert matching._answered(nbformat.read(own, 4), BLANKS["99_toy"]) == 2
+
+
+def _exercise_cell(nb, symbol):
+    return next(c for c in nb.cells if c.metadata.get("exercise", {}).get("symbol") == symbol)
+
+
+def _blank_choose(nb):
+    master = nbformat.read(MASTER, as_version=4)
+    _exercise_cell(nb, "choose").source = _exercise_cell(master, "choose").source

@@ -5,7 +5,8 @@ and the copies learners hand in keep it: Colab's "Save a copy in Drive", Jupyter
 and the workspace copy all keep a notebook's metadata. The id decides first. A notebook without
 one (its cells pasted into a new notebook, or a file that is not a notebook) is matched by its
 file name, in any folder and any letter case, with the marks copies add taken off: Colab's
-``Copy of``, a browser's `` (1)``, JupyterLab's ``-Copy1``.
+``Copy of``, a browser's `` (1)``, JupyterLab's ``-Copy1``. Hidden files and folders (Jupyter's
+``.ipynb_checkpoints``) are never taken.
 
 Where two files claim one lesson, ``RULE`` decides which is graded, and the feedback names both.
 """
@@ -22,7 +23,7 @@ from ..executed import STAMP_KEY, cell_source
 # The course's notebook metadata entry (the executed copies' stamp lives there too), holding
 # {"lesson": <the lesson's id>} in every lesson.
 METADATA_KEY = STAMP_KEY
-RULE = "the one with more exercise cells answered, then the one saved last, then by name"
+RULE = "the one with more exercises answered, then the one saved last, then by name"
 _COPY_OF = re.compile(r"^(copy of\s+)+", re.IGNORECASE)
 _COPY_MARKS = re.compile(r"(\s*\(\d+\)|-copy\d*)+$", re.IGNORECASE)
 
@@ -32,6 +33,13 @@ def inside(path: Path, folder: Path) -> bool:
     return (
         not path.is_symlink() and path.is_file() and path.resolve().is_relative_to(folder.resolve())
     )
+
+
+def hidden(path: Path, folder: Path) -> bool:
+    """A file a learner's tools keep out of sight, never handed in as work: a name starting with a
+    dot, or one inside such a folder (Jupyter's ``.ipynb_checkpoints`` holds older copies of each
+    notebook, which a plain ``cp -r`` makes newer than the notebook itself)."""
+    return any(part.startswith(".") for part in path.relative_to(folder).parts)
 
 
 def lesson_of_metadata(notebook: dict) -> str | None:
@@ -56,17 +64,32 @@ def _read(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _defines(blank: str) -> re.Pattern | None:
+    """A pattern for a cell that defines what ``blank`` (an exercise's shipped cell) defines: the
+    name of its first ``def`` or ``class``, or None."""
+    found = re.search(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", blank, re.M)
+    return re.compile(rf"^(?:async\s+)?(?:def|class)\s+{found.group(1)}\b", re.M) if found else None
+
+
 def _answered(notebook: dict | None, blanks: dict[str, str]) -> int:
-    """How many of the lesson's exercise cells differ from the blanks the lesson ships."""
+    """How many of the lesson's exercises a notebook answers: a cell that differs from the blank
+    the lesson ships, where the exercise's cell is (its metadata) or anywhere it is defined again
+    (cells pasted into a new notebook lose their metadata; the kernel grades them all the same)."""
     if notebook is None:
         return 0
-    count = 0
+    defines = {name: _defines(blank) for name, blank in blanks.items()}
+    answered = set()
     for cell in notebook.get("cells") or []:
-        exercise = (cell.get("metadata") or {}).get("exercise") if isinstance(cell, dict) else None
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        exercise = (cell.get("metadata") or {}).get("exercise")
         name = exercise.get("name") if isinstance(exercise, dict) else None
-        if name in blanks:
-            count += cell_source(cell).strip() != blanks[name].strip()
-    return count
+        source = cell_source(cell).strip()
+        named = (
+            [name] if name in blanks else [n for n, d in defines.items() if d and d.search(source)]
+        )
+        answered.update(n for n in named if source != blanks[n].strip())
+    return len(answered)
 
 
 @dataclass(frozen=True)
@@ -112,7 +135,7 @@ def find(folder: Path, masters: dict[str, dict[str, str]]) -> dict[str, Found]:
     links: dict[str, list[Path]] = {lesson: [] for lesson in masters}
     by_name = {lesson.lower(): lesson for lesson in masters}
     for path in sorted(folder.rglob("*")):
-        if not path.name.lower().endswith(".ipynb") or path.name.startswith("."):
+        if not path.name.lower().endswith(".ipynb") or hidden(path, folder):
             continue
         if not inside(path, folder):
             lesson = by_name.get(lesson_of_name(path))
