@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from test_grading import two_lesson_key
 
 from amp_course import cli, exercises, quiz
 from amp_course.exercises import plain
+from amp_course.tooling import instructor_commands
 from amp_course.tooling.grading import (
     COLUMNS,
     CheckItem,
@@ -477,3 +479,16 @@ def test_a_part_the_grader_fails_on_costs_each_of_its_items_at_its_worth(tmp_pat
         "grader failed on this submission's" in r.message and "boom" in r.message for r in rows
     )
     assert {r.isolation for r in rows} == {settings.sandbox.label}
+
+
+def test_a_path_given_with_a_tilde_in_quotes_is_the_home_folders(monkeypatch, tmp_path):
+    """The guide's pytest route quotes its grading options ("--key ~/amp-course/quiz-key.json"),
+    so no shell expands the ~: the grader does, for every path it takes."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = instructor_commands.grade_parser().parse_args(
+        shlex.split(
+            "~/subs --key ~/k.json --out ~/g.csv --masters ~/m --feedback ~/f --roster ~/r.csv"
+        )
+    )
+    paths = (args.submissions, args.key, args.out, args.masters, args.feedback, args.roster)
+    assert paths == tuple(str(tmp_path / n) for n in ("subs", "k.json", "g.csv", "m", "f", "r.csv"))

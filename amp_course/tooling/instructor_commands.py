@@ -4,6 +4,7 @@ or Gradescope's results.json) and ``autograder`` (the zip Gradescope takes)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .. import env_vars
@@ -125,6 +126,12 @@ def quiz(argv: list[str]) -> int:
     return args.func(args)
 
 
+def _path(text: str) -> str:
+    """A path as given, ``~`` expanded: a shell leaves it as it is inside quotes, as in the
+    pytest route's ``--amp-grade "--key ~/..."``, where no shell expands it later either."""
+    return os.path.expanduser(text)
+
+
 def grade_parser():
     """``amp-course grade``'s arguments (``nbval_grading`` reads ``--amp-grade`` with it too)."""
     import argparse
@@ -134,11 +141,15 @@ def grade_parser():
     )
     grading.error = _grade_usage_error  # one line, as for every other mistake of `grade`
     grading.add_argument(
-        "submissions", help="folder holding one folder per student (name = student id)"
+        "submissions", type=_path, help="folder holding one folder per student (name = student id)"
     )
-    grading.add_argument("--key", required=True, help="the instructor quiz key (JSON)")
-    grading.add_argument("--out", default="gradebook.csv", help="the gradebook CSV to write")
-    grading.add_argument("--masters", default=None, help="master notebooks (default: notebooks/)")
+    grading.add_argument("--key", type=_path, required=True, help="the instructor quiz key (JSON)")
+    grading.add_argument(
+        "--out", type=_path, default="gradebook.csv", help="the gradebook CSV to write"
+    )
+    grading.add_argument(
+        "--masters", type=_path, default=None, help="master notebooks (default: notebooks/)"
+    )
     grading.add_argument(
         "--lessons",
         default=None,
@@ -161,7 +172,10 @@ def grade_parser():
         "--image", default="debian:bookworm-slim", help="container image for docker/podman"
     )
     grading.add_argument(
-        "--feedback", default=None, help="folder for per-student feedback (default: OUT-feedback)"
+        "--feedback",
+        type=_path,
+        default=None,
+        help="folder for per-student feedback (default: OUT-feedback)",
     )
     grading.add_argument(
         "--format",
@@ -171,7 +185,10 @@ def grade_parser():
         "gradescope: SUBMISSIONS is one student's files, OUT Gradescope's results.json",
     )
     grading.add_argument(
-        "--roster", default=None, help="canvas: CSV mapping folder names to Canvas's ids"
+        "--roster",
+        type=_path,
+        default=None,
+        help="canvas: CSV mapping folder names to Canvas's ids",
     )
     return grading
 

@@ -2,38 +2,102 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ... import quiz as _quiz
-from .matching import inside, lesson_of_name
+from .matching import hidden, inside, lesson_of_name
 from .reports import Row, bounded
 
+# The most of a file read for answers: an answer file of every lesson is a few kB; a larger file
+# (a hostile one of gigabytes) is not read into the grader's memory.
+ANSWER_FILE_BYTES = 4 * 2**20
+ANSWER_RULE = "the answer saved last, then the one checked more often, then by file name"
 
-def _lesson_of(file: Path) -> str:
-    """The lesson an answer file's name says (lower case, a copy's marks off), else "*"."""
-    name = file.name
-    if not name.lower().endswith(".answers.json"):
+
+def _lesson_of(file: Path) -> str | None:
+    """The lesson an answer file's name says (lower case, a copy's marks off), "*" for an export
+    (``amp-course-answers.json``, `` (1)`` and the like included), None for any other name."""
+    stem = re.sub(r"(\s*\(\d+\)|-copy\d*)+$", "", file.name[: -len(".json")], flags=re.I)
+    if stem.lower().startswith("amp-course-answers"):
         return "*"
-    return lesson_of_name(file.with_name(name[: -len(".answers.json")] + ".ipynb"))
+    if not stem.lower().endswith(".answers"):
+        return None
+    return lesson_of_name(file.with_name(stem[: -len(".answers")] + ".ipynb"))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One question's answer as graded, the file it came from, and the files that answer it
+    otherwise (``ANSWER_RULE`` chose between them)."""
+
+    record: dict
+    file: Path
+    others: tuple[Path, ...] = ()
+
+    def note(self, folder: Path) -> str:
+        said = f"graded the answer in `{self.file.relative_to(folder)}`"
+        if self.others:
+            also = ", ".join(f"`{p.relative_to(folder)}`" for p in self.others)
+            said += f"; answered otherwise in {also} (of several, graded is {ANSWER_RULE})"
+        return said + "."
 
 
 def answer_sets(folder: Path):
-    """Merged answers per lesson, and per-lesson (or "*") messages for unreadable files."""
-    answers, problems = {}, {}
-    files = sorted(folder.rglob("*.answers.json")) + sorted(folder.rglob("amp-course-answers.json"))
-    for file in files:
+    """The answers of every answer file in the submission, found by their content whatever the
+    file is called ({lesson: {question: Answer}}), and per-lesson (or "*") messages for files
+    named as answer files that cannot be read."""
+    folder = Path(folder)
+    found, problems = {}, {}
+    for file in sorted(folder.rglob("*.json")):
+        if hidden(file, folder):
+            continue
         lesson = _lesson_of(file)
         if not inside(file, folder):
-            problems[lesson] = f"{file.name} is a link, not a file of this submission; not graded"
+            if lesson is not None:
+                problems[lesson] = (
+                    f"{file.name} is a link, not a file of this submission; not graded"
+                )
             continue
         try:
+            if file.stat().st_size > ANSWER_FILE_BYTES:
+                raise _quiz.AnswerFileError(
+                    f"over {ANSWER_FILE_BYTES >> 20} MiB (all of a course's answers take a few kB)"
+                )
             data = _quiz.read_answers(file)
         except (_quiz.AnswerFileError, OSError) as error:
-            problems[lesson] = f"unreadable answer file {file.name}: {error}"
+            if lesson is not None:  # another JSON file of the learner's is none of the grader's
+                problems[lesson] = f"unreadable answer file {file.name}: {error}"
             continue
+        saved = file.stat().st_mtime
         for name, records in data.get("lessons", {}).items():
-            answers.setdefault(name, {}).update(records)
+            for qid, record in records.items():
+                found.setdefault(name, {}).setdefault(qid, []).append((saved, record, file))
+    answers = {
+        name: {qid: _chosen(seen) for qid, seen in questions.items()}
+        for name, questions in found.items()
+    }
     return answers, problems
+
+
+def _attempts(record) -> int:
+    attempts = record.get("attempts") if isinstance(record, dict) else None
+    return attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else 0
+
+
+def _value(record):
+    """A record's answer; a record that is no dict (a hand-made file) is graded as malformed."""
+    return record.get("value") if isinstance(record, dict) else record
+
+
+def _chosen(seen: list[tuple[float, dict, Path]]) -> Answer:
+    """Of one question's answers in several files, the one ``ANSWER_RULE`` grades; the files that
+    hold another value are named (an export kept beside the answer file it copied agrees)."""
+    ranked = sorted(seen, key=lambda s: (-s[0], -_attempts(s[1]), str(s[2])))
+    _, record, file = ranked[0]
+    others = tuple(f for _, r, f in ranked[1:] if _value(r) != _value(record))
+    return Answer(record, file, others)
 
 
 def wrong_message(entry: dict, value) -> str:
@@ -68,8 +132,8 @@ def grade_quizzes(student: str, folder: Path, key: dict, lessons=None) -> list[R
     rows = []
     answers, problems = answer_sets(folder)
     for lesson, item, worth, qid, entry in questions(key, lessons):
-        record = answers.get(lesson, {}).get(qid)
-        if record is None:
+        answer = answers.get(lesson, {}).get(qid)
+        if answer is None:
             why = (
                 problems.get(lesson.lower())
                 or problems.get("*")
@@ -77,14 +141,15 @@ def grade_quizzes(student: str, folder: Path, key: dict, lessons=None) -> list[R
             )
             rows.append(Row(student, lesson, item, worth, "missing", why))
             continue
+        row = Row(student, lesson, item, worth, "", file=answer.note(folder))
         try:
-            value = _quiz.normalize_answer({**entry, "id": qid}, record["value"])
+            value = _quiz.normalize_answer({**entry, "id": qid}, answer.record["value"])
             right = _quiz.is_correct(entry, lesson, qid, value, key["secret"])
         except (ValueError, KeyError, TypeError) as error:
-            rows.append(Row(student, lesson, item, worth, "error", f"malformed answer: {error}"))
+            rows.append(replace(row, status="error", message=f"malformed answer: {error}"))
             continue
         if right:
-            rows.append(Row(student, lesson, item, worth, "correct"))
+            rows.append(replace(row, status="correct"))
         else:
-            rows.append(Row(student, lesson, item, worth, "wrong", wrong_message(entry, value)))
+            rows.append(replace(row, status="wrong", message=wrong_message(entry, value)))
     return rows

@@ -1,0 +1,98 @@
+"""Which answer of a submission the grader takes for a quiz question (``grading.quizzes``): any
+answer file, found by its content whatever a browser named it; of several that answer one question
+otherwise, the stated rule, and the gradebook's ``file`` column names the file graded. No kernel
+runs here."""
+
+import json
+import os
+
+import pytest
+from conftest import ROOT
+
+from amp_course import quiz
+from amp_course.tooling.grading import quizzes
+
+FIXTURES = ROOT / "tests" / "fixtures" / "grading"
+OLD, NEW = 1_000_000_000, 1_000_003_600  # two times an hour apart
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory):
+    root = tmp_path_factory.mktemp("key")
+    path = root / "key.json"
+    quiz.publish(FIXTURES / "quizzes" / "source", root / "learner", path, secret="toy-secret")
+    return json.loads(path.read_text())
+
+
+def _answers(path, saved=NEW, attempts=1, **values):
+    """An answer file of the toy lesson at ``path``, saved at ``saved``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = {qid: {"value": v, "attempts": attempts} for qid, v in values.items()}
+    path.write_text(json.dumps({"format": 1, "lessons": {"99_toy": records}}))
+    os.utime(path, (saved, saved))
+    return path
+
+
+def _rows(tmp_path, key):
+    rows = quizzes.grade_quizzes("s", tmp_path, key, ["99_toy"])
+    return {r.item: r for r in rows}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "amp-course-answers (1).json",  # a second ac.quiz.export() in Colab, downloaded again
+        "99_toy.answers (1).json",
+        "Copy of 99_toy.answers.json",
+        "my quiz.json",
+        "week 3/answers.json",
+    ],
+)
+def test_an_answer_file_is_found_whatever_it_is_called(tmp_path, key, name):
+    _answers(tmp_path / name, pi=3.14)
+    row = _rows(tmp_path, key)["quiz:pi"]
+    assert (row.status, row.points) == ("correct", 1.0)
+    assert row.file == f"graded the answer in `{name}`."
+
+
+def test_an_older_export_does_not_override_a_later_answer(tmp_path, key):
+    """An export made before a wrong answer was fixed in the lesson's answer file."""
+    export = _answers(tmp_path / "amp-course-answers.json", OLD, 1, pi=2.72, both=[0, 2])
+    fixed = _answers(tmp_path / "99_toy.answers.json", NEW, 2, pi=3.14, both=[0, 2])
+    rows = _rows(tmp_path, key)
+    assert rows["quiz:pi"].status == "correct"
+    assert rows["quiz:pi"].file == (
+        "graded the answer in `99_toy.answers.json`; answered otherwise in "
+        f"`amp-course-answers.json` (of several, graded is {quizzes.ANSWER_RULE})."
+    )
+    assert rows["quiz:both"].file == "graded the answer in `99_toy.answers.json`."  # they agree
+    os.utime(export, (NEW + 1, NEW + 1))  # the export saved last: its answer is graded
+    assert _rows(tmp_path, key)["quiz:pi"].status == "wrong"
+    os.utime(export, (NEW, NEW))  # saved alike (a copy that kept no times): more checks win
+    assert _rows(tmp_path, key)["quiz:pi"].status == "correct", fixed
+
+
+def test_hidden_copies_and_other_json_files_are_not_answers(tmp_path, key):
+    _answers(tmp_path / "99_toy.answers.json", OLD, pi=3.14)
+    _answers(tmp_path / ".ipynb_checkpoints" / "99_toy.answers.json", NEW, 5, pi=2.72)
+    (tmp_path / "settings.json").write_text('{"theme": "dark"}')
+    (tmp_path / "broken.json").write_text("{")
+    rows = _rows(tmp_path, key)
+    assert rows["quiz:pi"].status == "correct" and rows["quiz:pi"].message == ""
+    assert rows["quiz:pick-b"].message == "not answered"
+
+
+def test_an_unreadable_answer_file_is_named_and_a_huge_one_is_not_read(tmp_path, key):
+    (tmp_path / "99_toy.answers (1).json").write_text('{"lessons": {"99_toy": {"pi": ')
+    assert (
+        "unreadable answer file 99_toy.answers (1).json: "
+        in _rows(tmp_path, key)["quiz:pi"].message
+    )
+    huge = tmp_path / "amp-course-answers.json"
+    huge.write_text(" " * (quizzes.ANSWER_FILE_BYTES + 1) + "{}")
+    (tmp_path / "99_toy.answers (1).json").unlink()
+    message = _rows(tmp_path, key)["quiz:pi"].message
+    assert message == (
+        "unreadable answer file amp-course-answers.json: over 4 MiB (all of a course's answers "
+        "take a few kB)"
+    )
