@@ -116,6 +116,7 @@ def plot(roofline: Roofline, ops: list[OpCost], ax=None, title: str | None = Non
     """
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.colors import to_rgba
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.2))
@@ -154,9 +155,10 @@ def plot(roofline: Roofline, ops: list[OpCost], ax=None, title: str | None = Non
             xs,
             ys,
             s=[8 + 200 * floors[id(op)] / largest for op in chosen],
-            facecolors=[colour if op.flops else "none" for op in chosen],
-            edgecolors=colour,
-            alpha=0.6,
+            # Colours with their alpha, not alpha=: with alpha= matplotlib paints a "none" face
+            # black wherever the faces are given as a list.
+            facecolors=[to_rgba(colour, 0.6 if op.flops else 0.0) for op in chosen],
+            edgecolors=to_rgba(colour, 0.8),
             label=f"{family} ({len(chosen)} ops)",
         )
     ax.set(

@@ -133,6 +133,18 @@ def test_the_picture_places_every_data_moving_operator(toy):
     placed = sum(len(c.get_offsets()) for c in ax.collections)
     assert placed == 3
     assert "toy" in ax.get_title()
+    # As the lesson says: counted operators filled, the others hollow (their faces clear, not the
+    # black that matplotlib paints a "none" face given in a list beside alpha=).
+    faces = {c.get_label().split()[0]: c.get_facecolors() for c in ax.collections}
+    assert faces["matmul"][0][3] > 0 and faces["attention"][0][3] > 0
+    assert faces["other"][0][3] == 0
+    legend = {t.get_text().split()[0]: h for t, h in zip(*_legend(ax), strict=True)}
+    assert legend["other"].get_facecolors()[0][3] == 0
+
+
+def _legend(ax):
+    legend = ax.get_legend()
+    return legend.get_texts(), legend.legend_handles
 
 
 def test_each_dtype_has_its_own_ridge_and_unknown_variants_have_no_roofline():
