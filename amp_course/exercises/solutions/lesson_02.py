@@ -17,7 +17,7 @@ PREDICTIONS = {
 
 CUDA_PREDICTIONS = {
     "a @ b": torch.float16,  # matmul: on CUDA's lower-precision list
-    "torch.cumsum(a @ b, dim=0)": torch.float32,  # on CUDA's float32 list (unlisted on the CPU)
+    "torch.logsumexp(a @ b, dim=0)": torch.float32,  # CUDA's float32 list (unlisted on the CPU)
     "F.group_norm(a @ b, 2)": torch.float32,  # on CUDA's float32 list
     "torch.baddbmm(a[None], q[0], k[0].transpose(1, 2))": torch.float16,  # lower-precision
     "torch.einsum('ij,jk->ik', a, b)": torch.float16,  # registered lower; not on the page
