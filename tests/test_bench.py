@@ -491,3 +491,30 @@ def test_a_row_keeps_its_measurement_and_derives_its_figures():
     older = {k: v for k, v in saved.items() if k != "times_s"} | {"median_s": 0.5, "runs": 3}
     old_row = Row.from_dict(older)
     assert old_row.times_s is None and (old_row.median_s, old_row.runs) == (0.5, 3)
+
+
+def test_the_figure_names_each_panel_and_shows_each_timed_bars_spread(smoke_run):
+    """Each panel its own title (the MNIST one the epoch it extrapolates to), whiskers over the
+    middle half of the runs on the timed bars, and labelled values on a matmul axis that spans
+    less than a decade."""
+    import matplotlib.pyplot as plt
+
+    report = json.loads((smoke_run["out"] / "bench.json").read_text())
+    figure = bench.plot_report(report)
+    panels = {ax.get_title(): ax for ax in figure.axes if ax.axison}
+    steps = next(r for r in bench.rows.load(report, "mnist_cnn") if r.timed).steps_per_epoch
+    assert set(panels) == {
+        "matmul throughput",
+        f"MNIST CNN: an epoch ({steps} steps) at the timed step",
+        "ViT training step",
+    }
+    for title in ("ViT training step", f"MNIST CNN: an epoch ({steps} steps) at the timed step"):
+        bars = len(panels[title].patches)  # every timed row of a smoke run has its quartiles
+        whiskers = sum(len(c.get_segments()) for c in panels[title].collections)
+        assert bars >= 3 and whiskers == bars, title
+    figure.canvas.draw()
+    ticks = panels["matmul throughput"].get_yticklabels()
+    low, high = panels["matmul throughput"].get_ylim()
+    shown = [t for t in ticks if t.get_text() and low <= t.get_position()[1] <= high]
+    assert len(shown) >= 2, [t.get_text() for t in ticks]
+    plt.close(figure)

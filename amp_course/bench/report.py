@@ -32,6 +32,8 @@ def format_report(report: dict) -> str:
 
 
 def _matmul_panel(ax, done: list[Row]) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     for mode in dict.fromkeys(r.label for r in done):
         rows = [r for r in done if r.label == mode]
         sizes, rates = [r.size for r in rows], [r.achieved_tflops for r in rows]
@@ -49,11 +51,24 @@ def _matmul_panel(ax, done: list[Row]) -> None:
     )
     ax.set_xticks(sizes, [str(n) for n in sizes], minor=False)
     ax.minorticks_off()
+    # 1, 2 and 5 of each decade labelled: a span of one decade still has values to read.
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.legend(fontsize=8)
 
 
-def _bars(ax, rows: list[Row], key: str, title: str, ylabel: str, labels=None) -> None:
-    ax.bar(range(len(rows)), [getattr(r, key) for r in rows])
+def _bars(ax, rows: list[Row], of_step, title: str, ylabel: str, labels=None) -> None:
+    """A bar per row at ``of_step(row, its median step time)``, with whiskers over the middle
+    half of its timed runs (``of_step`` at the quartiles) where the row has them."""
+    ax.bar(range(len(rows)), [of_step(r, r.median_s) for r in rows])
+    spread = [(i, r) for i, r in enumerate(rows) if r.p25_s is not None and r.p75_s is not None]
+    if spread:
+        ends = [sorted((of_step(r, r.p25_s), of_step(r, r.p75_s))) for _, r in spread]
+        middle = [of_step(r, r.median_s) for _, r in spread]
+        below = [m - low for m, (low, _) in zip(middle, ends, strict=True)]
+        above = [high - m for m, (_, high) in zip(middle, ends, strict=True)]
+        xs = [i for i, _ in spread]
+        ax.errorbar(xs, middle, yerr=[below, above], fmt="none", ecolor="k", capsize=4, lw=1)
     labels = labels or [r.label for r in rows]
     ax.set_xticks(range(len(rows)), labels, rotation=30, ha="right", fontsize=8)
     ax.set(title=title, ylabel=ylabel)
@@ -61,7 +76,8 @@ def _bars(ax, rows: list[Row], key: str, title: str, ylabel: str, labels=None) -
 
 def plot_report(report: dict, path: str | Path | None = None):
     """One panel per workload the report has results for: matmul TFLOP/s by size, MNIST epoch
-    time, ViT images/s, largest batch (a report of one workload is one panel)."""
+    time, ViT images/s, largest batch (a report of one workload is one panel); the timed bars
+    carry whiskers over the middle half of their runs."""
     import matplotlib.pyplot as plt
 
     matmul = [r for r in load(report, "matmul") if r.achieved_tflops is not None]
@@ -73,14 +89,24 @@ def plot_report(report: dict, path: str | Path | None = None):
     if matmul:
         panels.append(lambda ax: _matmul_panel(ax, matmul))
     if mnist:
-        panels.append(lambda ax: _bars(ax, mnist, "epoch_s", "MNIST CNN: seconds per epoch", "s"))
+        steps = mnist[0].steps_per_epoch
+        mnist_title = f"MNIST CNN: an epoch ({steps} steps) at the timed step"
+
+        def epoch(row, seconds):
+            return seconds * row.steps_per_epoch
+
+        panels.append(lambda ax: _bars(ax, mnist, epoch, mnist_title, "seconds per epoch"))
     if vit:
-        title = "ViT training step"
-        panels.append(lambda ax: _bars(ax, vit, "images_per_s", title, "images/s", vit_labels))
-    if batches:
+
+        def images(row, seconds):
+            return row.batch / seconds
+
         panels.append(
-            lambda ax: _bars(ax, batches, "max_batch", "largest ViT-B/16 batch that fits", "images")
+            lambda ax: _bars(ax, vit, images, "ViT training step", "images/s", vit_labels)
         )
+    if batches:
+        fits = "largest ViT-B/16 batch that fits"
+        panels.append(lambda ax: _bars(ax, batches, lambda r, _: r.max_batch, fits, "images"))
     columns = 2 if len(panels) > 1 else 1
     rows = max(1, -(-len(panels) // columns))
     size = (11, 3.5 * rows) if columns == 2 else (9, 4)
