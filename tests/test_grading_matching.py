@@ -11,7 +11,7 @@ from test_grading import CHOOSE, MASTER, _notebook
 
 from amp_course.tooling.grading import matching
 
-BLANKS = {"99_toy": matching.blanks_of(nbformat.read(MASTER, as_version=4))}
+BLANKS = {"99_toy": matching.shipped(nbformat.read(MASTER, as_version=4))}
 
 
 def _found(folder):
@@ -171,3 +171,20 @@ def _exercise_cell(nb, symbol):
 def _blank_choose(nb):
     master = nbformat.read(MASTER, as_version=4)
     _exercise_cell(nb, "choose").source = _exercise_cell(master, "choose").source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_lessons_copy_counts_as_answered_only_where_it_was_answered(path):
+    """As shipped, with or without its metadata, a lesson answers nothing (the labs' broken loops
+    define the exercises' names too); with every exercise cell changed it answers them all,
+    pasted or not."""
+    lesson = matching.shipped(nbformat.read(path, as_version=4))
+    assert lesson.blanks, path.name
+    shipped = nbformat.read(path, as_version=4)
+    answered = nbformat.read(path, as_version=4)
+    for cell in answered.cells:
+        if cell.metadata.get("exercise", {}).get("name") in lesson.blanks:
+            cell.source += "\n# answered"
+    for nb, count in ((shipped, 0), (answered, len(lesson.blanks))):
+        assert matching._answered(nb, lesson) == count, path.name
+        assert matching._answered(_pasted(nb), lesson) == count, path.name

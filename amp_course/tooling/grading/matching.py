@@ -66,17 +66,47 @@ def _read(path: Path) -> dict | None:
 
 def _defines(blank: str) -> re.Pattern | None:
     """A pattern for a cell that defines what ``blank`` (an exercise's shipped cell) defines: the
-    name of its first ``def`` or ``class``, or None."""
+    name of its first ``def`` or ``class``, else of its first assignment at the top level (lesson
+    02's ``predictions = {...}``); None for a blank that defines nothing."""
     found = re.search(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", blank, re.M)
-    return re.compile(rf"^(?:async\s+)?(?:def|class)\s+{found.group(1)}\b", re.M) if found else None
+    if found:
+        return re.compile(rf"^(?:async\s+)?(?:def|class)\s+{found.group(1)}\b", re.M)
+    found = re.search(r"^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", blank, re.M)
+    return re.compile(rf"^{found.group(1)}\s*(?::[^=\n]*)?=(?!=)", re.M) if found else None
 
 
-def _answered(notebook: dict | None, blanks: dict[str, str]) -> int:
+@dataclass(frozen=True)
+class Shipped:
+    """What a lesson ships that a learner's copy is compared with: each exercise's blank cell
+    ({name: source}) and the source of every code cell (the labs' broken loops define the
+    exercises' names too)."""
+
+    blanks: dict[str, str]
+    sources: frozenset[str]
+
+
+def shipped(master) -> Shipped:
+    """The blanks and code cells of a master notebook (nbformat or dict)."""
+    cells = master["cells"]
+    return Shipped(
+        {
+            cell["metadata"]["exercise"]["name"]: cell_source(cell)
+            for cell in cells
+            if isinstance(cell["metadata"].get("exercise"), dict)
+            and "name" in cell["metadata"]["exercise"]
+        },
+        frozenset(cell_source(c).strip() for c in cells if c.get("cell_type") == "code"),
+    )
+
+
+def _answered(notebook: dict | None, lesson: Shipped) -> int:
     """How many of the lesson's exercises a notebook answers: a cell that differs from the blank
-    the lesson ships, where the exercise's cell is (its metadata) or anywhere it is defined again
-    (cells pasted into a new notebook lose their metadata; the kernel grades them all the same)."""
+    the lesson ships, where the exercise's cell is (its metadata), or a cell the lesson does not
+    ship that defines an exercise's name again (cells pasted into a new notebook lose their
+    metadata; the kernel grades them all the same)."""
     if notebook is None:
         return 0
+    blanks = lesson.blanks
     defines = {name: _defines(blank) for name, blank in blanks.items()}
     answered = set()
     for cell in notebook.get("cells") or []:
@@ -85,10 +115,10 @@ def _answered(notebook: dict | None, blanks: dict[str, str]) -> int:
         exercise = (cell.get("metadata") or {}).get("exercise")
         name = exercise.get("name") if isinstance(exercise, dict) else None
         source = cell_source(cell).strip()
-        named = (
-            [name] if name in blanks else [n for n, d in defines.items() if d and d.search(source)]
-        )
-        answered.update(n for n in named if source != blanks[n].strip())
+        if name in blanks:
+            answered.update([name] if source != blanks[name].strip() else [])
+        elif source not in lesson.sources:
+            answered.update(n for n, d in defines.items() if d and d.search(source))
     return len(answered)
 
 
@@ -116,18 +146,8 @@ class Found:
         return said + "."
 
 
-def blanks_of(master) -> dict[str, str]:
-    """{exercise name: the source of its blank cell} of a master notebook (nbformat or dict)."""
-    return {
-        cell["metadata"]["exercise"]["name"]: cell["source"]
-        for cell in master["cells"]
-        if isinstance(cell["metadata"].get("exercise"), dict)
-        and "name" in cell["metadata"]["exercise"]
-    }
-
-
-def find(folder: Path, masters: dict[str, dict[str, str]]) -> dict[str, Found]:
-    """For each lesson of ``masters`` ({lesson: its exercises' blanks}), the submission's file
+def find(folder: Path, masters: dict[str, Shipped]) -> dict[str, Found]:
+    """For each lesson of ``masters`` ({lesson: what it ships}), the submission's file
     graded for it. A notebook's metadata id decides; without one, its name does. Links and files
     outside the folder are never graded."""
     folder = Path(folder)

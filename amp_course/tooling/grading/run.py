@@ -151,7 +151,7 @@ def grade_exercises(run: Run, student: str, folder: Path, box) -> list[Row]:
     lesson's file found by what it is (``matching.find``), the file graded named in the rows."""
     rows = []
     deadline = time.monotonic() + run.settings.submission_timeout
-    lessons = {m.lesson: matching.blanks_of(m.notebook) for m in run.settings.masters}
+    lessons = {m.lesson: matching.shipped(m.notebook) for m in run.settings.masters}
     found = matching.find(folder, lessons)
     for master in run.settings.masters:
         match = found[master.lesson]
