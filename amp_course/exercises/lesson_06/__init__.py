@@ -31,7 +31,7 @@ def _cpu(flags: str, ratio: float, distinguishable: bool) -> CpuTiming:
 
 AMX = "avx2 avx512f avx512bw avx512_bf16 amx_tile amx_bf16"
 BF16_CORES = "has bf16 tensor cores."
-NO_TENSOR_CORES = "has no tensor cores and no bf16 hardware."
+NO_TENSOR_CORES = "has no tensor cores and no bf16 hardware; fp16 still halves its activations."
 # (device, compute capability or None for a CPU, the CPU's timing, a fact about the GPU).
 # None of these GPUs is one the lesson names: the check asks for its rule, not for its examples.
 DEVICES = [
@@ -52,6 +52,8 @@ DEVICES = [
     ("Jetson AGX Orin", (8, 7), None, "Ampere " + BF16_CORES),
     ("A30", (8, 0), None, "Ampere " + BF16_CORES),  # on the line: 8.0 is the first with bf16
     ("RTX 5090", (12, 0), None, "Blackwell " + BF16_CORES),
+    # Volta beside Turing: a rule that gives bf16 to 7.0-7.4 passed the notebook's check.
+    ("Jetson AGX Xavier", (7, 2), None, "Volta's tensor cores do fp16 only."),
     ("a Sapphire Rapids CPU (AMX)", None, _cpu(AMX, 0.45, True), ""),
     ("an AMD Zen 4 CPU (AVX512-BF16)", None, _cpu("avx2 avx512f avx512_bf16", 1.61, True), ""),
     ("an AVX2 CPU", None, _cpu("avx avx2 fma", 3.5, True), ""),
@@ -84,7 +86,7 @@ def devices(seed: int) -> list[tuple]:
         picked = torch.rand(len(CPU_FLAGS), generator=generator) < 0.5
         flags = " ".join(f for f, keep in zip(CPU_FLAGS, picked.tolist(), strict=True) if keep)
         ratio = round(0.3 + 2.7 * torch.rand(1, generator=generator).item(), 2)
-        apart = bool(torch.rand(1, generator=generator).item() < 0.7)
+        apart = bool(torch.rand(1, generator=generator).item() < 0.7) and ratio != 1.0
         extra.append((f"CPU {number + 1}", None, _cpu(flags, ratio, apart), ""))
     every = DEVICES + extra
     order = torch.randperm(len(every), generator=generator).tolist()
