@@ -78,3 +78,16 @@ def test_the_scan_finds_each_way_the_course_writes_a_citation():
     spans = [m.group(1) + "#" + m.group(2) for m in CITATION.finditer(text)]
     assert spans == ["pytorch/pytorch#1", "pytorch/ao#2", "NVIDIA/Megatron-LM#3"]
     assert [m.group() for m in BARE.finditer("(PR #44), color #333, #1f77b4")] == ["#44", "#333"]
+
+
+def test_a_pull_request_is_cited_as_one_in_the_prose():
+    """Learners read "owner/repo PR #N" for a pull request; "owner/repo#N" (GitHub's form for
+    both) is kept for issues."""
+    loose = []
+    for where, text, prose in course_texts():
+        for match in CITATION.finditer(text) if prose else ():
+            key = f"{match.group(1)}#{match.group(2)}"
+            says_pr = re.search(r"\s(?:PR|pull request)\s*#", match.group()) is not None
+            if (REGISTERED.get(key, {}).get("kind") == "pull request") != says_pr:
+                loose.append(f"{where}: {match.group()}")
+    assert not loose
