@@ -2,6 +2,7 @@
 a notebook carries decides, else its name as learners' tools write it; of several, the stated
 rule. No kernel runs here: what a kernel makes of the file chosen is test_grading's."""
 
+import json
 import os
 
 import nbformat
@@ -188,3 +189,24 @@ def test_every_lessons_copy_counts_as_answered_only_where_it_was_answered(path):
     for nb, count in ((shipped, 0), (answered, len(lesson.blanks))):
         assert matching._answered(nb, lesson) == count, path.name
         assert matching._answered(_pasted(nb), lesson) == count, path.name
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        5,  # "cells" no list
+        [{"cell_type": "code", "metadata": [1], "source": "x"}],  # metadata no dict
+        [{"cell_type": "code", "metadata": {}, "source": 5}],  # source no text
+        [{"cell_type": "code", "metadata": {"exercise": {"name": []}}, "source": "x"}],
+    ],
+)
+def test_a_notebook_of_any_shape_is_taken_for_its_lesson_and_breaks_no_other(tmp_path, cells):
+    """A file of valid JSON in no notebook's shape is its lesson's file (graded as corrupt, for
+    that lesson alone): finding the files never fails, so no other lesson's work is lost."""
+    odd = tmp_path / "mine.ipynb"
+    odd.write_text(json.dumps({"cells": cells, "metadata": {"amp_course": {"lesson": "99_toy"}}}))
+    found = _found(tmp_path)
+    assert found.path == odd
+    answered = _hand_in(tmp_path, "Copy of 99_toy.ipynb")
+    os.utime(answered, (1_000_000_000, 1_000_000_000))
+    assert _found(tmp_path).path == answered  # the answered copy still outranks it

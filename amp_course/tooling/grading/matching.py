@@ -109,11 +109,14 @@ def _answered(notebook: dict | None, lesson: Shipped) -> int:
     blanks = lesson.blanks
     defines = {name: _defines(blank) for name, blank in blanks.items()}
     answered = set()
-    for cell in notebook.get("cells") or []:
+    cells = notebook.get("cells")
+    for cell in cells if isinstance(cells, list) else ():  # any JSON a learner's file holds
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        exercise = (cell.get("metadata") or {}).get("exercise")
+        metadata = cell.get("metadata")
+        exercise = metadata.get("exercise") if isinstance(metadata, dict) else None
         name = exercise.get("name") if isinstance(exercise, dict) else None
+        name = name if isinstance(name, str) else None
         source = cell_source(cell).strip()
         if name in blanks:
             answered.update([name] if source != blanks[name].strip() else [])

@@ -13,7 +13,9 @@ from .reports import Row, bounded
 # The most of a file read for answers: an answer file of every lesson is a few kB; a larger file
 # (a hostile one of gigabytes) is not read into the grader's memory.
 ANSWER_FILE_BYTES = 4 * 2**20
-ANSWER_RULE = "the answer saved last, then the one checked more often, then by file name"
+# Checks only add to a question's attempts, and an export copies them: the answer checked more
+# often is the later one whatever the copying did to the files' times, which decide only a tie.
+ANSWER_RULE = "the answer checked more often, then the one saved last, then by file name"
 
 
 def _lesson_of(file: Path) -> str | None:
@@ -94,7 +96,7 @@ def _value(record):
 def _chosen(seen: list[tuple[float, dict, Path]]) -> Answer:
     """Of one question's answers in several files, the one ``ANSWER_RULE`` grades; the files that
     hold another value are named (an export kept beside the answer file it copied agrees)."""
-    ranked = sorted(seen, key=lambda s: (-s[0], -_attempts(s[1]), str(s[2])))
+    ranked = sorted(seen, key=lambda s: (-_attempts(s[1]), -s[0], str(s[2])))
     _, record, file = ranked[0]
     others = tuple(f for _, r, f in ranked[1:] if _value(r) != _value(record))
     return Answer(record, file, others)
