@@ -19,16 +19,33 @@ class AnswerFileError(ValueError):
     """An answer file cannot be read; it is left untouched (and backed up before any rewrite)."""
 
 
+def _new_file_mode() -> int:
+    """The mode open() gives a new file (0o666 less the umask), read without os.umask, which
+    would change the process's umask for a moment under other threads; 0o644 where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o644
+
+
 def atomic_write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and os.replace: never half a file."""
+    """Write ``text`` to ``path`` through a temporary file and os.replace: never half a file.
+    The file keeps the mode it had, else gets a new file's (mkstemp's own is 0o600: published
+    quiz files on a shared server would be unreadable to the learners)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else _new_file_mode()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from pathlib import Path
 
 from .reports import EARNED, Row, total
@@ -67,14 +68,21 @@ def read_roster(path) -> dict[str, dict[str, str]]:
             f"name) and Canvas's identity columns ({', '.join(CANVAS_IDENTITY)})"
         )
     return {
-        r["folder"].strip(): {k: (r.get(k) or "").strip() for k in CANVAS_IDENTITY} for r in records
+        same_name(r["folder"].strip()): {k: (r.get(k) or "").strip() for k in CANVAS_IDENTITY}
+        for r in records
     }
+
+
+def same_name(name: str) -> str:
+    """A folder's name as the roster is matched on it: a Mac writes "Zoë" decomposed (NFD), a
+    typed roster composed (NFC); both read alike and are the same student."""
+    return unicodedata.normalize("NFC", name)
 
 
 def check_roster(students, roster: dict) -> None:
     """Refuse, in one line, submission folders the roster does not map (Canvas could not match
     their lines, and their grades would be lost silently)."""
-    unknown = [student for student in students if student not in roster]
+    unknown = [student for student in students if same_name(student) not in roster]
     if unknown:
         raise SettingsError(f"submission folders not in the roster: {', '.join(unknown)}")
 
@@ -103,7 +111,9 @@ def canvas_csv(rows: list[Row], lessons, roster: dict | None = None) -> str:
     writer.writerow(["Points Possible", "", "", "", "", *(f"{p:g}" for p in possible)])
     for student in students:
         who = (
-            roster[student] if roster is not None else {"Student": student, "SIS Login ID": student}
+            roster[same_name(student)]
+            if roster is not None
+            else {"Student": student, "SIS Login ID": student}
         )
         earned = [
             total(r for r in rows if r.student == student and r.lesson == lesson)[0]

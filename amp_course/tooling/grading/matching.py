@@ -35,6 +35,9 @@ def inside(path: Path, folder: Path) -> bool:
     )
 
 
+MAC_ZIP = "__MACOSX"  # the folder a Mac's zip adds beside the files, holding "._" copies
+
+
 def hidden(path: Path, folder: Path) -> bool:
     """A file a learner's tools keep out of sight, never handed in as work: a name starting with a
     dot, or one inside such a folder (Jupyter's ``.ipynb_checkpoints`` holds older copies of each

@@ -21,6 +21,8 @@ from ...env_vars import AUTOGRADER_PYTHON, AUTOGRADER_ROOT
 from ...paths import DATA, NOTEBOOKS, PACKAGE_DIR, QUIZZES, README, ROOT
 from ...quiz import atomic_write_text
 from .exports import canvas_csv, check_roster, gradescope_results, read_roster
+from .matching import MAC_ZIP, hidden
+from .reports import keep_previous
 from .run import grade_all, student_folders
 from .settings import Settings, SettingsError
 
@@ -40,6 +42,18 @@ COURSE_FILES = (
 ROOT_ENV, PYTHON_ENV = AUTOGRADER_ROOT, AUTOGRADER_PYTHON  # read by run_autograder
 
 
+def gradable_notebooks(submission: Path) -> list[Path]:
+    """The notebooks of one student's files the grader can take: no hidden file (Jupyter's
+    checkpoints, a Mac's "._" copies) and nothing in a Mac zip's ``__MACOSX``."""
+    return [
+        p
+        for p in sorted(submission.rglob("*.ipynb"))
+        if p.is_file()
+        and not hidden(p, submission)
+        and MAC_ZIP not in p.relative_to(submission).parts
+    ]
+
+
 def grade_gradescope(submission, settings: Settings, out) -> int:
     """Grade one student's files (a Gradescope ``submission/`` folder) into ``out``
     (``results.json``) and return 0 once it is written, whatever the submission held.
@@ -55,7 +69,7 @@ def grade_gradescope(submission, settings: Settings, out) -> int:
     submission, out = Path(submission), Path(out)
     if not submission.is_dir():
         raise SettingsError(f"{submission} is not a folder holding one student's files")
-    notebooks = sorted(p for p in submission.rglob("*.ipynb") if p.is_file())
+    notebooks = gradable_notebooks(submission)
     unreadable = [p.name for p in notebooks if not _is_json(p)]
     with tempfile.TemporaryDirectory(prefix="amp-gradescope-") as scratch:
         folder = Path(scratch) / "submissions" / "submission"
@@ -89,12 +103,13 @@ def grade_canvas(submissions, settings: Settings, out, roster=None, feedback=Non
     (``<out>-items.csv``). The roster is read before any grading, so a bad one costs nothing."""
     out = Path(out)
     names = read_roster(roster) if roster else None
-    if names is not None and Path(submissions).is_dir():
-        check_roster([folder.name for folder in student_folders(Path(submissions))], names)
     items = out.with_name(f"{out.stem}-items.csv")
-    rows = grade_all(
-        submissions, settings, items, feedback=feedback or out.with_name(f"{out.stem}-feedback")
-    )
+    feedback = Path(feedback) if feedback else out.with_name(f"{out.stem}-feedback")
+    if names is not None and Path(submissions).is_dir():
+        outputs = (out, items, feedback)
+        check_roster([f.name for f in student_folders(Path(submissions), outputs)], names)
+    rows = grade_all(submissions, settings, items, feedback=feedback)
+    keep_previous(out)
     atomic_write_text(out, canvas_csv(rows, settings.lessons, names))
     return rows
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,13 @@ def total(rows) -> tuple[float, float]:
     """(points earned, points possible) over ``rows``: every total the grader shows."""
     rows = list(rows)
     return sum(r.points for r in rows), sum(r.max_points for r in rows)
+
+
+def keep_previous(path: Path) -> None:
+    """A gradebook already at ``path`` copied to ``<path>.bak`` before a run rewrites it."""
+    path = Path(path)
+    if path.exists():
+        shutil.copyfile(path, path.with_name(f"{path.name}.bak"))
 
 
 def write_csv(path, rows: list[Row]) -> None:

@@ -29,7 +29,7 @@ from ...paths import ROOT
 from . import kernel, matching, sandbox, verdicts
 from .notebooks import probe_plan, restore
 from .quizzes import grade_quizzes, questions
-from .reports import Row, bounded, summary, write_csv, write_feedback
+from .reports import Row, bounded, keep_previous, summary, write_csv, write_feedback
 from .settings import Master, Settings, SettingsError
 from .unsandboxed import Findings, Guard, read_findings
 
@@ -199,9 +199,39 @@ def grade_submission(run: Run, folder: Path) -> list[Row]:
     return [replace(r, isolation=box.label) for r in rows]
 
 
-def student_folders(submissions: Path) -> list[Path]:
-    """The folders of a submissions folder, one per student (hidden ones left out), by name."""
-    return sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+def student_folders(submissions: Path, outputs=()) -> list[Path]:
+    """The folders of a submissions folder, one per student, by name: not a hidden one, a Mac
+    zip's ``__MACOSX``, nor one of ``outputs`` (the grader's own, written there)."""
+    return [p for p in sorted(submissions.iterdir()) if p in _students(submissions, outputs)]
+
+
+def _students(submissions: Path, outputs) -> set[Path]:
+    mine = {Path(p).resolve() for p in outputs}
+    return {
+        p
+        for p in submissions.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and p.name != matching.MAC_ZIP
+        and p.resolve() not in mine
+    }
+
+
+def left_out(submissions: Path, outputs=()) -> str | None:
+    """One line naming what the top of a submissions folder holds besides students' folders (a
+    notebook handed in without a folder is not graded: its student is unknown), or None."""
+    students, mine = _students(submissions, outputs), {Path(p).resolve() for p in outputs}
+    others = [
+        p.name + ("/" if p.is_dir() else "")
+        for p in sorted(submissions.iterdir())
+        if p not in students and not p.name.startswith(".") and p.resolve() not in mine
+    ]
+    if not others:
+        return None
+    return (
+        f"not graded, as no student's folder (one folder per student, named by the student): "
+        f"{', '.join(others)}"
+    )
 
 
 def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
@@ -215,9 +245,12 @@ def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
     if not submissions.is_dir():
         raise SettingsError(f"{submissions} is not a folder of submissions (one per student)")
     feedback = Path(feedback) if feedback else out.with_name(f"{out.stem}-feedback")
-    if out.exists():  # a previous gradebook is kept, never silently lost
-        shutil.copyfile(out, out.with_name(f"{out.name}.bak"))
-    folders = student_folders(submissions)
+    keep_previous(out)  # a previous gradebook is kept, never silently lost
+    outputs = (out, out.with_name(f"{out.name}.bak"), feedback)
+    folders = student_folders(submissions, outputs)
+    stray = left_out(submissions, outputs)
+    if stray:
+        print(f"note: {stray}", flush=True)
     done: dict[str, list[Row]] = {}
     if settings.sandbox.kind == "none":
         sandbox.warn(settings.sandbox)

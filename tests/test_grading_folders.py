@@ -1,0 +1,107 @@
+"""What an instructor's submissions folder holds besides students' folders, and the files the
+grader writes: a Mac zip's leftovers, stray files, the grader's own output inside the folder, a
+roster typed on another system, a second run over the Canvas gradebook, a shared server's
+permissions. No kernel runs here (the grading itself is test_grading's)."""
+
+import os
+import unicodedata
+
+import nbformat
+from test_grading import MASTER, _notebook
+
+from amp_course.quiz import atomic_write_text
+from amp_course.tooling.grading import platforms, run
+from amp_course.tooling.grading.exports import canvas_csv, check_roster
+from amp_course.tooling.grading.reports import Row
+
+
+def _class(root):
+    """Two students, a Mac zip's __MACOSX, a hidden folder, stray files and a notebook handed in
+    without a folder."""
+    for student in ("alice", "bob"):
+        (root / student).mkdir(parents=True)
+        nbformat.write(_notebook(), root / student / MASTER.name)
+    (root / "__MACOSX" / "alice").mkdir(parents=True)
+    (root / "__MACOSX" / "alice" / f"._{MASTER.name}").write_bytes(b"\x00\x05\x16\x07")
+    (root / ".Trash").mkdir()
+    (root / "README.txt").write_text("the class")
+    nbformat.write(_notebook(), root / f"zoe_{MASTER.name}")
+
+
+def test_only_students_folders_are_graded_and_the_rest_is_named(tmp_path):
+    _class(tmp_path)
+    assert [p.name for p in run.student_folders(tmp_path)] == ["alice", "bob"]
+    said = run.left_out(tmp_path)
+    assert said == (
+        "not graded, as no student's folder (one folder per student, named by the student): "
+        f"README.txt, __MACOSX/, zoe_{MASTER.name}"
+    )
+
+
+def test_the_graders_own_output_in_the_submissions_folder_is_no_student(tmp_path):
+    """`amp-course grade . --out gradebook.csv` run twice from the submissions folder: its
+    feedback folder is not graded as a student the second time, nor named as left out."""
+    _class(tmp_path)
+    out = tmp_path / "gradebook.csv"
+    feedback = tmp_path / "gradebook-feedback"
+    feedback.mkdir()
+    out.write_text("student\n")
+    outputs = (out, tmp_path / "gradebook.csv.bak", feedback)
+    assert [p.name for p in run.student_folders(tmp_path, outputs)] == ["alice", "bob"]
+    assert "gradebook" not in run.left_out(tmp_path, outputs)
+    assert [p.name for p in run.student_folders(tmp_path)] == ["alice", "bob", "gradebook-feedback"]
+
+
+def test_gradescope_takes_no_hidden_or_mac_zip_notebook(tmp_path):
+    (tmp_path / "__MACOSX").mkdir()
+    (tmp_path / "__MACOSX" / f"._{MASTER.name}").write_bytes(b"\x00\x05\x16\x07")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    nbformat.write(_notebook(), tmp_path / ".ipynb_checkpoints" / "99_toy-checkpoint.ipynb")
+    assert platforms.gradable_notebooks(tmp_path) == []  # "holds no notebook", no junk named
+    nbformat.write(_notebook(), tmp_path / MASTER.name)
+    assert platforms.gradable_notebooks(tmp_path) == [tmp_path / MASTER.name]
+
+
+def test_a_roster_typed_composed_matches_a_folder_a_mac_wrote_decomposed():
+    typed = unicodedata.normalize("NFC", "Zoë")
+    folder = unicodedata.normalize("NFD", "Zoë")
+    assert folder != typed
+    identity = {
+        "Student": "Zoë Z",
+        "ID": "7",
+        "SIS User ID": "z7",
+        "SIS Login ID": "zz",
+        "Section": "",
+    }
+    roster = {typed: identity}
+    check_roster([folder], roster)  # no refusal
+    rows = [Row(folder, "99_toy", "05.mfu", 1, "passed")]
+    lines = canvas_csv(rows, ["99_toy"], roster).splitlines()
+    assert lines[-1] == "Zoë Z,7,z7,zz,,1"
+
+
+def test_a_second_canvas_run_keeps_the_first_gradebook(tmp_path, monkeypatch):
+    rows = {"first": [Row("alice", "99_toy", "05.mfu", 1, "passed")]}
+    monkeypatch.setattr(platforms, "grade_all", lambda *args, **kwargs: rows["now"])
+    settings = type("Settings", (), {"lessons": ["99_toy"]})()
+    out = tmp_path / "canvas.csv"
+    rows["now"] = rows["first"]
+    platforms.grade_canvas(tmp_path, settings, out)
+    first = out.read_text()
+    rows["now"] = []  # a run over the wrong folder
+    platforms.grade_canvas(tmp_path, settings, out)
+    assert (tmp_path / "canvas.csv.bak").read_text() == first and "alice" in first
+
+
+def test_a_written_file_is_as_readable_as_any_new_file(tmp_path):
+    """Atomic writes go through mkstemp (mode 0600); the file gets open()'s mode under the
+    umask, or keeps the mode it had."""
+    before = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "quiz.yaml", "a")
+        assert (tmp_path / "quiz.yaml").stat().st_mode & 0o777 == 0o644
+        os.chmod(tmp_path / "quiz.yaml", 0o640)
+        atomic_write_text(tmp_path / "quiz.yaml", "b")
+        assert (tmp_path / "quiz.yaml").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(before)
