@@ -105,3 +105,27 @@ def test_a_written_file_is_as_readable_as_any_new_file(tmp_path):
         assert (tmp_path / "quiz.yaml").stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(before)
+
+
+def test_a_lesson_not_found_names_the_notebooks_no_lesson_took(tmp_path):
+    """A learner's answered Untitled1.ipynb matches no lesson by id or name: the missing rows
+    say it is there, so the instructor can see why."""
+    from amp_course.tooling.grading import matching
+
+    lessons = {"99_toy": matching.shipped(nbformat.read(MASTER, as_version=4))}
+    nb = _notebook()
+    del nb.metadata[matching.METADATA_KEY]
+    nbformat.write(nb, tmp_path / "Untitled1.ipynb")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    nbformat.write(nb, tmp_path / ".ipynb_checkpoints" / "Untitled1-checkpoint.ipynb")
+    found = matching.find(tmp_path, lessons)
+    assert found["99_toy"].path is None
+    assert run._unclaimed(tmp_path, found) == (
+        "; it holds notebooks that no lesson of this run claims by the id in their metadata or "
+        "by their file name: Untitled1.ipynb"
+    )
+    nbformat.write(_notebook(), tmp_path / MASTER.name)
+    assert run._unclaimed(tmp_path, matching.find(tmp_path, lessons)) == (
+        "; it holds notebooks that no lesson of this run claims by the id in their metadata or "
+        "by their file name: Untitled1.ipynb"
+    )
