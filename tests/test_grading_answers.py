@@ -98,3 +98,15 @@ def test_an_unreadable_answer_file_is_named_and_a_huge_one_is_not_read(tmp_path,
         "unreadable answer file amp-course-answers.json: over 4 MiB (all of a course's answers "
         "take a few kB)"
     )
+
+
+def test_a_json_file_nested_past_pythons_stack_is_no_answer_file(tmp_path, key):
+    """Every JSON file is read for answers: one nested a million deep (a hostile submission, or a
+    data file) is unreadable, named where it is called as an answer file, and costs nothing else."""
+    _answers(tmp_path / "99_toy.answers.json", pi=3.14)
+    (tmp_path / "data.json").write_text("[" * 1_000_000 + "]" * 1_000_000)
+    (tmp_path / "amp-course-answers.json").write_text("[" * 1_000_000 + "]" * 1_000_000)
+    rows = _rows(tmp_path, key)
+    assert rows["quiz:pi"].status == "correct"
+    said = rows["quiz:pick-b"].message  # unanswered, beside an answer file that cannot be read
+    assert said.startswith("unreadable answer file amp-course-answers.json: ") and "JSON" in said

@@ -210,3 +210,8 @@ def test_a_notebook_of_any_shape_is_taken_for_its_lesson_and_breaks_no_other(tmp
     answered = _hand_in(tmp_path, "Copy of 99_toy.ipynb")
     os.utime(answered, (1_000_000_000, 1_000_000_000))
     assert _found(tmp_path).path == answered  # the answered copy still outranks it
+
+
+def test_a_notebook_nested_past_pythons_stack_is_taken_as_corrupt(tmp_path):
+    (tmp_path / "99_toy.ipynb").write_text("[" * 1_000_000 + "]" * 1_000_000)
+    assert _found(tmp_path).path == tmp_path / "99_toy.ipynb"  # by its name; graded as corrupt

@@ -59,7 +59,7 @@ def read_answers(path) -> dict:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:  # nested past Python's stack
         raise AnswerFileError(f"{path} is not valid JSON ({error}).") from None
     if (
         not isinstance(data, dict)

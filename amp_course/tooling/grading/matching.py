@@ -62,7 +62,7 @@ def lesson_of_name(path: Path) -> str:
 def _read(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):  # nested past the stack
         return None
     return data if isinstance(data, dict) else None
 
