@@ -110,3 +110,15 @@ def test_a_json_file_nested_past_pythons_stack_is_no_answer_file(tmp_path, key):
     assert rows["quiz:pi"].status == "correct"
     said = rows["quiz:pick-b"].message  # unanswered, beside an answer file that cannot be read
     assert said.startswith("unreadable answer file amp-course-answers.json: ") and "JSON" in said
+
+
+def test_the_feedback_names_each_answer_file_once(tmp_path, key):
+    """The answer file graded, and the same note naming the file that answers one question
+    otherwise: the feedback keeps the longer note only."""
+    from amp_course.tooling.grading.reports import feedback_markdown
+
+    _answers(tmp_path / "amp-course-answers.json", OLD, 1, pi=2.72, both=[0, 2])
+    _answers(tmp_path / "99_toy.answers.json", NEW, 2, pi=3.14, both=[0, 2])
+    text = feedback_markdown("s", quizzes.grade_quizzes("s", tmp_path, key, ["99_toy"]))
+    assert text.count("Graded the answer in `99_toy.answers.json`") == 1
+    assert "answered otherwise in `amp-course-answers.json`" in text

@@ -16,7 +16,7 @@ import io
 import unicodedata
 from pathlib import Path
 
-from .reports import EARNED, Row, total
+from .reports import EARNED, Row, file_notes, total
 from .settings import SettingsError
 
 # What a row's status says when its item could not be graded (the rest were graded, right or not).
@@ -45,8 +45,8 @@ def gradescope_results(rows: list[Row], visibility: str = "visible") -> dict:
     got, of = total(rows)
     problems = [r for r in rows if r.status in NOT_GRADED]
     lines = [f"{got:g} of {of:g} points over {len(rows)} items."]
-    notes = dict.fromkeys((r.lesson, r.file) for r in rows if r.file)
-    lines += [f"{lesson}: {note}" for lesson, note in notes]
+    for lesson in dict.fromkeys(r.lesson for r in rows):
+        lines += [f"{lesson}: {note}" for note in file_notes(r for r in rows if r.lesson == lesson)]
     if problems:
         lines.append(f"{len(problems)} item(s) could not be graded as submitted:")
         lines += [f"- {r.lesson}: {r.item}: {NOT_GRADED[r.status]} ({r.message})" for r in problems]

@@ -110,7 +110,7 @@ def feedback_markdown(student: str, rows: list[Row]) -> str:
         mine = [r for r in rows if r.lesson == lesson]
         got, of = total(mine)
         lines += [f"## {lesson} ({got:g} of {of:g})", ""]
-        files = list(dict.fromkeys(r.file for r in mine if r.file))
+        files = file_notes(mine)
         lines += [f"{note[0].upper()}{note[1:]}" for note in files] + ([""] if files else [])
         lines += ["| item | points | status | what the check says |", "|---|---|---|---|"]
         for r in mine:
@@ -118,6 +118,15 @@ def feedback_markdown(student: str, rows: list[Row]) -> str:
             lines.append(f"| {_cell(r.item)} | {points} | {_cell(r.status)} | {_cell(r.message)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def file_notes(rows) -> list[str]:
+    """The rows' notes of the files graded, each once; a note another one extends (the answer
+    file graded, and the same with the file that answers a question otherwise) is left out."""
+    notes = list(dict.fromkeys(r.file for r in rows if r.file))
+    return [
+        n for n in notes if not any(o != n and o.startswith(n.removesuffix(".")) for o in notes)
+    ]
 
 
 def write_feedback(folder: Path, student: str, rows: list[Row]) -> Path:
