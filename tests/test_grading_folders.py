@@ -129,3 +129,17 @@ def test_a_lesson_not_found_names_the_notebooks_no_lesson_took(tmp_path):
         "; it holds notebooks that no lesson of this run claims by the id in their metadata or "
         "by their file name: Untitled1.ipynb"
     )
+
+
+def test_a_canvas_run_names_the_roster_students_who_handed_in_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "folder,Student,ID,SIS User ID,SIS Login ID,Section\nalice,A,1,a,a,\ncarol,C,3,c,c,\n"
+    )
+    monkeypatch.setattr(platforms, "grade_all", lambda *args, **kwargs: [])
+    settings = type("Settings", (), {"lessons": ["99_toy"]})()
+    platforms.grade_canvas(tmp_path / "subs", settings, tmp_path / "canvas.csv", roster)
+    assert "note: no submission folder for carol (in the roster)" in capsys.readouterr().out

@@ -20,7 +20,7 @@ from pathlib import Path
 from ...env_vars import AUTOGRADER_PYTHON, AUTOGRADER_ROOT
 from ...paths import DATA, NOTEBOOKS, PACKAGE_DIR, QUIZZES, README, ROOT
 from ...quiz import atomic_write_text
-from .exports import canvas_csv, check_roster, gradescope_results, read_roster
+from .exports import canvas_csv, check_roster, gradescope_results, read_roster, same_name
 from .matching import MAC_ZIP, hidden
 from .reports import keep_previous
 from .run import grade_all, student_folders
@@ -94,7 +94,7 @@ def _is_json(path: Path) -> bool:
     try:
         json.loads(path.read_text(encoding="utf-8"))
         return True
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
 
 
@@ -107,7 +107,11 @@ def grade_canvas(submissions, settings: Settings, out, roster=None, feedback=Non
     feedback = Path(feedback) if feedback else out.with_name(f"{out.stem}-feedback")
     if names is not None and Path(submissions).is_dir():
         outputs = (out, items, feedback)
-        check_roster([f.name for f in student_folders(Path(submissions), outputs)], names)
+        folders = [f.name for f in student_folders(Path(submissions), outputs)]
+        check_roster(folders, names)
+        absent = sorted(set(names) - {same_name(f) for f in folders})
+        if absent:  # Canvas keeps what it had for them: the import has no line of theirs
+            print(f"note: no submission folder for {', '.join(absent)} (in the roster)", flush=True)
     rows = grade_all(submissions, settings, items, feedback=feedback)
     keep_previous(out)
     atomic_write_text(out, canvas_csv(rows, settings.lessons, names))
