@@ -48,9 +48,9 @@ BROKEN_SAYS = {
     "scalar type",
     "labs.tf32_api_mix": 'After torch.backends.cuda.matmul.fp32_precision = "tf32", your '
     "function raised RuntimeError: PyTorch is checking whether allow_tf32_new is enabled",
-    "labs.ema_skipped_steps": "after batch 0 (its step skipped by the scaler), the scheduler had "
-    "stepped once and the EMA had averaged once; in the reference the scheduler 0 times and the "
-    "EMA 0 times (the optimizer had stepped 0 times in both).",
+    "labs.ema_skipped_steps": "after batch 0 (its step skipped by the reference's scaler), the "
+    "scheduler had stepped once and the EMA had averaged once; in the reference the scheduler 0 "
+    "times and the EMA 0 times (the optimizer had stepped 0 times in both).",
     "labs.setup_context_autocast": "In the case 'fp16 autocast', the backward through your "
     "function, which runs after the autocast region of its forward has ended, raised "
     "AttributeError: 'MatMulBackward' object has no attribute '_fwd_used_autocast'",
@@ -549,19 +549,21 @@ WRONG = {
         (
             "the EMA averaging the weights from before the step",
             _ema_before_the_step,
-            "after batch 11 (its step skipped by the scaler), the last, the EMA's weights: ",
+            "after batch 11 (its step skipped by the reference's scaler), the last, the EMA's "
+            "weights: ",
         ),
         (
             "a finite loss",
             _ema_loop(_finite_loss, _finite_loss),
-            "after batch 0 (its step skipped by the scaler), the scheduler had stepped once",
+            "after batch 0 (its step skipped by the reference's scaler), the scheduler had "
+            "stepped once",
         ),
         (
             "an unchanged scale",
             _ema_loop(_scale_unchanged, _scale_unchanged),
-            "after batch 7 (its step taken by the scaler), the scheduler had stepped once and "
-            "the EMA had averaged once; in the reference the scheduler 2 times and the EMA 2 "
-            "times (the optimizer had stepped 2 times in both).",
+            "after batch 7 (its step taken by the reference's scaler), the scheduler had stepped "
+            "once and the EMA had averaged once; in the reference the scheduler 2 times and the "
+            "EMA 2 times (the optimizer had stepped 2 times in both).",
         ),
         (
             "the scheduler gated, the EMA not",
@@ -572,14 +574,15 @@ WRONG = {
         (
             "the weights having changed",
             _ema_if_weights_moved,
-            "(its step taken by the scaler), the scheduler had stepped 0 times and the EMA had "
-            "averaged 0 times; in the reference the scheduler once and the EMA once (the optimizer "
-            "had stepped once in both).",
+            "(its step taken by the reference's scaler), the scheduler had stepped 0 times and the "
+            "EMA had averaged 0 times; in the reference the scheduler once and the EMA once (the "
+            "optimizer had stepped once in both).",
         ),
         (
             "the EMA gated, the scheduler not",
             _ema_loop(_always, _scale_not_lowered),
-            "after batch 0 (its step skipped by the scaler), the scheduler had stepped once",
+            "after batch 0 (its step skipped by the reference's scaler), the scheduler had "
+            "stepped once",
         ),
     ],
     "labs.setup_context_autocast": [

@@ -95,7 +95,7 @@ def _batch(reference: dict, index: int) -> str:
     records = reference["records"]
     before = records[index - 1]["steps"] if index else 0
     kind = "skipped" if records[index]["steps"] == before else "taken"
-    return f"batch {index} (its step {kind} by the scaler)"
+    return f"batch {index} (its step {kind} by the reference's scaler)"
 
 
 def _times(count: int) -> str:
