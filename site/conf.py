@@ -10,8 +10,10 @@ project = "amp-course"
 author = "amp-course"
 copyright = "amp-course contributors"
 
-extensions = ["myst_nb"]
-myst_enable_extensions = ["colon_fence"]
+# MathJax for the lessons' $...$ and $$...$$ (JupyterLab and Colab render them too), from files
+# copied into the site (sphinx-mathjax-offline), not from a CDN: the site reads the same offline.
+extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx-mathjax-offline"]
+myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
 nb_execution_mode = "off"  # the executed copies are the pages; nothing runs a third time
 nb_merge_streams = True  # one block per stream instead of one per print flush
 exclude_patterns = ["notebooks/*"]  # the learners' notebooks, offered as downloads only

@@ -465,6 +465,10 @@ def test_every_page_in_chromium(site):
                     f"{url}: shows a reference solution in place of a blank"
                 )
                 assert page.query_selector_all(".amp-quiz li"), f"{url}: no quiz questions"
+                # Formulas render (MathJax, from the site's own files: the page loads offline).
+                if any("$" in c.source for c in committed.cells if c.cell_type == "markdown"):
+                    page.wait_for_selector("mjx-container", timeout=15_000)
+                    assert "$$" not in page.inner_text("article"), f"{url}: a raw formula"
                 if source.lesson == SCREENSHOT_OF:
                     shot = website.BUILD / "screenshots" / f"{source.lesson}.png"
                     shot.parent.mkdir(parents=True, exist_ok=True)
