@@ -199,6 +199,9 @@ def test_pages_name_their_run_and_link_only_a_gpu_run_of_their_lesson(tmp_path):
     assert "Tesla T4" in (src / "gpu" / "tesla-t4.md").read_text()
     index = (src / "index.md").read_text()
     assert "lessons/00_scenario.ipynb" in index and "gpu/tesla-t4" in index
+    # The index is no lesson, and the section the lessons' table refers to is on it, above.
+    assert "This lesson" not in index.split("## Lessons")[0]
+    assert index.index("## How long it takes") < index.index("## Lessons")
     # Sphinx renders them (warnings are errors: a broken link or toctree entry fails the build).
     html = website.build(out=tmp_path, root=root).parent
     assert (

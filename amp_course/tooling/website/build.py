@@ -45,7 +45,8 @@ def scenario(root: Path = ROOT) -> str:
     first = nbformat.read(root / NOTEBOOKS / "00_scenario.ipynb", as_version=4).cells[0].source
     for paragraph in first.split("\n\n"):
         if paragraph.strip() and not paragraph.lstrip().startswith(("#", "[![")):
-            return paragraph.strip()
+            # On the index, not in the lesson: "This lesson checks..." is lesson 00.
+            return re.sub(r"\bThis\s+lesson\b", "Lesson 00", paragraph.strip())
     raise ValueError("notebooks/00_scenario.ipynb opens with no paragraph of prose")
 
 
@@ -78,6 +79,10 @@ def index_markdown(sources: list[Source], root: Path = ROOT) -> str:
             "## The scenario",
             "",
             scenario(root),
+            "",
+            "## How long it takes",
+            "",
+            readme_section("How long it takes", root),
             "",
             "## Lessons",
             "",
