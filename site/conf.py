@@ -19,6 +19,10 @@ nb_merge_streams = True  # one block per stream instead of one per print flush
 exclude_patterns = ["notebooks/*"]  # the learners' notebooks, offered as downloads only
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
+# Quotes as written: the quizzes' questions hold code (torch.autocast("cuda", ...)) outside code
+# spans, and curly quotes would not run when a reader copies it.
+smartquotes = False
+
 html_theme = "sphinx_book_theme"
 html_title = "amp-course"
 html_static_path = ["_static"]

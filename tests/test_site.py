@@ -250,6 +250,11 @@ def test_every_guide_is_a_page_in_the_navigation_and_its_readme_link_leads_home(
 def test_pages_show_the_learners_blank_the_check_and_the_quiz_without_answers(tmp_path, solved):
     root = _course(tmp_path)
     _smoke_copy(root, "01_number_formats", solved=solved)
+    ran = nbformat.read(root / "executed" / "01_number_formats.ipynb", as_version=4)
+    injected = nbformat.v4.new_code_cell('# Parameters\nSMOKE = True\nDEVICE = "cpu"\n')
+    injected.metadata["tags"] = ["injected-parameters"]  # as papermill inserts it
+    ran.cells.insert(2, injected)
+    nbformat.write(ran, root / "executed" / "01_number_formats.ipynb")
     source = website.select("01_number_formats", root)
     page = pages.lesson_page(source, "../notebooks/01_number_formats.ipynb", None, root)
     committed = nbformat.read(root / "notebooks" / "01_number_formats.ipynb", as_version=4)
@@ -272,6 +277,11 @@ def test_pages_show_the_learners_blank_the_check_and_the_quiz_without_answers(tm
     box = page.cells[quiz_cell + 1].source
     quiz = Quiz("01_number_formats", answers_path=tmp_path / "none.json")
     assert "runs in the notebook" in box
+    # No letters: the notebook shuffles each learner's choices, so a letter read here would name
+    # another choice there.
+    assert not re.search(r"^   - [a-z]\) ", box, re.M) and "no letters" in box
+    # Papermill's injected settings are the stamp's; the page does not show them as a cell.
+    assert not any(has_tag(c, "injected-parameters") for c in page.cells)
     for entry in quiz.questions.values():
         assert pages.plain(entry["prompt"]) in box
         assert not entry.get("feedback") or entry["feedback"] not in box
@@ -468,6 +478,8 @@ def test_every_page_in_chromium(site):
                     f"{url}: shows a reference solution in place of a blank"
                 )
                 assert page.query_selector_all(".amp-quiz li"), f"{url}: no quiz questions"
+                # Quotes as the sources write them: a question's code copies and runs.
+                assert not re.search("[“”‘’]", page.inner_text(".amp-quiz")), url
                 # Formulas render (MathJax, from the site's own files: the page loads offline).
                 if any("$" in c.source for c in committed.cells if c.cell_type == "markdown"):
                     page.wait_for_selector("mjx-container", timeout=15_000)

@@ -107,15 +107,16 @@ def quiz_markdown(lesson: str, root: Path = ROOT) -> str:
         "The quiz runs in the notebook: open the lesson in Colab or JupyterLab and run the cell "
         "above to answer with widgets (or in code, `quiz.answer(...)`). Self-check questions tell "
         "you at once whether you are right and explain every choice; *graded* questions are "
-        "marked by your instructor. The answers are not on this page.",
+        "marked by your instructor. The answers are not on this page. The notebook shows each "
+        "learner the choices in an order of their own, so this page gives them no letters.",
         "",
     ]
     for number, entry in enumerate(quiz.questions.values(), 1):
         graded = " **(graded)**" if entry.get("graded") else ""
         prompt = plain(entry["prompt"]).replace("\n", " ")
         lines.append(f"{number}. {prompt} *({kinds.get(entry['type'], entry['type'])})*{graded}")
-        for i, choice in enumerate(entry.get("choices", [])):
-            lines.append(f"   - {chr(97 + i)}) {plain(choice)}")
+        for choice in entry.get("choices", []):
+            lines.append(f"   - {plain(choice)}")
     lines.append(":::")
     return "\n".join(lines)
 
@@ -145,6 +146,8 @@ def lesson_page(source: Source, download: str, gpu_page: str | None, root: Path 
     by_id, by_name = _blanks(committed)
     cells, solved_above = [], False
     for cell in executed.cells:
+        if "injected-parameters" in _tags(cell):  # papermill's settings: the stamp says them
+            continue
         if cell.cell_type == "code" and "exercise" in _tags(cell):
             name = cell.metadata.get("exercise", {}).get("name")
             blank = by_id.get(cell.get("id")) or by_name.get(name)
