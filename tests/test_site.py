@@ -406,6 +406,8 @@ SCALED_DOWN_UNLINKED = (
     "imgs => imgs.map(i => i.naturalWidth > i.clientWidth + 1 && !i.closest('a[href]'))"
 )
 TABLES_CUT = "tables => tables.map(t => t.scrollWidth > t.parentElement.clientWidth + 1)"
+# Printed output wider than its block: a line a reader sees cut at the column's edge.
+OUTPUT_CUT = "blocks => blocks.map(b => b.scrollWidth > b.clientWidth + 1)"
 
 
 def _has_figure(source) -> bool:
@@ -459,6 +461,8 @@ def test_every_page_in_chromium(site):
                 if source is None:
                     continue
                 seen_lessons.add(source.lesson)
+                cut = page.eval_on_selector_all("div.cell_output pre", OUTPUT_CUT)
+                assert not any(cut), f"{url}: {sum(cut)} printed outputs cut at the column's edge"
                 assert page.evaluate(STAMP_OPENS_PAGE), f"{url}: no stamp opens the page"
                 stamp = page.inner_text("article .amp-stamp")
                 run = source.stamp
