@@ -327,7 +327,7 @@ def test_a_gpu_page_shows_the_results_and_targets_and_a_figure_of_what_ran(tmp_p
     # A run without the benchmark's files (the fp16 pass) has its page without them.
     _gpu_run(root, "tesla-t4", "Tesla T4", "2025-02-01T00:00:00+00:00", amp_dtype="fp16")
     bare = gpu_page.gpu_markdown(root / "reports/gpu/tesla-t4", sources, root)
-    assert "Tesla T4, every lesson with AMP\\_DTYPE=fp16" in bare and "Results" not in bare
+    assert "Tesla T4, lesson 01 with AMP\\_DTYPE=fp16" in bare and "Results" not in bare
 
 
 # ---------------------------------------------------------------- the built site in Chromium

@@ -33,11 +33,24 @@ def _on_its_page(run: dict, folder: Path, sources: dict[str, Source], root: Path
     return f"[no](../lessons/{name}.ipynb): another run is shown"
 
 
-def title(record: dict, folder: Path) -> str:
-    """``GPU run: <device>``, and what the run forced, so that two runs on one GPU differ."""
+def title(record: dict, folder: Path, root: Path = ROOT) -> str:
+    """``GPU run: <device>``, and what the run forced, so that two runs on one GPU differ: the
+    lessons it ran (every lesson, or which, for a partial pass) and the AMP dtype."""
     forced = record.get("amp_dtype", "lesson default")
-    extra = "" if forced == "lesson default" else f", every lesson with AMP_DTYPE={forced}"
-    return f"GPU run: {record.get('device', folder.name)}{extra}"
+    if forced == "lesson default":
+        return f"GPU run: {record.get('device', folder.name)}"
+    ran = [Path(run["notebook"]).stem for run in record.get("notebooks", [])]
+    every = {path.stem for path in (root / NOTEBOOKS).glob("*.ipynb")}
+    numbers = [name.split("_", 1)[0] if name[:2].isdigit() else name for name in ran]
+    if not ran:
+        which = "no lesson"
+    elif every <= set(ran):
+        which = "every lesson"
+    elif len(numbers) == 1:
+        which = f"lesson {numbers[0]}"
+    else:
+        which = f"lessons {', '.join(numbers[:-1])} and {numbers[-1]}"
+    return f"GPU run: {record.get('device', folder.name)}, {which} with AMP_DTYPE={forced}"
 
 
 def figure_png(folder: Path) -> bytes | None:
@@ -66,7 +79,7 @@ def gpu_markdown(folder: Path, sources: list[Source], root: Path = ROOT) -> str:
     if record.get("date"):
         record["date"] = pages.when(record)
     fields = ("device", "capability", "memory_gib", "driver", "cuda", "torch", "date")
-    lines = [f"# {pages.plain(title(record, folder))}", ""]
+    lines = [f"# {pages.plain(title(record, folder, root))}", ""]
     lines += [
         f"- **{f.replace('_', ' ')}:** {pages.plain(record[f])}" for f in fields if f in record
     ]
