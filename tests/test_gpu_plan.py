@@ -330,7 +330,7 @@ def test_gpu_run_next_runs_and_merges_from_the_command_line(tmp_path, fake_gpu, 
     out = tmp_path / "gpu"
     assert cli.main(["gpu", "--next", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "passed ->" in printed and "left for a later loan: none" in printed
+    assert "passed ->" in printed and "left for a later session: none" in printed
     merged = json.loads((out / FOLDER / "report.json").read_text())
     assert merged["notebooks"] and all(r["status"] == "passed" for r in merged["notebooks"])
 

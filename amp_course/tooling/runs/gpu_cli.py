@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         done = run_parts.run_next(args.next, device, out=args.out)
         for part in done["ran"]:
             print(f"{part['part']}: {'passed' if part['passed'] else 'FAILED'} -> {part['folder']}")
-        print(f"left for a later loan: {', '.join(done['left']) or 'none'}")
+        print(f"left for a later session: {', '.join(done['left']) or 'none'}")
         return 0 if all(part["passed"] for part in done["ran"]) else 1
     run = gpu.GpuRun(
         out=args.out,

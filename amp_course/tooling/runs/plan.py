@@ -1,9 +1,9 @@
 """What a full-mode GPU run of the current notebooks still lacks, as parts in priority order with
-each part's minutes, and the parts that fit a loan's minutes run and merged into their run's folder
-(``amp-course gpu --plan``, ``--next MINUTES``).
+each part's minutes, and the parts that fit a session's minutes run and merged into their run's
+folder (``amp-course gpu --plan``, ``--next MINUTES``).
 
-A GPU is lent for minutes at a time, so the course's run is built from parts made by different
-loans, possibly on different days and devices. What is done is read from every committed run
+GPU time may come in sessions of minutes, so the course's run is built from parts made by different
+sessions, possibly on different days and devices. What is done is read from every committed run
 folder under ``reports/gpu/`` (``amp_course.tooling.gpu_copies``): a lesson is done when a
 passing full-mode copy ran it as it is now. Each part runs tagged ``<name>-<date>`` (its
 ``report-<tag>.json``), and ``parts.merge_reports`` merges it into its folder.
@@ -35,8 +35,8 @@ BENCHES = {
     "bench-ladder": {"workloads": ("ladder",)},
 }
 # Seconds a part's lessons (papermill, full mode) or bench workload take where no committed run
-# has timed it, or timed it before it grew. From the runbook (../shared/GPU-RUNBOOK.md), an H200
-# loan after the committed H100 run: lesson 10 took 260 s, lesson 08 about 140 s with its 100 s
+# has timed it, or timed it before it grew. Measured in an H200 session after the committed H100
+# run: lesson 10 took 260 s, lesson 08 about 140 s with its 100 s
 # training budget (the H100 run timed an older 08 at 37 s), the ViT-B/16 bench about 150 s. The
 # ladder has not run as a bench part yet: lesson 10 climbs the same ladder. The H100 run's other
 # lessons took 12-52 s.
@@ -64,7 +64,7 @@ ESTIMATES_S = {
 }
 PART_START_S = 15  # a part's own cost beyond its lessons: the kernel's start, the report
 # The CUDA smoke pass (``runs.gpu_smoke``): every lesson twice under nbval, six at a time; about
-# 2-3 minutes on an H100 or H200 (../shared/GPU-RUNBOOK.md) before lessons 09 and 11 compiled
+# 2-3 minutes on an H100 or H200 before lessons 09 and 11 compiled
 # with torchao; those two compile for minutes on their own (ESTIMATES_S), so "all" allows more.
 SMOKE_S = {"all": 300, "each": 15}
 # A cell calling the course's timers: such a lesson's figures would be skewed by a kernel beside it.

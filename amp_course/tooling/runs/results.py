@@ -180,7 +180,7 @@ def notebooks_sentence(folder: Path, lessons: list[Path] | None = None) -> str:
 def copies_lines(reports: Path, lessons: list[Path] | None = None) -> list[str]:
     """Where each of ``lessons`` (the course's by default) has its newest passing full-mode copy
     among the GPU runs in ``reports``: the device, torch, date and mode of the copy's stamp, and its
-    run's folder. A run is made of parts from loans on different days and devices."""
+    run's folder. A run is made of parts from sessions on different days and devices."""
     folders = gpu_reports(reports=reports)
     lines = [
         "**Where each lesson's copy comes from:** the newest passing full-mode copy of each "
