@@ -16,6 +16,9 @@ extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx-mathjax-offline"]
 myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
 nb_execution_mode = "off"  # the executed copies are the pages; nothing runs a third time
 nb_merge_streams = True  # one block per stream instead of one per print flush
+# A cell's Markdown output (lesson 02's traced ops, lesson 08's per-seed accuracies) holds tables,
+# which MyST parses and CommonMark, MyST-NB's default for outputs, prints as text.
+nb_render_markdown_format = "myst"
 exclude_patterns = ["notebooks/*"]  # the learners' notebooks, offered as downloads only
 suppress_warnings = ["mystnb.unknown_mime_type"]
 

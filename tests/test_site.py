@@ -440,6 +440,7 @@ def test_every_page_in_chromium(site):
                 page.goto(url, wait_until="load")
                 text = page.inner_text("body")
                 assert "Traceback (most recent call last)" not in text, url
+                assert "|---|" not in text, f"{url}: a Markdown table shown as text"
                 assert not page.query_selector_all(".output.traceback, .output.error"), url
                 hrefs = page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
                 assert not _broken_links(hrefs, base, html, anchors), url
