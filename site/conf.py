@@ -32,6 +32,7 @@ html_static_path = ["_static"]
 html_css_files = ["amp.css"]
 html_js_files = ["amp.js"]  # a figure shown scaled down opens at full size on a click
 html_show_sourcelink = False
+html_use_index = False  # no index entries: the page would be empty
 html_copy_source = False
 html_theme_options = {
     "use_download_button": False,  # each lesson links the learner's notebook itself
