@@ -406,8 +406,17 @@ SCALED_DOWN_UNLINKED = (
     "imgs => imgs.map(i => i.naturalWidth > i.clientWidth + 1 && !i.closest('a[href]'))"
 )
 TABLES_CUT = "tables => tables.map(t => t.scrollWidth > t.parentElement.clientWidth + 1)"
-# Printed output wider than its block: a line a reader sees cut at the column's edge.
-OUTPUT_CUT = "blocks => blocks.map(b => b.scrollWidth > b.clientWidth + 1)"
+# Printed sentences wider than their block: a line a reader sees cut at the column's edge (a
+# table's row, .amp-row, keeps its columns and scrolls).
+OUTPUT_CUT = """blocks => blocks.map(b => [...b.childNodes].some(node => {
+    if (node.nodeType !== Node.TEXT_NODE || !node.textContent.trim()) return false;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    return range.getBoundingClientRect().right > b.getBoundingClientRect().right + 1;
+}))"""
+# Rows of a printed table wrapped onto the next line: a column read as a row of its own.
+ROWS_WRAPPED = """blocks => blocks.map(b => [...b.querySelectorAll('.amp-row')].some(
+    row => row.getClientRects().length > 1))"""
 
 
 def _has_figure(source) -> bool:
@@ -464,6 +473,8 @@ def test_every_page_in_chromium(site):
                 seen_lessons.add(source.lesson)
                 cut = page.eval_on_selector_all("div.cell_output pre", OUTPUT_CUT)
                 assert not any(cut), f"{url}: {sum(cut)} printed outputs cut at the column's edge"
+                wrapped = page.eval_on_selector_all("div.cell_output pre", ROWS_WRAPPED)
+                assert not any(wrapped), f"{url}: {sum(wrapped)} printed tables' rows wrapped"
                 assert page.evaluate(STAMP_OPENS_PAGE), f"{url}: no stamp opens the page"
                 stamp = page.inner_text("article .amp-stamp")
                 run = source.stamp
