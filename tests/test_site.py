@@ -473,6 +473,8 @@ def test_every_page_in_chromium(site):
                 seen_lessons.add(source.lesson)
                 cut = page.eval_on_selector_all("div.cell_output pre", OUTPUT_CUT)
                 assert not any(cut), f"{url}: {sum(cut)} printed outputs cut at the column's edge"
+                wide = page.eval_on_selector_all("div.cell_output table", TABLES_CUT)
+                assert not any(wide), f"{url}: a table a cell displays is wider than the column"
                 wrapped = page.eval_on_selector_all("div.cell_output pre", ROWS_WRAPPED)
                 assert not any(wrapped), f"{url}: {sum(wrapped)} printed tables' rows wrapped"
                 assert page.evaluate(STAMP_OPENS_PAGE), f"{url}: no stamp opens the page"
