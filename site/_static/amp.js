@@ -20,9 +20,10 @@ window.addEventListener("load", () => {
 // A cell's printed output mixes sentences with column-aligned rows (tables printed with padded
 // columns). Sentences wrap at the text column (amp.css); a row keeps its columns on one line, and
 // the block scrolls sideways where a row is wider than the column. A row is a line with a run of
-// two or more spaces between words. Only blocks of plain text are touched (Pygments opens each
-// block with an empty span; a block with coloured spans, a traceback, is left as it is).
-const AMP_ROW = /\S {2,}\S/;
+// two or more spaces between words, not after a sentence's end (some messages put two spaces
+// there). Only blocks of plain text are touched (Pygments opens each block with an empty span; a
+// block with coloured spans, a traceback, is left as it is).
+const AMP_ROW = /[^\s.!?] {2,}\S/;
 
 function ampKeepRows(pre) {
   const coloured = [...pre.children].some((child) => child.textContent !== "");
