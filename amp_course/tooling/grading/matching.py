@@ -25,7 +25,7 @@ from ..executed import STAMP_KEY, cell_source
 METADATA_KEY = STAMP_KEY
 RULE = "the one with more exercises answered, then the one saved last, then by name"
 _COPY_OF = re.compile(r"^(copy of\s+)+", re.IGNORECASE)
-_COPY_MARKS = re.compile(r"(\s*\(\d+\)|-copy\d*)+$", re.IGNORECASE)
+COPY_MARKS = re.compile(r"(\s*\(\d+\)|-copy\d*)+$", re.IGNORECASE)
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -56,7 +56,7 @@ def lesson_of_metadata(notebook: dict) -> str | None:
 def lesson_of_name(path: Path) -> str:
     """The lesson a file's name says, the marks of a copy taken off, in lower case."""
     stem = path.name[: -len(".ipynb")] if path.name.lower().endswith(".ipynb") else path.stem
-    return _COPY_MARKS.sub("", _COPY_OF.sub("", stem.strip())).strip().lower()
+    return COPY_MARKS.sub("", _COPY_OF.sub("", stem.strip())).strip().lower()
 
 
 def _read(path: Path) -> dict | None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ... import quiz as _quiz
-from .matching import hidden, inside, lesson_of_name
+from .matching import COPY_MARKS, hidden, inside, lesson_of_name
 from .reports import Row, bounded
 
 # The most of a file read for answers: an answer file of every lesson is a few kB; a larger file
@@ -21,7 +20,7 @@ ANSWER_RULE = "the answer checked more often, then the one saved last, then by f
 def _lesson_of(file: Path) -> str | None:
     """The lesson an answer file's name says (lower case, a copy's marks off), "*" for an export
     (``amp-course-answers.json``, `` (1)`` and the like included), None for any other name."""
-    stem = re.sub(r"(\s*\(\d+\)|-copy\d*)+$", "", file.name[: -len(".json")], flags=re.I)
+    stem = COPY_MARKS.sub("", file.name[: -len(".json")])
     if stem.lower().startswith("amp-course-answers"):
         return "*"
     if not stem.lower().endswith(".answers"):

@@ -216,33 +216,30 @@ def grade_submission(run: Run, folder: Path) -> list[Row]:
     return [replace(r, isolation=box.label) for r in rows]
 
 
+def _top(submissions: Path, outputs) -> tuple[list[Path], list[Path]]:
+    """The top of a submissions folder by name, hidden entries and ``outputs`` (the grader's own,
+    written there) aside: (the students' folders, everything else, a Mac zip's ``__MACOSX``
+    and stray files)."""
+    mine = {Path(p).resolve() for p in outputs}
+    entries = [
+        p
+        for p in sorted(submissions.iterdir())
+        if not p.name.startswith(".") and p.resolve() not in mine
+    ]
+    folders = [p for p in entries if p.is_dir() and p.name != matching.MAC_ZIP]
+    return folders, [p for p in entries if p not in folders]
+
+
 def student_folders(submissions: Path, outputs=()) -> list[Path]:
     """The folders of a submissions folder, one per student, by name: not a hidden one, a Mac
-    zip's ``__MACOSX``, nor one of ``outputs`` (the grader's own, written there)."""
-    return [p for p in sorted(submissions.iterdir()) if p in _students(submissions, outputs)]
-
-
-def _students(submissions: Path, outputs) -> set[Path]:
-    mine = {Path(p).resolve() for p in outputs}
-    return {
-        p
-        for p in submissions.iterdir()
-        if p.is_dir()
-        and not p.name.startswith(".")
-        and p.name != matching.MAC_ZIP
-        and p.resolve() not in mine
-    }
+    zip's ``__MACOSX``, nor one of ``outputs``."""
+    return _top(submissions, outputs)[0]
 
 
 def left_out(submissions: Path, outputs=()) -> str | None:
     """One line naming what the top of a submissions folder holds besides students' folders (a
     notebook handed in without a folder is not graded: its student is unknown), or None."""
-    students, mine = _students(submissions, outputs), {Path(p).resolve() for p in outputs}
-    others = [
-        p.name + ("/" if p.is_dir() else "")
-        for p in sorted(submissions.iterdir())
-        if p not in students and not p.name.startswith(".") and p.resolve() not in mine
-    ]
+    others = [p.name + ("/" if p.is_dir() else "") for p in _top(submissions, outputs)[1]]
     if not others:
         return None
     return (

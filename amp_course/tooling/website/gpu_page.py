@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from ...paths import NOTEBOOKS, ROOT
+from ...paths import NOTEBOOKS, ROOT, notebooks_in
 from ..executed import cells_differing
 from ..runs.files import bench_report
 from ..runs.results import results_markdown
@@ -40,7 +40,7 @@ def title(record: dict, folder: Path, root: Path = ROOT) -> str:
     if forced == "lesson default":
         return f"GPU run: {record.get('device', folder.name)}"
     ran = [Path(run["notebook"]).stem for run in record.get("notebooks", [])]
-    every = {path.stem for path in (root / NOTEBOOKS).glob("*.ipynb")}
+    every = {path.stem for path in notebooks_in(root / NOTEBOOKS)}
     numbers = [name.split("_", 1)[0] if name[:2].isdigit() else name for name in ran]
     if not ran:
         which = "no lesson"
