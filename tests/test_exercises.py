@@ -281,6 +281,21 @@ def test_untouched_blank_is_not_done(name):
     assert exercises.verdict(name, answer, SECRET_SEEDS[0])[0] == "not done"
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith("02.predict")])
+def test_an_op_torch_lacks_fails_with_torchs_reason_not_as_a_blank(name):
+    """torch raises NotImplementedError too, for an op a dtype lacks (clamping a float8 tensor on a
+    CPU, as an answer that clips after its cast does): the answer failed, and the learner reads
+    why, in the notebook and at grading; only the blank's bare raise is "not done"."""
+    from amp_course.exercises.probe import observation_payload
+
+    def clips_after_the_cast(*args, **kwargs):
+        return torch.zeros(2, dtype=torch.float8_e4m3fn).clamp(-1.0, 1.0)
+
+    status, message = exercises.verdict(name, clips_after_the_cast, 0)
+    assert status == "failed" and "not implemented for 'Float8_e4m3fn'" in message, message
+    assert observation_payload(name, clips_after_the_cast, SECRET_SEEDS[0])["not_done"] is False
+
+
 def test_lesson_modules_import_without_the_references():
     """The grading sandbox hides exercises/solutions: every public module must import without it.
     Looking an exercise up imports only the modules its name's prefix points to, and lists no

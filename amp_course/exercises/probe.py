@@ -8,7 +8,7 @@ learner who replaces this module only changes what the grader receives.
 
 from __future__ import annotations
 
-from . import Answer, error_text, get, plain
+from . import Answer, error_text, get, is_blank, plain
 
 MIME = "application/vnd.amp-course.observation+json"
 
@@ -19,10 +19,9 @@ def observation_payload(name: str, answer, seed: int) -> dict:
     watched = Answer(answer) if callable(answer) else answer
     try:
         text = plain.dumps(item.observe(watched, seed))
-    except NotImplementedError:
-        return {"error": "NotImplementedError", "not_done": True}
     except Exception as error:  # the learner's answer broke observe itself
-        return {"error": error_text(error), "not_done": bool(getattr(watched, "not_done", False))}
+        not_done = is_blank(error) or bool(getattr(watched, "not_done", False))
+        return {"error": error_text(error), "not_done": not_done}
     return {"observation": text, "not_done": bool(getattr(watched, "not_done", False))}
 
 
