@@ -211,6 +211,26 @@ def test_mx_cases_plant_every_decisive_block_and_vary_with_the_seed():
         assert torch.log2(top).floor().item() == math.floor(math.log2(top.item())) + 1
 
 
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda x, e, m, b: solutions.mx_roundtrip(x, 2, m, b),
+        lambda x, e, m, b: solutions.mx_roundtrip(x, 3, m, b),
+        lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, 32),
+        lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, 16),
+    ],
+    ids=["exponent bits of 2", "exponent bits of 3", "blocks of 32", "blocks of 16"],
+)
+def test_every_seed_needs_the_exponent_bits_and_the_block_size(wrong):
+    """A grader's seed draws a layout of each exponent width and a block of each size: at seeds
+    that drew one width, or one size, an answer fixing it passed (seeds 1 and 7 among them)."""
+    for seed in (1, 7, 10, 22, 33, 41, 45, 68, 75, 77, 78):
+        assert exercises.verdict("11.mx_roundtrip", wrong, seed)[0] == "failed", seed
+    for seed in range(1, 300):
+        cases = [c["layout"] for c in lesson.mx.mx_cases(seed)]
+        assert {e for e, _, _ in cases} == {2, 3} and {b for _, _, b in cases} == {16, 32}, seed
+
+
 # ---- 11.fp8_gain --------------------------------------------------------------------------------
 def _gain(out_fp8=False, cast_bytes=5, combine=max, unit=1e12, peak_only=False, fp8_twice=False):
     def answer(m, k, n, bf16_tflops, fp8_tflops, bandwidth_tbs):

@@ -64,7 +64,9 @@ def _case(name, e, m, block, generator, rows=4, blocks=2, spread=3.0):
 
 def mx_cases(seed: int) -> list[dict]:
     """Seed 0: OCP's FP6 layouts (E3M2, E2M3) in blocks of 32 and a made-up E3M3 in blocks of 16;
-    other seeds: three random layouts and block sizes."""
+    other seeds: three random layouts and block sizes, among them a layout of each exponent width
+    and a block of each size (a seed of one width, or one size, passed an answer that ignored the
+    exponent bits or the block size)."""
     generator = torch.Generator().manual_seed(seed)
     if seed == 0:
         chosen = [
@@ -73,11 +75,16 @@ def mx_cases(seed: int) -> list[dict]:
             ("E3M3, blocks of 16", 3, 3, 16),
         ]
     else:
-        picks = torch.randperm(len(LAYOUT_POOL), generator=generator)[:3].tolist()
+        order = torch.randperm(len(LAYOUT_POOL), generator=generator).tolist()
+        widths = sorted({e for e, _ in LAYOUT_POOL})
+        kept = [next(i for i in order if LAYOUT_POOL[i][0] == e) for e in widths]
+        kept.append(next(i for i in order if i not in kept))
+        picks = [i for i in order if i in kept]
+        blocks = [(16, 32)[i] for i in torch.randperm(2, generator=generator).tolist()]
+        blocks.append((16, 32)[int(torch.randint(2, (), generator=generator))])
         chosen = []
-        for index in picks:
+        for index, block in zip(picks, blocks, strict=True):
             e, m = LAYOUT_POOL[index]
-            block = (16, 32)[int(torch.randint(2, (), generator=generator))]
             chosen.append((f"E{e}M{m}, blocks of {block}", e, m, block))
     return [_case(name, e, m, block, generator) for name, e, m, block in chosen]
 
