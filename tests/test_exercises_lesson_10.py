@@ -460,3 +460,27 @@ def test_a_flop_slip_is_not_told_as_a_tensor_counted_many_times():
     """It said 'the weight counted 310492 times', sending the learner to the bytes."""
     message = exercises.verdict("10.conv_intensity", _conv_flops_over_one_side, 0)[1]
     assert message.endswith("FLOPs: 1/28 of the reference's.") and "counted" not in message
+
+
+def test_a_value_that_reads_two_ways_is_told_both():
+    """At seed 7 (batch 2, fp32) bytes counted for one product are also every element at 2 bytes,
+    and at seed 2 a percentage's slots are also whole waves: the message named one reading only,
+    a guess at the slip; now every reading that fits is said."""
+
+    def bytes_of_one_product(batch, m, k, n, dtype):
+        size = {"fp32": 4, "fp16": 2, "bf16": 2}[dtype]
+        return 2 * batch * m * k * n / ((m * k + k * n + m * n) * size)
+
+    def percent(batch, m, n, tile_m, tile_n, sms):
+        tiles = batch * math.ceil(m / tile_m) * math.ceil(n / tile_n)
+        return 100 * batch * m * n / (math.ceil(tiles / sms) * sms * tile_m * tile_n)
+
+    status, message = exercises.verdict("10.matmul_intensity", bytes_of_one_product, 7)
+    assert status == "failed" and "every element at 2 bytes" in message, message
+    assert "one product's bytes, against the FLOPs of all 2" in message
+    status, message = exercises.verdict("10.wave_efficiency", percent, 2)
+    assert status == "failed" and "3 waves of 108" in message, message
+    assert "100 times the reference's value" in message
+    for seed in (0, 7):  # no whole waves there: the multiple alone
+        message = exercises.verdict("10.wave_efficiency", percent, seed)[1]
+        assert message.endswith("Your value is 100 times the reference's value."), message

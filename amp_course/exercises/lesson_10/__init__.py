@@ -65,9 +65,12 @@ def _explain_matmul(case, got: float) -> str:
         return account
     implied_bytes, implied_flops = flops / got, got * total
     said = f"{account} At those FLOPs your value means {implied_bytes:,.0f} bytes"
-    known = known_byte_count(parts, implied_bytes, size)
-    if not known and batch > 1 and close(implied_bytes, total / batch):
-        known = f"one product's bytes, against the FLOPs of all {batch}"
+    # Every reading that fits is said: at batch 2 in fp32, one product's bytes are also the
+    # bytes of every element at 2 bytes.
+    readings = [known_byte_count(parts, implied_bytes, size)]
+    if batch > 1 and close(implied_bytes, total / batch):
+        readings.append(f"one product's bytes, against the FLOPs of all {batch}")
+    known = "; or ".join(r for r in readings if r)
     if known:
         return f"{said}: {known}{or_flops(implied_flops, flops)}."
     said = f"{account} Over those bytes your value means {implied_flops:,.0f} FLOPs"
@@ -156,14 +159,18 @@ def _explain_waves(case, got: float) -> str:
             f"{account} Over those slots your value means {m * n:,} useful elements: one matrix's."
         )
     slots = useful / (got * area)
+    # A whole multiple of the reference's value is said too: a percentage (100 times) also reads
+    # as a number of waves where 100 times fewer slots happen to be whole waves.
+    ratio = ratio_words(got, useful / (waves * sms * area))
+    ratio = f"; or {ratio} value" if ratio else ""
     if abs(slots - round(slots)) < 1e-6 * slots and round(slots) != waves * sms:
         slots = round(slots)
         said = f"{account} For that useful work your value means {slots:,} tile slots"
         if slots % sms == 0:
             waves = slots // sms
-            return f"{said}: {waves:,} wave{'s' if waves > 1 else ''} of {sms}."
-        return f"{said}: not a whole number of waves of {sms}."
-    return account
+            return f"{said}: {waves:,} wave{'s' if waves > 1 else ''} of {sms}{ratio}."
+        return f"{said}: not a whole number of waves of {sms}{ratio}."
+    return f"{account} Your value is {ratio.removeprefix('; or ')}." if ratio else account
 
 
 def observe_wave_efficiency(fn, seed: int) -> list[dict]:
