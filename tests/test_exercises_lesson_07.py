@@ -117,7 +117,7 @@ def scaler_never_on(amp_dtype, device):
         ),
         (
             lambda dtype, device: (solutions.fsdp_precision(dtype, device)[0], None),
-            "the scaler is None; the reference's is a torch.amp.GradScaler",
+            "the scaler is None; the reference's is a disabled scaler, of either kind",
         ),
     ],
 )
@@ -264,18 +264,22 @@ def test_every_grader_seed_asks_for_every_dtype():
 
 
 def test_no_scaler_where_the_reference_has_a_disabled_one_is_told_it_is_disabled():
-    """The message named the reference's GradScaler only, as if bf16 wanted one enabled."""
+    """The message named the reference's GradScaler only, as if bf16 wanted one enabled; then it
+    named the GradScaler's class, 'not a sharded one', where a disabled ShardedGradScaler passes."""
     reference = exercises.solution("07.fsdp_precision")
 
     def none_for_bf16(dtype, device):
         policy, scaler = reference(dtype, device)
         return policy, (scaler if dtype == torch.float16 else None)
 
+    def no_scaler_for_bf16(strategy, dtype, device):
+        return solutions.scaler_for(strategy, dtype, device) if dtype == torch.float16 else None
+
+    either = "a disabled scaler, of either kind (torch.amp.GradScaler or ShardedGradScaler)."
     message = exercises.verdict("07.fsdp_precision", none_for_bf16, 0)[1]
-    assert message.endswith(
-        "the scaler is None; the reference's is a torch.amp.GradScaler "
-        "(not a sharded one), disabled."
-    )
+    assert message.endswith(f"the scaler is None; the reference's is {either}"), message
+    message = exercises.verdict("07.scaler_for", no_scaler_for_bf16, 0)[1]
+    assert message.endswith(f"returned None; the reference returns {either}"), message
 
 
 def test_a_device_written_into_the_answer_fails_on_the_cuda_cases():

@@ -40,6 +40,8 @@ def _scaler_kind(scaler) -> str:
 
 
 KINDS = {"sharded": "a ShardedGradScaler", "plain": "a torch.amp.GradScaler (not a sharded one)"}
+# Where the reference's scaler is disabled (not fp16) its kind is not checked: the message says so.
+EITHER_DISABLED = "a disabled scaler, of either kind (torch.amp.GradScaler or ShardedGradScaler)"
 # Cases on a CUDA device, which a machine without one builds too (its scaler warns and disables
 # itself, the reference's alike): a device written into the answer ("cpu") shows there.
 CUDA_CASES = [("ddp", "fp16", "cuda"), ("fsdp1", "fp16", torch.device("cuda"))]
@@ -141,9 +143,9 @@ def compare(mine: dict, reference: dict, seed: int) -> None:
             state = "enabled" if want["scaler"]["enabled"] else "disabled"
             if meant and not want["scaler"]["enabled"]:
                 state = "for fp16 (disabled here only because this machine has no GPU)"
+            wanted = f"{KINDS[want_kind]}, {state}" if meant else EITHER_DISABLED
             raise ExerciseFailed(
-                f"{where}: the scaler is {KINDS.get(kind, kind)}; the reference's is "
-                f"{KINDS[want_kind]}, {state}."
+                f"{where}: the scaler is {KINDS.get(kind, kind)}; the reference's is {wanted}."
             )
 
 
@@ -189,10 +191,10 @@ def compare_scalers(mine: dict, reference: dict, seed: int) -> None:
         if got["error"]:
             raise ExerciseFailed(f"{where} raised {got['error']}.")
         if got["kind"] not in KINDS:
-            raise ExerciseFailed(
-                f"{where} returned {got['kind']}; the reference returns "
-                f"{KINDS[want['kind']]}, {'enabled' if want['enabled'] else 'disabled'}."
-            )
+            meant = want["enabled"] or name == "fp16"
+            state = "enabled" if want["enabled"] else "disabled"
+            wanted = f"{KINDS[want['kind']]}, {state}" if meant else EITHER_DISABLED
+            raise ExerciseFailed(f"{where} returned {got['kind']}; the reference returns {wanted}.")
         differs = scaler_built(got, want)
         if differs:
             raise ExerciseFailed(f"{where}: {differs}")
