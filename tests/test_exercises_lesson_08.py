@@ -116,17 +116,17 @@ def _mistakes(values, confidence):
 def test_a_bound_computed_in_float32_passes():
     """torch.tensor's default dtype: right, a few float32 steps from the float64 reference."""
 
-    def in_float32(values, confidence):
+    def in_float32(values, confidence=0.95):
         a = torch.tensor(values)
         t = stats.t_quantile(confidence, a.numel() - 1)
         return (a.mean() - t * a.std() / math.sqrt(a.numel())).item()
 
-    def numpy_float32(values, confidence):  # a numpy scalar, not a Python float
+    def numpy_float32(values, confidence=0.95):  # a numpy scalar, not a Python float
         a = numpy.asarray(values, dtype=numpy.float32)
         t = numpy.float32(stats.t_quantile(confidence, len(a) - 1))
         return a.mean() - t * a.std(ddof=1) / numpy.float32(math.sqrt(len(a)))
 
-    def tensor_result(values, confidence):  # a 0-dim tensor, .item() left out
+    def tensor_result(values, confidence=0.95):  # a 0-dim tensor, .item() left out
         a = torch.tensor(values, dtype=torch.float64)
         return a.mean() - stats.t_quantile(confidence, a.numel() - 1) * a.std() / a.numel() ** 0.5
 
@@ -152,7 +152,7 @@ def test_inputs_vary_with_the_seed():
         [row["result"] for row in interval.observe_interval(REFERENCE, 0)["rows"]]
     )
 
-    def hard_coded(values, confidence):
+    def hard_coded(values, confidence=0.95):
         return next(answers)
 
     assert exercises.check(NAME, hard_coded)
@@ -383,3 +383,16 @@ def test_a_normal_quantile_for_large_samples_fails_at_every_seed(name, wrong):
         status, message = exercises.verdict(name, wrong, seed)
         assert status == "failed" and (" gave " in message or " returned " in message), message
         assert "raised" not in message, message
+
+
+def test_a_default_other_than_the_texts_fails():
+    """Every call named its confidence, so `confidence=0.9` as the default passed; the check calls
+    the answer once without one too, as the text's signature allows."""
+    reference = solutions.accuracy_lower_bound
+
+    def default_09(accuracies, confidence=0.9):
+        return reference(accuracies, confidence)
+
+    for seed in (0, 12345):
+        status, message = exercises.verdict(NAME, default_09, seed)
+        assert status == "failed" and "left at the default, 0.95, gave" in message, message
