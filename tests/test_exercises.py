@@ -350,3 +350,25 @@ def test_one_rule_reads_a_number_in_every_check(value, number):
     """Every check that asks for a number reads answers by one rule: a real number of Python,
     NumPy or a 0-d tensor of a real dtype, never a bool, a string or a vector."""
     assert answers.as_number(value) == number
+
+
+def test_an_answer_that_never_returns_is_stopped_and_the_call_named(monkeypatch):
+    """A loop searching for a GPU count that no count satisfies (lesson 00's case whose fixed state
+    alone overflows the GPU) left the check cell busy for ever, with no word."""
+    from amp_course.exercises.probe import observation_payload
+
+    monkeypatch.setattr(answers, "ANSWER_LIMIT_S", 0.5)
+
+    def gpus_for(params, act_bytes, batch, gib, amp):
+        usable, count = 0.9 * gib * 2**30, 1
+        while params * (18 if amp else 16) + math.ceil(batch / count) * act_bytes > usable:
+            count += 1
+        return count
+
+    status, message = exercises.verdict("00.gpus_for", gpus_for, 0)
+    assert status == "failed", message
+    assert message.startswith("gpus_for(5000000000, 10485760, 1024, 80, True) ran for 0.5 s")
+    with pytest.raises(ExerciseFailed, match="without returning and was stopped"):
+        exercises.check("00.gpus_for", gpus_for)
+    payload = observation_payload("00.gpus_for", gpus_for, SECRET_SEEDS[0])
+    assert payload == {"error": "a call ran for 0.5 s and was stopped", "not_done": False}

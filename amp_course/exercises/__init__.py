@@ -34,6 +34,7 @@ from ..env_vars import GRADING
 from . import plain
 from .answers import (  # noqa: F401  (lesson modules and notebooks use them from here)
     Answer,
+    AnswerStopped,
     ExerciseFailed,
     ExerciseNotDone,
     Verdict,
@@ -220,6 +221,12 @@ def verdict(name: str, answer, seed: int = 0) -> tuple[str, str]:
     watched = Answer(answer) if callable(answer) else answer
     try:
         mine = plain.roundtrip(item.observe(watched, seed))
+    except AnswerStopped as stopped:
+        call = getattr(stopped, "call", "a call of your code")
+        return "failed", (
+            f"{call} ran for {stopped.args[0]:g} s without returning and was stopped (the check's "
+            "limit for one call)."
+        )
     except ExerciseNotDone as failure:
         return "not done", str(failure)
     except ExerciseFailed as failure:

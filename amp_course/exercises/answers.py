@@ -110,18 +110,41 @@ def is_blank_text(text: object) -> bool:
     return isinstance(text, str) and text == error_text(NotImplementedError())
 
 
+# The longest one call of a learner's function may run in a check cell (a check whose own limit
+# is shorter keeps it): a loop that never ends would leave the cell busy with no word. Generous:
+# the checks' lab loops take seconds on a CPU that emulates bf16.
+ANSWER_LIMIT_S = 120.0
+
+
 class Answer:
-    """The learner's function, noting whether it still raises NotImplementedError (the blank)."""
+    """The learner's function, noting whether it still raises NotImplementedError (the blank),
+    each call stopped after ANSWER_LIMIT_S (``time_limit``)."""
 
     def __init__(self, fn):
         self.fn, self.not_done = fn, False
 
     def __call__(self, *args, **kwargs):
         try:
-            return self.fn(*args, **kwargs)
+            with time_limit(ANSWER_LIMIT_S):
+                return self.fn(*args, **kwargs)
+        except AnswerStopped as stopped:
+            stopped.call = call_text(getattr(self.fn, "__name__", "your function"), args, kwargs)
+            raise
         except NotImplementedError as error:
             self.not_done = self.not_done or is_blank(error)
             raise
+
+
+def call_text(name: str, args: tuple, kwargs: dict, width: int = 40) -> str:
+    """A call as a message shows it: ``name(1000, 'bf16', amp=True)``, each argument's repr cut
+    at ``width`` characters."""
+
+    def cut(text: str) -> str:
+        text = " ".join(text.split())
+        return text if len(text) <= width else text[: width - 4] + " ..."
+
+    given = [cut(repr(a)) for a in args] + [f"{k}={cut(repr(v))}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(given)})"
 
 
 def call_answer(fn, *args, **kwargs) -> tuple[object, str | None]:

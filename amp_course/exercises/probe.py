@@ -8,7 +8,7 @@ learner who replaces this module only changes what the grader receives.
 
 from __future__ import annotations
 
-from . import Answer, error_text, get, is_blank, plain
+from . import Answer, AnswerStopped, error_text, get, is_blank, plain
 
 MIME = "application/vnd.amp-course.observation+json"
 
@@ -19,6 +19,8 @@ def observation_payload(name: str, answer, seed: int) -> dict:
     watched = Answer(answer) if callable(answer) else answer
     try:
         text = plain.dumps(item.observe(watched, seed))
+    except AnswerStopped as stopped:
+        return {"error": f"a call ran for {stopped.args[0]:g} s and was stopped", "not_done": False}
     except Exception as error:  # the learner's answer broke observe itself
         not_done = is_blank(error) or bool(getattr(watched, "not_done", False))
         return {"error": error_text(error), "not_done": not_done}
