@@ -19,12 +19,15 @@ OVERFLOW_CASES = [("attention", 1), ("mlp", 3)]
 
 
 def overflow_cases(seed: int) -> list[tuple[str, int]]:
-    """Seed 0: OVERFLOW_CASES. Other seeds: two plants at random layers."""
+    """Seed 0: OVERFLOW_CASES. Other seeds: two plants at random layers, never seed 0's two (an
+    answer naming seed 0's modules passed the one seed in 12 that drew them)."""
     if seed == 0:
         return list(OVERFLOW_CASES)
     generator = torch.Generator().manual_seed(seed)
-    layers = torch.randperm(4, generator=generator)[:2].tolist()
-    return [("attention", layers[0]), ("mlp", layers[1])]
+    seed0 = tuple(layer for _, layer in OVERFLOW_CASES)
+    pairs = [(a, b) for a in range(4) for b in range(4) if a != b and (a, b) != seed0]
+    attention, mlp = pairs[int(torch.randint(len(pairs), (), generator=generator))]
+    return [("attention", attention), ("mlp", mlp)]
 
 
 def planted_vit(kind: str, layer: int, seed: int) -> tuple[nn.Module, torch.Tensor]:
