@@ -342,3 +342,24 @@ def test_value_of_sign_slips_fail_at_every_seed(slip):
 
     for seed in range(30):
         assert exercises.verdict(VALUE_OF, wrong, seed)[0] == "failed", seed
+
+
+def test_value_of_computed_in_float32_fails_at_every_seed():
+    """Layouts of 2 to 8 exponent and 1 to 12 mantissa bits all fit float32, so an answer that
+    computed in it passed every seed; each seed now decodes a layout wider than float32."""
+
+    def in_float32(bits, e, m):
+        sign = -1.0 if bits >> (e + m) else 1.0
+        exponent, mantissa, bias = (
+            (bits >> m) & ((1 << e) - 1),
+            bits & ((1 << m) - 1),
+            2 ** (e - 1) - 1,
+        )
+        if exponent == (1 << e) - 1:
+            return sign * math.inf if mantissa == 0 else math.nan
+        scale = torch.tensor(2.0) ** (max(exponent, 1) - bias)
+        return (sign * scale * ((exponent > 0) + torch.tensor(mantissa / 2**m))).item()
+
+    for seed in (0, *SECRET_SEEDS[:3], 7):
+        status, message = exercises.verdict(VALUE_OF, in_float32, seed)
+        assert status == "failed" and "encode" in message, (seed, message)

@@ -148,21 +148,26 @@ PATTERNS = [
     (5, 2, [0x3C, 0x01, 0x03, 0x7B, 0x7C, 0xFD]),
     (3, 4, [0b0_011_0000, 0b0_000_0001, 0b0_111_0000, 0b1_110_1111, 0b0_111_1000]),
     (6, 9, [0b0_011111_000000000, 0b1_000000_100000000, 0b0_111110_111111111]),
+    # Wider than float32 (an answer computing in float32 passed every seed without it): 1 plus
+    # the layout's step, its smallest subnormal and its largest finite number, none a float32.
+    (9, 30, [(255 << 30) | 1, 1, (510 << 30) | ((1 << 30) - 1)]),
 ]
 
 
 def patterns(seed: int) -> list[tuple[int, int, int]]:
     """(bits, exponent_bits, mantissa_bits) to decode: PATTERNS for seed 0, else random layouts
-    (2 to 8 exponent bits, 1 to 12 mantissa bits) with both zeros, the smallest subnormal of
-    each sign, the largest finite number, both infinities and a NaN each (a sign dropped from
-    -inf or from a subnormal, or added to +0, passed most seeds when only one sign was drawn)."""
+    (2 to 8 exponent bits, 1 to 12 mantissa bits, then one of 9 to 11 and 24 to 40, wider than
+    float32) with both zeros, the smallest subnormal of each sign, the largest finite number,
+    both infinities and a NaN each (a sign dropped from -inf or from a subnormal, or added to +0,
+    passed most seeds when only one sign was drawn)."""
     if seed == 0:
         return [(bits, e, m) for e, m, chosen in PATTERNS for bits in chosen]
     generator = torch.Generator().manual_seed(seed)
     drawn = []
-    for _ in range(4):
-        e = int(torch.randint(2, 9, (1,), generator=generator))
-        m = int(torch.randint(1, 13, (1,), generator=generator))
+    for index in range(5):
+        wide = index == 4
+        e = int(torch.randint(9 if wide else 2, 12 if wide else 9, (1,), generator=generator))
+        m = int(torch.randint(24 if wide else 1, 41 if wide else 13, (1,), generator=generator))
         width = 1 + e + m
         top = ((1 << e) - 1) << m
         negative = 1 << (width - 1)
