@@ -671,3 +671,33 @@ def test_in_a_pool_the_first_item_returns_after_the_second(seed):
     for case in range(3):
         order = finished[case * count : (case + 1) * count]
         assert order.index(1) < order.index(0), finished
+
+
+class _GraphKeptOnCtx(torch.autograd.Function):
+    """The block's graph hidden on ctx (its saves under hooks of its own), its input saved for
+    backward as a checkpoint's is: no recompute, and no more bytes counted than the reference's."""
+
+    @staticmethod
+    def forward(ctx, x, block):
+        ctx.save_for_backward(x)
+        with (
+            torch.enable_grad(),
+            torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t),
+        ):
+            ctx.x = x.detach().requires_grad_()
+            ctx.out = block(ctx.x)
+        return ctx.out.detach()
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.out.backward(grad)
+        return ctx.x.grad, None
+
+
+def test_no_recompute_with_no_more_bytes_kept_is_said_without_a_byte_count():
+    """The message set equal byte counts side by side ('the forward kept 1024 bytes for backward,
+    the checkpointed reference 1024'), as if they explained what differs."""
+    message = exercises.verdict(
+        "labs.checkpoint_autocast", lambda block, x: _GraphKeptOnCtx.apply(x, block), 0
+    )[1]
+    assert "nothing was recomputed in backward: the block ran in the forward pass only" in message

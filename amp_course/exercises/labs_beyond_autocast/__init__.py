@@ -63,11 +63,13 @@ def _compare_checkpointed_case(mine: dict, reference: dict, label: str) -> None:
     if mine["error"]:
         raise ExerciseFailed(f"{label} your function raised {mine['error']}")
     if not mine["dtypes"]["backward"]:
-        raise ExerciseFailed(
-            f"{label} nothing was recomputed in backward: the forward kept "
-            f"{mine['saved_bytes']} bytes for backward, the checkpointed reference "
-            f"{reference['saved_bytes']}."
+        kept = (
+            f"the forward kept {mine['saved_bytes']} bytes for backward, the checkpointed "
+            f"reference {reference['saved_bytes']}"
+            if mine["saved_bytes"] > reference["saved_bytes"]
+            else "the block ran in the forward pass only; the reference runs it again in backward"
         )
+        raise ExerciseFailed(f"{label} nothing was recomputed in backward: {kept}.")
     forward, recompute = mine["dtypes"]["forward"], mine["dtypes"]["backward"]
     if set(recompute) != set(forward):
         raise ExerciseFailed(
