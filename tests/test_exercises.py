@@ -376,4 +376,7 @@ def test_an_answer_that_never_returns_is_stopped_and_the_call_named(monkeypatch)
     with pytest.raises(ExerciseFailed, match="without returning and was stopped"):
         exercises.check("00.gpus_for", gpus_for)
     payload = observation_payload("00.gpus_for", gpus_for, SECRET_SEEDS[0])
-    assert payload == {"error": "a call ran for 0.5 s and was stopped", "not_done": False}
+    assert payload["not_done"] is False
+    assert payload["error"].startswith("gpus_for(") and payload["error"].endswith(
+        "ran for 0.5 s and was stopped"
+    )

@@ -20,7 +20,8 @@ def observation_payload(name: str, answer, seed: int) -> dict:
     try:
         text = plain.dumps(item.observe(watched, seed))
     except AnswerStopped as stopped:
-        return {"error": f"a call ran for {stopped.args[0]:g} s and was stopped", "not_done": False}
+        call = getattr(stopped, "call", "a call")
+        return {"error": f"{call} ran for {stopped.args[0]:g} s and was stopped", "not_done": False}
     except Exception as error:  # the learner's answer broke observe itself
         not_done = is_blank(error) or bool(getattr(watched, "not_done", False))
         return {"error": error_text(error), "not_done": not_done}
