@@ -13,7 +13,7 @@ import torch
 from conftest import SECRET_SEEDS
 
 from amp_course import exercises
-from amp_course.exercises import ExerciseFailed, answers, plain
+from amp_course.exercises import ExerciseFailed, answers, calling, plain
 
 
 def _observe_double(fn, seed):
@@ -362,7 +362,7 @@ def test_an_answer_that_never_returns_is_stopped_and_the_call_named(monkeypatch)
     alone overflows the GPU) left the check cell busy for ever, with no word."""
     from amp_course.exercises.probe import observation_payload
 
-    monkeypatch.setattr(answers, "ANSWER_LIMIT_S", 0.5)
+    monkeypatch.setattr(calling, "ANSWER_LIMIT_S", 0.5)
 
     def gpus_for(params, act_bytes, batch, gib, amp):
         usable, count = 0.9 * gib * 2**30, 1

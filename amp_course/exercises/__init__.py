@@ -33,17 +33,19 @@ from pathlib import Path
 from ..env_vars import GRADING
 from . import plain
 from .answers import (  # noqa: F401  (lesson modules and notebooks use them from here)
-    Answer,
-    AnswerStopped,
     ExerciseFailed,
     ExerciseNotDone,
     Verdict,
-    call_answer,
     error_text,
     fail_on_error,
+    judge,
+)
+from .calling import (  # noqa: F401  (lesson modules use them from here)
+    Answer,
+    AnswerStopped,
+    call_answer,
     is_blank,
     is_blank_text,
-    judge,
 )
 
 # Set by the instructor's grader: reference solutions are then off limits to the notebook.

@@ -8,7 +8,8 @@ import torch
 from .. import precisions
 from ..display import kind_of
 from . import ExerciseFailed, register
-from .answers import call_noting_warnings, scaler_built, scaler_record
+from .answers import scaler_built, scaler_record
+from .calling import call_noting_warnings
 
 DTYPES = {name: precisions.get(name).dtype for name in ("fp16", "bf16", "fp32")}
 SEED0_ORDER = ["bf16", "fp16", "fp32"]

@@ -18,7 +18,8 @@ from ...labs.bug_hunts import (
     run,
 )
 from .. import ExerciseFailed, ExerciseNotDone, call_answer, register
-from ..answers import compare_params, is_blank_text
+from ..answers import compare_params
+from ..calling import is_blank_text
 from .accumulation import compare_accumulation, observe_accumulation
 from .runs import CLIP_ATOL, CLIP_RTOL, compare_run, observe_run
 from .scaler import compare_prepare, compare_scaler, observe_prepare, observe_scaler

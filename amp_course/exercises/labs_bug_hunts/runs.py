@@ -16,7 +16,8 @@ from ...labs.bug_hunts import (
     run,
 )
 from .. import ExerciseFailed, ExerciseNotDone
-from ..answers import compare_params, is_blank_text
+from ..answers import compare_params
+from ..calling import is_blank_text
 
 # The weights of the loops that clip (labs 1 and 2). Clipping written another way (by hand after
 # unscale_, or clip_grad_norm_ at max_norm times the scale before it) rounds differently, and

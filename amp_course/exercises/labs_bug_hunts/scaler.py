@@ -9,7 +9,8 @@ import torch
 from ...display import kind_of, shown
 from ...labs.bug_hunts import DEVICE, lab_batches, lab_model, poisoned_for, train_steps
 from .. import ExerciseFailed, call_answer, fail_on_error
-from ..answers import call_noting_warnings, compare_params, scaler_built, scaler_record
+from ..answers import compare_params, scaler_built, scaler_record
+from ..calling import call_noting_warnings
 
 # ---- Lab 3: a GradScaler with bf16 ---------------------------------------------------------------
 SCALER_CASES = [

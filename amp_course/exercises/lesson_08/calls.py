@@ -3,7 +3,8 @@ sentence; once a case was stopped the rest are not run."""
 
 from __future__ import annotations
 
-from ..answers import AnswerStopped, error_text, time_limit
+from ...display import error_text
+from ..calling import AnswerStopped, time_limit
 
 # How long one call may run: the reference answers each case within a millisecond, and a search
 # over n that does not stop (ac.stats.t_quantile's cost grows with the degrees of freedom) would

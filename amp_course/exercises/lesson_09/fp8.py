@@ -10,7 +10,8 @@ import torch
 
 from ...display import kind_of
 from .. import ExerciseFailed
-from ..answers import call_answer, error_text, fail_on_input_changed, input_changed
+from ..answers import error_text, fail_on_input_changed, input_changed
+from ..calling import call_answer
 
 AMAX_EPS = 1e-12  # torchao's floor for amax, so an all-zero tensor gets a finite FP8 scale
 # Elements of a case (2,048) whose FP8 value may differ from the reference's at the same scale.
