@@ -1326,3 +1326,28 @@ def test_the_last_tf32_case_is_the_one_the_labs_text_points_at():
     """'a set flag wins over the global one, as the last case shows': the global "ieee" alone."""
     assert any("as the last case shows" in cell.source for cell in notebook(LESSON).cells)
     assert lab.tf32_cases(0)[-1] == ('torch.backends.fp32_precision = "ieee"',)
+
+
+def _ema_loop_reading_ahead_and_logging(model, optimizer, scheduler, ema, scaler, batches):
+    """The reference's loop over the batches read ahead, with a forward of its own per batch."""
+    for images, labels in list(batches):
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(lab.digit_loss(model, images, labels)).backward()
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if scaler.get_scale() >= scale:
+            scheduler.step()
+            ema.update_parameters(model)
+        with torch.no_grad():
+            model(images)  # a logged prediction
+
+
+def test_a_loop_that_reads_ahead_and_runs_a_forward_of_its_own_passes():
+    """Once a loop read the batches ahead, the check counted each forward as a batch: a logging
+    forward made 'your loop went through 23 of the 12 batches'."""
+    for seed in (0, 7):
+        verdict = exercises.verdict(
+            "labs.ema_skipped_steps", _ema_loop_reading_ahead_and_logging, seed
+        )
+        assert verdict == ("passed", ""), verdict

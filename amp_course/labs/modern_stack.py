@@ -154,8 +154,23 @@ class RecordingBatches(FetchedBatches):
 
     def _forward(self, module, args) -> None:
         self.forwards += 1
-        while self.ahead and len(self.records) < self.forwards - 1:  # the last batch is done
+        # The batch whose images the forward runs on says which batches are done; a loop that
+        # also runs a forward of its own on a batch (a logged loss) then counts no extra batch.
+        # Inputs that are no batch's images (a copy) count one batch per forward.
+        index = self._batch_of(args[0] if args else None)
+        done = index if index is not None else self.forwards - 1
+        while self.ahead and len(self.records) < done:  # the batches before it are done
             self._record()
+
+    def _batch_of(self, x) -> int | None:
+        """The index of the batch whose images ``x`` is (the same memory and shape), if any."""
+        if not isinstance(x, torch.Tensor):
+            return None
+        for index in range(len(self)):
+            images = list.__getitem__(self, index)[0]
+            if images.shape == x.shape and images.data_ptr() == x.data_ptr():
+                return index
+        return None
 
     def finish(self) -> None:
         """The record after the last batch the loop fetched."""
