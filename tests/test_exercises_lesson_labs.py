@@ -828,3 +828,21 @@ def test_wrong_fixes_that_passed_grader_seeds_fail_there(name, wrong, says, seed
     for seed in seeds:
         status, message = exercises.verdict(name, wrong, seed)
         assert status == "failed" and says in message, (seed, message)
+
+
+@pytest.mark.parametrize("name", ["labs.clip_after_unscale", "labs.extra_step"])
+def test_a_lowered_learning_rate_in_a_lab_without_a_schedule_is_told_without_one(name):
+    """The message explained the expected rate by a schedule these labs have not ('expected 0.05:
+    ... the optimizer stepped 7 times, and 0.05 x 0.8^7 = 0.0104858')."""
+    reference = exercises.solution(name)
+
+    def lowered(model, optimizer, *rest):
+        for group in optimizer.param_groups:
+            group["lr"] *= 0.1
+        return reference(model, optimizer, *rest)
+
+    status, message = exercises.verdict(name, lowered, 0)
+    assert status == "failed" and "^" not in message, message
+    assert message.endswith(
+        "expected 0.05: the learning rate the loop was given, which the reference leaves as it is."
+    ), message
