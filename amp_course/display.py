@@ -60,14 +60,20 @@ def kind_of(value) -> str:
     return "None" if value is None else with_article(type(value).__name__)
 
 
+def repr_line(value, width: int = 80) -> str:
+    """``value``'s repr on one line (a multi-line repr, a Measurement's, joined), cut at ``width``
+    characters with " ..."."""
+    text = repr(value)
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= width else text[: width - 4] + " ..."
+
+
 def shown(value, width: int = 80) -> str:
     """A value the learner's code gave, as a message shows it: "None", or its repr on one line
-    (cut at ``width`` characters with " ...") and its kind: "'23' (a str)"."""
+    (``repr_line``) and its kind: "'23' (a str)"."""
     if value is None:
         return "None"
-    text = repr(value)
-    text = " ".join(text.split()) if "\n" in text else text  # a multi-line repr (a Measurement)
-    return f"{text if len(text) <= width else text[: width - 4] + ' ...'} ({kind_of(value)})"
+    return f"{repr_line(value, width)} ({kind_of(value)})"
 
 
 def error_line(error: BaseException) -> str:

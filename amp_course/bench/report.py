@@ -60,11 +60,12 @@ def _matmul_panel(ax, done: list[Row]) -> None:
 def _bars(ax, rows: list[Row], of_step, title: str, ylabel: str, labels=None) -> None:
     """A bar per row at ``of_step(row, its median step time)``, with whiskers over the middle
     half of its timed runs (``of_step`` at the quartiles) where the row has them."""
-    ax.bar(range(len(rows)), [of_step(r, r.median_s) for r in rows])
+    heights = [of_step(r, r.median_s) for r in rows]
+    ax.bar(range(len(rows)), heights)
     spread = [(i, r) for i, r in enumerate(rows) if r.p25_s is not None and r.p75_s is not None]
     if spread:
         ends = [sorted((of_step(r, r.p25_s), of_step(r, r.p75_s))) for _, r in spread]
-        middle = [of_step(r, r.median_s) for _, r in spread]
+        middle = [heights[i] for i, _ in spread]
         below = [m - low for m, (low, _) in zip(middle, ends, strict=True)]
         above = [high - m for m, (_, high) in zip(middle, ends, strict=True)]
         xs = [i for i, _ in spread]

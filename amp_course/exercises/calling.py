@@ -9,7 +9,7 @@ import signal
 import threading
 import warnings
 
-from ..display import error_text
+from ..display import error_text, repr_line
 
 
 def is_blank(error: BaseException) -> bool:
@@ -50,14 +50,10 @@ class Answer:
 
 
 def call_text(name: str, args: tuple, kwargs: dict, width: int = 40) -> str:
-    """A call as a message shows it: ``name(1000, 'bf16', amp=True)``, each argument's repr cut
-    at ``width`` characters."""
-
-    def cut(text: str) -> str:
-        text = " ".join(text.split())
-        return text if len(text) <= width else text[: width - 4] + " ..."
-
-    given = [cut(repr(a)) for a in args] + [f"{k}={cut(repr(v))}" for k, v in kwargs.items()]
+    """A call as a message shows it: ``name(1000, 'bf16', amp=True)``, each argument as
+    ``repr_line`` gives it, cut at ``width`` characters."""
+    given = [repr_line(a, width) for a in args]
+    given += [f"{k}={repr_line(v, width)}" for k, v in kwargs.items()]
     return f"{name}({', '.join(given)})"
 
 

@@ -161,16 +161,16 @@ def _explain_waves(case, got: float) -> str:
     slots = useful / (got * area)
     # A whole multiple of the reference's value is said too: a percentage (100 times) also reads
     # as a number of waves where 100 times fewer slots happen to be whole waves.
-    ratio = ratio_words(got, useful / (waves * sms * area))
-    ratio = f"; or {ratio} value" if ratio else ""
+    multiple = ratio_words(got, useful / (waves * sms * area))
+    also = f"; or {multiple} value" if multiple else ""
     if abs(slots - round(slots)) < 1e-6 * slots and round(slots) != waves * sms:
         slots = round(slots)
         said = f"{account} For that useful work your value means {slots:,} tile slots"
         if slots % sms == 0:
             waves = slots // sms
-            return f"{said}: {waves:,} wave{'s' if waves > 1 else ''} of {sms}{ratio}."
-        return f"{said}: not a whole number of waves of {sms}{ratio}."
-    return f"{account} Your value is {ratio.removeprefix('; or ')}." if ratio else account
+            return f"{said}: {waves:,} wave{'s' if waves > 1 else ''} of {sms}{also}."
+        return f"{said}: not a whole number of waves of {sms}{also}."
+    return f"{account} Your value is {multiple} value." if multiple else account
 
 
 def observe_wave_efficiency(fn, seed: int) -> list[dict]:

@@ -62,7 +62,8 @@ def answer_sets(folder: Path):
                 )
             continue
         try:
-            if file.stat().st_size > ANSWER_FILE_BYTES:
+            stat = file.stat()
+            if stat.st_size > ANSWER_FILE_BYTES:
                 raise _quiz.AnswerFileError(
                     f"over {ANSWER_FILE_BYTES >> 20} MiB (all of a course's answers take a few kB)"
                 )
@@ -71,10 +72,9 @@ def answer_sets(folder: Path):
             if lesson is not None:  # another JSON file of the learner's is none of the grader's
                 problems[lesson] = f"unreadable answer file {file.name}: {error}"
             continue
-        saved = file.stat().st_mtime
         for name, records in data.get("lessons", {}).items():
             for qid, record in records.items():
-                found.setdefault(name, {}).setdefault(qid, []).append((saved, record, file))
+                found.setdefault(name, {}).setdefault(qid, []).append((stat.st_mtime, record, file))
     answers = {
         name: {qid: _chosen(seen) for qid, seen in questions.items()}
         for name, questions in found.items()
