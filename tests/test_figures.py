@@ -57,7 +57,7 @@ NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if not p.name
 
 UNITS = (
     "TFLOP/s GFLOP/s PFLOP/s TFLOPS GFLOPS PFLOP TFLOP GFLOP MFLOP "
-    "TB/s GB/s TiB GiB MiB KiB TB GB MB seconds second sec ms µs us ns s % GPUs GPU"
+    "TB/s GB/s TiB GiB MiB KiB TB GB MB seconds second sec ms µs us ns s % GPUs GPU SMs"
 ).split()
 _NUMBER = r"(?<![\w.^/#-])(\d+(?:,\d{3})*(?:\.\d+)?)"
 _SPACED = "|".join(re.escape(u) for u in UNITS)
@@ -206,14 +206,17 @@ def test_datasheet_figures_are_read_from_the_table_of_gpus(entries):
 
 def datasheet_numbers(text: Text, entries: list[dict]) -> list[str]:
     """The numbers in ``text`` that equal a datasheet figure (a dense peak or the bandwidth, in
-    ac.gpus) of a card the text names, unit or not ("A100 19.5 fp32"), and that no entry with a
-    ``table`` allows there (its cite in the same text). Small whole numbers (the H100 PCIe's
-    2.0 TB/s) are left out: "2 bytes" beside "H100" is no datasheet figure."""
+    ac.gpus; its SM count where the text speaks of SMs) of a card the text names, unit or not
+    ("A100 19.5 fp32", "a T4 has 40"), and that no entry with a ``table`` allows there (its cite
+    in the same text). Small whole numbers (the H100 PCIe's 2.0 TB/s) are left out: "2 bytes"
+    beside "H100" is no datasheet figure."""
     cited = {_number(e["figure"]) for e in entries if "table" in e and e["cite"] in text.text}
+    speaks_of_sms = re.search(r"\bSMs?\b", text.text)
     figures = set()
     for gpu in ac.gpus.GPUS.values():
         if re.search(rf"\b{gpu.model.split()[0]}\b", text.text):  # "H100 SXM" -> "H100"
             values = (*gpu.peak_tflops.values(), gpu.bandwidth_tbs)
+            values += (gpu.sms,) if speaks_of_sms and gpu.sms else ()
             figures |= {v for v in values if v >= 10 or not float(v).is_integer()}
     numbers = [m[1] for m in re.finditer(_NUMBER, text.text)]
     return [n for n in numbers if float(n.replace(",", "")) in figures - cited]
@@ -238,6 +241,10 @@ def test_a_planted_datasheet_figure_is_caught(entries):
     ]
     assert datasheet_numbers(Text("11_planted.ipynb:y", quoted + ", NVIDIA)"), entries) == []
     assert datasheet_numbers(Text("x", "19.5 fp32, 156 TF32 (no card named)"), entries) == []
+    sms = Text("10_planted.ipynb:z", "tiles shared out over an H100 SXM's 132 SMs; a T4 has 40")
+    assert datasheet_numbers(sms, entries) == ["132", "40"]
+    # An SM count counts where the text speaks of SMs: "0.4, not 40" beside a T4 is no SM count.
+    assert datasheet_numbers(Text("05_planted.ipynb:w", "a T4: 0.4, not 40"), entries) == []
 
 
 # The guard must not be trivially satisfiable: planted figures.
