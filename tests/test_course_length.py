@@ -61,8 +61,8 @@ def test_the_readme_quotes_each_cpu_kinds_times_from_the_committed_reports():
     assert len(NOTEBOOKS) == 16 and "all 16 lessons ran in" in text
     assert (
         f"{native['total_s']:.0f} s on a CPU with native bf16 (slowest lesson "
-        f"{native['slowest_s']:.0f} s) and in {rehearsed['total_s']:.0f} s rehearsing a CPU "
-        f"without it (slowest {rehearsed['slowest_s']:.0f} s)"
+        f"{native['slowest_s']:.1f} s) and in {rehearsed['total_s']:.0f} s rehearsing a CPU "
+        f"without it (slowest {rehearsed['slowest_s']:.1f} s)"
     ) in text
     assert native["cpu_step"]["native_bf16"] and not rehearsed["cpu_step"]["native_bf16"]
     emulated, native_ratio = (b["cpu_step"]["bf16_over_fp32"] for b in (rehearsed, native))
@@ -74,8 +74,9 @@ def test_the_readme_quotes_each_cpu_kinds_times_from_the_committed_reports():
     assert (
         f"On a real 2-core CPU without native bf16 ({emulated_cpu['device']}, {slower:.1f}x slower "
         f"per fp32 step than the rehearsing one) they ran in {emulated_cpu['total_s']:.0f} s, "
-        f"slowest {emulated_cpu['slowest_s']:.0f} s"
+        f"slowest {emulated_cpu['slowest_s']:.1f} s"
     ) in text
+    assert ("every lesson's median within 30 s" in text) == (not over), over
     ratio = emulated_cpu["cpu_step"]["bf16_over_fp32"]
     assert f"the bf16 step took {ratio:.0f}x its fp32 step there" in text
     missed = ", ".join(over[:-1]) + f" and {over[-1]}" if len(over) > 1 else "".join(over)
