@@ -42,6 +42,7 @@ def test_on_a_cpu_in_smoke_mode_each_rung_builds_on_the_last_that_runs():
 
 
 def test_on_a_gpu_every_rung_adds_to_the_one_before(monkeypatch):
+    FakeGpu(monkeypatch)  # an H100: every attention kernel takes bf16
     monkeypatch.setattr(variant, "fused_adamw_unavailable", lambda device: None)
     monkeypatch.setattr(timm_vit, "unavailable", lambda: None)  # as if timm were installed
     pairs = LadderConfig().rungs_for(torch.device("cuda"))
@@ -74,6 +75,23 @@ def test_the_t4_rehearsal_leaves_the_flash_rung_out(monkeypatch):
     rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
     assert rungs["+ flash attention"][1] == "the emulated Tesla T4 has no flash attention kernel"
     assert [name for name, (_, why) in rungs.items() if why] == ["+ flash attention"]
+
+
+def test_a_real_t4_leaves_the_flash_rung_out_as_its_rehearsal_does(monkeypatch):
+    """Not only a rehearsed T4: on a real one the flash rung would compile, then find no kernel."""
+    FakeGpu(monkeypatch, "T4")
+    monkeypatch.setattr(variant, "fused_adamw_unavailable", lambda device: None)
+    monkeypatch.setattr(timm_vit, "unavailable", lambda: None)
+    rungs = _by_name(LadderConfig().rungs_for(torch.device("cuda")))
+    assert rungs["+ flash attention"][1] == "this Tesla T4 (sm_75) has no flash attention kernel"
+    assert [name for name, (_, why) in rungs.items() if why] == ["+ flash attention"]
+    # An A100 takes flash attention in bf16 and fp16, not in fp32.
+    FakeGpu(monkeypatch, "A100 40GB")
+    fp16 = Variant("x", precisions.FP16, attention="flash")
+    assert variant.skip_reason(fp16, torch.device("cuda")) is None
+    fp32 = Variant("x", precisions.FP32, attention="flash")
+    reason = variant.skip_reason(fp32, torch.device("cuda"))
+    assert reason.endswith("(sm_80) has no flash attention kernel for torch.float32"), reason
 
 
 def test_a_rung_that_runs_out_of_memory_names_its_batch_and_the_ladder_goes_on(monkeypatch):

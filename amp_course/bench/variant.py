@@ -14,6 +14,7 @@ import torch
 
 from .. import emulation, gpus, precisions
 from ..attention import emulated_refusal
+from ..device_index import cuda_index
 from ..recipe import AmpRecipe
 from . import timm_vit
 
@@ -116,9 +117,31 @@ def skip_reason(configuration: Variant, device: torch.device, smoke: bool = Fals
         some = profile.attention_dtypes(config.attention)  # for other dtypes: say which
         kernel = f"{config.attention} attention kernel" + (f" for {dtype}" if some else "")
         return f"the emulated {profile.name} has no {kernel}"
+    if config.attention in gpus.ATTENTION and cuda:
+        refusal = _attention_refusal(config.attention, device, dtype)
+        if refusal:
+            return refusal
     if config.fused:
         return fused_adamw_unavailable(device)
     return None
+
+
+def _attention_refusal(kernel: str, device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why this GPU has no SDPA ``kernel`` for ``dtype`` inputs, by its compute capability and
+    the rules of ``ac.gpus`` (a real T4 has no flash attention: restricted to it, SDPA would
+    fail with "No available kernel" after the rung's compile); None where it has one, or where
+    the GPU cannot be asked."""
+    try:
+        capability = tuple(emulation.capability(device))
+        name = torch.cuda.get_device_name(cuda_index(device))
+    except Exception:  # noqa: BLE001 - no answer from the GPU: let the rung try
+        return None
+    if gpus.attention_takes(kernel, precisions.get(dtype).name, capability):
+        return None
+    some = gpus.attention_dtypes(kernel, capability)
+    major, minor = capability
+    what = f"{kernel} attention kernel" + (f" for {dtype}" if some else "")
+    return f"this {name} (sm_{major}{minor}) has no {what}"
 
 
 @functools.lru_cache(maxsize=8)
