@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import cpu, emulation, env_vars, oom, precisions
+from . import cpu, emulation, env_vars, gpus, oom, precisions
 from .device import (
     DeviceFallbackWarning,
     describe_hardware,
@@ -159,17 +159,20 @@ def _choose(device: str, autocast_dtype: str):
     # Every lesson compares AMP with fp32: an AMP_DTYPE of fp32 leaves nothing to compare.
     need = "'auto', 'bf16' or 'fp16' (it turns autocast off, and the lesson compares AMP with fp32)"
     require(chosen.autocast, "AMP_DTYPE", autocast_dtype, need)
-    if (
-        profile is not None
-        and chosen is precisions.BF16
-        and not profile.gpu.has_tensor_cores("bf16")
-    ):
-        warnings.warn(
-            f"AMP dtype bf16 was asked for: a {profile.name} has no bf16 tensor cores (it runs "
-            "bf16 emulated, and slowly), while this GPU runs it at full speed here.",
-            DeviceFallbackWarning,
-            stacklevel=2,
-        )
+    if chosen is precisions.BF16 and torch_device.type == "cuda":
+        capability = emulation.capability(torch_device)  # the rehearsed GPU's, else this one's
+        if not gpus.has_tensor_cores(capability, "bf16"):
+            if profile is not None:
+                which, here = f"a {profile.name}", ", while this GPU runs it at full speed here"
+            else:
+                major, minor = capability
+                which, here = f"this GPU (sm_{major}{minor})", "; its AMP is fp16 with GradScaler"
+            warnings.warn(
+                f"AMP dtype bf16 was asked for: {which} has no bf16 tensor cores (it runs bf16 "
+                f"emulated, and slowly){here}.",
+                DeviceFallbackWarning,
+                stacklevel=2,
+            )
     return torch_device, profile, chosen
 
 

@@ -76,6 +76,23 @@ def test_a_lesson_that_forces_bf16_in_the_rehearsal_is_told_what_a_t4_does(monke
     assert settings.autocast_dtype is torch.bfloat16  # it still runs, as on a real T4
 
 
+def test_a_real_t4_asked_for_bf16_is_told_so_in_the_header(monkeypatch):
+    FakeGpu(monkeypatch, "T4")
+    monkeypatch.delenv(emulation.ENV, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        settings = lesson.start(smoke=False, device="cuda", autocast_dtype="bf16", verbose=False)
+    assert (
+        "Note: AMP dtype bf16 was asked for: this GPU (sm_75) has no bf16 tensor cores (it runs "
+        "bf16 emulated, and slowly); its AMP is fp16 with GradScaler."
+    ) in settings.header()
+    assert settings.autocast_dtype is torch.bfloat16
+    # An A100 has them: no note.
+    FakeGpu(monkeypatch, "A100 40GB")
+    settings = lesson.start(smoke=False, device="cuda", autocast_dtype="bf16", verbose=False)
+    assert "no bf16 tensor cores" not in settings.header()
+
+
 def test_the_rehearsal_sizes_batches_to_the_cap(monkeypatch, fake_h100):
     # An H100 fits the ViT-L/16 batch of 32; the 15 GiB rehearsal makes fit_batch choose less.
     wanted, per_sample, fixed = 32, int(0.5 * GIB), 5 * GIB
