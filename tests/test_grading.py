@@ -623,9 +623,9 @@ def test_summary_ranks_students_and_counts_what_needs_a_look(run):
 
 def test_wrong_quiz_answers_say_what_was_answered(run):
     bob = _points(run["rows"], "bob")
-    assert bob["quiz:pick-b"][3] == 'wrong: you chose "first": Not this one.'
-    assert bob["quiz:both"][3] == 'wrong: you chose "b": No.'
-    assert bob["quiz:pi"][3] == "wrong: 2.72 is not within the key's tolerance of the answer"
+    assert bob["quiz:pick-b"][3] == 'you chose "first" (Not this one.)'
+    assert bob["quiz:both"][3] == 'you chose "b" (No.); the key takes another set of choices'
+    assert bob["quiz:pi"][3] == "2.72 is not within the key's tolerance of the answer"
 
 
 def test_hidden_inputs_are_drawn_for_each_submission(run):

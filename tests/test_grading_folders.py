@@ -120,14 +120,24 @@ def test_a_lesson_not_found_names_the_notebooks_no_lesson_took(tmp_path):
     nbformat.write(nb, tmp_path / ".ipynb_checkpoints" / "Untitled1-checkpoint.ipynb")
     found = matching.find(tmp_path, lessons)
     assert found["99_toy"].path is None
-    assert run._unclaimed(tmp_path, found) == (
+    assert matching.unclaimed(tmp_path, found) == (
         "; it holds notebooks that no lesson of this run claims by the id in their metadata or "
         "by their file name: Untitled1.ipynb"
     )
     nbformat.write(_notebook(), tmp_path / MASTER.name)
-    assert run._unclaimed(tmp_path, matching.find(tmp_path, lessons)) == (
+    assert matching.unclaimed(tmp_path, matching.find(tmp_path, lessons)) == (
         "; it holds notebooks that no lesson of this run claims by the id in their metadata or "
         "by their file name: Untitled1.ipynb"
+    )
+    # Another lesson handed in under this lesson's file name: its metadata decides, and is named.
+    other = _notebook()
+    other.metadata[matching.METADATA_KEY] = {"lesson": "03_grad_scaler"}
+    nbformat.write(other, tmp_path / MASTER.name)
+    found = matching.find(tmp_path, lessons)
+    assert found["99_toy"].path is None
+    assert matching.unclaimed(tmp_path, found).endswith(
+        f"by their file name: {MASTER.name} (its metadata names lesson 03_grad_scaler), "
+        "Untitled1.ipynb"
     )
 
 

@@ -129,7 +129,7 @@ def test_long_messages_reach_the_feedback_and_gradescope_whole():
     assert long in feedback_markdown("ann", rows)
     [test] = gradescope_results(rows)["tests"]
     assert test["output"].endswith(long)
-    assert wrong_message({"type": "numeric"}, 1.5).startswith("wrong: 1.5")
+    assert wrong_message({"type": "numeric"}, 1.5).startswith("1.5 is not")
 
 
 def test_only_a_message_beyond_the_bound_is_cut_at_a_word_with_a_mark():
@@ -366,12 +366,18 @@ def test_wrong_quiz_answers_get_one_line_that_keeps_the_right_answer_hidden():
         "choices": ["first", "second"],
         "explanations": {"choices": ["Not this one.", "This one."]},
     }
-    assert wrong_message(single, 0) == 'wrong: you chose "first": Not this one.'
+    assert wrong_message(single, 0) == 'you chose "first" (Not this one.)'
     multiple = {**single, "type": "multiple", "choices": ["a", "b", "c"]}
     multiple["explanations"] = {"choices": ["Yes.", "No.", ""]}
-    assert wrong_message(multiple, [1, 2]) == 'wrong: you chose "b": No.; "c"'
+    assert wrong_message(multiple, [1, 2]) == (
+        'you chose "b" (No.) and "c"; the key takes another set of choices'
+    )
     assert "3.14" not in wrong_message({"type": "numeric"}, 2.72)
-    assert wrong_message({"type": "text"}, "helo") == "wrong: the key does not accept 'helo'"
+    assert wrong_message({"type": "text"}, "helo") == "the key does not accept 'helo'"
+    # The row's status says "wrong" once: in the gradebook's status column, and in Gradescope.
+    row = Row("ann", "01_x", "quiz:pick", 1.0, "wrong", wrong_message(single, 0))
+    [test] = gradescope_results([row])["tests"]
+    assert test["output"] == 'wrong: you chose "first" (Not this one.)'
 
 
 def test_summary_ranks_students_and_says_where_kernels_ran():

@@ -79,6 +79,19 @@ def test_cli_publish_and_check(tmp_path, capsys):
     assert "out of date: 99_toy.yaml" in capsys.readouterr().err
 
 
+def test_cli_publish_names_only_the_files_it_wrote(tmp_path, capsys):
+    """A second publish of unchanged sources writes no learner file, and says so (into a
+    read-only checkout it claimed to have written every file)."""
+    out, key = tmp_path / "out", tmp_path / "key.json"
+    argv = ["quiz", "publish", "--sources", str(TOY.parent), "--out", str(out), "--key", str(key)]
+    assert cli.main(argv) == 0
+    assert f"wrote {out / '99_toy.yaml'}" in capsys.readouterr().out
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out / '99_toy.yaml'}" not in printed and f"wrote {key}" in printed
+    assert f"1 learner file(s) in {out} already up to date" in printed
+
+
 GOOD = yaml.safe_load(TOY.read_text())
 
 

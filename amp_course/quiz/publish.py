@@ -95,7 +95,8 @@ def publish(source_dir=SOURCE_DIR, out_dir=QUIZ_DIR, key_path=None, secret=None)
     """Write one learner file per source (only when its content changed) and the instructor key.
 
     Without a secret a fresh random one is made once and kept in the key file, so re-running
-    gives the same key. Returns the files written or found up to date.
+    gives the same key. Returns the files written: a learner file already up to date is left
+    alone and not listed.
     """
     import secrets as _secrets
 
@@ -108,7 +109,7 @@ def publish(source_dir=SOURCE_DIR, out_dir=QUIZ_DIR, key_path=None, secret=None)
         text = dump_learner(learner_document(source))
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             atomic_write_text(path, text)
-        written.append(path)
+            written.append(path)
     if key_path is not None:
         secret = read_secret(key_path, secret) or _secrets.token_hex(16)
         key = {

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from .. import env_vars
 
 
 def _quiz_publish(args) -> int:
-    from ..quiz import QuizSchemaError, publish
+    from ..quiz import QuizSchemaError, publish, source_paths
 
     try:
         written = publish(args.sources, args.out, args.key, args.secret)
@@ -20,6 +21,10 @@ def _quiz_publish(args) -> int:
         return 1
     for path in written:
         print(f"wrote {path}")
+    learner = [p for p in written if Path(p).suffix == ".yaml"]
+    unchanged = len(source_paths(args.sources)) - len(learner)
+    if unchanged:
+        print(f"{unchanged} learner file(s) in {args.out} already up to date: left as they were")
     return 0
 
 

@@ -185,3 +185,23 @@ def find(folder: Path, masters: dict[str, Shipped]) -> dict[str, Found]:
             lesson, paths[0] if paths else None, tuple(paths[1:]), tuple(links[lesson])
         )
     return found
+
+
+def unclaimed(folder: Path, found: dict[str, Found]) -> str:
+    """The notebooks of a submission that no lesson of the run took, as a clause, or "": each
+    with the lesson its metadata names, where it names one (a lesson this run does not grade,
+    handed in under another lesson's file name)."""
+    taken = {p for f in found.values() for p in (f.path, *f.others, *f.links) if p is not None}
+    names = []
+    for path in sorted(folder.rglob("*.ipynb")):
+        if path in taken or hidden(path, folder):
+            continue
+        lesson = lesson_of_metadata(_read(path) or {})
+        said = f" (its metadata names lesson {lesson})" if lesson else ""
+        names.append(f"{path.relative_to(folder)}{said}")
+    if not names:
+        return ""
+    return (
+        "; it holds notebooks that no lesson of this run claims by the id in their metadata or "
+        f"by their file name: {', '.join(names)}"
+    )

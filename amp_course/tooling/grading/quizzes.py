@@ -102,19 +102,22 @@ def _chosen(seen: list[tuple[float, dict, Path]]) -> Answer:
 
 
 def wrong_message(entry: dict, value) -> str:
-    """One line for a wrong answer: what was answered and, for choices, what the key's author
-    says about them; never which answer is right."""
+    """One line for a wrong answer (its row's status says "wrong"): what was answered and, for
+    choices, what the key's author says about each one chosen; never which answer is right, so
+    for several choices only that the key takes another set."""
     choices, notes = entry.get("choices") or [], (entry.get("explanations") or {}).get("choices")
     if entry["type"] in ("single", "multiple") and choices:
         picked = [value] if entry["type"] == "single" else list(value)
         said = [
-            f'"{choices[i]}"' + (f": {notes[i]}" if notes and i < len(notes) and notes[i] else "")
+            f'"{choices[i]}"' + (f" ({notes[i]})" if notes and i < len(notes) and notes[i] else "")
             for i in picked
         ]
-        return bounded(f"wrong: you chose {'; '.join(said) or 'nothing'}")
+        chose = ", ".join(said[:-1]) + f" and {said[-1]}" if len(said) > 1 else "".join(said)
+        other = "; the key takes another set of choices" if entry["type"] == "multiple" else ""
+        return bounded(f"you chose {chose or 'nothing'}{other}")
     if entry["type"] == "numeric":
-        return f"wrong: {value:g} is not within the key's tolerance of the answer"
-    return f"wrong: the key does not accept {bounded(repr(value), 200)}"
+        return f"{value:g} is not within the key's tolerance of the answer"
+    return f"the key does not accept {bounded(repr(value), 200)}"
 
 
 def questions(key: dict, lessons=None):

@@ -164,28 +164,12 @@ def grade_exercises(run: Run, student: str, folder: Path, box) -> list[Row]:
             if match.links
             else f"no notebook of {master.lesson} in the submission (looked for one whose "
             f"metadata names it, or named {master.path.name}, in any folder)"
-            + _unclaimed(folder, found)
+            + matching.unclaimed(folder, found)
         )
         rows += [
             Row(student, master.lesson, i.name, i.points, "missing", why) for i in master.items
         ]
     return rows
-
-
-def _unclaimed(folder: Path, found: dict[str, matching.Found]) -> str:
-    """The notebooks of a submission that no lesson of the run took, as a clause, or ""."""
-    taken = {p for f in found.values() for p in (f.path, *f.others, *f.links) if p is not None}
-    names = [
-        str(p.relative_to(folder))
-        for p in sorted(folder.rglob("*.ipynb"))
-        if p not in taken and not matching.hidden(p, folder)
-    ]
-    if not names:
-        return ""
-    return (
-        "; it holds notebooks that no lesson of this run claims by the id in their metadata or "
-        f"by their file name: {', '.join(names)}"
-    )
 
 
 def planned(settings: Settings, part: str) -> list[tuple[str, str, float]]:
