@@ -358,6 +358,10 @@ def test_an_assignment_grades_only_its_lessons(tmp_path, capsys):
     _grade(capsys, *base, "--sandbox", "none")  # the whole course: both lessons, 2 + 4 rows more
     with open(out, newline="") as handle:
         assert {r["lesson"] for r in csv.DictReader(handle)} == {"98_other", "99_toy"}
+    # An empty --lessons (a shell variable left unset) names no lesson: refused, not every lesson.
+    for empty in ("", " , "):
+        code, _, err = _grade(capsys, *base, "--lessons", empty, "--sandbox", "none")
+        assert code == 2 and "unknown lesson(s) (none given)" in err, err
 
 
 def test_wrong_quiz_answers_get_one_line_that_keeps_the_right_answer_hidden():

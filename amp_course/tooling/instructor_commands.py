@@ -11,6 +11,14 @@ from pathlib import Path
 from .. import env_vars
 
 
+def lesson_list(value: str | None) -> list[str] | None:
+    """``--lessons``'s comma-separated names (None: not given). Given but naming none (``''``,
+    ``','``) is an empty list, which the settings refuse, not every lesson."""
+    if value is None:
+        return None
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
 def _quiz_publish(args) -> int:
     from ..quiz import QuizSchemaError, publish, source_paths
 
@@ -50,7 +58,7 @@ def grade(args) -> int:
     from .grading import Settings, SettingsError, grade_all
     from .grading.platforms import grade_canvas, grade_gradescope
 
-    lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
+    lessons = lesson_list(args.lessons)
     try:
         settings = Settings.load(
             args.key,
@@ -81,7 +89,7 @@ def _autograder(args) -> int:
     from .grading import SettingsError
     from .grading.platforms import build_autograder
 
-    lessons = [name.strip() for name in args.lessons.split(",")] if args.lessons else None
+    lessons = lesson_list(args.lessons)
     try:
         out = build_autograder(args.key, args.out, lessons)
     except (SettingsError, OSError) as error:
