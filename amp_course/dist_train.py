@@ -25,7 +25,7 @@ import torch.distributed as dist
 from . import precisions
 from .data import load_mnist
 from .device_index import cuda_index
-from .lesson import seed_everything
+from .lesson import rehearse, seed_everything
 from .models import build_vit
 from .recipe import AmpRecipe
 from .training import amp_step
@@ -71,6 +71,7 @@ def setup() -> tuple[int, int, torch.device]:
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(cuda_index(device))
+        rehearse(device)  # a rehearsed T4's cap, kernels and TF32, as in the lesson's kernel
         dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")

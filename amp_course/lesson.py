@@ -145,14 +145,23 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def rehearse(device: torch.device) -> emulation.GpuProfile | None:
+    """The GPU ``AMP_COURSE_EMULATE`` rehearses, applied to this process on a CUDA ``device``:
+    its memory cap and attention kernels, and TF32 off (cuDNN convolutions default to TF32; a T4
+    has none). None where nothing is rehearsed. A lesson's start applies it, and so does each
+    torchrun rank that lesson 07 launches (``dist_train.setup``)."""
+    profile = emulation.active() if torch.device(device).type == "cuda" else None
+    if profile is not None:
+        emulation.apply(profile, device)
+        set_tf32(False)
+    return profile
+
+
 def _choose(device: str, autocast_dtype: str):
     """The device, the GPU it rehearses (if any) and the precision a lesson asks for; each
     fallback or caveat is a DeviceFallbackWarning, which ``start`` turns into a header note."""
     torch_device = pick_device(device)
-    profile = emulation.active() if torch_device.type == "cuda" else None
-    if profile is not None:
-        emulation.apply(profile, torch_device)
-        set_tf32(False)  # cuDNN convolutions default to TF32; a T4 has none
+    profile = rehearse(torch_device)
     if str(autocast_dtype).lower() == "auto":
         return torch_device, profile, pick_precision(torch_device)
     chosen = precisions.get(autocast_dtype)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from cuda_double import FakeGpu
 
-from amp_course import emulation, lesson, memory, oom, recipe
+from amp_course import dist_train, emulation, lesson, memory, oom, recipe
 
 GIB = 2**30
 H100_BYTES = 80 * GIB
@@ -91,6 +91,24 @@ def test_a_real_t4_asked_for_bf16_is_told_so_in_the_header(monkeypatch):
     FakeGpu(monkeypatch, "A100 40GB")
     settings = lesson.start(smoke=False, device="cuda", autocast_dtype="bf16", verbose=False)
     assert "no bf16 tensor cores" not in settings.header()
+
+
+def test_each_torchrun_rank_of_lesson_07_rehearses_the_t4_as_the_lesson_does(
+    monkeypatch, fake_h100
+):
+    """Lesson 07's ranks inherit AMP_COURSE_EMULATE: each applies the T4's cap, kernels and TF32
+    as the lesson's kernel does (they ran as the H100 they are)."""
+    monkeypatch.setenv(emulation.ENV, "t4")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    for name, fake in {"init_process_group": None, "get_rank": 0, "get_world_size": 1}.items():
+        monkeypatch.setattr(dist_train.dist, name, lambda *a, fake=fake, **k: fake)
+    recipe.set_tf32(True)
+    _, _, device = dist_train.setup()
+    assert device.type == "cuda"
+    assert memory.usable_cuda_bytes(device) == 15 * GIB
+    assert recipe.tf32_enabled() == {"matmul": False, "conv": False}
+    assert not torch.backends.cuda.flash_sdp_enabled()
 
 
 def test_the_rehearsal_sizes_batches_to_the_cap(monkeypatch, fake_h100):
