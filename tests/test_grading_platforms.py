@@ -266,7 +266,7 @@ def test_canvas_gradebook_has_its_columns_points_and_one_line_per_student(course
         )  # fmt: skip
 
     code, _, err = grade_with_roster()
-    assert code == 2 and "submission folders not in the roster: bob" in err
+    assert code == 2 and "submission folders not in the roster: bob (add a line for each" in err
     roster.write_text(roster.read_text() + "bob,Bob,1002,bb,A\n")
     code, _, err = grade_with_roster()
     assert code == 0, err

@@ -84,7 +84,10 @@ def check_roster(students, roster: dict) -> None:
     their lines, and their grades would be lost silently)."""
     unknown = [student for student in students if same_name(student) not in roster]
     if unknown:
-        raise SettingsError(f"submission folders not in the roster: {', '.join(unknown)}")
+        raise SettingsError(
+            f"submission folders not in the roster: {', '.join(unknown)} (add a line for each, "
+            "its submission folder's name in the 'folder' column)"
+        )
 
 
 def canvas_csv(rows: list[Row], lessons, roster: dict | None = None) -> str:
