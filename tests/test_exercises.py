@@ -380,3 +380,29 @@ def test_an_answer_that_never_returns_is_stopped_and_the_call_named(monkeypatch)
     assert payload["error"].startswith("gpus_for(") and payload["error"].endswith(
         "ran for 0.5 s and was stopped"
     )
+
+
+# Observations a kernel could hand the grader after replacing a check's observe (a student's cell
+# can rewrite anything in its own kernel): each compare reads the cases and PyTorch's side from
+# the reference's observation, so an empty or self-consistent forgery fails.
+FORGED = {
+    "05.timer": {"runs": []},
+    "03.scaler_core": {"updates": [], "unscaled": []},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_observation_that_skips_the_cases_fails(name):
+    item = exercises.get(name)
+    reference = exercises.reference_observation(name, 12345)
+    with pytest.raises(exercises.ExerciseFailed, match="does not hold the check's"):
+        item.compare(FORGED[name], reference, 12345)
+    # Its cases with PyTorch's side made to agree with a wrong answer's: still judged by the
+    # reference's side.
+    if name == "03.scaler_core":
+        forged = exercises.reference_observation(name, 12345)
+        for run in forged["updates"]:
+            run["seen"] = [(1.5, 0, 1.0)] * len(run["seen"])  # scale(1.5) at a scale of 1
+            run["torch"] = [(1.0, 0)] * len(run["torch"])
+        with pytest.raises(exercises.ExerciseFailed, match="PyTorch's update"):
+            item.compare(forged, reference, 12345)

@@ -674,3 +674,25 @@ def _headroom_on_the_need(num_params, fp32_bytes, ratio, memory, amp):
 def test_largest_batch_slips_fail_at_every_seed(wrong):
     for seed in range(41):
         assert exercises.verdict("05.largest_batch", wrong, seed)[0] == "failed", seed
+
+
+def test_a_timer_that_finds_the_step_time_without_a_clock_fails():
+    """An answer that reads the check's expected step time from its caller's frame, never a
+    clock, returns the right number: only a timer that read a clock passes."""
+
+    def time_steps(fn, device, warmup=3, iters=10):
+        import sys
+
+        for _ in range(warmup + iters):
+            fn()
+        frame = sys._getframe(1)
+        while frame is not None:
+            case = frame.f_locals.get("case")
+            if isinstance(case, dict) and "step_s" in case:
+                return case["step_s"]
+            frame = frame.f_back
+        return 0.004
+
+    for seed in (0, 12345):
+        status, message = exercises.verdict("05.timer", time_steps, seed)
+        assert status == "failed" and "without reading a clock" in message, message

@@ -26,6 +26,7 @@ from amp_course.tooling.grading import (
     check_items,
     decide,
     feedback_markdown,
+    matching,
     restore,
     sandbox,
     secret_seed,
@@ -502,3 +503,25 @@ def test_a_path_given_with_a_tilde_in_quotes_is_the_home_folders(monkeypatch, tm
     )
     paths = (args.submissions, args.key, args.out, args.masters, args.feedback, args.roster)
     assert paths == tuple(str(tmp_path / n) for n in ("subs", "k.json", "g.csv", "m", "f", "r.csv"))
+
+
+def test_a_notebook_over_the_size_bound_is_not_read_and_costs_only_its_lesson(
+    tmp_path, capsys, monkeypatch
+):
+    """A hostile notebook of gigabytes would take the grader's memory for the whole class: past
+    matching.NOTEBOOK_BYTES it is not read (the bound cut to 1 MiB here), and its rows say why."""
+    monkeypatch.setattr(matching, "NOTEBOOK_BYTES", 2**20)
+    key = two_lesson_key(tmp_path)
+    ann = tmp_path / "subs" / "ann"
+    ann.mkdir(parents=True)
+    big = nbformat.read(MASTER, as_version=4)
+    big.metadata["padding"] = "0" * (2 * 2**20)
+    nbformat.write(big, ann / MASTER.name)
+    out = tmp_path / "gb.csv"
+    base = [tmp_path / "subs", "--key", key, "--out", out, "--masters", MASTER.parent]
+    code, _, err = _grade(capsys, *base, "--lessons", "99_toy", "--sandbox", "none")
+    assert code == 0, err
+    with open(out, newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if not r["item"].startswith("quiz:")]
+    assert rows and {r["status"] for r in rows} == {"error"}
+    assert all("over the 1 MiB the grader reads: not graded" in r["message"] for r in rows), rows

@@ -222,9 +222,21 @@ def _flat(grads: list) -> torch.Tensor:
     return torch.cat([torch.tensor(g, dtype=torch.float32).flatten() for g in grads])
 
 
+def _paired(mine: list, reference: list) -> list[tuple[dict, dict]]:
+    """The answer's runs beside the reference's, case by case. PyTorch's side is read from the
+    reference's run (computed where the check runs, or by the grader), never from the answer's
+    observation: a kernel that replaced the observation could make its two sides agree."""
+    if [run["case"] for run in mine] != [run["case"] for run in reference]:
+        raise ExerciseFailed(
+            "the observation of your class does not hold the check's cases: the check's code was "
+            "changed in this kernel (restart it and run the lesson's cells)."
+        )
+    return list(zip(mine, reference, strict=True))
+
+
 def compare_core(mine: dict, reference: dict, seed: int) -> None:
-    for run in mine["updates"]:
-        init, growth, backoff, interval, flags, what = run["case"]
+    for run, ref in _paired(mine["updates"], reference["updates"]):
+        init, growth, backoff, interval, flags, what = ref["case"]
         made = f"ScalerCore({init:g}, {growth:g}, {backoff:g}, {interval})"
         fail_on_error(run["error"], f"{made} ({what}), or its update() or scale(),")
         if run.get("scale_problem"):
@@ -234,7 +246,7 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                 "on it reaches the weights, and leaves the loss as it is."
             )
         for step, ((raw, count, held), (want, tracker)) in enumerate(
-            zip(run["seen"], run["torch"], strict=True)
+            zip(run["seen"], ref["torch"], strict=True)
         ):
             scale = None if raw is None else raw / LOSS  # the scale scale(LOSS) applied
             given = ", ".join("inf" if f else "finite" for f in flags[: step + 1])
@@ -274,10 +286,10 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                     f"float32 is {_float32(held)!r}); PyTorch's update keeps the scale in a "
                     f"float32 tensor: {want!r}."
                 )
-    for run in mine["unscaled"]:
-        what = f"unscale_grads at a scale of {UNSCALE_CASES[run['case']]:g} on {run['case']}"
+    for run, ref in _paired(mine["unscaled"], reference["unscaled"]):
+        what = f"unscale_grads at a scale of {UNSCALE_CASES[ref['case']]:g} on {ref['case']}"
         fail_on_error(run["error"], what)
-        theirs = run["torch"]
+        theirs = ref["torch"]
         if run["found_inf"] is not theirs["found_inf"]:
             found = run["found_inf"]  # a bool, or the repr of anything else
             returned = f"{found}" if isinstance(found, bool) else f"{found}, not a bool"

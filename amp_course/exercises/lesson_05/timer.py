@@ -150,6 +150,12 @@ def _reading(reading: list) -> str:
 
 
 def compare_timer(mine, reference, seed: int) -> None:
+    if [run.get("device") for run in mine["runs"]] != [repr(d) for d in DEVICES]:
+        raise ExerciseFailed(
+            "the observation of your timer does not hold the check's runs (one per device "
+            f"{', '.join(repr(d) for d in DEVICES)}): the check's code was changed in this kernel "
+            "(restart it and run the lesson's cells)."
+        )
     for run in mine["runs"]:
         try:
             _compare_run(run, reference)
@@ -187,6 +193,12 @@ def _compare_run(mine, reference) -> None:
             "number."
         )
     readings = mine["readings"]
+    if _close(got, step_s) and mine["clock_reads"] == 0:
+        raise ExerciseFailed(
+            f"Your timer returned {got!r} s, the step time, without reading a clock: the "
+            "reference reads the clock after the warm-up calls and again after the timed ones, "
+            "and divides the time between by their count."
+        )
     if _close(got, step_s):
         # Right on this simulated GPU, where only the first call is slow; a timer that reads the
         # clock during the warm-up calls times them, and its median or minimum hides them here.

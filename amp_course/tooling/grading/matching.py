@@ -26,6 +26,10 @@ METADATA_KEY = STAMP_KEY
 RULE = "the one with more exercises answered, then the one saved last, then by name"
 _COPY_OF = re.compile(r"^(copy of\s+)+", re.IGNORECASE)
 COPY_MARKS = re.compile(r"(\s*\(\d+\)|-copy\d*)+$", re.IGNORECASE)
+# The largest notebook the grader reads: a lesson with its outputs takes a few MB, and reading a
+# notebook costs several times its size in memory, so a hostile one of gigabytes (it zips to a
+# few MB) would end the run for every student.
+NOTEBOOK_BYTES = 64 * 2**20
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -59,7 +63,21 @@ def lesson_of_name(path: Path) -> str:
     return COPY_MARKS.sub("", _COPY_OF.sub("", stem.strip())).strip().lower()
 
 
+def too_large(path: Path) -> str | None:
+    """Why a notebook is not read (over NOTEBOOK_BYTES), or None."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size <= NOTEBOOK_BYTES:
+        return None
+    limit = NOTEBOOK_BYTES >> 20
+    return f"{path.name} is {size / 2**20:.0f} MiB, over the {limit} MiB the grader reads"
+
+
 def _read(path: Path) -> dict | None:
+    if too_large(path):
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):  # nested past the stack

@@ -12,6 +12,9 @@ from .reports import Row, bounded
 # The most of a file read for answers: an answer file of every lesson is a few kB; a larger file
 # (a hostile one of gigabytes) is not read into the grader's memory.
 ANSWER_FILE_BYTES = 4 * 2**20
+# All answer files of one submission together: many files under the one-file bound would
+# otherwise hold the grader's memory (every record is kept until the questions are chosen).
+ANSWER_FOLDER_BYTES = 4 * ANSWER_FILE_BYTES
 # Checks only add to a question's attempts, and an export copies them: the answer checked more
 # often is the later one whatever the copying did to the files' times, which decide only a tie.
 ANSWER_RULE = "the answer checked more often, then the one saved last, then by file name"
@@ -50,7 +53,7 @@ def answer_sets(folder: Path):
     file is called ({lesson: {question: Answer}}), and per-lesson (or "*") messages for files
     named as answer files that cannot be read."""
     folder = Path(folder)
-    found, problems = {}, {}
+    found, problems, read = {}, {}, 0
     for file in sorted(folder.rglob("*.json")):
         if hidden(file, folder):
             continue
@@ -66,6 +69,12 @@ def answer_sets(folder: Path):
             if stat.st_size > ANSWER_FILE_BYTES:
                 raise _quiz.AnswerFileError(
                     f"over {ANSWER_FILE_BYTES >> 20} MiB (all of a course's answers take a few kB)"
+                )
+            read += stat.st_size
+            if read > ANSWER_FOLDER_BYTES:
+                raise _quiz.AnswerFileError(
+                    f"past the {ANSWER_FOLDER_BYTES >> 20} MiB of JSON files the grader reads in "
+                    "one submission (all of a course's answers take a few kB)"
                 )
             data = _quiz.read_answers(file)
         except (_quiz.AnswerFileError, OSError) as error:
