@@ -120,8 +120,8 @@ def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, dea
             for i in master.items
         ]
 
-    if matching.too_large(learner_path):
-        return zero("error", f"{matching.too_large(learner_path)}: not graded")
+    if too_large := matching.too_large(learner_path):
+        return zero("error", f"{too_large}: not graded")
     try:
         data = learner_path.read_bytes()
         rebuilt = restore(master.notebook, nbformat.reads(data.decode(), as_version=4))
