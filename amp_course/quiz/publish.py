@@ -91,25 +91,29 @@ def read_secret(key_path=None, secret=None) -> str:
     return None
 
 
-def publish(source_dir=SOURCE_DIR, out_dir=QUIZ_DIR, key_path=None, secret=None) -> list[Path]:
+def publish(
+    source_dir=SOURCE_DIR, out_dir=QUIZ_DIR, key_path=None, secret=None
+) -> tuple[list[Path], list[Path]]:
     """Write one learner file per source (only when its content changed) and the instructor key.
 
     Without a secret a fresh random one is made once and kept in the key file, so re-running
-    gives the same key. Returns the files written: a learner file already up to date is left
-    alone and not listed.
+    gives the same key. Returns the files written and the learner files already up to date,
+    which are left alone.
     """
     import secrets as _secrets
 
     sources = [load_source(p) for p in source_paths(source_dir)]
     if not sources:
         raise QuizSchemaError(f"{source_dir}: no quiz sources (*.yaml) found")
-    written = []
+    written, current = [], []
     for source in sources:
         path = Path(out_dir) / f"{source.lesson}.yaml"
         text = dump_learner(learner_document(source))
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            atomic_write_text(path, text)
-            written.append(path)
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            current.append(path)
+            continue
+        atomic_write_text(path, text)
+        written.append(path)
     if key_path is not None:
         secret = read_secret(key_path, secret) or _secrets.token_hex(16)
         key = {
@@ -121,7 +125,7 @@ def publish(source_dir=SOURCE_DIR, out_dir=QUIZ_DIR, key_path=None, secret=None)
         }
         atomic_write_text(key_path, json.dumps(key, indent=1, sort_keys=True) + "\n")
         written.append(Path(key_path))
-    return written
+    return written, current
 
 
 def stale_learner_files(source_dir=SOURCE_DIR, out_dir=QUIZ_DIR) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from .. import env_vars
 
@@ -20,19 +19,17 @@ def lesson_list(value: str | None) -> list[str] | None:
 
 
 def _quiz_publish(args) -> int:
-    from ..quiz import QuizSchemaError, publish, source_paths
+    from ..quiz import QuizSchemaError, publish
 
     try:
-        written = publish(args.sources, args.out, args.key, args.secret)
+        written, current = publish(args.sources, args.out, args.key, args.secret)
     except QuizSchemaError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     for path in written:
         print(f"wrote {path}")
-    learner = [p for p in written if Path(p).suffix == ".yaml"]
-    unchanged = len(source_paths(args.sources)) - len(learner)
-    if unchanged:
-        print(f"{unchanged} learner file(s) in {args.out} already up to date: left as they were")
+    if current:
+        print(f"{len(current)} learner file(s) in {args.out} already up to date: left as they were")
     return 0
 
 
