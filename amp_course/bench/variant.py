@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import torch
 
 from .. import emulation, gpus, precisions
-from ..attention import emulated_refusal
 from ..device_index import cuda_index
 from ..recipe import AmpRecipe
 from . import timm_vit
@@ -112,11 +111,6 @@ def skip_reason(configuration: Variant, device: torch.device, smoke: bool = Fals
     if config.attention in ("efficient", "cudnn") and not cuda:
         return f"the {config.attention} attention kernel is CUDA only"
     dtype = config.precision.dtype if config.precision.autocast else torch.float32
-    if config.attention and emulated_refusal(config.attention, device, dtype):
-        profile = emulation.active()
-        some = profile.attention_dtypes(config.attention)  # for other dtypes: say which
-        kernel = f"{config.attention} attention kernel" + (f" for {dtype}" if some else "")
-        return f"the emulated {profile.name} has no {kernel}"
     if config.attention in gpus.ATTENTION and cuda:
         refusal = _attention_refusal(config.attention, device, dtype)
         if refusal:
@@ -127,21 +121,24 @@ def skip_reason(configuration: Variant, device: torch.device, smoke: bool = Fals
 
 
 def _attention_refusal(kernel: str, device: torch.device, dtype: torch.dtype) -> str | None:
-    """Why this GPU has no SDPA ``kernel`` for ``dtype`` inputs, by its compute capability and
-    the rules of ``ac.gpus`` (a real T4 has no flash attention: restricted to it, SDPA would
-    fail with "No available kernel" after the rung's compile); None where it has one, or where
-    the GPU cannot be asked."""
+    """Why the GPU, or the one rehearsed on it, has no SDPA ``kernel`` for ``dtype`` inputs, by
+    its compute capability and the rules of ``ac.gpus`` (a T4 has no flash attention: restricted
+    to it, SDPA would fail with "No available kernel" after the rung's compile); None where it
+    has one, or where the GPU cannot be asked."""
+    profile = emulation.active()
     try:
         capability = tuple(emulation.capability(device))
-        name = torch.cuda.get_device_name(cuda_index(device))
+        if profile is not None:
+            gpu = f"the emulated {profile.name}"
+        else:
+            major, minor = capability
+            gpu = f"this {torch.cuda.get_device_name(cuda_index(device))} (sm_{major}{minor})"
     except Exception:  # noqa: BLE001 - no answer from the GPU: let the rung try
         return None
     if gpus.attention_takes(kernel, precisions.get(dtype).name, capability):
         return None
-    some = gpus.attention_dtypes(kernel, capability)
-    major, minor = capability
-    what = f"{kernel} attention kernel" + (f" for {dtype}" if some else "")
-    return f"this {name} (sm_{major}{minor}) has no {what}"
+    some = gpus.attention_dtypes(kernel, capability)  # for other dtypes: say which
+    return f"{gpu} has no {kernel} attention kernel" + (f" for {dtype}" if some else "")
 
 
 @functools.lru_cache(maxsize=8)
