@@ -191,6 +191,19 @@ def fail_on_input_changed(changed: float | None, where: str) -> None:
         )
 
 
+def paired(mine: list, reference: list, key: str, what: str) -> list[tuple[dict, dict]]:
+    """The answer's runs beside the reference's, run by run, refused where their ``key``s differ.
+    What a comparison decides by is read from the reference's run (computed where the check runs,
+    or by the grader), never from the answer's observation alone: a kernel that replaced the
+    observation could make it agree with itself, or skip every case."""
+    if [run.get(key) for run in mine] != [run[key] for run in reference]:
+        raise ExerciseFailed(
+            f"the observation of your {what} does not hold the check's {key}s: the check's code "
+            "was changed in this kernel (restart it and run the lesson's cells)."
+        )
+    return list(zip(mine, reference, strict=True))
+
+
 def fail_on_error(error: str | None, call: str) -> None:
     """Raise the verdict for an error ``observe`` recorded while running ``call``."""
     if error is None:

@@ -12,6 +12,7 @@ import torch
 
 from ...display import kind_of, shown
 from .. import ExerciseFailed, call_answer, fail_on_error
+from ..answers import paired
 
 # (init_scale, growth_factor, backoff_factor, growth_interval, found_inf after each step, what)
 F, T = False, True
@@ -222,20 +223,8 @@ def _flat(grads: list) -> torch.Tensor:
     return torch.cat([torch.tensor(g, dtype=torch.float32).flatten() for g in grads])
 
 
-def _paired(mine: list, reference: list) -> list[tuple[dict, dict]]:
-    """The answer's runs beside the reference's, case by case. PyTorch's side is read from the
-    reference's run (computed where the check runs, or by the grader), never from the answer's
-    observation: a kernel that replaced the observation could make its two sides agree."""
-    if [run["case"] for run in mine] != [run["case"] for run in reference]:
-        raise ExerciseFailed(
-            "the observation of your class does not hold the check's cases: the check's code was "
-            "changed in this kernel (restart it and run the lesson's cells)."
-        )
-    return list(zip(mine, reference, strict=True))
-
-
 def compare_core(mine: dict, reference: dict, seed: int) -> None:
-    for run, ref in _paired(mine["updates"], reference["updates"]):
+    for run, ref in paired(mine["updates"], reference["updates"], "case", "class"):
         init, growth, backoff, interval, flags, what = ref["case"]
         made = f"ScalerCore({init:g}, {growth:g}, {backoff:g}, {interval})"
         fail_on_error(run["error"], f"{made} ({what}), or its update() or scale(),")
@@ -286,7 +275,7 @@ def compare_core(mine: dict, reference: dict, seed: int) -> None:
                     f"float32 is {_float32(held)!r}); PyTorch's update keeps the scale in a "
                     f"float32 tensor: {want!r}."
                 )
-    for run, ref in _paired(mine["unscaled"], reference["unscaled"]):
+    for run, ref in paired(mine["unscaled"], reference["unscaled"], "case", "class"):
         what = f"unscale_grads at a scale of {UNSCALE_CASES[ref['case']]:g} on {ref['case']}"
         fail_on_error(run["error"], what)
         theirs = ref["torch"]
