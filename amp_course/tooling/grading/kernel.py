@@ -30,6 +30,10 @@ from ...exercises.probe import MIME
 from .sandbox import HOME, Sandbox, Scratch
 
 MAX_MESSAGE = 64 * 2**20  # bytes; a larger message from the kernel drops the connection
+# Messages each of the grader's sockets queues before the kernel's side holds the rest (ZeroMQ's
+# default is 1,000): a kernel sending large messages faster than the grader reads them fills its
+# own memory, inside the sandbox, not the grader's (at most this many times MAX_MESSAGE here).
+QUEUED_MESSAGES = 4
 KEPT_OUTPUTS = ("error",)
 MAX_ERRORS = 5
 
@@ -44,6 +48,16 @@ class SandboxedKernelManager(AsyncKernelManager):
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
         return self.sandbox.wrap(cmd, self.scratch, self.sandbox_env)
+
+    def client(self, **kwargs):
+        """A client whose sockets, made when its channels start, take the grader's bounds."""
+        client = super().client(**kwargs)
+        # Set on the context, before any socket connects: pyzmq hands them to each socket it makes.
+        # Set on a socket after it had connected, they did not bound that connection (a 70 MiB
+        # message got through).
+        client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        client.context.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
+        return client
 
 
 class _Client(NotebookClient):
@@ -144,8 +158,6 @@ async def run_notebook(
             stderr=subprocess.DEVNULL,
         )
         await client.async_start_new_kernel_client()
-        for channel in (client.kc.shell_channel, client.kc.iopub_channel):
-            channel.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
         for index in range(last + 1):
             cell = nb.cells[index]
             if cell.cell_type != "code":
