@@ -155,7 +155,10 @@ def grade_parser():
     )
     grading.add_argument("--key", type=_path, required=True, help="the instructor quiz key (JSON)")
     grading.add_argument(
-        "--out", type=_path, default="gradebook.csv", help="the gradebook CSV to write"
+        "--out",
+        type=_path,
+        default="gradebook.csv",
+        help="the gradebook CSV to write (default: gradebook.csv)",
     )
     grading.add_argument(
         "--masters", type=_path, default=None, help="master notebooks (default: notebooks/)"

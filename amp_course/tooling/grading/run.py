@@ -16,11 +16,13 @@ import hashlib
 import shutil
 import tempfile
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nbformat
+from nbformat.warnings import MissingIDFieldWarning
 
 from ... import exercises
 from ... import quiz as _quiz
@@ -124,7 +126,12 @@ def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, dea
         return zero("error", f"{too_large}: not graded")
     try:
         data = learner_path.read_bytes()
-        rebuilt = restore(master.notebook, nbformat.reads(data.decode(), as_version=4))
+        with warnings.catch_warnings():
+            # A cell without an id (a notebook saved by an older Jupyter) gets one as it is read;
+            # the warning would name no student, and nothing is lost.
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            learner = nbformat.reads(data.decode(), as_version=4)
+        rebuilt = restore(master.notebook, learner)
     except Exception as error:  # any unreadable notebook: zero for its checks only
         return zero(
             "error", f"corrupt notebook {learner_path.name}: {type(error).__name__}: {error}"
