@@ -124,12 +124,16 @@ def test_the_feedback_names_each_answer_file_once(tmp_path, key):
     assert "answered otherwise in `amp-course-answers.json`" in text
 
 
-def test_many_answer_files_under_the_one_file_bound_are_read_up_to_a_folder_bound(tmp_path, key):
+def test_many_answer_files_under_the_one_file_bound_are_read_up_to_a_folder_bound(
+    tmp_path, key, monkeypatch
+):
     """A hostile folder of JSON files each just under the one-file bound would hold the grader's
-    memory (every record is kept): past the folder's bound the files are not read, and named."""
-    filler = {f"q{i}": 0 for i in range(40_000)}  # ~0.5 MB of records for no graded question
-    for index in range(30):  # ~0.75 MB each, 22 MB in all
-        document = {"lessons": {"99_toy": filler, f"lesson_{index}": {"x": "y" * 200_000}}}
+    memory (every record is kept): past the folder's bound (cut to 1 MiB here) the files are not
+    read, and named."""
+    monkeypatch.setattr(quizzes, "ANSWER_FOLDER_BYTES", 2**20)
+    filler = {f"q{i}": 0 for i in range(4_000)}  # ~50 kB of records for no graded question
+    for index in range(30):  # ~75 kB each, 2.2 MB in all
+        document = {"lessons": {"99_toy": filler, f"lesson_{index}": {"x": "y" * 20_000}}}
         (tmp_path / f"99_toy.answers ({index}).json").write_text(json.dumps(document))
     message = _rows(tmp_path, key)["quiz:pi"].message
-    assert "past the 16 MiB of JSON files the grader reads in one submission" in message, message
+    assert "past the 1 MiB of JSON files the grader reads in one submission" in message, message
