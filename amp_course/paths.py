@@ -48,19 +48,22 @@ def notebooks_in(folder: Path) -> list[Path]:
 
 
 def readme_order(root: Path | None = None) -> list[str]:
-    """The lessons' names in the order the README's "Lessons" table lists them (none if absent)."""
+    """The lessons' names in the order the README's "Lessons" table lists them (none if absent;
+    a name listed twice comes twice)."""
     readme = (ROOT if root is None else Path(root)) / README
     text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
     start = text.find(f"\n{LESSONS_HEADING}\n")
     end = text.find("\n## ", start + 1) if start >= 0 else -1
     table = "" if start < 0 else text[start:] if end < 0 else text[start:end]
-    return list(dict.fromkeys(re.findall(r"`([^`/]+)\.ipynb`", table)))
+    return re.findall(r"`([^`/]+)\.ipynb`", table)
 
 
 def lesson_notebooks(root: Path | None = None) -> list[Path]:
     """Every lesson and lab in ``root/notebooks`` (the checkout's by default), in course order: the
     README's "Lessons" table's, then any notebook it does not list, by name. The GPU run, the
     smoke benchmark, the website and the tests all take the list from here."""
-    order = {name: i for i, name in enumerate(readme_order(root))}
+    order: dict[str, int] = {}
+    for index, name in enumerate(readme_order(root)):
+        order.setdefault(name, index)
     found = notebooks_in((ROOT if root is None else Path(root)) / NOTEBOOKS)
     return sorted(found, key=lambda p: (p.stem not in order, order.get(p.stem, 0), p.name))

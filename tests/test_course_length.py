@@ -35,10 +35,23 @@ def test_every_lesson_states_its_time_and_the_readme_adds_them_up():
     assert f"{speed} minutes), and scale and" in SECTION
     beyond = total - core - speed
     assert f", {beyond} minutes)." in SECTION
-    # Every lesson is on one of the paths.
-    for path in NOTEBOOKS:
-        short = path.stem[:2] if path.stem[:2].isdigit() else f"`{path.stem}`"
-        assert short in SECTION, f"{path.stem} is on no path"
+    # The paths the README names hold these lessons: every lesson on one of them, once.
+    listed = {
+        "core": _path_lessons(r"the core, about [\d.]+ hours \(\d+ minutes\): (.*?)\. Then"),
+        "speed": _path_lessons(r"speed and debugging \((.*?), \d+ minutes\)"),
+        "beyond": _path_lessons(r"scale and beyond \((.*?), \d+ minutes\)"),
+    }
+    beyond_names = [p.stem for p in NOTEBOOKS if p.stem not in CORE + SPEED]
+    assert listed == {"core": sorted(CORE), "speed": sorted(SPEED), "beyond": sorted(beyond_names)}
+
+
+def _path_lessons(pattern: str) -> list[str]:
+    """The lessons one of the README's paths names: "05" for 05_speed_memory, `labs_x` by name."""
+    found = re.search(pattern, SECTION)
+    assert found, f"the README's section names no path matching {pattern!r}"
+    by_number = {p.stem[:2]: p.stem for p in NOTEBOOKS if p.stem[:2].isdigit()}
+    named = re.findall(r"\b(\d\d)\b|`(\w+)`", found.group(1))
+    return sorted(by_number[number] if number else name for number, name in named)
 
 
 def _report(kind: str) -> dict:

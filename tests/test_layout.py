@@ -18,6 +18,8 @@ BY_HAND = re.compile(r'\b(ROOT|root|Path\(root\))\s*/\s*"notebooks"')
 def test_the_readme_table_lists_every_lesson_once_and_is_the_course_order():
     stems = [p.stem for p in paths.notebooks_in(ROOT / paths.NOTEBOOKS)]
     order = paths.readme_order()
+    twice = sorted({name for name in order if order.count(name) > 1})
+    assert not twice, f"listed more than once in the README's table: {twice}"
     assert sorted(order) == sorted(stems)  # every notebook is in the table; nothing else is
     assert [p.stem for p in paths.lesson_notebooks()] == order
 
