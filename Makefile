@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_PIN)
-	$(BIN)/python -m pip install -e ".[course,test,site]"
+	$(BIN)/python -m pip install -e ".[course,test,site,bench]"
 	touch $(STAMP)
 
 # JupyterLab opens on workspace/, the learner's git-ignored copy of notebooks/ (made on the first

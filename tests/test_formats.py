@@ -20,6 +20,7 @@ def test_known_limits():
     assert rows["fp16"].max == 65504.0  # not 65535
     assert rows["fp16"].smallest_subnormal == 2.0**-24
     assert rows["bf16"].smallest_subnormal == 2.0**-133
+    assert rows["fp32"].smallest_subnormal == 2.0**-149
     assert rows["tf32"].eps == rows["fp16"].eps == 2.0**-10
     assert rows["tf32"].smallest_normal == rows["fp32"].smallest_normal
 
@@ -28,11 +29,14 @@ def test_smallest_subnormal_is_representable_and_half_of_it_is_not():
     for fmt in formats.format_table():
         if fmt.dtype is None or fmt.name.startswith("fp8"):
             continue
-        tiny = torch.tensor(fmt.smallest_subnormal, dtype=torch.float64).to(fmt.dtype)
-        assert tiny.item() == fmt.smallest_subnormal
-        assert (
-            torch.tensor(fmt.smallest_subnormal / 4, dtype=torch.float64).to(fmt.dtype).item() == 0
-        )
+
+        def cast(value, dtype=fmt.dtype):
+            return torch.tensor(value, dtype=torch.float64).to(dtype).item()
+
+        assert cast(fmt.smallest_subnormal) == fmt.smallest_subnormal, fmt.name
+        # Half of it lies halfway between it and zero: the tie rounds to the even one, zero.
+        assert cast(fmt.smallest_subnormal / 2) == 0, fmt.name
+        assert cast(fmt.smallest_subnormal * 0.75) == fmt.smallest_subnormal, fmt.name
 
 
 @pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="torch without fp8")

@@ -18,7 +18,11 @@ def test_mnist_cnn_matches_the_scenario_configuration():
         (1000, 1000),
         (1000, 10),
     ]
-    assert model(torch.randn(2, 1, 28, 28)).shape == (2, 10)
+    # The tutorial's strides and paddings take a 28 x 28 digit to 3 x 3 before the pooling
+    # (28, then 14, 7, 6 and 3 at its four 2 x 2 convolutions), which the pooling would hide.
+    digits = torch.randn(2, 1, 28, 28)
+    assert model.features(digits).shape == (2, 1024, 3, 3)
+    assert model(digits).shape == (2, 10)
 
 
 def test_vit_presets_have_published_sizes():

@@ -40,6 +40,7 @@ def test_fp32_epoch_matches_a_plain_loop():
 def test_bf16_epoch_runs_under_autocast_and_stays_close_to_fp32():
     model, loader = _setup()
     amp_model = copy.deepcopy(model)
+    start = [p.detach().clone() for p in model.parameters()]
     seen = []
     amp_model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
     for m, dtype in [(model, None), (amp_model, torch.bfloat16)]:
@@ -54,8 +55,16 @@ def test_bf16_epoch_runs_under_autocast_and_stays_close_to_fp32():
         )
     assert seen and all(d is torch.bfloat16 for d in seen)
     assert all(p.dtype is torch.float32 for p in amp_model.parameters())  # master weights stay fp32
-    for p, q in zip(model.parameters(), amp_model.parameters(), strict=True):
-        torch.testing.assert_close(p, q, atol=0.05, rtol=0.05)
+
+    # The epoch moved the weights, and bf16's rounding moved them elsewhere by a small part of that
+    # (2.4% here): an epoch that did not train under autocast is as far from fp32's as fp32 moved.
+    def distance(these, those):
+        return torch.cat([(a - b).flatten() for a, b in zip(these, those, strict=True)]).norm()
+
+    with torch.no_grad():
+        moved = distance(list(model.parameters()), start)
+        gap = distance(list(model.parameters()), list(amp_model.parameters()))
+    assert moved > 0.05 and gap < 0.1 * moved, (float(moved), float(gap))
 
 
 # 4 batches of 16 with accumulation_steps=4: one step over all 64 samples. 6 batches: groups of
