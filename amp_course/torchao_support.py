@@ -49,7 +49,7 @@ def load() -> tuple[object | None, str]:
     logger = logging.getLogger("torchao")
     kept, propagate = _Kept(), logger.propagate
     logger.addHandler(kept)
-    logger.propagate = False  # Python's last-resort handler would print them as they come
+    logger.propagate = False  # the root's handlers (a learner's basicConfig) would print them
     try:
         module = importlib.import_module("torchao")
     except Exception as error:  # noqa: BLE001 - built for another torch, a broken install...

@@ -615,3 +615,5 @@ def test_to_float8_reference_clips_and_round_trips():
     q, scale = solutions.to_float8(x, torch.float8_e5m2, [1.0, 2.0])  # x grew past its history
     assert q.dtype == torch.float8_e5m2 and q.float().abs().max() == 57344
     torch.testing.assert_close(q.float()[:3] / scale, x[:3], rtol=0.13, atol=1e-3)
+    # The history's amax (2.0) sets the scale, not x's own (4.0): the 4.0 clips to 2.0.
+    assert scale == 57344 / 2.0 and q.float()[3] / scale == 2.0

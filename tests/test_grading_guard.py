@@ -214,10 +214,16 @@ def test_reaching_the_references_or_the_instructor_is_flagged_and_the_rest_noted
         "key.json",
         "environ",
         "instructor/x.txt",
-        "ctypes",
+        "elsewhere/innocent.py",  # a hard link to a reference, made before grading
+        "/exercises/solutions | ",  # listed (os.listdir and os.scandir)
+        "ctypes reaching the C function system",
+        "ctypes reaching memory by address",
         "changing the grader's hook",
     ):
-        assert words in flags
+        assert words in flags + " | ", words
+    # What reaches the references or the instructor is never only noted.
+    for kind in ("reading ", "listing ", "importing ", "loading native code", "ctypes"):
+        assert not [n for n in guarded["log"].notes if n.startswith(kind)], kind
     for words in ("starting a process (cat)", "starting a process (true)", "outside.txt"):
         assert words in notes
     assert "network use" in notes and "making a link" in notes

@@ -107,7 +107,10 @@ def test_one_submission_graded_for_gradescope_fits_its_schema_and_points(course)
     assert tests["99_toy: 05.mfu"]["status"] == "passed"
     assert tests["99_toy: 05.mfu"]["score"] == tests["99_toy: 05.mfu"]["max_score"] > 0
     choose = tests["99_toy: 06.choose_dtype"]
-    assert choose["status"] == "failed" and choose["score"] == 0 and "failed" in choose["output"]
+    assert choose["status"] == "failed" and choose["score"] == 0
+    output = choose["output"]  # the status, then the check's message
+    assert output.startswith("failed: ") and "you chose torch." in output, output
+    assert ", the reference torch." in output, output
     assert tests["99_toy: quiz:pick-b"]["score"] == 2
     assert results["score"] == sum(t["score"] for t in results["tests"])
     assert results["output"].startswith(f"{results['score']:g} of ")

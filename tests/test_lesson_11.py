@@ -162,6 +162,10 @@ def test_small_gemm_key_follows_the_roofline():
     intensity = 2 * 1024**3 / (2 * 3 * 1024**2)
     assert round(intensity) == 341 and round(h100.ridge("bf16")) == 295
     assert h100.regime(intensity, "bf16") == "compute-bound"
+    key = quiz_key(LESSON, "small-gemm")  # slower, by the casts; not "both memory-bound"
+    assert [text for text, right in key.items() if right] == [
+        "It makes it slower: the casts move more bytes than the halved GEMM time saves."
+    ]
 
 
 def test_fp4_per_tensor_key_follows_e2m1():
@@ -170,6 +174,10 @@ def test_fp4_per_tensor_key_follows_e2m1():
     assert math.isclose(e2m1.max / (e2m1.smallest_subnormal / 2), 24)  # "a 24th" of the amax
     tie = torch.tensor([6.0, 0.25 + 1e-6, 0.25])  # amax 6: the tie 0.25 goes to 0
     assert ac.block_formats.round_to_element(tie, e2m1).tolist() == [6.0, 0.5, 0.0]
+    key = quiz_key(LESSON, "fp4-per-tensor")  # E2M1 has a zero: its range is what runs out
+    assert [text for text, right in key.items() if right] == [
+        "E2M1 spans only 0.5 to 6: values at most a 24th of the amax round to zero."
+    ]
 
 
 def test_nvfp4_training_cells_show_what_section_6_says(lesson, capsys):

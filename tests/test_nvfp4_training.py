@@ -89,7 +89,13 @@ def test_the_weight_gradient_from_nvfp4_operands_is_close_with_and_without_the_r
         nv.nvfp4_roundtrip(grad_output.t().contiguous())
         @ nv.nvfp4_roundtrip(inputs.t().contiguous()).t(),
     )
-    rotated = nv.wgrad(grad_output, inputs, signs=nv.random_signs(generator=generator))
+    signs = nv.random_signs(generator=generator)
+    rotated = nv.wgrad(grad_output, inputs, signs=signs)
+    # The RHT turns both operands along the tokens before they are quantized (H times H^T is the
+    # identity, so the product is the same gradient): another rounding, not the plain one's.
+    turned = [nv.rht(t.t().contiguous(), signs) for t in (grad_output, inputs)]
+    assert torch.equal(rotated, nv.nvfp4_roundtrip(turned[0]) @ nv.nvfp4_roundtrip(turned[1]).t())
+    assert not torch.equal(rotated, plain)
     assert 0 < bf.relative_error(exact, plain) < 0.2 and 0 < bf.relative_error(exact, rotated) < 0.2
 
 

@@ -48,7 +48,17 @@ def test_the_import_warning_is_explained_not_printed(tmp_path, monkeypatch, caps
         "import logging\n__version__ = '0.18.0'\n"
         "logging.getLogger(__name__).warning('Failed to load /x/_C_mxfp8.so: undefined symbol')\n",
     )
-    module, line = torchao_support.load()
+    # A handler on the root logger, as logging.basicConfig() leaves one, sees none of them.
+    heard = []
+    root = logging.getLogger()
+    handler = logging.Handler()
+    handler.emit = lambda record: heard.append(record.getMessage())
+    root.addHandler(handler)
+    try:
+        module, line = torchao_support.load()
+    finally:
+        root.removeHandler(handler)
+    assert heard == []
     assert module is not None and module.__version__ == "0.18.0"
     assert "Failed to load /x/_C_mxfp8.so" in line
     assert torchao_support.KERNEL_LIBRARIES_NOTE in line
