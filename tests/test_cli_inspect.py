@@ -1,10 +1,15 @@
 from amp_course import cli
+from amp_course.inspector import INSPECTED_FORMATS
 
 
 def test_inspect_prints_every_format(capsys):
     assert cli.main(["inspect", "1"]) == 0
     out = capsys.readouterr().out
-    assert "0 01111 0000000000" in out and "fp8 e5m2" in out and len(out.splitlines()) == 6
+    lines = out.splitlines()
+    assert [line.split("  ")[0] for line in lines] == list(
+        INSPECTED_FORMATS
+    )  # each, once, in order
+    assert "0 01111 0000000000" in lines[INSPECTED_FORMATS.index("fp16")]  # fp16's bits for 1
 
 
 def test_inspect_one_format_overflow(capsys):

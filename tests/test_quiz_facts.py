@@ -24,6 +24,9 @@ def test_fp16_limits_follow_round_to_nearest():
         "Scaled by 2^16, a gradient of 1e-8 lands in fp16's normal range.": fp16(1e-8 * 2**16)
         >= smallest_normal,
         "It has 8 exponent bits like fp32.": torch.finfo(torch.float16).bits - 11 == 8,
+        # Subnormals there: the gap is 2^-24 throughout, so 1.5 * 2^-24 is not kept.
+        "Between 2^-24 and 2^-14 values keep full 11-bit precision.": fp16(1.5 * 2.0**-24)
+        == 1.5 * 2.0**-24,
     }
     for text, truth in facts.items():
         assert marks[text] is truth, text
@@ -105,7 +108,9 @@ def test_stays_fp32_has_one_true_choice_and_torch_agrees_with_it():
 
 
 def test_half_weights_reasons_hold_in_torch():
-    assert "eps" in correct("00_scenario", "half-weights")[0]
+    assert correct("00_scenario", "half-weights") == [
+        "Adam's eps of 1e-8 is 0 in fp16, and small updates and gradients round away"
+    ]
     assert fp16(1e-8) == 0.0
     # Adam on fp16 weights: where the second moment is 0, the step divides by an eps of 0.
     weight = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))

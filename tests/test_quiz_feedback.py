@@ -5,6 +5,8 @@ import pytest
 import yaml
 
 from amp_course import quiz
+from amp_course.quiz import answers as quiz_answers
+from amp_course.quiz.order import choice_order
 
 SOURCE = {
     "lesson": "98_feedback",
@@ -65,12 +67,16 @@ SOURCE = {
 ALL_CHOICES = ("EXPLAIN-RIGHT", "EXPLAIN-SPEED", "EXPLAIN-MEMORY")
 
 
+def _quiz(folder):
+    (folder / "source").mkdir()
+    (folder / "source" / "98_feedback.yaml").write_text(yaml.safe_dump(SOURCE))
+    quiz.publish(folder / "source", folder / "quizzes")
+    return quiz.Quiz("98_feedback", quiz_dir=folder / "quizzes", answers_path=folder / "a.json")
+
+
 @pytest.fixture
 def q(tmp_path):
-    (tmp_path / "source").mkdir()
-    (tmp_path / "source" / "98_feedback.yaml").write_text(yaml.safe_dump(SOURCE))
-    quiz.publish(tmp_path / "source", tmp_path / "quizzes")
-    return quiz.Quiz("98_feedback", quiz_dir=tmp_path / "quizzes", answers_path=tmp_path / "a.json")
+    return _quiz(tmp_path)
 
 
 def test_wrong_first_attempt_explains_only_the_chosen_option(q):
@@ -103,7 +109,17 @@ def test_right_answer_shows_everything_chosen_first(q):
     assert "Try again" not in result.message
 
 
-def test_letters_in_feedback_are_the_learners_letters(q):
+def test_letters_in_feedback_are_the_learners_letters(tmp_path, monkeypatch):
+    # A shuffle seed that moves the published third choice off the third place on screen: with a
+    # random one, the letter of the published place would still be "c" about one run in three.
+    count = len(SOURCE["questions"][0]["choices"])
+    seed = next(
+        f"seed-{i}"
+        for i in range(100)
+        if choice_order(f"seed-{i}", "98_feedback", "scale", count)[2] != 2
+    )
+    monkeypatch.setattr(quiz_answers, "new_seed", lambda: seed)
+    q = _quiz(tmp_path)
     shown = q.choices("scale")
     result = q.answer("scale", "c")
     assert result.view.items[0].label == "c" and result.view.items[0].text == shown[2]
