@@ -374,3 +374,8 @@ def quiz_question(lesson: str, question_id: str) -> dict:
 def quiz_key(lesson: str, question_id: str) -> dict[str, bool]:
     """A quiz question's choices: text -> marked correct."""
     return {c["text"]: c["correct"] for c in quiz_question(lesson, question_id)["choices"]}
+
+
+def quiz_answers(lesson: str, question_id: str) -> list[str]:
+    """The choices a quiz question's key marks correct, in the source's order."""
+    return [text for text, correct in quiz_key(lesson, question_id).items() if correct]

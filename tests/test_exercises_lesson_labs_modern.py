@@ -1038,7 +1038,7 @@ def test_the_checks_leave_the_tf32_flags_at_their_defaults():
 
 # ---- the quiz's keys, checked against torch ------------------------------------------------------
 def _right(question_id):
-    return [text for text, right in conftest.quiz_key(LESSON, question_id).items() if right]
+    return conftest.quiz_answers(LESSON, question_id)
 
 
 def test_eager_index_add_refuses_the_mix_under_autocast_too():

@@ -8,7 +8,7 @@ import fake_torchao
 import matplotlib.pyplot as plt
 import pytest
 import torch
-from conftest import quiz_key, quiz_question, run_tagged
+from conftest import quiz_answers, quiz_key, quiz_question, run_tagged
 
 import amp_course as ac
 
@@ -140,8 +140,7 @@ def test_mx_clamp_and_rceil_keys_follow_the_rules():
     block[0, 0] = 7.0
     assert ac.block_formats.block_roundtrip(block, "mxfp4")[0, 0] == 6.0
     assert ac.block_formats.block_roundtrip(block, "mxfp4", scale_rounding="rceil")[0, 0] == 8.0
-    key = quiz_key(LESSON, "mx-clamp")
-    assert [text for text, right in key.items() if right][0].startswith("A scale of 1: the 7 is")
+    assert quiz_answers(LESSON, "mx-clamp")[0].startswith("A scale of 1: the 7 is")
     # RCEIL differs from floor exactly above max_elem / 2^emax_elem of the binade: 1.5 and 1.75.
     for element, ratio in ((ac.block_formats.E2M1, 1.5), (ac.block_formats.E4M3, 1.75)):
         assert element.max / 2**element.emax == ratio
@@ -162,8 +161,8 @@ def test_small_gemm_key_follows_the_roofline():
     intensity = 2 * 1024**3 / (2 * 3 * 1024**2)
     assert round(intensity) == 341 and round(h100.ridge("bf16")) == 295
     assert h100.regime(intensity, "bf16") == "compute-bound"
-    key = quiz_key(LESSON, "small-gemm")  # slower, by the casts; not "both memory-bound"
-    assert [text for text, right in key.items() if right] == [
+    # Slower, by the casts; not "both memory-bound".
+    assert quiz_answers(LESSON, "small-gemm") == [
         "It makes it slower: the casts move more bytes than the halved GEMM time saves."
     ]
 
@@ -174,8 +173,8 @@ def test_fp4_per_tensor_key_follows_e2m1():
     assert math.isclose(e2m1.max / (e2m1.smallest_subnormal / 2), 24)  # "a 24th" of the amax
     tie = torch.tensor([6.0, 0.25 + 1e-6, 0.25])  # amax 6: the tie 0.25 goes to 0
     assert ac.block_formats.round_to_element(tie, e2m1).tolist() == [6.0, 0.5, 0.0]
-    key = quiz_key(LESSON, "fp4-per-tensor")  # E2M1 has a zero: its range is what runs out
-    assert [text for text, right in key.items() if right] == [
+    # E2M1 has a zero: its range is what runs out.
+    assert quiz_answers(LESSON, "fp4-per-tensor") == [
         "E2M1 spans only 0.5 to 6: values at most a 24th of the amax round to zero."
     ]
 

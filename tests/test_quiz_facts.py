@@ -5,6 +5,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import quiz_answers as correct
 from conftest import quiz_key as key
 from conftest import quiz_question as question
 
@@ -62,8 +63,7 @@ def test_scheduler_warning_fires_only_for_a_skipped_first_step():
 
 def test_a_fused_optimizer_is_always_called_and_skips_inside():
     """Lesson 03 and quiz 05 fused-adamw: GradScaler hands unscaling to fused optimizers."""
-    marks = key("05_speed_memory", "fused-adamw")
-    assert [t for t, correct in marks.items() if correct][0].startswith("One kernel for the whole")
+    assert correct("05_speed_memory", "fused-adamw")[0].startswith("One kernel for the whole")
     for fused, hook_runs in ((False, False), (True, True)):
         weight = torch.nn.Parameter(torch.ones(3))
         optimizer = torch.optim.AdamW([weight], fused=fused)
@@ -86,13 +86,8 @@ def test_mfu_key_follows_from_its_premises():
 
 
 def test_tf32_is_not_a_dtype():
-    marks = key("08_capstone", "tf32-storage")
-    assert [t for t, correct in marks.items() if correct][0].startswith("As float32")
+    assert correct("08_capstone", "tf32-storage")[0].startswith("As float32")
     assert not hasattr(torch, "tf32") and torch.finfo(torch.bfloat16).eps == 2.0**-7
-
-
-def correct(lesson: str, question_id: str) -> list[str]:
-    return [text for text, is_correct in key(lesson, question_id).items() if is_correct]
 
 
 def test_stays_fp32_has_one_true_choice_and_torch_agrees_with_it():

@@ -4,11 +4,8 @@ import inspect
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
+from conftest import quiz_answers as _correct
 from conftest import quiz_key as key
-
-
-def _correct(lesson, question_id):
-    return [text for text, correct in key(lesson, question_id).items() if correct]
 
 
 def test_bf16_lost_update_key_follows_round_to_nearest():
