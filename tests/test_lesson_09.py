@@ -1,5 +1,6 @@
 """Lesson 09 (cells executed from the notebook): the pure-bf16 runs print and plot the steps that
-ran, every line of their plot stays visible, and the checkpointing cost is read from the numbers."""
+ran, every line of their plot stays visible, the checkpointing cost is read from the numbers, and
+on a GPU its timing batch pays for both models it holds."""
 
 import types
 
@@ -138,3 +139,38 @@ def test_the_fp8_matmul_on_a_cpu_computes_the_first_outputs_with_their_own_refer
     error = float(line.split("error ")[1].split("%")[0]) / 100
     emulated = lesson["errors"]["e4m3 casts, per-tensor amax scales"]
     assert error == pytest.approx(emulated, rel=0.05)
+
+
+def test_on_a_gpu_the_timing_batch_pays_for_both_timed_models(monkeypatch, lesson):
+    """The checkpointing timing holds the plain and the checkpointed ViT-L/16 at once (their steps
+    alternate), so the batch it plans on a GPU pays for two models' fp32 weights besides one
+    step's gradients and autocast's weight copies (the CUDA stand-in plays an H100)."""
+    from cuda_double import FakeGpu
+
+    class Planned(Exception):
+        pass
+
+    FakeGpu(monkeypatch, "H100 SXM")
+    with torch.device("meta"):
+        model = ac.models.build_vit("l16")
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    planned = {}
+
+    def fit_batch(wanted, bytes_per_sample, fixed_bytes, available_bytes, **kwargs):
+        planned["fixed"] = fixed_bytes
+        raise Planned
+
+    monkeypatch.setattr(ac.memory, "fit_batch", fit_batch)
+    lesson.update(DEVICE="cuda", SMOKE=False)
+    run_tagged(LESSON, "settings", namespace=lesson)
+    num_params = ac.models.count_parameters(model)
+    copies = 2 * num_params  # autocast's bf16 copy of each weight
+    per_image = types.SimpleNamespace(peak=lambda checkpointed: 2**20)
+    lesson.update(
+        num_params=num_params,
+        weight_copies={"AMP": copies, "fp32": 0},
+        stacks={"AMP": per_image, "fp32": per_image},
+    )
+    with pytest.raises(Planned):
+        run_tagged(LESSON, "checkpoint-cost", namespace=lesson)
+    assert planned["fixed"] == 2 * weights + weights + copies  # two models, one's gradients
