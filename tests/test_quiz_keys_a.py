@@ -227,23 +227,27 @@ def test_gradscaler_refuses_fp16_gradients_of_fp16_parameters():
 
 def test_custom_fwd_casts_inputs_to_fp32_and_runs_forward_without_autocast():
     assert right("02_autocast", "custom-fwd") == [
-        "Casts floating-point inputs to fp32, runs forward with autocast off."
+        "Casts its floating-point CUDA inputs to fp32 (float64 ones stay), runs forward with "
+        "autocast off."
     ]
     seen = []
 
     class Double(torch.autograd.Function):
         @staticmethod
         @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
-        def forward(ctx, x, y):
-            seen.append((x.dtype, y.dtype, torch.is_autocast_enabled("cuda")))
+        def forward(ctx, x, y, z=None):
+            seen.append((x.dtype, y.dtype, z, torch.is_autocast_enabled("cuda")))
             return x * 2, y * 2
 
     with fake_cuda():
         x = torch.ones(2, dtype=torch.float16, device="cuda")
         out, _ = Double.apply(x, torch.ones(2, dtype=torch.float64, device="cuda"))
-    assert seen == [(torch.float32, torch.float64, False)] and out.dtype == torch.float32
+        # A CPU tensor is not the decorator's device's: it stays as it came.
+        Double.apply(x, torch.ones(2, dtype=torch.float16), None)
+    assert seen[0] == (torch.float32, torch.float64, None, False) and out.dtype == torch.float32
+    assert seen[1][:2] == (torch.float32, torch.float16)
     Double.apply(torch.ones(2, dtype=torch.float16), torch.ones(2))  # outside autocast: no cast
-    assert seen[1][0] == torch.float16
+    assert seen[2][0] == torch.float16
 
 
 def test_a_float32_region_needs_autocast_off_and_float_inputs():
