@@ -158,6 +158,7 @@ async def run_notebook(
             stderr=subprocess.DEVNULL,
         )
         await client.async_start_new_kernel_client()
+        stopped = None  # the last cell before a check that ran out of time: (its source, limit)
         for index in range(last + 1):
             cell = nb.cells[index]
             if cell.cell_type != "code":
@@ -170,12 +171,12 @@ async def run_notebook(
                 key, name, symbol, seed = probe
                 cell = nbformat.v4.new_code_cell(probe_source(name, symbol, seed))
             timed_out = await times_out(cell, index, remaining)
-            if probe is not None:
-                results[key] = (
-                    {"timeout": f"the check did not finish within {client.timeout} s"}
-                    if timed_out
-                    else _payload(cell)
-                )
+            if probe is None:
+                stopped = (cell.source, client.timeout) if timed_out else stopped
+            elif timed_out:
+                results[key] = {"timeout": f"the check did not finish within {client.timeout} s"}
+            else:
+                results[key] = _undefined_after_a_stop(_payload(cell), symbol, stopped)
         if canary is not None and deadline - time.monotonic() > 1:
             cell = nbformat.v4.new_code_cell(canary_source(canary))
             # It ran: the guard must have logged it.
@@ -189,6 +190,20 @@ async def run_notebook(
         await _stop(client, km, sandbox)
     _fill(results, probes, {"timeout": "the submission's time ran out before this check ran"})
     return results, answered
+
+
+def _undefined_after_a_stop(payload: dict, symbol: str, stopped) -> dict:
+    """A check that found ``symbol`` undefined after an earlier cell was stopped at its time limit
+    says so: a timeout, naming that cell by its first line (else the payload as it came)."""
+    if "missing" not in payload or stopped is None:
+        return payload
+    source, limit = stopped
+    first = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    shown = first if len(first) <= 60 else first[:57] + "..."
+    return {
+        "timeout": f"{symbol} was not defined when the check ran: a cell before it ({shown!r}) "
+        f"did not finish within {limit} s and was stopped"
+    }
 
 
 def _fill(results: dict, probes: dict, payload: dict) -> None:
