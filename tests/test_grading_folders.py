@@ -7,6 +7,7 @@ import os
 import unicodedata
 
 import nbformat
+import pytest
 from test_grading import MASTER, _notebook
 
 from amp_course.quiz import atomic_write_text
@@ -153,3 +154,51 @@ def test_a_canvas_run_names_the_roster_students_who_handed_in_nothing(
     settings = type("Settings", (), {"lessons": ["99_toy"]})()
     platforms.grade_canvas(tmp_path / "subs", settings, tmp_path / "canvas.csv", roster)
     assert "note: no submission folder for carol (in the roster)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (
+            ["grade", "subs", "--out", "key.json"],
+            "--out {root}/key.json names the same place as --key",
+        ),
+        (["grade", "subs", "--out", f"masters/{MASTER.name}"], "is inside --masters"),
+        (["grade", "subs", "--out", "subs/bob/gradebook.csv"], "inside student bob's folder"),
+        (
+            ["grade", "subs", "--out", "gb.csv", "--feedback", "subs/alice"],
+            "names the same place as student alice's",
+        ),
+        (["autograder", "--out", "key.json"], "names the same place as --key"),
+    ],
+    ids=[
+        "gradebook-on-the-key",
+        "gradebook-on-a-master",
+        "gradebook-in-a-student",
+        "feedback-on-a-student",
+        "zip-on-the-key",
+    ],
+)
+def test_grade_and_autograder_refuse_to_write_over_what_they_read(tmp_path, capsys, argv, says):
+    """A gradebook, feedback folder or autograder zip named like the key, a master notebook or a
+    student's folder would destroy it or mix with it: refused in one line before any grading, and
+    every file is as it was. At the top of the submissions folder a gradebook is allowed
+    (test_the_graders_own_output_in_the_submissions_folder_is_no_student)."""
+    from amp_course import cli
+
+    _class(tmp_path / "subs")
+    key, masters = tmp_path / "key.json", tmp_path / "masters"
+    key.write_text('{"secret": "s", "lessons": {}}')
+    masters.mkdir()
+    nbformat.write(_notebook(), masters / MASTER.name)
+    files = [key, masters / MASTER.name, *(tmp_path / "subs").rglob("*.ipynb")]
+    before = {f: f.read_bytes() for f in files}
+    argv = [
+        a if a.startswith("-") or a in ("grade", "autograder") else str(tmp_path / a) for a in argv
+    ]
+    argv += ["--key", str(key)] + (["--masters", str(masters)] if argv[0] == "grade" else [])
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says.format(root=tmp_path) in err and len(err.strip().splitlines()) == 1, err
+    assert {f: f.read_bytes() for f in files} == before
+    assert sorted(p.name for p in (tmp_path / "subs" / "alice").iterdir()) == [MASTER.name]

@@ -328,3 +328,33 @@ def test_the_widgets_answer_without_printing(toy, capsys):
     result = q.answer("practice", "hello", show=False)
     assert result.correct is True and capsys.readouterr().out == ""
     assert repr(result).startswith("[practice] ✓ Correct.")
+
+
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        ({"--out": "sources"}, "--out {root}/sources names the same place as --sources"),
+        ({"--out": "learners", "--key": "learners/key.json"}, "inside the learners' folder --out"),
+        ({"--out": "learners", "--key": "notes.txt", "--secret": "s"}, "is not a quiz key"),
+        ({"--out": "learners", "--key": "."}, "is a folder"),
+    ],
+    ids=["out-is-sources", "key-among-learners-files", "key-is-another-file", "key-is-a-folder"],
+)
+def test_publish_refuses_to_write_over_its_sources_or_a_file_that_is_no_key(
+    tmp_path, capsys, where, says
+):
+    """An instructor's slip (the sources folder as --out, the key in the folder learners get, a
+    mistyped --key naming another file or a folder) is refused before anything is written, and
+    the sources and the other file are as they were."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    (sources / TOY.name).write_text(TOY.read_text())
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    argv = ["quiz", "publish", "--sources", str(sources)]
+    for option, value in where.items():
+        argv += [option, value if option == "--secret" else str(tmp_path / value)]
+    assert cli.main(argv) == 1
+    assert says.format(root=tmp_path) in capsys.readouterr().err
+    assert (sources / TOY.name).read_text() == TOY.read_text()
+    assert (tmp_path / "notes.txt").read_text() == "my notes\n"
+    assert not (tmp_path / "learners").exists()

@@ -82,13 +82,24 @@ def read_secret(key_path=None, secret=None) -> str:
     if secret:
         return secret
     if key_path and Path(key_path).exists():
-        try:
-            return json.loads(Path(key_path).read_text())["secret"]
-        except (ValueError, KeyError, TypeError):
-            raise QuizSchemaError(
-                f"{key_path}: not a quiz key file; pass --secret or remove it"
-            ) from None
+        return load_key(key_path)["secret"]
     return None
+
+
+def _check_key_path(key_path) -> None:
+    """Refuse a ``--key`` that names a folder or a file other than a quiz key: publishing would
+    replace it (a mistyped path, most likely)."""
+    path = Path(key_path)
+    if path.is_dir():
+        raise QuizSchemaError(f"{key_path} is a folder; --key names the key file to write")
+    if path.exists():
+        try:
+            load_key(path)
+        except QuizSchemaError:
+            raise QuizSchemaError(
+                f"{key_path} exists and is not a quiz key: publishing would replace it; check "
+                "the path, or remove the file first"
+            ) from None
 
 
 def publish(
@@ -105,6 +116,8 @@ def publish(
     sources = [load_source(p) for p in source_paths(source_dir)]
     if not sources:
         raise QuizSchemaError(f"{source_dir}: no quiz sources (*.yaml) found")
+    if key_path is not None:
+        _check_key_path(key_path)  # before any learner file is written
     written, current = [], []
     for source in sources:
         path = Path(out_dir) / f"{source.lesson}.yaml"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from .. import env_vars
 
@@ -18,9 +19,41 @@ def lesson_list(value: str | None) -> list[str] | None:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
+def overwrites(path, option: str, inputs: dict) -> str | None:
+    """Why writing ``path`` (given as ``option``) would destroy or mix with an input, or None.
+
+    ``inputs`` maps how each input was given (an option) to its path: a file, which ``path`` must
+    not be, or a folder, which ``path`` must neither be nor lie inside.
+    """
+    if path is None:
+        return None
+    target = Path(path).expanduser().resolve()
+    for given, source in inputs.items():
+        if source is None:
+            continue
+        folder = Path(source).expanduser().resolve()
+        if target == folder:
+            return (
+                f"{option} {path} names the same place as {given} ({source}): writing there "
+                "would replace it; choose another path"
+            )
+        if target.is_relative_to(folder):  # a folder, or one still to be made (--out)
+            return (
+                f"{option} {path} is inside {given} ({source}): writing there could replace or "
+                "join what it holds; choose another path"
+            )
+    return None
+
+
 def _quiz_publish(args) -> int:
     from ..quiz import QuizSchemaError, publish
 
+    clash = overwrites(args.out, "--out", {"--sources": args.sources}) or overwrites(
+        args.key, "--key", {"--sources": args.sources, "the learners' folder --out": args.out}
+    )
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 1
     try:
         written, current = publish(args.sources, args.out, args.key, args.secret)
     except QuizSchemaError as error:
@@ -54,7 +87,18 @@ def grade(args) -> int:
     """``amp-course grade``: also what ``nbval_grading`` runs under pytest."""
     from .grading import Settings, SettingsError, grade_all
     from .grading.platforms import grade_canvas, grade_gradescope
+    from .grading.run import student_folders
+    from .grading.settings import masters_folder
 
+    # The gradebook may sit at the top of the submissions folder (`grade . --out gradebook.csv`),
+    # not inside a student's folder.
+    students = student_folders(Path(args.submissions)) if os.path.isdir(args.submissions) else []
+    inputs = {"--key": args.key, "--masters": masters_folder(args.masters)}
+    inputs |= {f"student {folder.name}'s folder": folder for folder in students}
+    clash = overwrites(args.out, "--out", inputs) or overwrites(args.feedback, "--feedback", inputs)
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
     lessons = lesson_list(args.lessons)
     try:
         settings = Settings.load(
@@ -86,6 +130,10 @@ def _autograder(args) -> int:
     from .grading import SettingsError
     from .grading.platforms import build_autograder
 
+    clash = overwrites(args.out, "--out", {"--key": args.key})
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
     lessons = lesson_list(args.lessons)
     try:
         out = build_autograder(args.key, args.out, lessons)

@@ -114,9 +114,14 @@ def _master(path: Path) -> Master | None:
     return Master(path, notebook, items) if items else None
 
 
+def masters_folder(masters=None) -> Path:
+    """The folder of master notebooks: ``masters``, or the course's ``notebooks/``."""
+    return Path(masters) if masters else ROOT / NOTEBOOKS
+
+
 def master_paths(masters=None) -> list[Path]:
     """The master notebooks: a folder's ``*.ipynb`` (default: the course's ``notebooks/``)."""
-    folder = Path(masters) if masters else ROOT / NOTEBOOKS
+    folder = masters_folder(masters)
     if not folder.is_dir():
         raise SettingsError(f"{folder} is not a folder of master notebooks (--masters)")
     paths = notebooks_in(folder)
