@@ -3,11 +3,12 @@ committed result for the course's CI machine."""
 
 import json
 
+import pytest
 from conftest import ROOT
 
 from amp_course import cpu
 from amp_course.device import machine_record
-from amp_course.paths import lesson_notebooks
+from amp_course.paths import SMOKE_REPORTS, lesson_notebooks
 from amp_course.tooling.runs import smoke
 
 
@@ -97,3 +98,26 @@ def test_a_rehearsal_without_native_bf16_is_committed_beside_the_native_run_and_
     # The rehearsal reproduces the emulated cost: bf16 far slower than fp32, and said to be.
     for bench in rehearsed:
         assert not bench["cpu_step"]["native_bf16"] and bench["cpu_step"]["bf16_over_fp32"] > 3
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--notebooks", "missing.ipynb"], "no such notebook: missing.ipynb"),
+        (["--notebooks", "notebooks/02_autocast.ipynb"], "give an --out of its own"),
+    ],
+    ids=["missing-notebook", "some-lessons-into-the-committed-reports"],
+)
+def test_smoke_bench_refuses_before_timing_what_would_replace_the_committed_report(
+    argv, says, capsys, monkeypatch
+):
+    """A mistyped lesson, or some lessons timed into reports/smoke/, would replace the committed
+    report of every lesson with a part of one (a missing file was reported as a lesson that
+    failed): refused before any lesson runs, and the committed reports stay as they are."""
+    monkeypatch.chdir(ROOT)
+    reports = {p: p.read_bytes() for p in (ROOT / SMOKE_REPORTS).iterdir()}
+    monkeypatch.setattr(smoke, "measure", lambda *a, **k: pytest.fail("a lesson was timed"))
+    with pytest.raises(SystemExit) as stopped:
+        smoke.main(["--passes", "1", *argv])
+    assert stopped.value.code == 2 and says in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in (ROOT / SMOKE_REPORTS).iterdir()} == reports

@@ -157,14 +157,21 @@ def write(bench: dict, out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="amp-course smoke-bench", description=__doc__)
-    parser.add_argument("--out", type=Path, default=ROOT / SMOKE_REPORTS)
+    parser.add_argument("--out", type=Path, default=None, help=f"default: {SMOKE_REPORTS}/")
     parser.add_argument("--notebooks", nargs="*", type=Path, default=None)
     parser.add_argument("--passes", type=int, default=PASSES, help="passes over the lessons")
     rehearsing.add_option(parser, "the lessons")
     args = parser.parse_args(argv)
     if args.passes < 1:
         parser.error("--passes must be 1 or more")
+    missing = [str(path) for path in args.notebooks or () if not path.is_file()]
+    if missing:
+        parser.error(f"no such notebook: {', '.join(missing)}")
+    if args.notebooks and args.out is None:  # a part would replace the report of every lesson
+        parser.error(
+            f"--notebooks times some lessons only: give an --out of its own, not {SMOKE_REPORTS}/"
+        )
     bench = measure(args.notebooks, passes=args.passes, rehearse=args.rehearse_cpu)
-    write(bench, args.out)
+    write(bench, args.out or ROOT / SMOKE_REPORTS)
     print(markdown(bench))
     return 0 if bench["all_met"] else 1
