@@ -137,7 +137,8 @@ def _junit(path, lesson, failed=False):
 
 def test_merge_takes_each_notebooks_newest_run_and_its_nbval_verdict(tmp_path):
     def part(tag, date, runs):
-        record = {"device": "GPU X", "date": date, "amp_dtype": "lesson default"}
+        record = {"device": "GPU X", "device_type": "cuda", "versions": {"torch": "2.11.0"}}
+        record |= {"date": date, "amp_dtype": "lesson default"}
         record |= {"notebooks": runs, "nbval": "skipped", "bench": "skipped"}
         (tmp_path / f"report-{tag}.json").write_text(json.dumps(record))
 
@@ -164,6 +165,38 @@ def test_merge_without_parts_says_so(tmp_path, capsys):
     assert "cannot merge the parts" in capsys.readouterr().err
     (tmp_path / "report-a.json").write_text("{not json")
     assert cli.main(["gpu", "--merge", str(tmp_path)]) == 2
+
+
+@pytest.mark.parametrize(
+    "name, text, says",
+    [
+        (
+            "report-zz.json",
+            '{"date": "2099"}',
+            "report-zz.json is not a part's report (it lacks device",
+        ),
+        ("report-zz.json", "[]", "report-zz.json is not a part's report"),
+        ("report-zz.json", "{", "report-zz.json is not JSON"),
+        (
+            "nbval-zz.xml",
+            '<testsuites><testsuite name="py',
+            "nbval-zz.xml is not nbval's JUnit XML",
+        ),
+    ],
+    ids=["a-record-without-the-machine", "a-list", "truncated-json", "truncated-junit"],
+)
+def test_a_damaged_part_is_named_and_the_merged_report_kept(tmp_path, capsys, name, text, says):
+    """A part that is not a run's record (it would have become the merged report's machine
+    record: no device, no versions) or a truncated file stops the merge with the file's name, and
+    the run's report.json stays as it was."""
+    run = tmp_path / "run"
+    shutil.copytree(MAIN_RUNS[0], run, ignore=shutil.ignore_patterns("notebooks", "bench*"))
+    before = (run / "report.json").read_bytes()
+    (run / name).write_text(text)
+    assert cli.main(["gpu", "--merge", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert (run / "report.json").read_bytes() == before
 
 
 def test_the_mnist_source_is_read_from_the_run():

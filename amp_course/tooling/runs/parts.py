@@ -12,6 +12,28 @@ def part_name(stem: str, tag: str, suffix: str) -> str:
     return f"{stem}-{tag}{suffix}" if tag else f"{stem}{suffix}"
 
 
+# What a part's report.json holds of the machine it ran on (device.machine_record), and its runs.
+PART_KEYS = ("device", "device_type", "versions", "date", "notebooks")
+
+
+def read_part(path: Path) -> dict:
+    """One part's ``report-<tag>.json``, refused (ValueError naming the file) unless it is a run's
+    record: a merged report takes its machine record from the newest part."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ValueError(f"{path.name} is not JSON ({error})") from None
+    missing = [k for k in PART_KEYS if k not in record] if isinstance(record, dict) else PART_KEYS
+    runs = record.get("notebooks") if isinstance(record, dict) else None
+    if missing or not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise ValueError(
+            f"{path.name} is not a part's report (it lacks {', '.join(missing) or 'its runs'})"
+        )
+    if not all(isinstance(run.get("notebook"), str) for run in runs):
+        raise ValueError(f"{path.name}: a run without the notebook it ran")
+    return record
+
+
 def nbval_results(folder: Path) -> dict[str, str]:
     """Each notebook's nbval verdict ("passed"/"failed") from the JUnit files of every part; a
     notebook failing in any part failed."""
@@ -19,7 +41,11 @@ def nbval_results(folder: Path) -> dict[str, str]:
 
     verdicts: dict[str, str] = {}
     for xml in sorted(Path(folder).glob("nbval*.xml")):
-        for case in ET.parse(xml).getroot().iter("testcase"):
+        try:
+            cases = list(ET.parse(xml).getroot().iter("testcase"))
+        except ET.ParseError as error:
+            raise ValueError(f"{xml.name} is not nbval's JUnit XML ({error})") from None
+        for case in cases:
             # classname: reports.gpu.<device>.notebooks.<lesson>.ipynb
             name = case.get("classname", "").rsplit(".notebooks.", 1)[-1]
             failed = any(child.tag in ("failure", "error") for child in case)
@@ -32,7 +58,9 @@ def merge_reports(folder: Path) -> dict:
     """One ``report.json`` for a run made in parts: the newest part's machine record, each
     notebook's newest papermill result with its nbval verdict, and which checks are missing."""
     folder = Path(folder)
-    parts = [json.loads(p.read_text()) for p in sorted(folder.glob("report-*.json"))]
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder")
+    parts = [read_part(p) for p in sorted(folder.glob("report-*.json"))]
     if not parts:
         raise FileNotFoundError(f"no report-*.json in {folder}: nothing to merge")
     parts.sort(key=lambda record: record.get("date", ""))
