@@ -272,11 +272,18 @@ def key(tmp_path):
     [
         ("no key", "cannot read the quiz key"),
         ("bad key", "not a quiz key"),
+        (
+            "a lesson without questions",
+            "key.json: not a quiz key (lesson '99_toy' holds no questions)",
+        ),
+        ("a question without graded", "not a quiz key (99_toy/pick-b has no 'graded' of its kind)"),
         ("unknown lesson", "unknown lesson(s) 42_nothing; the masters and the key have: 99_toy"),
         ("no submissions", "is not a folder of submissions"),
         ("no masters", "is not a folder of master notebooks (--masters)"),
         ("gradebook is a folder", "Is a directory"),
         ("bad timeout", "must be positive"),
+        ("no memory", "--memory-gb 0.0: a kernel needs a positive, finite bound"),
+        ("nan memory", "--memory-gb nan: a kernel needs a positive, finite bound"),
     ],
 )
 def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
@@ -294,6 +301,13 @@ def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
         args["--key"] = tmp_path / "missing.json"
     elif case == "bad key":
         args["--key"].write_text("[]")
+    elif case.startswith("a lesson") or case.startswith("a question"):  # valid JSON, edited
+        edited = json.loads(args["--key"].read_text())
+        if case.startswith("a lesson"):
+            edited["lessons"]["99_toy"] = 5
+        else:
+            del edited["lessons"]["99_toy"]["pick-b"]["graded"]
+        args["--key"].write_text(json.dumps(edited))
     elif case == "unknown lesson":
         extra = ["--lessons", "42_nothing"]
     elif case == "no submissions":
@@ -304,6 +318,8 @@ def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
         args["--out"] = tmp_path / "subs"
     elif case == "bad timeout":
         extra = ["--timeout", "0"]
+    elif case.endswith("memory"):  # 0 GB killed every kernel as it started: all students blamed
+        extra = ["--memory-gb", "0" if case == "no memory" else "nan"]
     flat = [args.pop("submissions")] + [x for pair in args.items() for x in pair] + extra
     code, out, err = _grade(capsys, *flat, "--sandbox", "bwrap" if SANDBOXED else "none")
     assert code == 2

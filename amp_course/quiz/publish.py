@@ -15,6 +15,7 @@ from .schema import (
     FORMAT,
     QUIZ_DIR,
     SOURCE_DIR,
+    TYPES,
     Question,
     QuizSchemaError,
     QuizSource,
@@ -161,4 +162,30 @@ def load_key(path) -> dict:
         raise QuizSchemaError(f"{path}: cannot read the quiz key: {error}") from None
     if not isinstance(key, dict) or "secret" not in key or "lessons" not in key:
         raise QuizSchemaError(f"{path}: not a quiz key (needs 'secret' and 'lessons')")
+    where = _malformed_entry(key)
+    if where:
+        raise QuizSchemaError(f"{path}: not a quiz key ({where})")
     return key
+
+
+# Each question's entry in a key, and the type of each of its fields (key_entries writes them).
+ENTRY_FIELDS = {"type": str, "graded": bool, "points": (int, float), "hashes": list}
+
+
+def _malformed_entry(key: dict) -> str | None:
+    """Where a key read as JSON is not one that ``publish`` wrote (an edited or damaged file), or
+    None: grading would otherwise fail on it with a traceback."""
+    if not isinstance(key["secret"], str) or not isinstance(key["lessons"], dict):
+        return "'secret' is a string and 'lessons' maps each lesson to its questions"
+    for lesson, questions in key["lessons"].items():
+        if not isinstance(questions, dict):
+            return f"lesson {lesson!r} holds no questions"
+        for qid, entry in questions.items():
+            if not isinstance(entry, dict):
+                return f"{lesson}/{qid} is no question"
+            for field, kind in ENTRY_FIELDS.items():
+                if not isinstance(entry.get(field), kind):
+                    return f"{lesson}/{qid} has no {field!r} of its kind"
+            if entry["type"] not in TYPES:
+                return f"{lesson}/{qid} has type {entry['type']!r}"
+    return None

@@ -96,6 +96,8 @@ def grade(args) -> int:
     inputs = {"--key": args.key, "--masters": masters_folder(args.masters)}
     inputs |= {f"student {folder.name}'s folder": folder for folder in students}
     clash = overwrites(args.out, "--out", inputs) or overwrites(args.feedback, "--feedback", inputs)
+    if not 0 < args.memory_gb < float("inf"):  # 0 GB killed every kernel as it started
+        clash = f"--memory-gb {args.memory_gb}: a kernel needs a positive, finite bound"
     if clash:
         print(f"error: {clash}", file=sys.stderr)
         return 2
