@@ -182,6 +182,33 @@ def test_unknown_or_missing_sandboxes_are_refused(monkeypatch):
         sandbox.choose("podman")
 
 
+@pytest.mark.parametrize(
+    "fails, says",
+    [
+        ("info", "--sandbox docker: docker cannot reach its daemon: Cannot connect to the daemon"),
+        (
+            "image",
+            "--sandbox docker: the image img is not here (`docker pull img`): Error: No such",
+        ),
+    ],
+)
+def test_a_container_sandbox_that_cannot_run_is_refused_before_any_kernel(
+    tmp_path, monkeypatch, fails, says
+):
+    """Without a daemon, or without the image, every student's kernel would fail to start and
+    every student lose the points (a docker whose daemon was down graded all as failed): refused
+    up front, saying what to mend. A stand-in docker on PATH answers as the real one does."""
+    tool = tmp_path / "bin" / "docker"
+    tool.parent.mkdir()
+    said = {"info": "Cannot connect to the daemon", "image": "Error: No such image: img"}[fails]
+    tool.write_text(f'#!/bin/sh\n[ "$1" = {fails} ] && echo "{said}" >&2 && exit 1\nexit 0\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:{os.environ['PATH']}")
+    with pytest.raises(sandbox.SandboxUnavailable) as refused:
+        sandbox.choose("docker", image="img")
+    assert str(refused.value).startswith(says), refused.value
+
+
 def _run_in_bwrap(tmp_path, script, env=None):
     home, ipc = tmp_path / "home", tmp_path / "ipc"
     home.mkdir(exist_ok=True)

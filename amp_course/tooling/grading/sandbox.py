@@ -230,14 +230,35 @@ def bwrap_works() -> str | None:
     return None
 
 
+def container_works(kind: str, image: str) -> str | None:
+    """None when ``kind`` (docker or podman) can run ``image`` here, else why not: without a
+    daemon, or with the image missing, every kernel would fail to start and every student lose
+    points for it."""
+    if shutil.which(kind) is None:
+        return f"{kind} is not installed"
+    for args, why in (
+        (["info"], f"{kind} cannot reach its daemon"),
+        (["image", "inspect", image], f"the image {image} is not here (`{kind} pull {image}`)"),
+    ):
+        try:
+            result = subprocess.run([kind, *args], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"{why}: {error}"
+        if result.returncode != 0:
+            said = (result.stderr.strip().splitlines() or ["?"])[-1]
+            return f"{why}: {said}"
+    return None
+
+
 def choose(kind: str = "auto", memory: int = DEFAULT_MEMORY, image: str = DEFAULT_IMAGE) -> Sandbox:
     """The sandbox to grade with. ``auto``: bubblewrap, else none (guarded; grading without one
     prints ``warning`` first and last)."""
     if kind not in KINDS:
         raise ValueError(f"unknown sandbox {kind!r}; choose one of {', '.join(KINDS)}")
     if kind in ("docker", "podman"):
-        if shutil.which(kind) is None:
-            raise SandboxUnavailable(f"--sandbox {kind}: {kind} is not installed")
+        why = container_works(kind, image)
+        if why is not None:
+            raise SandboxUnavailable(f"--sandbox {kind}: {why}")
         return Sandbox(kind, memory, image)
     if kind in ("auto", "bwrap"):
         why = bwrap_works()
