@@ -358,3 +358,35 @@ def test_publish_refuses_to_write_over_its_sources_or_a_file_that_is_no_key(
     assert (sources / TOY.name).read_text() == TOY.read_text()
     assert (tmp_path / "notes.txt").read_text() == "my notes\n"
     assert not (tmp_path / "learners").exists()
+
+
+@pytest.mark.parametrize(
+    "sources, out, says",
+    [
+        ("absent", "out", "absent: no quiz sources (*.yaml) found"),
+        ("empty", "out", "empty: no quiz sources (*.yaml) found"),
+        ("sources/99_toy.yaml", "out", "99_toy.yaml: no quiz sources (*.yaml) found"),
+        ("sources", "absent", "absent is not a folder of learner quiz files (--out)"),
+    ],
+    ids=["no-folder", "an-empty-folder", "a-file", "no-learner-folder"],
+)
+def test_quiz_check_that_checked_nothing_is_no_ok(tmp_path, capsys, sources, out, says):
+    """`quiz check` on a folder of no sources said "ok: quiz sources are valid", and on a missing
+    learner folder called every lesson out of date: each now says what is missing."""
+    (tmp_path / "sources").mkdir()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "sources" / TOY.name).write_text(TOY.read_text())
+    (tmp_path / "out").mkdir()
+    argv = ["quiz", "check", "--sources", str(tmp_path / sources), "--out", str(tmp_path / out)]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert says in err and "ok" not in err, err
+
+
+def test_quiz_check_names_the_publish_that_mends_its_own_folders(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["quiz", "publish", "--sources", str(TOY.parent), "--out", str(out)]) == 0
+    (out / "99_toy.yaml").write_text("edited\n")
+    assert cli.main(["quiz", "check", "--sources", str(TOY.parent), "--out", str(out)]) == 1
+    said = capsys.readouterr().err
+    assert f"run `amp-course quiz publish --sources {TOY.parent} --out {out}`" in said, said

@@ -5,6 +5,7 @@ or Gradescope's results.json) and ``autograder`` (the zip Gradescope takes)."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -67,17 +68,35 @@ def _quiz_publish(args) -> int:
 
 
 def _quiz_check(args) -> int:
-    from ..quiz import QuizSchemaError, load_source, source_paths, stale_learner_files
+    from ..quiz import (
+        QUIZ_DIR,
+        SOURCE_DIR,
+        QuizSchemaError,
+        load_source,
+        source_paths,
+        stale_learner_files,
+    )
 
     try:
-        for path in source_paths(args.sources):
+        paths = source_paths(args.sources)
+        if not paths:  # checking nothing is no "ok"
+            raise QuizSchemaError(f"{args.sources}: no quiz sources (*.yaml) found")
+        if not Path(args.out).is_dir():
+            raise QuizSchemaError(f"{args.out} is not a folder of learner quiz files (--out)")
+        for path in paths:
             load_source(path)
         stale = stale_learner_files(args.sources, args.out)
     except QuizSchemaError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     if stale:
-        print(f"out of date: {', '.join(stale)}; run `amp-course quiz publish`", file=sys.stderr)
+        rerun = ["amp-course", "quiz", "publish"]
+        for option, given, default in (
+            ("--sources", args.sources, SOURCE_DIR),
+            ("--out", args.out, QUIZ_DIR),
+        ):
+            rerun += [option, str(given)] if Path(given) != Path(default) else []
+        print(f"out of date: {', '.join(stale)}; run `{shlex.join(rerun)}`", file=sys.stderr)
         return 1
     print("ok: quiz sources are valid and learner files are up to date")
     return 0
