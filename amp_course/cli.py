@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from dataclasses import dataclass
@@ -85,48 +86,81 @@ def info(argv: list[str]) -> int:
     parser = _parser("info")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
     args = parser.parse_args(argv)
-    from .device import DeviceFallbackWarning, pick_device, pick_precision
+    from .device import DeviceFallbackWarning, pick_precision
     from .lesson import describe_hardware
 
     # The course's notes (no GPU visible, bf16 emulated on this CPU) are part of this report, so
     # they are printed as plain lines rather than as warnings with a file path and source line.
     with warnings.catch_warnings(record=True) as notes:
         warnings.simplefilter("always", DeviceFallbackWarning)
-        device = pick_device(args.device)
+        device = _pick_device(parser, args.device)
         precision = pick_precision(device)
     print(describe_hardware(device))
     print(f"autocast dtype for this device: {precision.name}")
+    _print_notes(notes)
+    return 0
+
+
+def _print_notes(notes) -> None:
+    """The course's device notes as plain lines ("note: ..."); other warnings as they came."""
+    from .device import DeviceFallbackWarning
+
     for note in notes:
         if issubclass(note.category, DeviceFallbackWarning):
             print(f"note: {note.message}")
         else:
             warnings.warn_explicit(note.message, note.category, note.filename, note.lineno)
-    return 0
+
+
+def _pick_device(parser: argparse.ArgumentParser, name: str):
+    """``--device``'s device, or the parser's one-line error for a name it does not know."""
+    from .device import pick_device
+
+    try:
+        return pick_device(name)
+    except ValueError as error:
+        parser.error(f"--device: {error}")
 
 
 def check_data(argv: list[str]) -> int:
     from pathlib import Path
 
     parser = _parser("check-data")
-    parser.add_argument("path", nargs="?", default=None, help="file to check (default: data/)")
+    parser.add_argument(
+        "path", nargs="?", default=None, help="a file, or a folder of both (default: data/)"
+    )
     args = parser.parse_args(argv)
 
+    from . import env_vars
     from .data import (
         FULL_FILE,
         FULL_SHA256,
         SUBSET_FILE,
+        SUBSET_SHA256,
         DataIntegrityError,
         data_dir,
         load_mnist_subset,
+        sha256_of,
         verify_file,
     )
 
     try:
-        paths = (
-            [Path(args.path)] if args.path else [data_dir() / SUBSET_FILE, data_dir() / FULL_FILE]
-        )
+        folder = Path(args.path) if args.path else data_dir()
+        given = os.environ.get(env_vars.DATA)
+        if args.path is None and given and Path(given).resolve() != folder.resolve():
+            print(f"note: ${env_vars.DATA} ({given}) holds no {SUBSET_FILE}; checking {folder}")
+        paths = [folder / SUBSET_FILE, folder / FULL_FILE] if folder.is_dir() else [folder]
         for path in paths:
-            if path.name == FULL_FILE:
+            full = path.name == FULL_FILE
+            if path.name != SUBSET_FILE and not full and path.is_file():
+                digest = sha256_of(path)  # another name: whichever of the two it holds
+                if digest not in (SUBSET_SHA256, FULL_SHA256):
+                    raise DataIntegrityError(
+                        f"{path} is neither of the course's MNIST files ({SUBSET_FILE}, "
+                        f"{FULL_FILE}): its SHA-256 is {digest}"
+                    )
+                full = digest == FULL_SHA256
+            if full:
                 verify_file(path, FULL_SHA256)
                 print(f"ok: full MNIST archive, SHA-256 verified ({path})")
                 continue
@@ -168,13 +202,20 @@ def inspect_number(argv: list[str]) -> int:
 
 
 def bench(argv: list[str]) -> int:
-    args = bench_parser().parse_args(argv)
+    parser = bench_parser()
+    args = parser.parse_args(argv)
     from .bench import BenchConfig, format_report, run, write_report
-    from .device import device_slug, pick_device
+    from .bench.ladder import LadderConfig
+    from .device import DeviceFallbackWarning, device_slug
     from .lesson import resolve_smoke
     from .paths import REPORTS
 
-    device = pick_device(args.device)
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"--out {args.out} is a file; it names the folder the results go to")
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always", DeviceFallbackWarning)
+        device = _pick_device(parser, args.device)
+    _print_notes(notes)
     smoke = resolve_smoke(args.smoke, device)  # the lessons' rule, env_vars.SMOKE included
     changes = {"compile": args.compile, "fused": args.fused}
     for key in ("precisions", "workloads"):
@@ -187,6 +228,8 @@ def bench(argv: list[str]) -> int:
     try:
         config = (BenchConfig.smoke_config if smoke else BenchConfig.full)(**changes)
         config.validate()
+        if "ladder" in config.workloads:  # its rungs, before any other workload runs
+            LadderConfig.from_bench(config, device, {}).check_rungs()
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

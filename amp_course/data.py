@@ -86,10 +86,14 @@ def verify_file(path: Path, expected: str) -> str:
         raise DataIntegrityError(f"MNIST file {name} not found at {path}.")
     digest = sha256_of(path)
     if digest != expected:
+        mend = (  # git restores the course's own copy only
+            f"restore it with `git checkout -- data/{name}` or download the course again"
+            if path.resolve().parent == course_dir(DATA).resolve()
+            else f"the course's own is in {course_dir(DATA)}"
+        )
         raise DataIntegrityError(
             f"Refusing to use {path}: its SHA-256 is {digest}, expected {expected} "
-            "(see data/README.md). The file is damaged or was replaced; restore it with "
-            f"`git checkout -- data/{name}` or download the course again."
+            f"(see data/README.md). The file is damaged or was replaced; {mend}."
         )
     return str(path)
 

@@ -34,7 +34,17 @@ def test_corrupt_file_is_refused(tmp_path):
     raw = bytearray(bad.read_bytes())
     raw[1000] ^= 0xFF
     bad.write_bytes(bytes(raw))
-    with pytest.raises(data.DataIntegrityError, match="Refusing to use.*SHA-256.*git checkout"):
+    with pytest.raises(data.DataIntegrityError, match="Refusing to use.*SHA-256.*course's own is"):
+        data.load_mnist_subset(bad)
+
+
+def test_a_damaged_file_of_the_courses_data_folder_is_restored_by_git(tmp_path, monkeypatch):
+    """Only the course's own copy can come back with `git checkout`; a copy elsewhere is pointed
+    to the course's data folder instead (test_corrupt_file_is_refused)."""
+    bad = tmp_path / data.SUBSET_FILE
+    bad.write_bytes(b"not the digits")
+    monkeypatch.setattr(data, "course_dir", lambda name: tmp_path)
+    with pytest.raises(data.DataIntegrityError, match=r"git checkout -- data/mnist_5k\.csv\.gz"):
         data.load_mnist_subset(bad)
 
 
@@ -130,7 +140,7 @@ def test_damaged_full_archive_is_refused(tmp_path):
     raw = bytearray((data.data_dir() / data.FULL_FILE).read_bytes())
     raw[len(raw) // 2] ^= 0x01
     bad.write_bytes(bytes(raw))
-    with pytest.raises(data.DataIntegrityError, match="Refusing to use.*SHA-256.*git checkout"):
+    with pytest.raises(data.DataIntegrityError, match="Refusing to use.*SHA-256.*course's own is"):
         data.load_mnist_full(bad)
 
 

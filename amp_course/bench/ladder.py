@@ -95,6 +95,14 @@ class LadderConfig:
             ("+ flash attention", {"attention": "flash"}),
         ]
 
+    def check_rungs(self) -> None:
+        """A clear error for a chosen rung that is none of the ladder's (before anything runs)."""
+        names = [name for name, _ in self.changes()]
+        twins = {f"{model}: {n}" for model in ("lean", "timm") for n in TIMM_TWINS}
+        unknown = set(self.rungs or ()) - set(names) - twins
+        if unknown:
+            raise ValueError(f"Unknown rung(s) {sorted(unknown)}. Valid: {', '.join(names)}.")
+
     def rungs_for(self, device: torch.device) -> list[tuple[Variant, str | None]]:
         """Every chosen rung with why it cannot run here (None: it can).
 
@@ -102,11 +110,7 @@ class LadderConfig:
         nothing is compiled, "+ batch N" is the eager step with fused AdamW at the larger batch.
         """
         device = torch.device(device)
-        names = [name for name, _ in self.changes()]
-        twins = {f"{model}: {n}" for model in ("lean", "timm") for n in TIMM_TWINS}
-        unknown = set(self.rungs or ()) - set(names) - twins
-        if unknown:
-            raise ValueError(f"Unknown rung(s) {sorted(unknown)}. Valid: {', '.join(names)}.")
+        self.check_rungs()
         current, chosen = Variant("eager", self.precision, batch=self.batch), []
         for name, change in self.changes():
             rung = replace(current, label=name, **change)
