@@ -6,9 +6,11 @@ Run it with two CPU processes (gloo) or one process per GPU (NCCL)::
         --strategy ddp --dtype fp16 --steps 5 --out runs/ddp
 
 Each rank trains the tiny ViT on its own shard of real MNIST and, with ``--out``, writes
-``rank<R>.json`` holding a checksum of every parameter, so a test can check that all ranks end
-with identical weights, and rank 0 writes ``params.pt`` (every parameter, gathered) so a test can
-compare them with ``reference_state``: one process trained on the ranks' batches concatenated.
+``rank<R>.json`` holding a checksum of every parameter (gathered: under FSDP every rank gathers
+the same one model, so only DDP's can differ) and of what the rank itself holds (under FSDP its
+shards), so a test can check that DDP's ranks end with identical weights, and rank 0 writes
+``params.pt`` (every parameter, gathered) so a test can compare them with ``reference_state``:
+one process trained on the ranks' batches concatenated.
 """
 
 from __future__ import annotations
@@ -140,6 +142,17 @@ def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
+def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter as this rank holds it: its FSDP2 shard, or (DDP) the whole tensor."""
+    state = {}
+    for name, param in model.named_parameters():
+        tensor = param.detach()
+        if hasattr(tensor, "to_local"):  # an FSDP2 DTensor: this rank's shard only
+            tensor = tensor.to_local()
+        state[name.removeprefix("module.")] = tensor.float().cpu()
+    return state
+
+
 def checksum(state: dict[str, torch.Tensor]) -> str:
     """SHA-256 over every parameter's bytes, in name order."""
     digest = hashlib.sha256()
@@ -231,7 +244,8 @@ def run(args: argparse.Namespace, rank: int, world_size: int, device: torch.devi
         "losses": losses,
         "skipped_steps": skipped,
         "scale": scaler.get_scale() if scaler.is_enabled() else None,
-        "checksum": checksum(state),
+        "checksum": checksum(state),  # of the gathered parameters: one model under FSDP
+        "local_checksum": checksum(local_state(model)),  # of what this rank holds
         "param_sums": {name: float(t.double().sum()) for name, t in sorted(state.items())},
     }
     if args.out:
@@ -243,7 +257,8 @@ def run(args: argparse.Namespace, rank: int, world_size: int, device: torch.devi
     print(
         f"[rank {rank}/{world_size} {report['backend']} {args.strategy} {args.dtype}] "
         f"losses {' '.join(f'{x:.3f}' for x in losses)} | skipped {skipped} | "
-        f"checksum {report['checksum'][:12]}",
+        f"gathered checksum {report['checksum'][:12]}, of its own part "
+        f"{report['local_checksum'][:12]}",
         flush=True,
     )
     return report

@@ -73,6 +73,10 @@ def test_ranks_end_with_identical_parameters(launched, case):
     assert first["strategy"] == case.split("-")[0] and first["dtype"] == case.split("-")[1]
     assert first["checksum"] == second["checksum"]
     assert first["param_sums"] == second["param_sums"]
+    if first["strategy"] == "fsdp":  # gathered, one model on both; each rank holds its own part
+        assert first["local_checksum"] != second["local_checksum"]
+    else:  # every DDP rank holds the whole model
+        assert first["local_checksum"] == second["local_checksum"] == first["checksum"]
     # Each rank saw its own shard of the data, so their losses differ ...
     assert first["losses"] != second["losses"]
     assert all(loss == loss and loss < 10 for r in ranks for loss in r["losses"])
