@@ -202,3 +202,24 @@ def test_grade_and_autograder_refuse_to_write_over_what_they_read(tmp_path, caps
     assert says.format(root=tmp_path) in err and len(err.strip().splitlines()) == 1, err
     assert {f: f.read_bytes() for f in files} == before
     assert sorted(p.name for p in (tmp_path / "subs" / "alice").iterdir()) == [MASTER.name]
+
+
+def test_a_folder_with_no_students_grades_nothing_and_keeps_the_gradebook(tmp_path, capsys):
+    """Grading a folder with no student's folder (a wrong path, an unzipped archive's parent)
+    wrote an empty gradebook and moved the last one to .bak; a second such run lost it. Now it
+    is refused and the gradebook is as it was."""
+    from amp_course import cli
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README.txt").write_text("the class")
+    key = tmp_path / "key.json"
+    key.write_text('{"secret": "s", "lessons": {}}')
+    out = tmp_path / "gradebook.csv"
+    out.write_text("student,points\nalice,6\n")
+    argv = ["grade", str(tmp_path / "empty"), "--key", str(key), "--out", str(out)]
+    for _ in range(2):
+        assert cli.main([*argv, "--masters", str(MASTER.parent)]) == 2
+    err = capsys.readouterr().err
+    assert f"no student's folder in {tmp_path / 'empty'}" in err and "README.txt" in err, err
+    assert out.read_text() == "student,points\nalice,6\n"
+    assert not out.with_name("gradebook.csv.bak").exists()

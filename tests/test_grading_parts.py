@@ -306,6 +306,7 @@ def key(tmp_path):
         ("a question without graded", "not a quiz key (99_toy/pick-b has no 'graded' of its kind)"),
         ("unknown lesson", "unknown lesson(s) 42_nothing; the masters and the key have: 99_toy"),
         ("no submissions", "is not a folder of submissions"),
+        ("no student's folder", "no student's folder in"),
         ("no masters", "is not a folder of master notebooks (--masters)"),
         ("gradebook is a folder", "Is a directory"),
         ("bad timeout", "must be positive"),
@@ -316,7 +317,7 @@ def key(tmp_path):
 def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
     tmp_path, key, capsys, case, words
 ):
-    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "ann").mkdir(parents=True)  # a student who handed in nothing
     args = {
         "submissions": tmp_path / "subs",
         "--key": key,
@@ -339,6 +340,9 @@ def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
         extra = ["--lessons", "42_nothing"]
     elif case == "no submissions":
         args["submissions"] = tmp_path / "nobody"
+    elif case == "no student's folder":  # graded, it would push the last gradebook out of .bak
+        (tmp_path / "empty").mkdir()
+        args["submissions"] = tmp_path / "empty"
     elif case == "no masters":
         args["--masters"] = tmp_path / "nowhere"
     elif case == "gradebook is a folder":

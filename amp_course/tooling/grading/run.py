@@ -252,10 +252,15 @@ def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
     if not submissions.is_dir():
         raise SettingsError(f"{submissions} is not a folder of submissions (one per student)")
     feedback = Path(feedback) if feedback else out.with_name(f"{out.stem}-feedback")
-    keep_previous(out)  # a previous gradebook is kept, never silently lost
     outputs = (out, out.with_name(f"{out.name}.bak"), feedback)
     folders = student_folders(submissions, outputs)
     stray = left_out(submissions, outputs)
+    if not folders:  # an empty gradebook would push the last real one out of its .bak
+        raise SettingsError(
+            f"no student's folder in {submissions} (one folder per student, named by the "
+            f"student){': ' + stray.split(': ', 1)[1] if stray else ''}; nothing was graded"
+        )
+    keep_previous(out)  # a previous gradebook is kept, never silently lost
     if stray:
         print(f"note: {stray}", flush=True)
     done: dict[str, list[Row]] = {}
@@ -280,8 +285,6 @@ def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
             if guard is not None:
                 guard.close()
     rows = [r for name in sorted(done) for r in done[name]]
-    if not folders:
-        write_csv(out, [])
     print(summary(rows, settings.sandbox), flush=True)
     if settings.sandbox.kind == "none":
         sandbox.warn(settings.sandbox)
