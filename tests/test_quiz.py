@@ -337,8 +337,15 @@ def test_the_widgets_answer_without_printing(toy, capsys):
         ({"--out": "learners", "--key": "learners/key.json"}, "inside the learners' folder --out"),
         ({"--out": "learners", "--key": "notes.txt", "--secret": "s"}, "is not a quiz key"),
         ({"--out": "learners", "--key": "."}, "is a folder"),
+        ({"--out": "notes.txt"}, "--out {root}/notes.txt is a file; it names the folder"),
     ],
-    ids=["out-is-sources", "key-among-learners-files", "key-is-another-file", "key-is-a-folder"],
+    ids=[
+        "out-is-sources",
+        "key-among-learners-files",
+        "key-is-another-file",
+        "key-is-a-folder",
+        "out-is-a-file",
+    ],
 )
 def test_publish_refuses_to_write_over_its_sources_or_a_file_that_is_no_key(
     tmp_path, capsys, where, says
@@ -390,3 +397,11 @@ def test_quiz_check_names_the_publish_that_mends_its_own_folders(tmp_path, capsy
     assert cli.main(["quiz", "check", "--sources", str(TOY.parent), "--out", str(out)]) == 1
     said = capsys.readouterr().err
     assert f"run `amp-course quiz publish --sources {TOY.parent} --out {out}`" in said, said
+
+
+def test_a_source_that_is_not_utf8_text_is_one_line(tmp_path, capsys):
+    (tmp_path / "00_scenario.yaml").write_bytes(b"\xff\xfe")
+    argv = ["quiz", "check", "--sources", str(tmp_path), "--out", str(tmp_path)]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "00_scenario.yaml: cannot read it as UTF-8 text" in err and "Traceback" not in err

@@ -192,6 +192,8 @@ def load_source(path) -> QuizSource:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise QuizSchemaError(f"{path}: not valid YAML: {error}") from None
+    except (OSError, UnicodeDecodeError) as error:  # unreadable, or not UTF-8 text
+        raise QuizSchemaError(f"{path}: cannot read it as UTF-8 text: {error}") from None
     return parse_source(data, path)
 
 

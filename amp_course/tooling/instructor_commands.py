@@ -49,6 +49,12 @@ def overwrites(path, option: str, inputs: dict) -> str | None:
 def _quiz_publish(args) -> int:
     from ..quiz import QuizSchemaError, publish
 
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(
+            f"error: --out {args.out} is a file; it names the folder of learner files",
+            file=sys.stderr,
+        )
+        return 1
     clash = overwrites(args.out, "--out", {"--sources": args.sources}) or overwrites(
         args.key, "--key", {"--sources": args.sources, "the learners' folder --out": args.out}
     )
