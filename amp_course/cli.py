@@ -1,14 +1,16 @@
 """The ``amp-course`` command. Every subcommand is one row of ``COMMANDS``: what it does, and the
 function that runs it on the arguments after its name, which parses them itself. That function is
 imported only when its command runs, so ``amp-course info`` loads neither papermill nor Sphinx. The
-course's own commands (hardware info, the data check, the bit inspector, the precision benchmark)
-are here; the instructor's (quizzes, grading) are ``amp_course.tooling.instructor_commands``'s,
-and the tooling's (the GPU run, the smoke benchmark, the website...) its modules' ``main``."""
+course's own commands (hardware info, the bit inspector, the precision benchmark) are here, the
+data check is ``amp_course.data_check``'s, the instructor's (quizzes, grading) are
+``amp_course.tooling.instructor_commands``'s, and the tooling's (the GPU run, the smoke
+benchmark, the website...) its modules' ``main``."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 import warnings
@@ -27,7 +29,9 @@ class Command:
 TOOLING = "amp_course.tooling"
 COMMANDS = {
     "info": Command("describe this machine's device and its AMP dtype", "amp_course.cli:info"),
-    "check-data": Command("verify the shipped MNIST files' checksums", "amp_course.cli:check_data"),
+    "check-data": Command(
+        "verify the shipped MNIST files' checksums", "amp_course.data_check:main"
+    ),
     "inspect": Command(
         f"show a number's bits in {', '.join(NAMES)} and fp8", "amp_course.cli:inspect_number"
     ),
@@ -122,59 +126,6 @@ def _pick_device(parser: argparse.ArgumentParser, name: str):
         parser.error(f"--device: {error}")
 
 
-def check_data(argv: list[str]) -> int:
-    from pathlib import Path
-
-    parser = _parser("check-data")
-    parser.add_argument(
-        "path", nargs="?", default=None, help="a file, or a folder of both (default: data/)"
-    )
-    args = parser.parse_args(argv)
-
-    from . import env_vars
-    from .data import (
-        FULL_FILE,
-        FULL_SHA256,
-        SUBSET_FILE,
-        SUBSET_SHA256,
-        DataIntegrityError,
-        data_dir,
-        load_mnist_subset,
-        sha256_of,
-        verify_file,
-    )
-
-    try:
-        folder = Path(args.path) if args.path else data_dir()
-        given = os.environ.get(env_vars.DATA)
-        if args.path is None and given and Path(given).resolve() != folder.resolve():
-            print(f"note: ${env_vars.DATA} ({given}) holds no {SUBSET_FILE}; checking {folder}")
-        paths = [folder / SUBSET_FILE, folder / FULL_FILE] if folder.is_dir() else [folder]
-        for path in paths:
-            full = path.name == FULL_FILE
-            if path.name != SUBSET_FILE and not full and path.is_file():
-                digest = sha256_of(path)  # another name: whichever of the two it holds
-                if digest not in (SUBSET_SHA256, FULL_SHA256):
-                    raise DataIntegrityError(
-                        f"{path} is neither of the course's MNIST files ({SUBSET_FILE}, "
-                        f"{FULL_FILE}): its SHA-256 is {digest}"
-                    )
-                full = digest == FULL_SHA256
-            if full:
-                verify_file(path, FULL_SHA256)
-                print(f"ok: full MNIST archive, SHA-256 verified ({path})")
-                continue
-            images, labels = load_mnist_subset(path)
-            print(
-                f"ok: {len(labels)} digits, {images.shape[1]}x{images.shape[2]}, "
-                f"SHA-256 verified ({path})"
-            )
-    except DataIntegrityError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def inspect_number(argv: list[str]) -> int:
     from .inspector import INSPECTED_FORMATS, describe, inspect
 
@@ -188,15 +139,29 @@ def inspect_number(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
 
-    unknown = [name for name in args.format if name not in INSPECTED_FORMATS]
+    # A name in any case, with _ or - for its space ("FP8_E4M3"); "fp8" for both fp8 formats.
+    keys = {
+        name: " ".join(name.lower().replace("_", " ").replace("-", " ").split())
+        for name in args.format
+    }
+    chosen = {
+        name: [f for f in INSPECTED_FORMATS if f == key or (key == "fp8" and f.startswith("fp8 "))]
+        for name, key in keys.items()
+    }
+    unknown = [repr(name) for name, formats in chosen.items() if not formats]  # "" shows
     if unknown:
         print(
             f"error: unknown format {', '.join(unknown)}; "
-            f"choose from {', '.join(INSPECTED_FORMATS)}",
+            f"choose from {', '.join(INSPECTED_FORMATS)} (or fp8 for both)",
             file=sys.stderr,
         )
         return 2
-    for fields in inspect(args.value, args.format or INSPECTED_FORMATS):
+    if math.isinf(args.value) and "inf" not in " ".join(argv).lower():
+        print(
+            f"note: the value is beyond float64's range (±{sys.float_info.max:.4g}): shown as inf"
+        )
+    formats = list(dict.fromkeys(f for formats in chosen.values() for f in formats))
+    for fields in inspect(args.value, formats or INSPECTED_FORMATS):
         print(describe(fields))
     return 0
 
