@@ -75,7 +75,29 @@ def test_fresh_gives_one_lesson_back_and_keeps_the_learners_copy(checkout):
     assert _status(checkout) == ""
 
 
-@pytest.mark.parametrize(("name", "why"), [("1", "matches several"), ("99", "is no lesson")])
+@pytest.mark.parametrize(
+    ("name", "why"), [("1", "matches several"), ("99", "is no lesson"), ("", "is no lesson")]
+)
 def test_a_lesson_name_that_names_no_one_lesson_lists_them(name, why):
     with pytest.raises(ValueError, match=f"{why}.*00_scenario"):
         workspace.find_lesson(name)
+
+
+def test_a_root_that_is_no_course_is_refused_and_left_as_it_was(tmp_path, capsys):
+    """`--root` naming a folder without the course's lessons made a workspace/ there (inside the
+    tracked notebooks/ folder too) and said it had done so; a missing folder or a file ended in a
+    traceback, and so did a file named workspace. Each is one line, and nothing is written."""
+    (tmp_path / "not-a-course").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    for root in ("not-a-course", "absent", "a-file"):
+        assert workspace.main(["--root", str(tmp_path / root)]) == 2
+        assert "is not the course's checkout" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "not-a-course"]
+    assert not any((tmp_path / "not-a-course").iterdir())
+
+
+def test_a_file_where_the_workspace_goes_is_one_line(checkout, capsys):
+    (checkout / "workspace").write_text("notes")
+    assert workspace.main(["--root", str(checkout)]) == 2
+    assert "workspace is a file" in capsys.readouterr().out
+    assert (checkout / "workspace").read_text() == "notes"

@@ -64,6 +64,7 @@ def find_lesson(name: str, root: Path = ROOT) -> Path:
     lessons = lesson_notebooks(root)
     key = Path(str(name).strip()).stem
     found = [p for p in lessons if p.stem == key] or [p for p in lessons if p.stem.startswith(key)]
+    found = found if key else []  # "" starts every name: no lesson, not several
     if len(found) != 1:
         names = ", ".join(p.stem for p in lessons)
         why = "matches several lessons" if found else "is no lesson"
@@ -109,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root.resolve()
     shipped = root / NOTEBOOKS
+    if not lesson_notebooks(root):  # not a course: nothing to copy, nothing to leave there
+        print(f"error: {args.root} is not the course's checkout: it has no {NOTEBOOKS}/ of lessons")
+        return 2
+    if (root / WORKSPACE).exists() and not (root / WORKSPACE).is_dir():
+        print(
+            f"error: {root / WORKSPACE} is a file; the lessons' copy needs that name for a folder"
+        )
+        return 2
     if args.fresh:
         for name in args.fresh:
             try:
