@@ -277,3 +277,15 @@ def test_a_run_with_only_some_eager_workloads_names_the_missing_ones(tmp_path):
     text = results.results_markdown(run)
     assert "| 1024 | 40 (60.0%) |" in text
     assert f"- **MNIST CNN, largest ViT-B/16 training batch**: {results.NOT_MEASURED}." in text
+
+
+def test_a_run_whose_bench_lacks_a_field_says_where_it_looked(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(MAIN_RUNS[0], run, ignore=shutil.ignore_patterns("notebooks"))
+    for bench in run.glob("bench*/bench.json"):
+        bench.write_text("{}")
+    assert results.main([str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        f"error: cannot read the GPU run in {run}: its report or bench.json lacks"
+    )

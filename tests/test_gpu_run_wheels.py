@@ -58,6 +58,11 @@ def test_the_command_checks_offline_and_prints_the_install_line(tmp_path, capsys
     out = capsys.readouterr().out
     assert "2 wheels in" in out and f"--target /tmp/site {folder.as_posix()}/*.whl" in out
     assert "export PYTHONPATH=/tmp/site:$PWD AMP_COURSE_OFFLINE=1" in out
+    # A mistyped folder is said as such, not counted as "0 wheels" too large to travel.
+    assert cli.main(["gpu", "--check-wheels", str(tmp_path / "absent")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {tmp_path / 'absent'} is not a folder of wheels (--check-wheels)"
+    )
 
 
 def test_what_the_bootstrap_carries_has_a_version_and_is_not_on_the_machine():

@@ -290,7 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = section(args.folder)
     except (OSError, KeyError, ValueError) as error:  # FileNotFoundError is an OSError
-        print(f"error: cannot read the GPU run in {args.folder}: {error}", file=sys.stderr)
+        # A KeyError names only the field: say where it was looked for.
+        why = f"its report or bench.json lacks {error}" if isinstance(error, KeyError) else error
+        print(f"error: cannot read the GPU run in {args.folder}: {why}", file=sys.stderr)
         return 2
     if args.write:
         guide = ROOT / GPU_GUIDE

@@ -267,6 +267,9 @@ def tree_bytes(root: Path) -> int:
 def bootstrap(folder: Path, download: bool, root: Path = ROOT) -> int:
     """Fetch (or only check) the set in ``folder`` for the checkout at ``root``, print what
     ``report`` prints; the exit status (``amp-course gpu --fetch-wheels`` / ``--check-wheels``)."""
+    if not download and not Path(folder).is_dir():  # not "0 wheels": a mistyped path
+        print(f"error: {folder} is not a folder of wheels (--check-wheels)", file=sys.stderr)
+        return 2
     try:
         problems = fetch(folder) if download else check(folder)
     except (OSError, RuntimeError) as error:
