@@ -308,7 +308,9 @@ def key(tmp_path):
         ("no submissions", "is not a folder of submissions"),
         ("no student's folder", "no student's folder in"),
         ("no masters", "is not a folder of master notebooks (--masters)"),
-        ("gradebook is a folder", "Is a directory"),
+        ("gradebook is a folder", "is a folder; it names the gradebook file to write"),
+        ("gradebook in no folder", "cannot write in"),
+        ("feedback is a file", "is a file; it names the folder of feedback files"),
         ("bad timeout", "must be positive"),
         ("no memory", "--memory-gb 0.0: a kernel needs a positive, finite bound"),
         ("nan memory", "--memory-gb nan: a kernel needs a positive, finite bound"),
@@ -347,6 +349,12 @@ def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
         args["--masters"] = tmp_path / "nowhere"
     elif case == "gradebook is a folder":
         args["--out"] = tmp_path / "subs"
+    elif case == "gradebook in no folder":  # found before grading, not after it
+        (tmp_path / "a-file").write_text("x")
+        args["--out"] = tmp_path / "a-file" / "gb.csv"
+    elif case == "feedback is a file":
+        args["--feedback"] = tmp_path / "notes.txt"
+        args["--feedback"].write_text("x")
     elif case == "bad timeout":
         extra = ["--timeout", "0"]
     elif case.endswith("memory"):  # 0 GB killed every kernel as it started: all students blamed

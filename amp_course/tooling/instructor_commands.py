@@ -123,6 +123,7 @@ def grade(args) -> int:
     clash = overwrites(args.out, "--out", inputs) or overwrites(args.feedback, "--feedback", inputs)
     if not 0 < args.memory_gb < float("inf"):  # 0 GB killed every kernel as it started
         clash = f"--memory-gb {args.memory_gb}: a kernel needs a positive, finite bound"
+    clash = clash or _unwritable(args.out, args.feedback)
     if clash:
         print(f"error: {clash}", file=sys.stderr)
         return 2
@@ -151,6 +152,21 @@ def grade(args) -> int:
     students = sorted({row.student for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
+
+
+def _unwritable(out: str, feedback: str | None) -> str | None:
+    """Why the gradebook or the feedback folder could not be written, found before grading
+    (else a whole class is graded and then lost to a path's mistake), or None."""
+    if Path(out).is_dir():
+        return f"--out {out} is a folder; it names the gradebook file to write"
+    folder = Path(out).absolute().parent
+    while not folder.exists():  # the folders still to be made are made when it is written
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return f"--out {out}: cannot write in {folder} (a file, or no permission)"
+    if feedback is not None and Path(feedback).exists() and not Path(feedback).is_dir():
+        return f"--feedback {feedback} is a file; it names the folder of feedback files"
+    return None
 
 
 def _autograder(args) -> int:
