@@ -137,7 +137,7 @@ def _junit(path, lesson, failed=False):
 
 def test_merge_takes_each_notebooks_newest_run_and_its_nbval_verdict(tmp_path):
     def part(tag, date, runs):
-        record = {"device": "GPU X", "device_type": "cuda", "versions": {"torch": "2.11.0"}}
+        record = {"device": "GPU X", "versions": {"torch": "2.11.0"}}
         record |= {"date": date, "amp_dtype": "lesson default"}
         record |= {"notebooks": runs, "nbval": "skipped", "bench": "skipped"}
         (tmp_path / f"report-{tag}.json").write_text(json.dumps(record))

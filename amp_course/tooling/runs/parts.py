@@ -13,7 +13,7 @@ def part_name(stem: str, tag: str, suffix: str) -> str:
 
 
 # What a part's report.json holds of the machine it ran on (device.machine_record), and its runs.
-PART_KEYS = ("device", "device_type", "versions", "date", "notebooks")
+PART_KEYS = ("device", "date", "notebooks")
 
 
 def read_part(path: Path) -> dict:
