@@ -184,11 +184,13 @@ def bench(argv: list[str]) -> int:
     smoke = resolve_smoke(args.smoke, device)  # the lessons' rule, env_vars.SMOKE included
     changes = {"compile": args.compile, "fused": args.fused}
     for key in ("precisions", "workloads"):
-        if getattr(args, key):
-            changes[key] = tuple(getattr(args, key).split(","))
+        if getattr(args, key):  # each once, in the order given
+            changes[key] = tuple(dict.fromkeys(getattr(args, key).split(",")))
     if args.rounds is not None:
         changes["rounds"] = args.rounds
     if args.rungs:
+        if "ladder" not in changes.get("workloads", ()):
+            parser.error("--rungs picks the ladder's rungs: add --workloads ladder")
         changes["ladder_rungs"] = tuple(name.strip() for name in args.rungs.split(","))
     try:
         config = (BenchConfig.smoke_config if smoke else BenchConfig.full)(**changes)

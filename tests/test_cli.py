@@ -95,8 +95,9 @@ def test_the_tooling_runs_as_amp_course_subcommands(capsys):
         (["bench", "--device", "mps"], "--device: Unknown device 'mps'"),
         (["bench", "--workloads", "ladder", "--rungs", "bogus"], "Unknown rung(s) ['bogus']"),
         (["bench", "--workloads", "matmul", "--out", "{file}"], "is a file; it names the folder"),
+        (["bench", "--workloads", "matmul", "--rungs", "eager"], "add --workloads ladder"),
     ],
-    ids=["info-device", "bench-device", "bench-rung", "bench-out-a-file"],
+    ids=["info-device", "bench-device", "bench-rung", "bench-out-a-file", "rungs-without-ladder"],
 )
 def test_a_mistyped_device_rung_or_output_is_one_line_before_anything_runs(
     tmp_path, monkeypatch, capsys, argv, says
@@ -129,3 +130,20 @@ def test_bench_notes_a_missing_gpu_as_a_plain_line(monkeypatch, capsys):
             cli.main(["bench", "--device", "cuda", "--workloads", "matmul"])
     out = capsys.readouterr().out
     assert out.startswith("note: DEVICE='cuda' was requested but no CUDA GPU is visible")
+
+
+def test_bench_times_a_precision_named_twice_once(monkeypatch):
+    from amp_course import bench
+
+    seen = {}
+
+    def run(config, device):
+        seen["labels"] = [cell.label for cell in config.variants()]
+        raise SystemExit(0)
+
+    monkeypatch.setattr(bench, "run", run)
+    try:
+        cli.main(["bench", "--workloads", "matmul", "--precisions", "fp16,fp32,fp16"])
+    except SystemExit:
+        pass
+    assert seen["labels"] == ["fp16", "fp32"]

@@ -311,6 +311,7 @@ def key(tmp_path):
         ("gradebook is a folder", "is a folder; it names the gradebook file to write"),
         ("gradebook in no folder", "cannot write in"),
         ("feedback is a file", "is a file; it names the folder of feedback files"),
+        ("roster without canvas", "--roster maps folders to Canvas's ids"),
         ("bad timeout", "must be positive"),
         ("no memory", "--memory-gb 0.0: a kernel needs a positive, finite bound"),
         ("nan memory", "--memory-gb nan: a kernel needs a positive, finite bound"),
@@ -352,6 +353,8 @@ def test_every_command_line_mistake_is_one_line_and_a_nonzero_exit(
     elif case == "gradebook in no folder":  # found before grading, not after it
         (tmp_path / "a-file").write_text("x")
         args["--out"] = tmp_path / "a-file" / "gb.csv"
+    elif case == "roster without canvas":  # it was ignored without a word
+        args["--roster"] = tmp_path / "roster.csv"
     elif case == "feedback is a file":
         args["--feedback"] = tmp_path / "notes.txt"
         args["--feedback"].write_text("x")

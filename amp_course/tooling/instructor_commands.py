@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .. import env_vars
+from .output_paths import overwrites, unwritable
 
 
 def lesson_list(value: str | None) -> list[str] | None:
@@ -18,32 +19,6 @@ def lesson_list(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [name.strip() for name in value.split(",") if name.strip()]
-
-
-def overwrites(path, option: str, inputs: dict) -> str | None:
-    """Why writing ``path`` (given as ``option``) would destroy or mix with an input, or None.
-
-    ``inputs`` maps how each input was given (an option) to its path: a file, which ``path`` must
-    not be, or a folder, which ``path`` must neither be nor lie inside.
-    """
-    if path is None:
-        return None
-    target = Path(path).expanduser().resolve()
-    for given, source in inputs.items():
-        if source is None:
-            continue
-        folder = Path(source).expanduser().resolve()
-        if target == folder:
-            return (
-                f"{option} {path} names the same place as {given} ({source}): writing there "
-                "would replace it; choose another path"
-            )
-        if target.is_relative_to(folder):  # a folder, or one still to be made (--out)
-            return (
-                f"{option} {path} is inside {given} ({source}): writing there could replace or "
-                "join what it holds; choose another path"
-            )
-    return None
 
 
 def _quiz_publish(args) -> int:
@@ -123,7 +98,9 @@ def grade(args) -> int:
     clash = overwrites(args.out, "--out", inputs) or overwrites(args.feedback, "--feedback", inputs)
     if not 0 < args.memory_gb < float("inf"):  # 0 GB killed every kernel as it started
         clash = f"--memory-gb {args.memory_gb}: a kernel needs a positive, finite bound"
-    clash = clash or _unwritable(args.out, args.feedback)
+    clash = clash or unwritable(args.out, args.feedback)
+    if args.roster is not None and args.format != "canvas":
+        clash = "--roster maps folders to Canvas's ids: it goes with --format canvas"
     if clash:
         print(f"error: {clash}", file=sys.stderr)
         return 2
@@ -152,21 +129,6 @@ def grade(args) -> int:
     students = sorted({row.student for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
-
-
-def _unwritable(out: str, feedback: str | None) -> str | None:
-    """Why the gradebook or the feedback folder could not be written, found before grading
-    (else a whole class is graded and then lost to a path's mistake), or None."""
-    if Path(out).is_dir():
-        return f"--out {out} is a folder; it names the gradebook file to write"
-    folder = Path(out).absolute().parent
-    while not folder.exists():  # the folders still to be made are made when it is written
-        folder = folder.parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        return f"--out {out}: cannot write in {folder} (a file, or no permission)"
-    if feedback is not None and Path(feedback).exists() and not Path(feedback).is_dir():
-        return f"--feedback {feedback} is a file; it names the folder of feedback files"
-    return None
 
 
 def _autograder(args) -> int:
