@@ -295,6 +295,12 @@ def test_missing_executed_copies_are_named(tmp_path):
     shutil.copy(root / "notebooks" / "01_number_formats.ipynb", unstamped)
     with pytest.raises(website.MissingExecutedCopy, match=r"executed/01_number_formats\.ipynb"):
         website.select_all(root)
+    unstamped.write_text('{"cells": [')  # a damaged copy is said apart from a missing one
+    with pytest.raises(website.MissingExecutedCopy, match="not a stamped, readable executed"):
+        website.select(unstamped.stem, root)
+    unstamped.unlink()
+    with pytest.raises(website.MissingExecutedCopy, match=r"01_number_formats\.ipynb: none$"):
+        website.select(unstamped.stem, root)
 
 
 def test_a_gpu_page_shows_the_results_and_targets_and_a_figure_of_what_ran(tmp_path):

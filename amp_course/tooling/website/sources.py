@@ -63,8 +63,9 @@ def select(lesson: str, root: Path = ROOT) -> Source:
         return Source(lesson, shown.path, shown.stamp, shown.folder, note)
     path = root / EXECUTED / f"{lesson}.ipynb"
     nb, stamp = read_copy(path)
-    if stamp is None:
-        raise MissingExecutedCopy(f"{EXECUTED}/{lesson}.ipynb: none, or not stamped")
+    if stamp is None:  # say which: a run to make, or a damaged or hand-made file to replace
+        why = "not a stamped, readable executed notebook" if path.exists() else "none"
+        raise MissingExecutedCopy(f"{EXECUTED}/{lesson}.ipynb: {why}")
     changed = cells_differing(committed, nb)
     if changed:
         raise MissingExecutedCopy(
