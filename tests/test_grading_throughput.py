@@ -70,6 +70,9 @@ def test_the_command_refuses_a_bad_jobs_value_in_one_line(capsys):
     assert cli.main(["grading-bench", "--jobs", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "must be positive" in err
+    assert cli.main(["grading-bench", "--jobs", "a"]) == 2  # said int()'s words, not the option
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--jobs 'a': comma-separated whole numbers" in err
 
 
 def test_the_instructors_guide_quotes_the_committed_measurement():

@@ -197,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / GRADING_REPORTS)
     args = parser.parse_args(argv)
     try:
+        if not all(n.strip().isdigit() for n in args.jobs.split(",")):
+            raise ValueError(f"--jobs {args.jobs!r}: comma-separated whole numbers, e.g. 1,2")
         jobs = [int(n) for n in args.jobs.split(",")]
         lessons = [name.strip() for name in args.lessons.split(",")]
         if args.submissions <= 0 or min(jobs) <= 0:
