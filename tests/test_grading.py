@@ -759,7 +759,7 @@ def test_without_a_sandbox_a_changed_master_is_put_back_and_flagged(guarded):
 def test_a_previous_gradebook_is_kept_as_bak(tmp_path):
     key = tmp_path / "key.json"
     quiz.publish(FIXTURES / "quizzes" / "source", tmp_path / "learner", key, secret="toy-secret")
-    (tmp_path / "subs").mkdir()  # no submissions: nothing to grade, only the files change
+    (tmp_path / "subs" / "ann").mkdir(parents=True)  # handed in nothing: no kernel runs
     out, bak = tmp_path / "gradebook.csv", tmp_path / "gradebook.csv.bak"
     first = "student,item,points,max_points,status,message\nalice,00.quiz,3,3,ok,\n"
     out.write_text(first)
