@@ -87,22 +87,10 @@ def grade(args) -> int:
     """``amp-course grade``: also what ``nbval_grading`` runs under pytest."""
     from .grading import Settings, SettingsError, grade_all
     from .grading.platforms import grade_canvas, grade_gradescope
-    from .grading.run import student_folders
-    from .grading.settings import masters_folder
 
-    # The gradebook may sit at the top of the submissions folder (`grade . --out gradebook.csv`),
-    # not inside a student's folder.
-    students = student_folders(Path(args.submissions)) if os.path.isdir(args.submissions) else []
-    inputs = {"--key": args.key, "--masters": masters_folder(args.masters)}
-    inputs |= {f"student {folder.name}'s folder": folder for folder in students}
-    clash = overwrites(args.out, "--out", inputs) or overwrites(args.feedback, "--feedback", inputs)
-    if not 0 < args.memory_gb < float("inf"):  # 0 GB killed every kernel as it started
-        clash = f"--memory-gb {args.memory_gb}: a kernel needs a positive, finite bound"
-    clash = clash or unwritable(args.out, args.feedback)
-    if args.roster is not None and args.format != "canvas":
-        clash = "--roster maps folders to Canvas's ids: it goes with --format canvas"
-    if clash:
-        print(f"error: {clash}", file=sys.stderr)
+    mistake = _grade_mistake(args)
+    if mistake:
+        print(f"error: {mistake}", file=sys.stderr)
         return 2
     lessons = lesson_list(args.lessons)
     try:
@@ -129,6 +117,29 @@ def grade(args) -> int:
     students = sorted({row.student for row in rows})
     print(f"graded {len(students)} submission(s) into {args.out}")
     return 0
+
+
+def _grade_mistake(args) -> str | None:
+    """A mistake of ``grade``'s options found before any grading, or None: an option that does
+    nothing here, a memory bound that would kill every kernel as it starts, or an output that
+    would replace what grading reads or could not be written once the class is graded."""
+    from .grading.run import student_folders
+    from .grading.settings import masters_folder
+
+    if not 0 < args.memory_gb < float("inf"):
+        return f"--memory-gb {args.memory_gb}: a kernel needs a positive, finite bound"
+    if args.roster is not None and args.format != "canvas":
+        return "--roster maps folders to Canvas's ids: it goes with --format canvas"
+    # The gradebook may sit at the top of the submissions folder (`grade . --out gradebook.csv`),
+    # not inside a student's folder.
+    students = student_folders(Path(args.submissions)) if os.path.isdir(args.submissions) else []
+    inputs = {"--key": args.key, "--masters": masters_folder(args.masters)}
+    inputs |= {f"student {folder.name}'s folder": folder for folder in students}
+    return (
+        overwrites(args.out, "--out", inputs)
+        or overwrites(args.feedback, "--feedback", inputs)
+        or unwritable(args.out, args.feedback)
+    )
 
 
 def _autograder(args) -> int:
