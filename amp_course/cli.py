@@ -130,7 +130,7 @@ def inspect_number(argv: list[str]) -> int:
     from .inspector import INSPECTED_FORMATS, describe, inspect
 
     parser = _parser("inspect")
-    parser.add_argument("value", type=float, help="the number, e.g. 0.1, 65520 or inf")
+    parser.add_argument("value", help="the number, e.g. 0.1, 65520 or inf")
     parser.add_argument(
         "--format",
         action="append",
@@ -138,16 +138,11 @@ def inspect_number(argv: list[str]) -> int:
         help="a format to show (repeatable; default: all), e.g. --format fp16",
     )
     args = parser.parse_args(argv)
-
-    # A name in any case, with _ or - for its space ("FP8_E4M3"); "fp8" for both fp8 formats.
-    keys = {
-        name: " ".join(name.lower().replace("_", " ").replace("-", " ").split())
-        for name in args.format
-    }
-    chosen = {
-        name: [f for f in INSPECTED_FORMATS if f == key or (key == "fp8" and f.startswith("fp8 "))]
-        for name, key in keys.items()
-    }
+    try:
+        value = float(args.value)
+    except ValueError:
+        parser.error(f"argument value: invalid float value: {args.value!r}")
+    chosen = {name: _formats_named(name, INSPECTED_FORMATS) for name in args.format}
     unknown = [repr(name) for name, formats in chosen.items() if not formats]  # "" shows
     if unknown:
         print(
@@ -156,14 +151,19 @@ def inspect_number(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    if math.isinf(args.value) and "inf" not in " ".join(argv).lower():
-        print(
-            f"note: the value is beyond float64's range (±{sys.float_info.max:.4g}): shown as inf"
-        )
+    if math.isinf(value) and "inf" not in args.value.lower():  # 1e400: no float64 holds it
+        print(f"note: {args.value} is beyond float64's range (±{sys.float_info.max:.4g}): inf")
     formats = list(dict.fromkeys(f for formats in chosen.values() for f in formats))
-    for fields in inspect(args.value, formats or INSPECTED_FORMATS):
+    for fields in inspect(value, formats or INSPECTED_FORMATS):
         print(describe(fields))
     return 0
+
+
+def _formats_named(name: str, known) -> list[str]:
+    """The formats ``name`` stands for: in any case, with _ or - for its space ("FP8_E4M3"), and
+    "fp8" for both fp8 formats."""
+    key = " ".join(name.lower().replace("_", " ").replace("-", " ").split())
+    return [f for f in known if f == key or (key == "fp8" and f.startswith("fp8 "))]
 
 
 def bench(argv: list[str]) -> int:
