@@ -85,6 +85,57 @@ def test_other_seeds_hold_cpus_both_ways():
     assert verdicts == {"faster", "slower", "indistinguishable"}
 
 
+def _with_the_check_cells_devices(rule):
+    """``rule`` behind a table of what the check cell's devices take (its failure messages name
+    each one and the reference's answer): only the drawn devices test the rule."""
+    table = {}
+    for _, capability, cpu, _ in lesson_06.DEVICES:
+        key = capability or (cpu.bf16.ratio, cpu.bf16.distinguishable)
+        table[key] = exercises.solution(NAME)(capability, cpu)
+
+    def choose(cc, cpu):
+        key = tuple(cc) if cc else (cpu.bf16.ratio, cpu.bf16.distinguishable)
+        return table[key] if key in table else rule(cc, cpu)
+
+    return choose
+
+
+def _gpu_rule(bf16_from, below_7=torch.float16):
+    def choose(cc, cpu):
+        if cc is None:
+            return torch.bfloat16 if cpu.bf16.verdict == "faster" else torch.float32
+        return torch.bfloat16 if cc >= bf16_from else below_7 if cc < (7, 0) else torch.float16
+
+    return choose
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "ratio_below_one",
+        "by_flags",
+        "always_fp32_on_a_cpu",
+        "bf16_from_volta",
+        "fp32_below_volta",
+    ],
+)
+def test_a_table_of_the_check_cells_devices_with_a_wrong_rule_fails_every_grader_seed(rule):
+    """A test learner's table of the seed-0 devices with a wrong rule for the rest passed up to
+    223 grader seeds of 300 while the drawn devices were random: each seed now draws a device on
+    each side of every line of the rule, none of them the check cell's."""
+    rules = {
+        "ratio_below_one": ratio_below_one,
+        "by_flags": by_flags,
+        "always_fp32_on_a_cpu": lambda cc, cpu: by_flags(cc, cpu) if cc else torch.float32,
+        "bf16_from_volta": _gpu_rule((7, 0)),
+        "fp32_below_volta": _gpu_rule((8, 0), below_7=torch.float32),
+    }
+    choose = _with_the_check_cells_devices(rules[rule])
+    assert exercises.verdict(NAME, choose, 0)[0] == "passed"  # the check cell cannot tell
+    failed = [exercises.verdict(NAME, choose, seed)[0] == "failed" for seed in range(1, 61)]
+    assert all(failed), f"passed {failed.count(False)} of 60 grader seeds"
+
+
 def by_flags(cc, cpu):  # the old rule: native bf16 flags mean bf16
     if cc is None:
         return torch.bfloat16 if {"avx512_bf16", "amx_bf16"} & cpu.flags else torch.float32

@@ -73,21 +73,46 @@ DEVICES = [
 CPU_FLAGS = ["avx", "avx2", "avx512f", "avx512bw", "avx512_bf16", "amx_tile", "amx_bf16"]
 
 
+# The drawn GPUs' majors, one range per side of each line a wrong rule draws: below Volta, Volta
+# and Turing (7.x: fp16 only), 8.0 and up; then three more from anywhere.
+GPU_MAJORS = ((3, 7), (7, 8), (8, 13), (3, 13), (3, 13), (3, 13))
+# The drawn CPUs' cases, each one a wrong rule gets wrong: (bf16 measured below fp32's time, the
+# runs' spreads apart, the CPU's flags include bf16). A table of the check cell's devices with a
+# rule for the rest passed up to 223 grader seeds of 300 while the CPUs were drawn at random.
+CPU_CASES = (
+    (True, True, False),  # bf16 ahead, apart, no bf16 flags: bf16 (not "bf16 where flagged")
+    (True, False, True),  # ahead but within the spread: fp32 (not "bf16 where ratio < 1")
+    (False, True, True),  # slower, bf16 flags: fp32 (not "bf16 where flagged")
+    (False, False, False),
+)
+BF16_FLAGS = {"avx512_bf16", "amx_bf16"}
+
+
 def devices(seed: int) -> list[tuple]:
-    """Seed 0: DEVICES. Other seeds: those, six more GPUs and four more CPUs, shuffled."""
+    """Seed 0: DEVICES. Other seeds: those, six more GPUs and four more CPUs drawn on each side
+    of the rule's lines (GPU_MAJORS, CPU_CASES), shuffled."""
     if seed == 0:
         return list(DEVICES)
     generator = torch.Generator().manual_seed(seed)
-    majors = torch.randint(3, 13, (6,), generator=generator).tolist()
-    minors = torch.randint(0, 10, (6,), generator=generator).tolist()
-    pairs = zip(majors, minors, strict=True)
-    extra = [(f"a GPU of capability {m}.{n}", (m, n), None, "") for m, n in pairs]
-    for number in range(4):
+    # Never one of the check cell's devices again: a table of those would answer it.
+    known = {capability for _, capability, _, _ in DEVICES if capability}
+    known |= {(c.bf16.ratio, c.bf16.distinguishable) for _, _, c, _ in DEVICES if c}
+    extra = []
+    for low, high in GPU_MAJORS:
+        capability = None
+        while capability is None or capability in known:
+            major = int(torch.randint(low, high, (), generator=generator))
+            capability = (major, int(torch.randint(0, 10, (), generator=generator)))
+        extra.append((f"a GPU of capability {capability[0]}.{capability[1]}", capability, None, ""))
+    for number, (ahead, apart, flagged) in enumerate(CPU_CASES):
         picked = torch.rand(len(CPU_FLAGS), generator=generator) < 0.5
-        flags = " ".join(f for f, keep in zip(CPU_FLAGS, picked.tolist(), strict=True) if keep)
-        ratio = round(0.3 + 2.7 * torch.rand(1, generator=generator).item(), 2)
-        apart = bool(torch.rand(1, generator=generator).item() < 0.7) and ratio != 1.0
-        extra.append((f"CPU {number + 1}", None, _cpu(flags, ratio, apart), ""))
+        flags = {f for f, keep in zip(CPU_FLAGS, picked.tolist(), strict=True) if keep}
+        flags = flags | {"avx512_bf16"} if flagged else flags - BF16_FLAGS
+        ratio = None
+        while ratio is None or (ratio, apart) in known:
+            draw = torch.rand(1, generator=generator).item()
+            ratio = round(0.3 + 0.69 * draw, 2) if ahead else round(1.0 + 2.0 * draw, 2)
+        extra.append((f"CPU {number + 1}", None, _cpu(" ".join(sorted(flags)), ratio, apart), ""))
     every = DEVICES + extra
     order = torch.randperm(len(every), generator=generator).tolist()
     return [every[i] for i in order]
