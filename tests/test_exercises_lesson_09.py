@@ -617,3 +617,15 @@ def test_to_float8_reference_clips_and_round_trips():
     torch.testing.assert_close(q.float()[:3] / scale, x[:3], rtol=0.13, atol=1e-3)
     # The history's amax (2.0) sets the scale, not x's own (4.0): the 4.0 clips to 2.0.
     assert scale == 57344 / 2.0 and q.float()[3] / scale == 2.0
+
+
+def test_every_seeds_amax_history_keeps_its_largest_entry_where_the_case_puts_it():
+    """An answer scaling by the history's last entry (Transformer Engine's "most recent") passed
+    at the grader seeds where every case's history came out with its largest entry last; the
+    first case's largest is a middle one at every seed."""
+    from amp_course.exercises.lesson_09 import fp8
+
+    for seed in range(1, 201):
+        for name, (_, history, _) in fp8.fp8_cases(seed).items():
+            shape = fp8.FP8_CASES[name][1]
+            assert history.index(max(history)) == shape.index(max(shape)), (seed, name)

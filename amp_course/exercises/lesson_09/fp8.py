@@ -68,8 +68,11 @@ def fp8_cases(seed: int) -> dict[str, tuple[torch.Tensor, list[float], torch.dty
     cases = {}
     for name, (magnitude, history, fp8_dtype) in FP8_CASES.items():
         x = torch.randn(64, 32, generator=generator) * magnitude * factor(0.3, 3.0)
-        amax = float(x.abs().max())
-        cases[name] = (x, [h * amax * factor(0.8, 1.25) for h in history], fp8_dtype)
+        amax = float(x.abs().max()) * factor(0.8, 1.25)
+        # One factor for the whole history keeps its largest entry where FP8_CASES has it (the
+        # first activations' a middle one): with one per entry, the history's last entry passed
+        # as its largest at 6 grader seeds of 3000, where every case's came last.
+        cases[name] = (x, [h * amax for h in history], fp8_dtype)
     return cases
 
 
