@@ -296,9 +296,9 @@ def compare_to_float8_rowwise(mine: dict, reference: dict, seed: int) -> None:
             row = worse[0]
             raise ExerciseFailed(
                 f"for {name}, row {row} (amax {x[row].abs().max():.3g}) comes back off by "
-                f"{mine_errors[row]:.3g} (relative), the reference's by {ref_errors[row]:.3g}; "
-                f"your scale for that row is {got['scales'][row]:.4g}, the reference's "
-                f"{ref['scales'][row]:.4g}."
+                f"{mine_errors[row]:.3g} (relative), the reference's by {ref_errors[row]:.3g}, "
+                f"with the reference's scale ({got['scales'][row]:.4g}, checked above): the "
+                "values cast to fp8 differ."
             )
         # As 09.to_float8 holds its values: a product taken in bf16, or x rounded to bf16 first,
         # passed the error per row (within 5% of the reference's) at most seeds.
