@@ -112,8 +112,8 @@ def test_a_check_after_a_cell_stopped_at_its_time_limit_says_that_cell_ran_out_o
     nb = nbformat.read(MASTER, as_version=4)
     cell = next(c for c in nb.cells if c.metadata.get("exercise", {}).get("symbol") == "choose")
     cell.source = "import threading\nthreading.Event().wait()\n" + cell.source
-    # The limit holds every cell, the checks' too: 06.choose_dtype times this CPU's bf16 matmuls,
-    # a few seconds on a busy 2-core machine rehearsing AVX2 (2 s timed the check out in CI).
+    # The limit holds every cell, the checks' too: the first check's probe imports the course's
+    # exercises in the fresh kernel, seconds on a busy 2-core machine (2 s timed it out in CI).
     rows, _ = _grade(tmp_path, nbformat.writes(nb), "--cell-timeout", "10", messages=True)
     (choose, status, message), mfu = rows
     assert (choose, status) == ("06.choose_dtype", "timeout")
