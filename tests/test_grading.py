@@ -87,6 +87,16 @@ def _notebook(choose=CHOOSE, mfu=MFU, before="", edit=None, blank=False):
     return nb
 
 
+def _wait_before(symbol):
+    """An edit putting WAITS_FOREVER at the top of ``symbol``'s exercise cell, before its def."""
+
+    def edit(nb):
+        cell = next(c for c in nb.cells if c.metadata.get("exercise", {}).get("symbol") == symbol)
+        cell.source = f"{WAITS_FOREVER}\n{cell.source}"
+
+    return edit
+
+
 def _submission(root, student, nb=None, answers=None, raw_answers=None, raw_notebook=None):
     folder = root / student
     folder.mkdir(parents=True)
@@ -293,7 +303,8 @@ def run(tmp_path_factory):
     # at the lowest priority, so it spends only CPU time that the rest of the suite leaves idle.
     busy = "\nimport os\nos.nice(19)\nwhile True:\n    pass"
     _submission(subs, "frank", _notebook(mfu=BLANK + busy), RIGHT)
-    _submission(subs, "fay", _notebook(mfu=BLANK + "\n" + WAITS_FOREVER), RIGHT)
+    # Fay's wait comes before her mfu's def: its check finds mfu undefined after a stopped cell.
+    _submission(subs, "fay", _notebook(edit=_wait_before("mfu")), RIGHT)
     gina = "print('✓ 06.choose_dtype: correct (2 points)')\nopen('report.xml', 'w').write('<ok/>')"
     # ... and asks the course for its reference (refused while grading).
     reference = (
@@ -518,9 +529,17 @@ def test_a_cell_that_raises_loses_only_what_depends_on_it(run):
 def test_a_cell_that_never_returns_is_stopped_by_the_cell_timeout(run, student):
     got = _points(run["rows"], student)
     assert got["06.choose_dtype"][0] == 1 and got["05.mfu"][0] == 0
-    # Interrupted, the kernel went on: the check ran and found the blank (not a second timeout).
-    assert got["05.mfu"][2] == "not done", got["05.mfu"]
     assert got["quiz:pi"][0] == 1
+    if student == "frank":  # the loop after mfu's def: interrupted, the kernel went on, and the
+        # check ran and found the blank (not a second timeout)
+        assert got["05.mfu"][2] == "not done", got["05.mfu"]
+    else:  # the wait before the def: the check names the cell that was stopped (it said "not
+        # done: mfu was not defined (did its cell raise an error?)", guessing wrong)
+        assert got["05.mfu"][2:] == (
+            "timeout",
+            "mfu was not defined when the check ran: a cell before it ('import threading') did "
+            f"not finish within {CELL_TIMEOUT} s and was stopped",
+        ), got["05.mfu"]
 
 
 def test_edited_or_deleted_check_cells_are_restored(run):
