@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
             print(f"note: ${env_vars.DATA} ({given}) holds no {SUBSET_FILE}; checking {folder}")
         paths = [folder / SUBSET_FILE, folder / FULL_FILE] if folder.is_dir() else [folder]
         for path in paths:
-            full = path.name == FULL_FILE
+            full, digest = path.name == FULL_FILE, None
             if path.name != SUBSET_FILE and not full and path.is_file():
                 digest = sha256_of(path)  # another name: whichever of the two it holds
                 if digest not in (SUBSET_SHA256, FULL_SHA256):
@@ -49,7 +49,8 @@ def main(argv: list[str]) -> int:
                     )
                 full = digest == FULL_SHA256
             if full:
-                verify_file(path, FULL_SHA256)
+                if digest is None:  # known by its name: its content not read yet
+                    verify_file(path, FULL_SHA256)
                 print(f"ok: full MNIST archive, SHA-256 verified ({path})")
                 continue
             images, labels = load_mnist_subset(path)

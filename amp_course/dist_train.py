@@ -134,22 +134,21 @@ def make_scaler(strategy: str, recipe: AmpRecipe):
 
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter as a full CPU fp32 tensor (gathering FSDP shards)."""
-    state = {}
-    for name, param in model.named_parameters():
-        tensor = param.detach()
-        if hasattr(tensor, "full_tensor"):  # an FSDP2 DTensor shard
-            tensor = tensor.full_tensor()
-        state[name.removeprefix("module.")] = tensor.float().cpu()
-    return state
+    return _state(model, "full_tensor")
 
 
 def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter as this rank holds it: its FSDP2 shard, or (DDP) the whole tensor."""
+    return _state(model, "to_local")
+
+
+def _state(model: torch.nn.Module, view: str) -> dict[str, torch.Tensor]:
+    """Every parameter as a CPU fp32 tensor, an FSDP2 DTensor through its method ``view``."""
     state = {}
     for name, param in model.named_parameters():
         tensor = param.detach()
-        if hasattr(tensor, "to_local"):  # an FSDP2 DTensor: this rank's shard only
-            tensor = tensor.to_local()
+        if hasattr(tensor, view):  # an FSDP2 DTensor
+            tensor = getattr(tensor, view)()
         state[name.removeprefix("module.")] = tensor.float().cpu()
     return state
 

@@ -69,9 +69,8 @@ def fp8_cases(seed: int) -> dict[str, tuple[torch.Tensor, list[float], torch.dty
     for name, (magnitude, history, fp8_dtype) in FP8_CASES.items():
         x = torch.randn(64, 32, generator=generator) * magnitude * factor(0.3, 3.0)
         amax = float(x.abs().max()) * factor(0.8, 1.25)
-        # One factor for the whole history keeps its largest entry where FP8_CASES has it (the
-        # first activations' a middle one): with one per entry, the history's last entry passed
-        # as its largest at 6 grader seeds of 3000, where every case's came last.
+        # One factor for the whole history keeps its largest entry where FP8_CASES puts it (one
+        # per entry let the last entry pass for the largest at 6 grader seeds of 3000).
         cases[name] = (x, [h * amax for h in history], fp8_dtype)
     return cases
 

@@ -253,13 +253,14 @@ def grade_all(submissions, settings: Settings, out, feedback=None) -> list[Row]:
         raise SettingsError(f"{submissions} is not a folder of submissions (one per student)")
     feedback = Path(feedback) if feedback else out.with_name(f"{out.stem}-feedback")
     outputs = (out, out.with_name(f"{out.name}.bak"), feedback)
-    folders = student_folders(submissions, outputs)
-    stray = left_out(submissions, outputs)
+    folders, others = _top(submissions, outputs)
     if not folders:  # an empty gradebook would push the last real one out of its .bak
+        held = ", ".join(p.name + ("/" if p.is_dir() else "") for p in others)
         raise SettingsError(
             f"no student's folder in {submissions} (one folder per student, named by the "
-            f"student){': ' + stray.split(': ', 1)[1] if stray else ''}; nothing was graded"
+            f"student){': ' + held if held else ''}; nothing was graded"
         )
+    stray = left_out(submissions, outputs)
     keep_previous(out)  # a previous gradebook is kept, never silently lost
     if stray:
         print(f"note: {stray}", flush=True)
