@@ -56,8 +56,9 @@ class Rule:
 # Tensor cores per format: fp16 from Volta (7.0), TF32 and bf16 from Ampere (8.0), FP8 from Ada
 # (8.9) and Hopper (9.0). The MX formats (MXFP8, MXFP6, MXFP4) and NVFP4 need Blackwell's
 # tensor cores: compute capability 10.x, 11.0 (Jetson Thor, sm_101 before CUDA 13 renamed it) and
-# 12.x. Software lags the hardware: Transformer Engine's support matrix trains in NVFP4 on 10.0
-# and 10.3 and only partly on 12.0, and in MXFP8 not on 12.0.
+# 12.x (LLVM's NVPTX tests compile tcgen05.mma's block-scaled kinds for sm_100a, sm_101a and
+# sm_110a, and mma.sync's block_scale for sm_120a). Software lags the hardware: Transformer
+# Engine's NVFP4 page lists training on 10.0 and 10.3 only.
 TENSOR_CORES = {
     "fp16": Rule((7, 0)),
     "tf32": Rule((8, 0)),
