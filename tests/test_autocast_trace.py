@@ -1,7 +1,9 @@
 """Traced op dtypes inside a real ViT encoder block agree with the lists autocast applies."""
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
+from conftest import run_tagged
 
 import amp_course as ac
 from amp_course import autocast_trace
@@ -121,3 +123,16 @@ def test_drift_and_keys_say_none_where_the_dispatcher_cannot_be_asked(monkeypatc
     finally:
         monkeypatch.undo()
         registry.registered_ops.cache_clear()
+
+
+@pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16])
+def test_lesson_02s_strip_names_in_its_legend_only_the_dtypes_it_plots(block, autocast_dtype):
+    """A CPU's bf16 trace runs no op in fp16: the legend once named float16 all the same."""
+    module, x = block
+    rows = autocast_trace.trace_op_dtypes(module, x, recipe=AmpRecipe("cpu", autocast_dtype))
+    namespace = {"ac": ac, "plt": plt, "rows": rows, "device": torch.device("cpu")}
+    namespace["amp_dtype"] = autocast_dtype
+    run_tagged("02_autocast", "dtype-strip", namespace=namespace)
+    legend = [t.get_text() for t in namespace["ax"].get_legend().get_texts()]
+    plt.close("all")
+    assert legend == ["float32", str(autocast_dtype).removeprefix("torch.")]

@@ -67,9 +67,7 @@ def _row(mode, model, median_s=None, skipped=None):
     return Row("ladder", rung, median_s=median_s, skipped=skipped, **quartiles)
 
 
-def test_the_three_timings_are_labelled_a_cpu_measurement_and_judged_by_the_rule(
-    monkeypatch, capsys
-):
+def _three_timings(monkeypatch, capsys, smoke: bool) -> str:
     monkeypatch.setattr(ac.bench.timm_vit, "unavailable", lambda: NO_TIMM)
     rows = [
         _row("eager", "course", 0.04),
@@ -78,9 +76,25 @@ def test_the_three_timings_are_labelled_a_cpu_measurement_and_judged_by_the_rule
     ]
     section = run_tagged(LESSON, "step-accounts", namespace=_section(rows=rows))
     capsys.readouterr()
+    section["settings"] = types.SimpleNamespace(smoke=smoke, on_gpu=False)
     run_tagged(LESSON, "three-timings", namespace=section)
-    printed = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_the_three_timings_are_labelled_a_cpu_measurement_and_judged_by_the_rule(
+    monkeypatch, capsys
+):
+    printed = _three_timings(monkeypatch, capsys, smoke=False)
     assert "on a test CPU (a CPU measurement, not a GPU's)" in printed
     assert "lean at 'eager': lean is faster than course here" in printed
     assert f"No timm comparison ran here ({NO_TIMM})" in printed
     assert "the lean eager step is faster than the course's" in printed
+
+
+def test_smoke_modes_one_round_gives_a_ratio_and_no_verdict(monkeypatch, capsys):
+    """One round's quartiles are one burst's: on a loaded machine they parted by 1.44x between
+    steps that five rounds found indistinguishable, and the lesson printed a verdict."""
+    printed = _three_timings(monkeypatch, capsys, smoke=True)
+    assert "lean at 'eager': lean takes 0.75x the course time in one round: no verdict" in printed
+    assert "faster than" not in printed and "slower than" not in printed
+    assert "the clock here: one round in smoke mode (the method, not a verdict)" in printed

@@ -189,6 +189,12 @@ def test_nvfp4_training_cells_show_what_section_6_says(lesson, capsys):
     grad_t, signs = lesson["grad_t"], lesson["signs"]
     nv = ac.nvfp4_training
     assert nv.crest_factors(nv.rht(grad_t, signs)).mean() < nv.crest_factors(grad_t).mean()
+    # "... but not the input's: its flat blocks (one background pixel in 16 digits) start at 1,
+    # which a rotation can only raise": such blocks exist, are printed, and rise.
+    before = nv.crest_factors(lesson["input_t"])
+    flat = before < 1 + 1e-4
+    assert "flat blocks 0%" not in printed.split("input.T")[1].splitlines()[0]
+    assert flat.any() and (nv.crest_factors(nv.rht(lesson["input_t"], signs))[flat] > 1.5).all()
     medians = lesson["medians"]
     verdict = "lowered" if medians["with the RHT"] < medians["round to nearest"] else "raised"
     assert f"the RHT {verdict} the median error here" in printed
