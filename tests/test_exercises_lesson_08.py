@@ -396,3 +396,21 @@ def test_a_default_other_than_the_texts_fails():
     for seed in (0, 12345):
         status, message = exercises.verdict(NAME, default_09, seed)
         assert status == "failed" and "left at the default, 0.95, gave" in message, message
+
+
+@pytest.mark.parametrize("default", [0.9, 0.99, None], ids=["0.9", "0.99", "required"])
+def test_a_seeds_needed_default_other_than_the_texts_fails_at_every_seed(default):
+    """Every call named its confidence, so a default of 0.9 or 0.99, or none, passed every seed;
+    the check calls the answer once without one, on a case whose count that default decides."""
+    rule = planner(paired_spread, right_t)
+
+    def with_default(reference, candidate, margin, confidence=default):
+        return rule(reference, candidate, margin, confidence)
+
+    def required(reference, candidate, margin, confidence):
+        return rule(reference, candidate, margin, confidence)
+
+    answer = required if default is None else with_default
+    for seed in range(41):
+        status, message = exercises.verdict(SEEDS, answer, seed)
+        assert status == "failed" and "left at the default, 0.95," in message, (seed, message)

@@ -156,12 +156,28 @@ def _unambiguous(reference, candidate, margin, confidence) -> bool:
     return False
 
 
+DEFAULT_CONFIDENCE = 0.95  # the blank's default, which the text asks for
+
+
+def _default_case(cases) -> tuple:
+    """The first case whose count at the default confidence differs from its counts at 0.9 and
+    0.99, with its confidence left out (None): a default of 0.9 or 0.99 passed every seed while
+    every call named its confidence."""
+    for reference, candidate, margin, _ in cases:
+        counts = [_fewest_seeds(reference, candidate, margin, c) for c in (0.9, 0.95, 0.99)]
+        if len(set(counts)) == 3:
+            return reference, candidate, margin, None
+    raise AssertionError("no case tells the default confidence apart")  # tests cover the seeds
+
+
 def observe_seeds(fn, seed: int) -> dict:
-    """Call ``fn(reference, candidate, margin, confidence)`` on the cases of ``seed``."""
+    """Call ``fn(reference, candidate, margin, confidence)`` on the cases of ``seed``, then
+    without the confidence on one of them (``_default_case``)."""
     rows = []
-    for reference, candidate, margin, confidence in _seeds_cases(seed):
+    cases = _seeds_cases(seed)
+    for reference, candidate, margin, confidence in [*cases, _default_case(cases)]:
         args = (list(reference), list(candidate), margin, confidence)
-        result, error = call_case(fn, args, rows)
+        result, error = call_case(fn, args if confidence is not None else args[:3], rows)
         row = {"reference": args[0], "candidate": args[1], "margin": margin}
         row.update(confidence=confidence, result=None, type=None, error=error)
         if error is None:
@@ -187,6 +203,7 @@ def compare_seeds(mine: dict, reference: dict, seed: int) -> None:
         if got["result"] == want["result"]:
             continue
         reference_runs, candidate, margin, confidence = _args(got)
+        confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
         spread = statistics.stdev(_differences(reference_runs, candidate))
         widths = (
             _half_width(n, spread, confidence, margin) for n in (got["result"], want["result"])
@@ -213,6 +230,10 @@ def _half_width(n: int, spread: float, confidence: float, margin: float) -> str:
 
 
 def _call(row: dict) -> str:
+    if row["confidence"] is None:
+        return "seeds_needed({}, {}, {}), its confidence left at the default, 0.95,".format(
+            *_args(row)[:3]
+        )
     return "seeds_needed({}, {}, {}, {})".format(*_args(row))
 
 
