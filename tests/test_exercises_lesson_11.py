@@ -168,7 +168,15 @@ def test_mx_correct_answers_in_several_styles_pass(answer):
         (_mx(subnormals=False), r"comes back as 0;"),
         (lambda x, e, m, b: x, r"comes back as"),
         (lambda x, e, m, b: None, r"returned None; return a tensor of x's shape"),
-        (lambda x, e, m, b: x[:, :b], r"return a tensor of x's shape"),
+        (
+            lambda x, e, m, b: x[:, :b],
+            r"E3M2 returned a float32 tensor of shape \(4, 32\); return a tensor of x's shape",
+        ),
+        (  # a number: no tensor for the checker to take apart
+            lambda x, e, m, b: x.float().sum(),
+            r"E3M2 returned a float32 tensor of shape \(\); return a tensor of x's shape",
+        ),
+        (lambda x, e, m, b: 0.0, r"E3M2 returned a float; return a tensor of x's shape"),
         (
             lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).double(),
             r"E3M2 returned a float64 tensor; x is a float32 tensor, and the reference returns a "
@@ -176,7 +184,8 @@ def test_mx_correct_answers_in_several_styles_pass(answer):
         ),
         (
             lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).to(x.dtype),
-            r"E3M2, x in float64 returned a float64 tensor; x is a float64 tensor",
+            r"E3M2, x in float64 of shape \(2, 2, 64\) returned a float64 tensor; x is a float64 "
+            r"tensor",
         ),
         (
             lambda x, e, m, b: solutions.mx_roundtrip(x, e, m, b).numpy(),
@@ -424,3 +433,25 @@ def test_an_mx_roundtrip_that_overwrites_its_input_fails():
 def test_slips_that_passed_most_grader_seeds_fail_at_every_seed(name, wrong):
     for seed in range(31):
         assert exercises.verdict(name, wrong, seed)[0] == "failed", seed
+
+
+def test_an_mx_roundtrip_for_two_dimensions_only_fails_in_the_notebook_and_at_grading():
+    """The text asks for the last dimension of any x; every case was (4, 2 x block), so an answer
+    unpacking ``rows, cols = x.shape`` passed every seed. The float64 case has three."""
+
+    def two_dimensions(x, e, m, b):
+        rows, cols = x.shape
+        return solutions.mx_roundtrip(x.reshape(rows, cols), e, m, b)
+
+    for seed in (0, 1, 2, 12345):
+        status, message = exercises.verdict("11.mx_roundtrip", two_dimensions, seed)
+        assert status == "failed" and "of shape (2, 2, " in message and "ValueError" in message
+
+    def one_off_in_three_dimensions(x, e, m, b):
+        y = solutions.mx_roundtrip(x, e, m, b)
+        if x.dim() == 3:
+            y[1, 0, 5] += 1
+        return y
+
+    status, message = exercises.verdict("11.mx_roundtrip", one_off_in_three_dimensions, 0)
+    assert re.search(r"shape \(2, 2, 64\): row \(1, 0\), block 0 .* element 5 = ", message)

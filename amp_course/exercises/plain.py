@@ -68,7 +68,8 @@ def to_plain(value, depth: int = 0):
         # A fresh tensor, not .contiguous(): that keeps a size-1 dimension's stride 0 (an
         # expanded scale), which the byte view below refuses.
         data = torch.empty(value.shape, dtype=value.dtype).copy_(value.detach())
-        raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
+        # Flat first: a 0-dim tensor has no dimension for the byte view to widen.
+        raw = data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b""
         return {TENSOR: {"dtype": name, "shape": list(data.shape), "data": _b64(raw)}}
     raise PlainDataError(f"{type(value).__name__} is not plain data")
 

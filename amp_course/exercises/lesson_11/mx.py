@@ -91,10 +91,14 @@ def mx_cases(seed: int) -> list[dict]:
 
 def observe_mx(fn, seed: int) -> list[dict]:
     """``fn(x, exponent_bits, mantissa_bits, block_size)`` on every case, then on the first with x
-    in float64: the values as fp32, and the dtype returned."""
+    in float64 and three dimensions (an answer that unpacked two passed every seed): the values as
+    fp32, and the dtype returned."""
     cases = mx_cases(seed)
     first = cases[0]
-    cases.append({**first, "name": f"{first['name']}, x in float64", "x": first["x"].double()})
+    x = first["x"].double().reshape(2, -1, first["x"].shape[-1])
+    cases.append(
+        {**first, "name": f"{first['name']}, x in float64 of shape {tuple(x.shape)}", "x": x}
+    )
     results = []
     for case in cases:
         e, m, block = case["layout"]
@@ -131,10 +135,12 @@ def compare_mx(mine, reference, seed: int) -> None:
         fail_on_input_changed(got["changed"], f"{call}:")
         x, expected = want["x"], want["got"]
         if got["got"] is None or tuple(got["got"].shape) != tuple(x.shape):
-            shape = None if got["got"] is None else tuple(got["got"].shape)
+            said = got["returned"] or got["dtype"]
+            if got["returned"] is None and "tensor" in got["dtype"]:
+                said = f"{got['dtype']} of shape {tuple(got['got'].shape)}"
             raise ExerciseFailed(
-                f"{call} returned {got['returned'] or shape}; return a tensor of x's shape "
-                f"{tuple(x.shape)}, the dequantized values."
+                f"{call} returned {said}; return a tensor of x's shape {tuple(x.shape)}, the "
+                "dequantized values."
             )
         if got["dtype"] != want["dtype"]:
             raise ExerciseFailed(
@@ -144,11 +150,14 @@ def compare_mx(mine, reference, seed: int) -> None:
         same = _same(got["got"], expected)
         if bool(same.all()):
             continue
-        row, column = (~same).nonzero()[0].tolist()
+        flat = [t.reshape(-1, x.shape[-1]) for t in (same, x, got["got"], expected)]
+        row, column = (~flat[0]).nonzero()[0].tolist()
         index, number = column % block, column // block
-        values = x[row, number * block : (number + 1) * block]
+        values = flat[1][row, number * block : (number + 1) * block]
         amax = float(values.abs().max())
-        yours, spec = float(got["got"][row, column]), float(expected[row, column])
+        yours, spec = float(flat[2][row, column]), float(flat[3][row, column])
+        if x.dim() > 2:  # the row as x's index
+            row = tuple(int(i) for i in torch.unravel_index(torch.tensor(row), x.shape[:-1]))
         # Values only: the block's shared scale and the layout's largest value are what the
         # exercise asks the learner to work out, so the message does not print them.
         # Nine digits tell every float32 apart (a value one ulp below a power of two included).
