@@ -414,3 +414,11 @@ def test_a_seeds_needed_default_other_than_the_texts_fails_at_every_seed(default
     for seed in range(41):
         status, message = exercises.verdict(SEEDS, answer, seed)
         assert status == "failed" and "left at the default, 0.95," in message, (seed, message)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_bound_that_is_not_a_number_is_said_so(value):
+    """'yours is nan below the mean, nan x s / sqrt(n)' read as arithmetic on a number."""
+    status, message = exercises.verdict(NAME, lambda values, confidence=0.95: value, 0)
+    assert status == "failed" and f"returned {value}; the reference returns a finite" in message
+    assert "sqrt(n)" not in message, message

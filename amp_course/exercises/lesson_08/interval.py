@@ -75,6 +75,11 @@ def compare_interval(mine: dict, reference: dict, seed: int) -> None:
         if got["error"]:
             raise ExerciseFailed(f"{where} {got['error']}")
         bound, want_bound = got["result"], want["result"]
+        if not math.isfinite(bound):
+            raise ExerciseFailed(
+                f"{where} returned {bound}; the reference returns a finite bound below the values' "
+                "mean."
+            )
         if math.isclose(bound, want_bound, rel_tol=0, abs_tol=ABS_TOL):
             continue
         n, mean, s = len(values), statistics.mean(values), statistics.stdev(values)
