@@ -1,6 +1,6 @@
 """The bug hunts' lab 2 check (the package's ``__init__`` registers it): gradient accumulation with
 one unscale_ and one update() per optimizer step, each group's gradient the mean of its
-micro-batches', at two splits of the batches."""
+micro-batches', at two splits of the batches, clipped at two bounds."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 from ...labs.bug_hunts import (
     ACCUMULATION_MAX_NORM,
     ACCUMULATION_STEPS,
+    MAX_NORM,
     NUM_BATCHES,
     poisoned_for,
     run,
@@ -36,6 +37,10 @@ def _last_group_clean(seed: int, steps: int) -> tuple[int, ...]:
 # batches left) passed while every run split 9 batches by 2.
 EVEN_ACCUMULATION_STEPS = 3
 SPLITS = (ACCUMULATION_STEPS, EVEN_ACCUMULATION_STEPS)
+# A second clipped run, at lab 1's max_norm: at ACCUMULATION_MAX_NORM a group's first micro-batch
+# alone rarely reaches the bound, so a loop that clipped after every backward (in the scale's
+# units) passed 149 seeds of 150; here the partial sums clip and its weights part.
+TIGHT_MAX_NORM = MAX_NORM
 
 
 def observe_accumulation(fn, seed: int) -> dict:
@@ -44,6 +49,8 @@ def observe_accumulation(fn, seed: int) -> dict:
     poisoned = {steps: _last_group_clean(seed, steps) for steps in SPLITS}
     clipped = (ACCUMULATION_STEPS, ACCUMULATION_MAX_NORM)
     observed = run(fn, clipped, poisoned[ACCUMULATION_STEPS], False, seed).plain()
+    tight = (ACCUMULATION_STEPS, TIGHT_MAX_NORM)
+    observed["tight"] = run(fn, tight, poisoned[ACCUMULATION_STEPS], False, seed).plain()
     observed["unclipped"] = []
     for steps in SPLITS:
         unclipped = run(fn, (steps, math.inf), poisoned[steps], False, seed)
@@ -98,3 +105,7 @@ def compare_accumulation(mine, reference, seed: int) -> None:
         _compare_unclipped(got, want, steps)
     # Clipping written another way rounds differently, as in lab 1.
     compare_run(mine, reference, seed, CLIP_RTOL, CLIP_ATOL)
+    try:
+        compare_run(mine["tight"], reference["tight"], seed, CLIP_RTOL, CLIP_ATOL)
+    except ExerciseFailed as failure:
+        raise ExerciseFailed(f"With max_norm={TIGHT_MAX_NORM}: {failure}") from None
