@@ -10,6 +10,7 @@ checks that judge a fix are in ``amp_course.exercises.labs_modern_stack``.
 from __future__ import annotations
 
 import functools
+import itertools
 import warnings
 
 import torch
@@ -188,10 +189,44 @@ class RecordingBatches(FetchedBatches):
         )
 
 
+def _overflows_without_inf(seed: int) -> bool:
+    """Whether some step of the seed's run overflows into NaN gradients and no inf (a step the
+    scaler skips all the same): the seed's own model and digits, stepped as the lab's fix does."""
+    model, optimizer, scheduler, ema, scaler = ema_setup(seed)
+    for images, labels in digit_batches(seed):
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(digit_loss(model, images, labels)).backward()
+        grads = [p.grad for p in model.parameters()]
+        if any(g.isnan().any() for g in grads) and not any(g.isinf().any() for g in grads):
+            return True
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if scaler.get_scale() >= scale:
+            scheduler.step()
+            ema.update_parameters(model)
+    return False
+
+
+@functools.lru_cache(maxsize=16)
+def ema_case(seed: int) -> int:
+    """The seed whose model and digits a run for ``seed`` uses: 0, the notebook's, for 0; for any
+    other seed the first of seed and then seeds drawn from it with a step whose gradients
+    overflow into NaN and no inf (about one seed in 17: where every overflow held an inf, a loop
+    that told a skipped step by inf alone passed)."""
+    if seed == 0:
+        return 0
+    generator = torch.Generator().manual_seed(seed)
+    drawn = (int(torch.randint(1, 2**31, (), generator=generator)) for _ in itertools.count())
+    return next(s for s in itertools.chain([seed], drawn) if _overflows_without_inf(s))
+
+
 def run_ema(train, seed: int = 0) -> dict:
-    """Run ``train(model, optimizer, scheduler, ema, scaler, batches)``; record after each batch
-    the optimizer's steps, the scheduler's, the learning rate and the EMA's count, and the scale
-    after each update(); at the end the model's and the EMA's weights, and the warnings raised."""
+    """Run ``train(model, optimizer, scheduler, ema, scaler, batches)`` on ``ema_case(seed)``'s
+    model and digits; record after each batch the optimizer's steps, the scheduler's, the learning
+    rate and the EMA's count, and the scale after each update(); at the end the model's and the
+    EMA's weights, and the warnings raised."""
+    seed = ema_case(seed)
     model, optimizer, scheduler, ema, scaler = ema_setup(seed)
     batches = RecordingBatches(digit_batches(seed), model, optimizer, scheduler, ema)
     scales, update = [], scaler.update
