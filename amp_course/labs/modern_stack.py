@@ -191,20 +191,20 @@ class RecordingBatches(FetchedBatches):
 
 def _overflows_without_inf(seed: int) -> bool:
     """Whether some step of the seed's run overflows into NaN gradients and no inf (a step the
-    scaler skips all the same): the seed's own model and digits, stepped as the lab's fix does."""
-    model, optimizer, scheduler, ema, scaler = ema_setup(seed)
+    scaler skips all the same): the seed's own model and digits, the warm-up moving only with the
+    steps taken, as in the lab's fix (the EMA, which does not feed back, left out)."""
+    model, optimizer, scheduler, _, scaler = ema_setup(seed)
     for images, labels in digit_batches(seed):
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(digit_loss(model, images, labels)).backward()
         grads = [p.grad for p in model.parameters()]
-        if any(g.isnan().any() for g in grads) and not any(g.isinf().any() for g in grads):
+        nan, inf = (any(bad(g).any() for g in grads) for bad in (torch.isnan, torch.isinf))
+        if nan and not inf:
             return True
-        scale = scaler.get_scale()
         scaler.step(optimizer)
         scaler.update()
-        if scaler.get_scale() >= scale:
+        if not inf:  # the scaler stepped (no NaN-only step came before this one)
             scheduler.step()
-            ema.update_parameters(model)
     return False
 
 
