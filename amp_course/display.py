@@ -45,7 +45,8 @@ def widgets_available() -> bool:
 
 def error_text(error: BaseException) -> str:
     """How an observation records an exception the learner's code raised (500 characters)."""
-    return f"{type(error).__name__}: {error}"[:500]
+    said = str(error)
+    return f"{type(error).__name__}: {said}"[:500] if said else type(error).__name__
 
 
 def with_article(noun: str) -> str:

@@ -2,6 +2,7 @@
 
 import importlib
 import math
+import re
 import subprocess
 import sys
 import types
@@ -406,3 +407,15 @@ def test_a_forged_observation_that_skips_the_cases_fails(name):
             run["torch"] = [(1.0, 0)] * len(run["torch"])
         with pytest.raises(exercises.ExerciseFailed, match="PyTorch's update"):
             item.compare(forged, reference, 12345)
+
+
+@pytest.mark.parametrize("exit_call", [lambda: sys.exit(1), lambda: sys.exit()], ids=["1", "none"])
+@pytest.mark.parametrize("name", ["labs.accumulation", "10.matmul_intensity", "05.timer"])
+def test_an_answer_that_calls_sys_exit_fails_with_a_verdict(name, exit_call):
+    """SystemExit is no Exception: it left the check cell with a traceback and no verdict."""
+
+    def leaves(*args, **kwargs):
+        exit_call()
+
+    status, message = exercises.verdict(name, leaves, 0)
+    assert status == "failed" and re.fullmatch(r"your code raised SystemExit(: 1)?", message)

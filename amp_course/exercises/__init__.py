@@ -235,7 +235,9 @@ def verdict(name: str, answer, seed: int = 0) -> tuple[str, str]:
         if getattr(watched, "not_done", False):
             return "not done", "the exercise cell still raises NotImplementedError."
         return "failed", str(failure)
-    except Exception as error:  # the learner's code crashed where observe did not expect it
+    # The learner's code crashed where observe did not expect it, or called sys.exit(), which
+    # would otherwise end the check cell with a traceback and no verdict.
+    except (Exception, SystemExit) as error:
         if is_blank(error):
             return "not done", "the exercise cell still raises NotImplementedError."
         return "failed", f"your code raised {error_text(error)}"
