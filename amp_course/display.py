@@ -46,6 +46,8 @@ def widgets_available() -> bool:
 def error_text(error: BaseException) -> str:
     """How an observation records an exception the learner's code raised (500 characters)."""
     said = str(error)
+    if getattr(error, "said_whole", False):  # a lab kit's Returned: the whole phrase
+        return said[:500]
     return f"{type(error).__name__}: {said}"[:500] if said else type(error).__name__
 
 

@@ -419,3 +419,25 @@ def test_an_answer_that_calls_sys_exit_fails_with_a_verdict(name, exit_call):
 
     status, message = exercises.verdict(name, leaves, 0)
     assert status == "failed" and re.fullmatch(r"your code raised SystemExit(: 1)?", message)
+
+
+# What each lab's kit said when the learner's function returned None: the kit's own unpacking
+# failed, and the check blamed the learner ("your function raised AttributeError: 'NoneType' ...",
+# for setup_context_autocast "the backward through your function ... raised").
+RETURNS_NONE = {
+    "labs.masked_fill_fp16": "your function returned None; the lab takes the attention's output",
+    "labs.fully_masked_rows": "your function returned None; the lab takes the attention's output",
+    "labs.rope_bf16": "your function returned None; the lab takes (cos, sin), 2 tensors",
+    "labs.checkpoint_autocast": "your function returned None; the lab takes the block's output",
+    "labs.thread_autocast": "your function returned None; the lab takes the outputs",
+    "labs.setup_context_autocast": "your function returned None; the lab takes the product",
+    "labs.resume": "save_checkpoint returned None; lab.load_checkpoint reads a dict",
+    "labs.custom_op_autocast": "your function returned None; the lab calls what it returns",
+}
+
+
+@pytest.mark.parametrize("name", RETURNS_NONE)
+def test_a_lab_function_that_returns_none_is_told_so_not_that_it_raised(name):
+    status, message = exercises.verdict(name, lambda *args: None, 0)
+    assert status == "failed" and RETURNS_NONE[name] in message, message
+    assert "raised" not in message and "NoneType" not in message, message

@@ -210,7 +210,14 @@ def fail_on_error(error: str | None, call: str) -> None:
         return
     if is_blank_text(error):
         raise ExerciseNotDone(f"{call} still raises NotImplementedError.")
-    raise ExerciseFailed(f"{call} raised {error}")
+    raise ExerciseFailed(f"{call} {what_happened(error)}")
+
+
+def what_happened(error: str) -> str:
+    """An observed error as the end of a sentence about the learner's call: "raised TypeError: ..."
+    for what their code raised, "returned None; ..." where a lab's kit found the value it returned
+    unusable (``labs.failure_cases.Returned``, whose text begins so)."""
+    return error if error.startswith("returned ") else f"raised {error}"
 
 
 def judge(item, mine, reference, seed: int, not_done: bool = False) -> tuple[str, str]:

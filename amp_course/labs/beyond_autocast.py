@@ -18,10 +18,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import load_mnist
-from ..display import error_text
+from ..display import error_text, kind_of
 from ..memory import saved_tensor_bytes
 from ..recipe import AmpRecipe
 from ..scaling import mlp, mnist_batches
+from .failure_cases import Returned, returned_tensor
 
 DEVICE_TYPE = "cpu"
 RECIPE = AmpRecipe(DEVICE_TYPE, "bf16")
@@ -49,7 +50,7 @@ class _Applied(nn.Module):
         self.fn, self.block = fn, block
 
     def forward(self, x):
-        return self.fn(self.block, x)
+        return returned_tensor(self.fn(self.block, x), "the block's output")
 
 
 class Residual(nn.Module):
@@ -83,7 +84,7 @@ def run_checkpointed(fn, seed: int = 0, recipe: AmpRecipe = RECIPE, residual: bo
         applied = _Applied(fn, block)
         saved = saved_tensor_bytes(applied, x, recipe=recipe)
         with recipe.autocast():
-            out = fn(block, x)
+            out = returned_tensor(fn(block, x), "the block's output")
         phase[0] = "backward"
         out.float().square().mean().backward()
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
@@ -135,6 +136,8 @@ def run_fused_op(fn, seed: int = 0) -> dict:
         return observed
     try:
         op = fn(name, kernel)
+        if not callable(op):
+            raise Returned(f"returned {kind_of(op)}; the lab calls what it returns, the op")
         # Also by its name, as compiled and exported code calls it: the op itself, not whatever
         # Python function was returned, must carry the autocast rule.
         namespace, op_name = name.split("::")
@@ -252,7 +255,12 @@ def run_in_workers(fn, seed: int = 0) -> dict:
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     observed = {"error": None, "count": count}
     try:
-        outputs = list(fn(model, batches))
+        returned = fn(model, batches)
+        if isinstance(returned, torch.Tensor) or not hasattr(returned, "__iter__"):
+            raise Returned(
+                f"returned {kind_of(returned)}; the lab takes the outputs, one per batch"
+            )
+        outputs = [returned_tensor(output, "each output") for output in returned]
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         observed["error"] = error_text(error)
         return observed

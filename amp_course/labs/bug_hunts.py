@@ -19,9 +19,10 @@ import torch.nn.functional as F
 
 from .. import scaling
 from ..data import load_mnist
-from ..display import error_text
+from ..display import error_text, kind_of
 from ..recipe import AmpRecipe
 from ..training import amp_step
+from .failure_cases import Returned
 
 DEVICE = torch.device("cpu")
 AMP_DTYPE = torch.float16
@@ -233,6 +234,11 @@ def resumed_run(save, seed: int = 0):
     train_steps(model, optimizer, scaler, batches[:resume_at])
     saved = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
     buffer, checkpoint = io.BytesIO(), save(model, optimizer, scaler)
+    if not isinstance(checkpoint, dict):  # what lab.load_checkpoint reads
+        raise Returned(
+            f"save_checkpoint returned {kind_of(checkpoint)}; lab.load_checkpoint reads a dict "
+            "(checkpoint['model'], and 'optimizer' and 'scaler' where present)"
+        )
     objects = _objects_in(checkpoint)
     if objects:  # say so before torch.load refuses them in words about its own options
         raise TypeError(

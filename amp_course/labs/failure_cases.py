@@ -1,12 +1,13 @@
 """The more-failures labs' common setup: the device, the scaler settings, the autocast cases a check
 runs, the generator every lab draws from (``more_failures`` and ``rotary`` use them), and the call
-that records what a learner's function raised (the modern-stack labs')."""
+that records what a learner's function raised (the modern-stack labs'), and the error a kit raises
+when what the function returned is not what its lab takes (every lab's kit)."""
 
 from __future__ import annotations
 
 import torch
 
-from ..display import error_text
+from ..display import error_text, kind_of
 
 DEVICE_TYPE = "cpu"
 SCALER_KWARGS = dict(init_scale=2.0**16, growth_interval=3)
@@ -31,3 +32,28 @@ def attempt(fn, *args) -> tuple[object, str | None]:
         return fn(*args), None
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         return None, error_text(error)
+
+
+class Returned(TypeError):
+    """What a learner's function returned is not what its lab takes. Raised by a lab's kit, not by
+    the learner's code: its text is the whole phrase ("returned None; ..."), which a check says as
+    it is ("your function returned None; ..."), never as something the function raised."""
+
+    said_whole = True  # display.error_text gives the text alone, with no type name
+
+
+def returned_tensor(value, what: str):
+    """``value`` if it is a tensor; else Returned, naming ``what`` the lab takes."""
+    if not isinstance(value, torch.Tensor):
+        raise Returned(f"returned {kind_of(value)}; the lab takes {what}, a tensor")
+    return value
+
+
+def returned_tensors(value, count: int, what: str) -> tuple:
+    """``value`` as a tuple if it holds ``count`` tensors; else Returned, naming ``what``."""
+    if not isinstance(value, (tuple, list)) or len(value) != count:
+        held = f" of {len(value)}" if isinstance(value, (tuple, list)) else ""
+        raise Returned(f"returned {kind_of(value)}{held}; the lab takes {what}, {count} tensors")
+    for item in value:
+        returned_tensor(item, what)
+    return tuple(value)

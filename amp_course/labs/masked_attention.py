@@ -10,7 +10,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..display import error_text
-from .failure_cases import AUTOCAST_CASES, DEVICE_TYPE, SCALER_KWARGS, autocast, seeded
+from .failure_cases import (
+    AUTOCAST_CASES,
+    DEVICE_TYPE,
+    SCALER_KWARGS,
+    autocast,
+    returned_tensor,
+    seeded,
+)
 
 
 # ---- Labs 2 and 3: masked attention under autocast -----------------------------------------------
@@ -77,7 +84,10 @@ def run_masked(fn, seed: int = 0) -> dict:
         indicator = masked.to(v.dtype).contiguous()
         try:
             with autocast(dtype):
-                out, weight = fn(q, k, v, keep), fn(q, k, indicator, keep)
+                out, weight = (
+                    returned_tensor(fn(q, k, values, keep), "the attention's output")
+                    for values in (v, indicator)
+                )
             observed[case] = {"error": None, "out": out.detach(), "masked_weight": weight[..., 0]}
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             observed[case] = {"error": error_text(error)}
@@ -131,7 +141,7 @@ def run_padded(fn, seed: int = 0) -> dict:
         weights = torch.randn(q.shape, generator=seeded(seed + 1)) * has_key
         try:
             with autocast(dtype):
-                out = fn(q, k, v, keep)
+                out = returned_tensor(fn(q, k, v, keep), "the attention's output")
             (out.float() * weights).sum().backward()
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             observed[case] = {"error": error_text(error)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from ..display import error_text
-from .failure_cases import AUTOCAST_CASES, autocast, seeded
+from .failure_cases import AUTOCAST_CASES, autocast, returned_tensors, seeded
 
 
 def inverse_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -64,7 +64,9 @@ def run_rope(fn, seed: int = 0) -> dict:
     for case, (autocast_dtype, dtype, dim, base, positions) in rope_cases(seed).items():
         try:
             with autocast(autocast_dtype):
-                cos, sin = fn(inverse_frequencies(dim, base), positions.clone(), dtype)
+                cos, sin = returned_tensors(
+                    fn(inverse_frequencies(dim, base), positions.clone(), dtype), 2, "(cos, sin)"
+                )
             observed[case] = {"error": None, "cos": cos.detach(), "sin": sin.detach()}
         except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             observed[case] = {"error": error_text(error)}

@@ -27,7 +27,7 @@ from ...labs.beyond_autocast import (
 from ...precisions import name_of
 from ...recipe import AmpRecipe
 from .. import ExerciseFailed, register
-from ..answers import error_text
+from ..answers import error_text, what_happened
 from .pool import compare_pool, observe_pool
 
 # ---- Lab 1: a checkpoint whose recompute runs outside autocast -----------------------------------
@@ -61,7 +61,7 @@ def compare_checkpointed(mine: dict, reference: dict, seed: int) -> None:
 
 def _compare_checkpointed_case(mine: dict, reference: dict, label: str) -> None:
     if mine["error"]:
-        raise ExerciseFailed(f"{label} your function raised {mine['error']}")
+        raise ExerciseFailed(f"{label} your function {what_happened(mine['error'])}")
     if not mine["dtypes"]["backward"]:
         kept = (
             f"the forward kept {mine['saved_bytes']} bytes for backward, the checkpointed "
@@ -108,7 +108,9 @@ def compare_fused_op(mine: dict, reference: dict, seed: int) -> None:
     if reference["error"]:
         raise ExerciseFailed(reference["error"])
     if mine["error"]:
-        raise ExerciseFailed(f"building or calling your op raised {mine['error']}")
+        said = what_happened(mine["error"])
+        who = "your function" if said.startswith("returned") else "building or calling your op"
+        raise ExerciseFailed(f"{who} {said}")
     by_name = f"called by its name, torch.ops.{mine['name']}, inside torch.autocast,"
     places = (
         ("autocast", "inside torch.autocast"),
@@ -169,7 +171,7 @@ def compare_mean_loss(mine: dict, reference: dict, seed: int) -> None:
     for label, want in reference.items():
         got = mine[label]
         if got["error"]:
-            raise ExerciseFailed(f"On {label}, your function raised {got['error']}")
+            raise ExerciseFailed(f"On {label}, your function {what_happened(got['error'])}")
         if got["type"] != "float":
             raise ExerciseFailed(
                 f"return a Python float (what a logger records), not a {got['type']}."
@@ -207,7 +209,7 @@ register("labs.bf16_loss_sum", observe_mean_loss, compare_mean_loss)
 # ---- Lab 4: autocast entered in one thread, the forward run in another ---------------------------
 def compare_workers(mine: dict, reference: dict, seed: int) -> None:
     if mine["error"]:
-        raise ExerciseFailed(f"your function raised {mine['error']}")
+        raise ExerciseFailed(f"your function {what_happened(mine['error'])}")
     if mine["in_caller_thread"]:
         raise ExerciseFailed(
             f"{mine['in_caller_thread']} forward(s) ran in the calling thread; the reference "
