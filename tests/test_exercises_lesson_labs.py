@@ -54,25 +54,29 @@ def test_every_lab_has_a_broken_version_and_a_blank(lesson):
 # must not use them (it gives the symptom); its "Why it broke", after its check, gives the cause.
 FIX_WORDS = {
     "labs_bug_hunts": {
-        "labs.clip_after_unscale": r"unscale|true units|Pytorch-UNet|#468",
+        "labs.clip_after_unscale": r"unscale|true units|Pytorch-UNet|#468|many times\s+the\s+norm",
         "labs.accumulation": r"once per (?:optimizer|group)|complete only|#641|#23935",
         "labs.bf16_scaler": r"exponent range|underflow|enabled=|only makes sense|#1036|#127176",
         "labs.scheduler_skip": r"counts its own|stepped on all|only where the scaler|post-hook|"
         r"#44511|#67590",
-        "labs.resume": r"init_scale|growth tracker|state_dict\(\) holds|load_state_dict|#11663",
+        "labs.resume": r"init_scale|growth tracker|state_dict\(\) holds|load_state_dict|#11663|"
+        r"getsource|scaler's `state_dict",
         "labs.half_model": r"gradients are fp16|refuses to unscale|fp32 weights|\.half\(\) made|"
         r"#74739",
         "labs.extra_step": r"itself|left from|leftover|second update|Applio|#860",
     },
     "labs_beyond_autocast": {
-        "labs.checkpoint_autocast": r"re-?enter|autocast's state|per region|is_autocast_enabled",
-        "labs.custom_op_autocast": r"register_autocast|no list|custom_fwd|145588",
+        "labs.checkpoint_autocast": r"re-?enter|autocast's state|per region|is_autocast_enabled|"
+        r"torch\.utils\.checkpoint",
+        "labs.custom_op_autocast": r"register_autocast|no list|custom_fwd|145588|"
+        r"lower-precision list|dispatch key",
         "labs.bf16_loss_sum": r"spacing|stops? growing|\bfp32\b|float32|\.item\(\)|4096",
         "labs.thread_autocast": r"thread-local|per thread|belongs to the thread|parallel_apply|"
-        r"invoked",
+        r"invoked|off in the worker|main thread",
     },
     "labs_more_failures": {
         "labs.no_inf_checks": r"nothing to record|records whether|get no gradients|assign=True|"
+        r"`\.grad` is `None`|"
         r"Module\.to|nerfstudio|deep_pipe|accelerate#328",
         "labs.masked_fill_fp16": r"finfo|lowest value|65504|exponent range|cannot hold|apex#1052",
         "labs.fully_masked_rows": r"zero weights?|weights? of (?:0|zero)|nan_to_num|0/0|whole row|"
@@ -85,7 +89,8 @@ FIX_WORDS = {
         "labs.tf32_api_mix": r"doesn't allow|mixing the old|chronos|21256",
         "labs.ema_skipped_steps": r"\bgat(?:e|es|ed|ing)\b|found_inf|halves the scale|still runs|"
         r"55585|4652|far above",
-        "labs.setup_context_autocast": r"first argument|args\[0\]|landed on|132388|_fwd_used",
+        "labs.setup_context_autocast": r"first argument|args\[0\]|landed on|132388|_fwd_used|"
+        r"two ways|forward\(ctx",
         "labs.adam_fp16_eps": r"\beps\b|1e-8|squared|underflow|147437|holds neither",
         "labs.fp8_zero_scale": r"epsilon|\beps\b|clamp|floor|amax of 0|448 / 0|4713|3356",
     },
