@@ -80,7 +80,7 @@ FIX_WORDS = {
         r"Module\.to|nerfstudio|deep_pipe|accelerate#328",
         "labs.masked_fill_fp16": r"finfo|lowest value|65504|exponent range|cannot hold|apex#1052",
         "labs.fully_masked_rows": r"zero weights?|weights? of (?:0|zero)|nan_to_num|0/0|whole row|"
-        r"103749|133882|_safe_softmax|like an overflow",
+        r"103749|133882|_safe_softmax|like an overflow|scaled_dot_product_attention",
         "labs.rope_bf16": r"lower-precision list|significant bits|spacing|float64|enabled=False|"
         r"29285|13920",
     },

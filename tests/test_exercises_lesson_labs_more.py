@@ -9,7 +9,7 @@ import conftest
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tagged
+from conftest import notebook, tagged
 
 from amp_course import exercises
 from amp_course.exercises import ExerciseFailed
@@ -659,3 +659,18 @@ def test_fixes_right_only_at_the_cases_the_seeds_drew_fail_at_every_grader_seed(
     for seed in (1, 2, 3, 4, 5, *conftest.SECRET_SEEDS):
         status, message = exercises.verdict(name, wrong, seed)
         assert status == "failed" and says in message, (seed, message)
+
+
+def test_the_padded_attention_lab_runs_pytorchs_attention_only_after_the_check():
+    """Printed before the blank, PyTorch's attention beside the broken one laid out a one-call fix
+    that the check accepts (a test learner's read): it runs after the check, for "Why it broke"."""
+    cells = notebook("labs_more_failures").cells
+    start = next(i for i, c in enumerate(cells) if c.source.startswith("## Lab 3."))
+    blank = next(
+        i
+        for i, c in enumerate(cells)
+        if c.metadata.get("exercise", {}).get("name") == "labs.fully_masked_rows"
+    )
+    before = [c.source for c in cells[start:blank]]
+    assert not [s for s in before if "scaled_dot_product_attention" in s]
+    assert any("scaled_dot_product_attention" in c.source for c in cells[blank:])
