@@ -86,7 +86,7 @@ FIX_WORDS = {
     },
     "labs_modern_stack": {
         "labs.compiled_dtype_mix": r"need not check|177630|same dtype|scalar type|sums are fp32",
-        "labs.tf32_api_mix": r"doesn't allow|mixing the old|chronos|21256",
+        "labs.tf32_api_mix": r"doesn't allow|mixing the old|chronos|21256|wins over",
         "labs.ema_skipped_steps": r"\bgat(?:e|es|ed|ing)\b|found_inf|halves the scale|still runs|"
         r"55585|4652|far above",
         "labs.setup_context_autocast": r"first argument|args\[0\]|landed on|132388|_fwd_used|"
