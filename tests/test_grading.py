@@ -514,6 +514,9 @@ def test_missing_or_corrupt_files_cost_only_what_they_hold(run):
     assert dave["06.choose_dtype"][2] == "missing"
     hank = _points(run["rows"], "hank")
     assert hank["05.mfu"][:3] == (0, 1, "error") and "corrupt notebook" in hank["05.mfu"][3]
+    # Said as what it is, not as nbformat's quote of the file's first bytes.
+    assert "not JSON, as a notebook file cut short" in hank["05.mfu"][3]
+    assert '"cells"' not in hank["05.mfu"][3]
     assert hank["quiz:pick-b"][0] == 2
     erin = _points(run["rows"], "erin")  # no answer file: only the quiz is lost
     assert erin["quiz:pick-b"][:3] == (0, 2, "missing") and "no answers" in erin["quiz:pick-b"][3]

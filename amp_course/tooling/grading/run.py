@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nbformat
+from nbformat.reader import NotJSONError
 from nbformat.warnings import MissingIDFieldWarning
 
 from ... import exercises
@@ -133,9 +134,11 @@ def grade_lesson(run: Run, student, master: Master, learner_path: Path, box, dea
             learner = nbformat.reads(data.decode(), as_version=4)
         rebuilt = restore(master.notebook, learner)
     except Exception as error:  # any unreadable notebook: zero for its checks only
-        return zero(
-            "error", f"corrupt notebook {learner_path.name}: {type(error).__name__}: {error}"
-        )
+        # nbformat's NotJSONError quotes the file's first bytes, which tell a student nothing.
+        said = f"{type(error).__name__}: {error}"
+        if isinstance(error, (NotJSONError, UnicodeDecodeError)):
+            said = "not JSON, as a notebook file cut short or saved in another format is"
+        return zero("error", f"corrupt notebook {learner_path.name}: {said}")
     # Hidden inputs drawn for this very notebook: feedback that shows one tells nothing about
     # another submission's, or about a resubmission's.
     submitted = hashlib.sha256(data).hexdigest()
