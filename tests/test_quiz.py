@@ -405,3 +405,15 @@ def test_a_source_that_is_not_utf8_text_is_one_line(tmp_path, capsys):
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
     assert "00_scenario.yaml: cannot read it as UTF-8 text" in err and "Traceback" not in err
+
+
+def test_quiz_texts_hold_no_markdown_backticks():
+    """The widgets and the website show a question's texts as plain text: a backtick shows as
+    typed (lesson 05's timer question did). Code is written plain, as in every other question."""
+    for path in sorted((ROOT / "quizzes" / "source").glob("*.yaml")):
+        for question in yaml.safe_load(path.read_text(encoding="utf-8"))["questions"]:
+            texts = [question["prompt"]]
+            for choice in question.get("choices", []):
+                texts += [choice["text"], choice.get("explanation", "")]
+            texts.append(question.get("explanation", ""))
+            assert not [t for t in texts if "`" in str(t)], (path.name, question["id"])

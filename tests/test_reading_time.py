@@ -36,6 +36,9 @@ def test_every_fold_is_a_deeper_block(lesson):
         if cell.cell_type == "markdown":
             opened = cell.source.count("<details>")
             assert opened == cell.source.count("</details>") == len(DEEPER.findall(cell.source))
+            # A summary is raw HTML: Markdown there shows as typed (`LossScaler`, backticks too).
+            summaries = re.findall(r"<summary>(.*?)</summary>", cell.source, flags=re.S)
+            assert not [s for s in summaries if "`" in s or "**" in s], summaries
 
 
 def test_a_deeper_block_is_left_out_of_the_count():
