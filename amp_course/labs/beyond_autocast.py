@@ -22,16 +22,10 @@ from ..display import error_text, kind_of
 from ..memory import saved_tensor_bytes
 from ..recipe import AmpRecipe
 from ..scaling import mlp, mnist_batches
-from .failure_cases import Returned, returned_tensor
+from .failure_cases import DEVICE_TYPE, Returned, returned_tensor, seeded
 
-DEVICE_TYPE = "cpu"
 RECIPE = AmpRecipe(DEVICE_TYPE, "bf16")
 AMP_DTYPE = RECIPE.autocast_dtype
-
-
-def seeded(seed: int) -> torch.Generator:
-    """The generator every lab draws its inputs from."""
-    return torch.Generator().manual_seed(seed)
 
 
 def lab_block(seed: int = 0, width: int = 32) -> nn.Sequential:

@@ -1,7 +1,7 @@
-"""The more-failures labs' common setup: the device, the scaler settings, the autocast cases a check
-runs, the generator every lab draws from (``more_failures`` and ``rotary`` use them), and the call
-that records what a learner's function raised (the modern-stack labs'), and the error a kit raises
-when what the function returned is not what its lab takes (every lab's kit)."""
+"""The labs' common setup: the device, the scaler settings, the autocast cases a check runs, the
+generator every lab draws from, the call that records what a learner's function raised (the
+modern-stack labs'), and the error a kit raises when what the function returned is not what its
+lab takes."""
 
 from __future__ import annotations
 
